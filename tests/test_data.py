@@ -1,0 +1,203 @@
+"""The strict loader: every kind of malformed dataset is rejected with its file, line and field."""
+import json, shutil
+from pathlib import Path
+
+import pytest
+
+from pace.cli import main as cli_main
+from pace.data import DatasetError, load_pace_dataset
+
+GOOD = Path(__file__).parent / "fixtures" / "good"
+
+
+@pytest.fixture
+def ds(tmp_path):
+    "A fresh, writable copy of the good fixture."
+    dst = tmp_path / "ds"
+    shutil.copytree(GOOD, dst)
+    return dst
+
+
+def rows(path):
+    return [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+
+
+def write(path, objs):
+    path.write_text("".join(json.dumps(o) + "\n" for o in objs))
+
+
+def edit(path, line, **changes):
+    "Apply `changes` to the object on 1-based `line` of a JSONL file (None deletes a key)."
+    objs = rows(path)
+    for k, v in changes.items():
+        if v is None: objs[line - 1].pop(k)
+        else: objs[line - 1][k] = v
+    write(path, objs)
+
+
+def problems(path):
+    "(file, line, field) of every problem the loader reports; fails if it loads."
+    with pytest.raises(DatasetError) as e:
+        load_pace_dataset(path)
+    return [(p.file, p.line, p.field) for p in e.value.problems], e.value
+
+
+def test_good_fixture_loads():
+    ds = load_pace_dataset(GOOD)
+    assert len(ds.queries) == 4 and set(ds.kb) == {"ego-a", "ego-b"}
+
+
+@pytest.mark.parametrize("victim, where", [("instances.jsonl", "instances.jsonl"),
+                                           ("queries.jsonl", "queries.jsonl"),
+                                           ("kb/ego-b.jsonl", "kb/ego-b.jsonl")])
+def test_missing_file(ds, victim, where):
+    (ds / victim).unlink()
+    found, err = problems(ds)
+    assert (where, None, None) in found
+    assert f"{where}: missing file" in str(err)
+
+
+def test_invalid_json_line(ds):
+    with open(ds / "kb" / "ego-a.jsonl", "a") as f: f.write('{"doc_id": "a9", "text": "unterminated}\n')
+    found, err = problems(ds)
+    assert found == [("kb/ego-a.jsonl", 9, None)]
+    assert "invalid JSON" in str(err)
+
+
+def test_line_that_is_not_an_object(ds):
+    with open(ds / "queries.jsonl", "a") as f: f.write('["q9"]\n')
+    assert problems(ds)[0] == [("queries.jsonl", 5, None)]
+
+
+def test_missing_field(ds):
+    edit(ds / "queries.jsonl", 2, judgment=None)
+    found, err = problems(ds)
+    assert found == [("queries.jsonl", 2, "judgment")]
+    assert "missing required field" in str(err)
+
+
+def test_missing_nested_field(ds):
+    inst = rows(ds / "instances.jsonl")
+    del inst[1]["alters"][0]["relation"]
+    write(ds / "instances.jsonl", inst)
+    assert problems(ds)[0] == [("instances.jsonl", 2, "alters.0.relation")]
+
+
+@pytest.mark.parametrize("field, value", [("gold_doc_ids", "a1"), ("query", 42), ("instance_id", 1)])
+def test_mistyped_field(ds, field, value):
+    edit(ds / "queries.jsonl", 1, **{field: value})
+    found, _ = problems(ds)
+    assert ("queries.jsonl", 1, field) in found
+
+
+def test_unknown_field_is_reported(ds):
+    edit(ds / "queries.jsonl", 3, gold_doc_id=["b1"])
+    assert problems(ds)[0] == [("queries.jsonl", 3, "gold_doc_id")]
+
+
+def test_empty_text(ds):
+    edit(ds / "kb" / "ego-b.jsonl", 4, text="   ")
+    found, err = problems(ds)
+    assert found == [("kb/ego-b.jsonl", 4, "text")]
+    assert "must not be empty" in str(err)
+
+
+def test_duplicate_doc_id(ds):
+    edit(ds / "kb" / "ego-a.jsonl", 5, doc_id="a2")
+    found, err = problems(ds)
+    assert ("kb/ego-a.jsonl", 5, "doc_id") in found
+    assert "duplicate doc_id 'a2' (first on line 2)" in str(err)
+
+
+def test_duplicate_query_id(ds):
+    edit(ds / "queries.jsonl", 4, query_id="q2")
+    found, err = problems(ds)
+    assert found == [("queries.jsonl", 4, "query_id")]
+    assert "duplicate query_id 'q2'" in str(err)
+
+
+def test_duplicate_instance_id(ds):
+    edit(ds / "instances.jsonl", 2, instance_id="ego-a")
+    found, _ = problems(ds)
+    assert ("instances.jsonl", 2, "instance_id") in found
+
+
+def test_unknown_instance_id(ds):
+    edit(ds / "queries.jsonl", 3, instance_id="ego-z")
+    found, err = problems(ds)
+    assert found == [("queries.jsonl", 3, "instance_id")]
+    assert "unknown instance_id 'ego-z'" in str(err)
+
+
+def test_kb_file_without_instance(ds):
+    shutil.copy(ds / "kb" / "ego-a.jsonl", ds / "kb" / "ego-q.jsonl")
+    assert problems(ds)[0] == [("kb/ego-q.jsonl", None, None)]
+
+
+def test_gold_id_not_in_kb(ds):
+    # b1 exists, but in ego-b's KB, not in ego-a's: gold ids are checked per instance.
+    edit(ds / "queries.jsonl", 2, gold_doc_ids=["a3", "b1"])
+    found, err = problems(ds)
+    assert found == [("queries.jsonl", 2, "gold_doc_ids.1")]
+    assert "'b1' is not a doc_id in kb/ego-a.jsonl" in str(err)
+
+
+@pytest.mark.parametrize("value", ["yes", 1, True, "Conflict"])
+def test_label_outside_set(ds, value):
+    edit(ds / "queries.jsonl", 1, label=value)
+    assert problems(ds)[0] == [("queries.jsonl", 1, "label")]
+
+
+def test_situation_type_outside_set(ds):
+    edit(ds / "queries.jsonl", 2, situation_type="emotional")
+    found, err = problems(ds)
+    assert found == [("queries.jsonl", 2, "situation_type")]
+    assert "'temporal', 'personal' or 'state'" in str(err)
+
+
+@pytest.mark.parametrize("value", ["10/03/2026", "2026-3-10", "2026-02-30", "2026-03-10T09:00:00", 20260310])
+def test_date_not_iso(ds, value):
+    edit(ds / "queries.jsonl", 1, ref_date=value)
+    assert problems(ds)[0] == [("queries.jsonl", 1, "ref_date")]
+
+
+def test_timeline_date_not_iso(ds):
+    inst = rows(ds / "instances.jsonl")
+    inst[0]["timeline"]["window_end"] = "April 2026"
+    write(ds / "instances.jsonl", inst)
+    assert ("instances.jsonl", 1, "timeline.window_end") in problems(ds)[0]
+
+
+def test_ref_date_outside_timeline(ds):
+    edit(ds / "queries.jsonl", 3, ref_date="2026-08-01")
+    found, err = problems(ds)
+    assert found == [("queries.jsonl", 3, "ref_date")]
+    assert "outside the timeline of 'ego-b'" in str(err)
+
+
+def test_timeline_out_of_order(ds):
+    inst = rows(ds / "instances.jsonl")
+    inst[0]["timeline"]["ref_date"] = "2026-05-01"
+    write(ds / "instances.jsonl", inst)
+    found, _ = problems(ds)
+    assert ("instances.jsonl", 1, "timeline") in found
+
+
+def test_all_problems_are_collected(ds):
+    edit(ds / "queries.jsonl", 1, label="maybe")
+    edit(ds / "queries.jsonl", 4, gold_doc_ids=["nope"])
+    edit(ds / "kb" / "ego-a.jsonl", 7, text="")
+    with open(ds / "instances.jsonl", "a") as f: f.write("not json\n")
+    found, err = problems(ds)
+    assert found == [("instances.jsonl", 3, None), ("kb/ego-a.jsonl", 7, "text"),
+                     ("queries.jsonl", 1, "label"), ("queries.jsonl", 4, "gold_doc_ids.0")]
+    assert str(err).splitlines()[0].endswith("4 problems")
+
+
+def test_cli_check(ds, capsys):
+    assert cli_main(["data", "check", str(GOOD)]) == 0
+    out = capsys.readouterr().out
+    assert "Table 1" in out and "Table 6" in out
+    edit(ds / "queries.jsonl", 1, label="maybe")
+    assert cli_main(["data", "check", str(ds)]) == 1
+    assert "queries.jsonl:1: field 'label'" in capsys.readouterr().out
