@@ -1,0 +1,154 @@
+"Tests of pace.cache: keys, concurrent writers (threads and processes), crash safety, stats/clear, accounts."
+import json, multiprocessing as mp, os, signal, sqlite3, subprocess, sys, time
+from pathlib import Path
+import pytest
+from pace.cache import Cache, Entry, Accounts, request_key, as_cache, cache_cli, CACHE_VERSION
+import pace.cache as pc
+
+
+def _entry(key, stage="s", model="m", kind="chat", resp=None, **kw):
+    return Entry(key=key, kind=kind, model=model, stage=stage, request={"k": key}, response=resp if resp is not None else {"text": key}, **kw)
+
+
+def test_key_is_canonical_and_versioned(monkeypatch):
+    a = request_key("chat", {"model": "m", "messages": [{"role": "user", "content": "é"}], "seed": 0})
+    b = request_key("chat", {"seed": 0, "messages": [{"content": "é", "role": "user"}], "model": "m"})
+    assert a == b
+    monkeypatch.setattr(pc, "CACHE_VERSION", CACHE_VERSION + 1)
+    assert pc.request_key("chat", {"model": "m", "messages": [{"role": "user", "content": "é"}], "seed": 0}) != a
+
+
+def test_roundtrip_first_value_wins(tmp_path):
+    c = Cache(tmp_path / "c.sqlite")
+    assert c.put(_entry("k1", prompt_tokens=3, completion_tokens=4, seconds=1.5))
+    assert not c.put(_entry("k1", resp={"text": "later"}))
+    e = c.get("k1")
+    assert (e.response, e.prompt_tokens, e.completion_tokens, e.seconds) == ({"text": "k1"}, 3, 4, 1.5)
+    assert c.get("missing") is None
+    # a second Cache object on the same file (another "process") sees it
+    assert Cache(tmp_path / "c.sqlite").get("k1").response == {"text": "k1"}
+    assert c.integrity() == "ok"
+
+
+def test_default_path_and_as_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PACE_CACHE", str(tmp_path / "env.sqlite"))
+    assert as_cache(None).path == tmp_path / "env.sqlite"
+    assert as_cache(False) is None
+    with pytest.raises(TypeError):
+        as_cache(1.5)
+
+
+def _writer(path, wid, n, shared):
+    c = Cache(path)
+    for i in range(n):
+        c.put(_entry(f"w{wid}-{i}", stage=f"st{wid % 2}", resp={"text": f"w{wid}-{i}", "blob": "x" * 200}))
+        c.put(_entry(f"shared-{i % shared}", resp={"text": f"shared-{i % shared}"}))  # contended keys
+        if i % 10 == 0: assert c.get(f"w{wid}-{i}") is not None
+
+
+def test_concurrent_process_writers(tmp_path):
+    path = tmp_path / "c.sqlite"
+    Cache(path)  # create the schema once
+    ctx = mp.get_context("spawn")
+    ps = [ctx.Process(target=_writer, args=(path, w, 150, 20)) for w in range(4)]
+    for p in ps: p.start()
+    for p in ps: p.join(120)
+    assert [p.exitcode for p in ps] == [0] * 4
+    c = Cache(path)
+    keys = [f"w{w}-{i}" for w in range(4) for i in range(150)] + [f"shared-{i}" for i in range(20)]
+    got = c.get_many(keys)
+    assert len(got) == len(keys)
+    assert all(got[k].response["text"] == k for k in keys)
+    assert c.stats()["entries"] == len(keys)
+    assert c.integrity() == "ok"
+
+
+def test_thread_writers_share_one_object(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+    c = Cache(tmp_path / "c.sqlite")
+    with ThreadPoolExecutor(8) as ex:
+        assert sum(ex.map(lambda i: c.put(_entry(f"t{i}")), range(400))) == 400
+    assert len(c.get_many([f"t{i}" for i in range(400)])) == 400
+
+
+_CRASH_WRITER = r"""
+import sys
+from pace.cache import Cache, Entry
+c = Cache(sys.argv[1]); b = 0
+print("ready", flush=True)
+while True:  # batches of 50 in one transaction each, forever
+    c.put_many([Entry(key=f"b{b}-{i}", kind="embed", model="m", stage="s", request={"i": i}, response={"v": "y" * 500}) for i in range(50)])
+    b += 1
+"""
+
+
+def test_killed_writer_leaves_a_sound_file(tmp_path):
+    "SIGKILL mid-write: the file passes integrity_check and holds only whole transactions."
+    path = tmp_path / "c.sqlite"
+    p = subprocess.Popen([sys.executable, "-c", _CRASH_WRITER, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        time.sleep(1.5)
+    finally:
+        p.send_signal(signal.SIGKILL); p.wait(10)
+    c = Cache(path)
+    assert c.integrity() == "ok"
+    n = c.stats()["entries"]
+    assert n > 0 and n % 50 == 0  # no half transaction survived
+    rows = sqlite3.connect(path).execute("SELECT response FROM entries").fetchall()
+    assert all(json.loads(r[0]) == {"v": "y" * 500} for r in rows)
+    c.put(_entry("after-crash"))  # still writable
+    assert c.get("after-crash") is not None
+
+
+def test_stats_and_clear(tmp_path, capsys):
+    c = Cache(tmp_path / "c.sqlite")
+    c.put_many([_entry(f"a{i}", stage="planner", model="qwen", prompt_tokens=10) for i in range(3)]
+               + [_entry(f"b{i}", stage="judge", model="qwen") for i in range(2)]
+               + [_entry(f"e{i}", stage="index", model="minilm", kind="embed") for i in range(4)])
+    s = c.stats()
+    assert s["entries"] == 9
+    g = {(x["kind"], x["model"], x["stage"]): x for x in s["groups"]}
+    assert g[("chat", "qwen", "planner")]["entries"] == 3 and g[("chat", "qwen", "planner")]["prompt_tokens"] == 30
+    assert c.clear(stage="judge") == 2
+    assert c.clear(model="minilm") == 4
+    assert c.clear(stage="planner", model="other") == 0
+    assert c.stats()["entries"] == 3
+    assert cache_cli(["stats", "--cache", str(c.path)]) == 0
+    assert "planner" in capsys.readouterr().out
+    assert cache_cli(["stats", "--json", "--cache", str(c.path)]) == 0
+    assert json.loads(capsys.readouterr().out)["entries"] == 3
+    assert cache_cli(["clear", "--cache", str(c.path)]) == 2  # refuses to clear all without --all
+    assert cache_cli(["clear", "--all", "--cache", str(c.path)]) == 0
+    assert c.stats()["entries"] == 0
+
+
+def test_accounts_threads_and_diff():
+    from concurrent.futures import ThreadPoolExecutor
+    a = Accounts()
+    snap = a.snapshot()
+    with ThreadPoolExecutor(8) as ex:
+        list(ex.map(lambda i: a.record("gen", cached=i % 2 == 0, prompt_tokens=2, completion_tokens=1, seconds=0.1), range(1000)))
+    a.record("judge", ok=False)
+    d = a.since(snap)
+    assert d["gen"]["calls"] == 1000 and d["gen"]["cache_hits"] == 500 and d["gen"]["prompt_tokens"] == 2000
+    assert d["judge"]["failures"] == 1
+    assert a.total()["calls"] == 1001
+    assert a.by_stage()["gen"]["seconds"] == pytest.approx(100.0)
+
+
+def test_add_cli_hook_on_a_parent_parser(tmp_path, capsys):
+    "How the `pace` console script registers the sub-command."
+    import argparse
+    from pace.cache import add_cli
+    c = Cache(tmp_path / "c.sqlite")
+    c.put_many([_entry("a", stage="planner", model="qwen"), _entry("b", stage="judge", model="qwen")])
+    ap = argparse.ArgumentParser(prog="pace")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    add_cli(sub)
+    args = ap.parse_args(["cache", "clear", "--stage", "judge", "--model", "qwen", "--cache", str(c.path)])
+    assert args.func(args) == 0
+    assert "deleted 1 entries" in capsys.readouterr().out
+    assert c.get("a") is not None and c.get("b") is None
+    with pytest.raises(SystemExit):
+        ap.parse_args(["cache", "clear", "--kind", "images"])

@@ -1,0 +1,169 @@
+"Tests for pace.index: build, search edge cases, incremental add, save/load staleness, IndexStore."
+import json, shutil
+import numpy as np
+import pytest
+
+from pace.index import InstanceIndex, IndexStore, facts_sha256, _check_facts
+from retrieval_helpers import Fact, HashEmbedder, RandomEmbedder, synthetic_facts
+
+
+@pytest.fixture(scope="module")
+def kb():
+    return synthetic_facts(300, seed=1)
+
+
+@pytest.fixture(scope="module")
+def full(kb):
+    return InstanceIndex.build(kb, RandomEmbedder(48), knn_k=10)
+
+
+def test_graph_is_exact_knn(full):
+    v = full.vectors
+    sims = v @ v.T
+    np.fill_diagonal(sims, -np.inf)
+    want = np.argsort(-sims, axis=1, kind="stable")[:, :10]
+    assert full.graph_ids.tolist() == want.tolist()
+    np.testing.assert_allclose(full.graph_scores, np.take_along_axis(sims, want, 1), atol=1e-5)
+    row = full.neighbors("d7")
+    assert len(row) == 10 and "d7" not in [d for d, _ in row]
+    assert [s for _, s in row] == sorted((s for _, s in row), reverse=True)
+
+
+def test_add_equals_full_rebuild(kb, full):
+    emb = RandomEmbedder(48)
+    part = InstanceIndex.build(kb[:100], emb, knn_k=10)
+    part.add(kb[100:101]); part.add(kb[101:250]); part.add(kb[250:])
+    assert emb.n_texts == len(kb)                    # every fact embedded exactly once
+    assert part.doc_ids == full.doc_ids
+    assert part.graph_ids.tolist() == full.graph_ids.tolist()
+    np.testing.assert_allclose(part.graph_scores, full.graph_scores, atol=1e-5)
+    q = ["dentist appointment", "passport flight hotel"]
+    assert part.sparse(q, 10) == full.sparse(q, 10)
+    assert [[d for d, _ in r] for r in part.dense(q, 10)] == [[d for d, _ in r] for r in full.dense(q, 10)]
+    assert part.timings["n_embedded"] == len(kb) and part.timings["embed_s"] > 0
+
+
+def test_add_rejects_existing_ids(full):
+    with pytest.raises(ValueError, match="already indexed"):
+        full.add([Fact("d0", "new text")])
+
+
+def test_bad_facts():
+    emb = HashEmbedder()
+    with pytest.raises(ValueError, match="empty list"): InstanceIndex.build([], emb)
+    with pytest.raises(ValueError, match="duplicate"): InstanceIndex.build([Fact("a", "x y"), Fact("a", "z")], emb)
+    with pytest.raises(ValueError, match="text"): InstanceIndex.build([Fact("a", "")], emb)
+    with pytest.raises(ValueError, match="doc_id"): InstanceIndex.build([Fact(None, "text")], emb)
+
+
+def test_embedder_shape_checked():
+    class Bad(HashEmbedder):
+        def embed(self, texts, **kw): return super().embed(texts)[:, :10]
+    with pytest.raises(ValueError, match="shape"):
+        InstanceIndex.build(synthetic_facts(5), Bad())
+
+
+def test_search_edge_cases():
+    facts = [Fact("a", "Mina is allergic to peanuts."), Fact("b", "The pool closes at nine."),
+             Fact("c", "Peanut sauce is used in most dishes.")]
+    idx = InstanceIndex.build(facts, HashEmbedder(), knn_k=10)
+    assert len(idx.neighbors("a")) == 2                      # fewer than k other docs
+    assert len(idx.dense(["peanuts"], 50)[0]) == 3           # k > corpus size
+    s = idx.sparse(["peanuts", "", "the of and", "unknownword"], 50)
+    assert sorted(d for d, _ in s[0]) == ["a", "c"]          # only docs sharing a term (stemmed)
+    assert s[1:] == [[], [], []]                             # empty / stopword-only / OOV queries
+    assert idx.dense([], 3) == [] and idx.sparse([], 3) == []
+    with pytest.raises(ValueError): idx.dense(["x"], 0)
+    with pytest.raises(KeyError, match="unknown doc_id"): idx.neighbors("zz")
+
+
+def test_save_load_and_staleness(tmp_path, kb, caplog):
+    emb = RandomEmbedder(48)
+    p = tmp_path / "inst"
+    idx = InstanceIndex.build(kb[:50], emb, knn_k=5)
+    idx.save(p)
+    man = json.loads((p / "manifest.json").read_text())
+    assert man["embedder"] == {"model_id": emb.model_id, "dim": 48}
+    assert man["facts_sha256"] == facts_sha256(_check_facts(kb[:50]))
+    assert man["params"]["knn_k"] == 5 and man["format_version"] == 1
+
+    n = emb.n_texts
+    ok = InstanceIndex.load(p, kb[:50], emb, knn_k=5)
+    assert ok.status == "loaded" and emb.n_texts == n        # nothing re-embedded
+    assert ok.graph_ids.tolist() == idx.graph_ids.tolist()
+    assert ok.sparse(["dentist"], 5) == idx.sparse(["dentist"], 5)
+
+    changed = kb[:49] + [Fact(kb[49].doc_id, "A completely different sentence about zebras.")]
+    r = InstanceIndex.load(p, changed, emb, knn_k=5)
+    assert r.status == "rebuilt" and "facts changed" in r.stale_reason
+    assert r.text(kb[49].doc_id).endswith("zebras.") and r.sparse(["zebras"], 3)[0][0][0] == kb[49].doc_id
+    assert "stale" in caplog.text
+    assert InstanceIndex.load(p, changed, emb, knn_k=5).status == "loaded"      # re-saved
+    assert InstanceIndex.load(p, changed, RandomEmbedder(32), knn_k=5).status == "rebuilt"
+    assert InstanceIndex.load(p, changed, RandomEmbedder(32, model_id="other"), knn_k=5).stale_reason.startswith("embedder")
+    assert InstanceIndex.load(p, changed, RandomEmbedder(32, model_id="other"), knn_k=6).stale_reason.startswith("parameters")
+
+
+def test_load_damaged_files_rebuild(tmp_path):
+    facts, emb = synthetic_facts(20), HashEmbedder()
+    p = tmp_path / "x"
+    InstanceIndex.build(facts, emb, knn_k=3).save(p)
+    np.save(p / "vectors.npy", np.zeros((3, 64), np.float32))
+    assert InstanceIndex.load(p, facts, emb, knn_k=3).status == "rebuilt"
+    shutil.rmtree(p / "bm25")
+    r = InstanceIndex.load(p, facts, emb, knn_k=3)
+    assert r.status == "rebuilt" and r.stale_reason.startswith("damaged") and (p / "bm25").is_dir()
+    (p / "manifest.json").write_text("{not json")
+    assert InstanceIndex.load(p, facts, emb, knn_k=3).status == "rebuilt"
+    (p / "manifest.json").unlink()
+    assert InstanceIndex.load(p, facts, emb, knn_k=3, save=False).status == "rebuilt"
+
+
+def test_load_extends_appended_facts(tmp_path, kb, full):
+    emb = RandomEmbedder(48)
+    InstanceIndex.build(kb[:200], emb, knn_k=10).save(tmp_path / "i")
+    n = emb.n_texts
+    e = InstanceIndex.load(tmp_path / "i", kb, emb, knn_k=10)
+    assert e.status == "extended" and emb.n_texts - n == 100   # only the appended facts embedded
+    assert e.graph_ids.tolist() == full.graph_ids.tolist()
+    assert InstanceIndex.load(tmp_path / "i", kb, emb, knn_k=10).status == "loaded"
+
+
+def test_index_store(tmp_path):
+    emb = HashEmbedder()
+    facts = synthetic_facts(30)
+    st = IndexStore(tmp_path, emb, knn_k=4)
+    a = st.get("ego 1", facts)
+    assert a.status == "built" and st.get("ego 1", facts) is a
+    assert st.path("ego 1") != st.path("ego_1") and st.path("ego_1").name == "ego_1"
+    assert IndexStore(tmp_path, emb, knn_k=4).get("ego 1", facts).status == "loaded"
+    b = st.get("ego 1", facts + [Fact("new", "A new fact about yoga.")])
+    assert b.status == "extended" and "new" in b.doc_ids
+    with pytest.raises(ValueError): st.path("")
+
+
+@pytest.mark.parametrize("kind", [True, "ivf", "hnsw"])
+def test_approximate_index(kb, full, kind):
+    ap = InstanceIndex.build(kb, RandomEmbedder(48), knn_k=10, approximate=kind)
+    assert ap.approximate == ("hnsw" if kind == "hnsw" else "ivf")
+    overlap = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ap.graph_ids, full.graph_ids)])
+    assert overlap > 0.9
+    assert ap.dense_by_vector(full.vectors[:5], 1) == [[(d, pytest.approx(1.0, abs=1e-4))] for d in full.doc_ids[:5]]
+    ap.add([Fact("extra", "Fact extra: a brand new sentence.")])
+    assert ap.neighbors("extra") and ap.dense(["Fact extra: a brand new sentence."], 1)[0][0][0] == "extra"
+
+
+def test_approximate_bad_option():
+    with pytest.raises(ValueError, match="approximate"):
+        InstanceIndex.build(synthetic_facts(5), HashEmbedder(), approximate="lsh")
+
+
+@pytest.mark.parametrize("kind", ["ivf", "hnsw"])
+def test_approximate_save_load(tmp_path, kind):
+    facts, emb = synthetic_facts(120), HashEmbedder()
+    ap = InstanceIndex.build(facts, emb, knn_k=3, approximate=kind)
+    ap.save(tmp_path / "a")
+    l = InstanceIndex.load(tmp_path / "a", facts, emb, knn_k=3, approximate=kind)
+    assert l.status == "loaded" and l.faiss.ntotal == 120 and type(l.faiss) is type(ap.faiss)
+    assert l.dense(["dentist"], 5) == ap.dense(["dentist"], 5)
+    assert InstanceIndex.load(tmp_path / "a", facts, emb, knn_k=3).status == "rebuilt"   # exact != approximate
