@@ -247,8 +247,6 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     return p
 
 def cache_cli(argv:list[str]|None=None) -> int:
-    "Run `pace cache ...` with `argv` (without the leading 'cache')."
-    ap = argparse.ArgumentParser(prog="pace")
-    add_cli(ap.add_subparsers(dest="cmd", required=True))
-    args = ap.parse_args(["cache", *(sys.argv[1:] if argv is None else argv)])
-    return args.func(args)
+    "Run `pace cache ...` with `argv` (without the leading 'cache'), as the console script would."
+    from pace.cli import main
+    return main(["cache", *(sys.argv[1:] if argv is None else argv)])

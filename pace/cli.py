@@ -30,7 +30,7 @@ def _add_data(sub):
     c.set_defaults(func=lambda a: data_check(a.path))
 
 # %% ../nbs/90_cli.ipynb #3888ed74
-CLI_MODULES: list[str] = []  # modules with an `add_cli(subparsers)` hook, in --help order
+CLI_MODULES = ["pace.run", "pace.cache"]  # modules with an `add_cli(subparsers)` hook, in --help order
 
 def build_parser() -> argparse.ArgumentParser:
     "The `pace` argument parser with every registered subcommand."

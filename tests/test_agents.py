@@ -1,0 +1,66 @@
+"Agents: prompts, schemas, validation and fallbacks (no model needed)."
+import json
+from pace.agents import (ScriptedChat, plan_conflicts, generate_views, select_evidence, generate_answer, clean_selection,
+                         selection_schema, date_hints, planner_messages, answer_messages)
+
+Q = "Reserve two seats for Dad and me at the Old Duke jazz night next Friday."
+
+def test_planner_keeps_only_verbatim_anchors_and_at_most_three_directions():
+    d = lambda n, a: {'dimension': n, 'key_anchors': a}
+    cm = ScriptedChat({'planner': {'directions': [d('Dad mobility', ['Dad', 'father']), d('venue access', ['Old Duke']),
+                                                  d('date', ['next Friday']), d('extra', ['jazz night'])]}})
+    plan, rec = plan_conflicts(cm, Q, "2026-04-14")
+    assert [x.key_anchors for x in plan.directions] == [['Dad'], ['Old Duke'], ['next Friday']]
+    assert rec.notes['dropped_anchors'] == ['father'] and rec.ok
+    assert "2026-04-14" in planner_messages(Q, "2026-04-14")[1]['content']
+
+def test_planner_failure_is_recorded_not_raised():
+    plan, rec = plan_conflicts(ScriptedChat({'planner': "I think you should check the calendar."}), Q, "2026-04-14")
+    assert plan is None and not rec.ok and rec.fallback == 'no plan' and rec.error
+
+def test_views_resolve_dates_via_calendar_and_are_cleaned():
+    cm = ScriptedChat({'views': {'counter': ['Tunde stairs limit 2026-04-24', Q, 'Tunde stairs limit 2026-04-24', 'Old Duke room floor']}})
+    cs, rec = generate_views(cm, Q, "2026-04-14", None, max_counter=3)
+    assert cs == ['Tunde stairs limit 2026-04-24', 'Old Duke room floor']
+    user = cm.log[0]['messages'][1]['content']
+    assert 'today = Tuesday 2026-04-14' in user and 'Fri 2026-04-24' in user
+    assert cm.log[0]['schema']['properties']['counter']['maxItems'] == 3
+
+def test_filter_schema_only_admits_candidate_ids():
+    s = selection_schema(['m01', 'm02', 'm03'], 2)
+    assert s['properties']['selected_doc_ids']['items']['enum'] == ['m01', 'm02', 'm03']
+    assert s['properties']['selected_doc_ids']['maxItems'] == 2
+
+def test_filter_drops_unknown_pads_from_preranked():
+    cands = [(f"m{i:02d}", f"fact {i}") for i in range(12)]
+    cm = ScriptedChat({'prehop': {'selected_doc_ids': ['m05', 'bogus', 'm05', 'm07']}})
+    got, recs = select_evidence(cm, Q, "2026-04-14", cands, 4, stage='prehop')
+    assert got == ['m05', 'm07', 'm00', 'm01']
+    assert recs[0].notes['unknown_ids'] == ['bogus'] and recs[0].notes['n_padded'] == 2 and recs[0].notes['duplicates'] == 1
+
+def test_chunked_post_hop_selection_fits_the_context_and_keeps_ids_valid():
+    cands = [(f"d{i:03d}", "a fairly long fact sentence about someone doing something somewhere " + str(i)) for i in range(120)]
+    seen_sizes = []
+    def pick(ms):
+        ids = [l.split(']')[0][1:] for l in ms[1]['content'].splitlines() if l.startswith('[')]
+        seen_sizes.append(sum(len(m['content'].split()) for m in ms))
+        return {'selected_doc_ids': ids[-5:]}
+    cm = ScriptedChat({'posthop': pick}, context_window=1200)
+    got, recs = select_evidence(cm, Q, "2026-04-14", cands, 5, stage='posthop', max_tokens=200)
+    assert len(recs) > 2 and max(seen_sizes) <= 1200 - 200
+    assert len(got) == 5 and set(got) <= {i for i, _ in cands}
+    assert recs[-1].notes['n_chunks'] == 1          # the last round sees all winners at once
+    got2, recs2 = select_evidence(cm, Q, "2026-04-14", cands, 5, stage='posthop', max_tokens=200, max_candidates=20)
+    assert all(i in {c for c, _ in cands[:20]} for i in got2)
+
+def test_answer_uses_only_given_facts_and_falls_back_to_empty():
+    cm = ScriptedChat({'answer': "I can't book the Old Duke, Maya."})
+    a, rec = generate_answer(cm, Q, "2026-04-14", "Maya Okafor", ["The Old Duke music room is upstairs."])
+    sys_msg = cm.log[0]['messages'][0]['content']
+    assert "The Old Duke music room is upstairs." in sys_msg and "2 to 4 sentences" in sys_msg and "Maya Okafor" in sys_msg
+    assert a.startswith("I can't") and rec.ok
+    a, rec = generate_answer(ScriptedChat({'answer': RuntimeError('timeout')}), Q, "2026-04-14", "Maya", [])
+    assert a == "" and rec.fallback == 'empty answer' and 'timeout' in rec.error
+
+def test_clean_selection_cuts_to_top_n():
+    assert clean_selection(['c', 'a', 'b'], ['a', 'b', 'c'], 2)[0] == ['c', 'a']
