@@ -576,8 +576,11 @@ DEFAULT_CHAT_MODEL = "llamacpp:qwen2.5-0.5b"
 CHAT_BACKENDS = {"llamacpp": LlamaCppChat, "openai": OpenAIChat, "vllm": VLLMChat, "hf": HFChat, "transformers": HFChat, "fake": FakeChat}
 
 def parse_spec(spec:str|dict|None, default:str, env:str) -> dict:
-    "A model spec as a dict with `backend` and `model` (string specs are 'backend:model')."
+    "A model spec as a dict with `backend` and `model`: 'backend:model', a JSON object (for options such as base_url), or a dict."
     if spec is None: spec = os.environ.get(env) or default
+    if isinstance(spec, str) and spec.lstrip().startswith("{"):
+        try: spec = json.loads(spec)
+        except json.JSONDecodeError as e: raise ValueError(f"model spec is not valid JSON ({e}): {spec!r}") from None
     if isinstance(spec, str):
         backend, sep, model = spec.partition(":")
         if not sep or not model: raise ValueError(f"model spec must look like 'backend:model', got {spec!r}")
