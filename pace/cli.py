@@ -4,11 +4,11 @@
 
 # %% ../nbs/90_cli.ipynb #41698665
 from __future__ import annotations
-import argparse, importlib, sys
+import argparse, importlib, os, sys
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['CLI_MODULES', 'data_check', 'build_parser', 'main']
+__all__ = ['USER_ERRORS', 'CLI_MODULES', 'data_check', 'build_parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #d3fb7e34
 def data_check(path: str, out=None) -> int:
@@ -30,6 +30,13 @@ def _add_data(sub):
     c.set_defaults(func=lambda a: data_check(a.path))
 
 # %% ../nbs/90_cli.ipynb #3888ed74
+from .data import DatasetError
+from .llm import ModelNotFoundError
+
+# Problems a user fixes (bad data, a missing model or extra, a bad model spec) are reported in one
+# line instead of a traceback; `PACE_DEBUG=1` shows the traceback.
+USER_ERRORS = (DatasetError, ModelNotFoundError, ImportError)
+
 CLI_MODULES = ["pace.run", "pace.cache"]  # modules with an `add_cli(subparsers)` hook, in --help order
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,4 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `pace` console script."
     args = build_parser().parse_args(argv)
-    return args.func(args) or 0
+    try: return args.func(args) or 0
+    except USER_ERRORS as e:
+        if os.environ.get("PACE_DEBUG"): raise
+        print(f"pace: error: {e}", file=sys.stderr)
+        return 2
