@@ -15,9 +15,10 @@ the k-NN graph instead of the exact one; graph_r10 reports how much of the exact
     .venv/bin/python scripts/bench_retrieval.py                       # 2K, 20K, 200K
     .venv/bin/python scripts/bench_retrieval.py --sizes 2000 --embedder hash   # no model at all
 """
-import argparse, hashlib, re, statistics, sys, time
+import argparse, statistics, sys, time
 import faiss, numpy as np
 
+from pace.embed import get_embedder
 from pace.index import InstanceIndex
 from pace.retrieve import hybrid_search, wrrf
 from pace.traverse import bfs_expand
@@ -74,18 +75,6 @@ def synthetic_queries(nq, seed=1):
                     (f"{p} opening hours {d}", 1.2),
                     (f"{n} health, allergies or travel that block a {e}", 1.2)])
     return out
-
-
-class HashEmbedder:
-    "Model-free stand-in (hashing bag of words) for --embedder hash."
-    def __init__(self, dim=384): self.dim, self.model_id = dim, f"hash-{dim}"
-    def embed(self, texts, *, stage="embed", show_progress=False):
-        out = np.zeros((len(texts), self.dim), np.float32)
-        for i, t in enumerate(texts):
-            for w in re.findall(r"\w+", t.lower()) or ["<empty>"]:
-                h = int.from_bytes(hashlib.md5(w.encode()).digest()[:4], "little")
-                out[i, h % self.dim] += 1.0 if (h >> 16) & 1 else -1.0
-        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
 
 
 class ReplayEmbedder:
@@ -170,10 +159,8 @@ def main(argv=None):
     ap.add_argument("--approximate-kind", default="ivf", choices=["ivf", "hnsw"], help="which approximate index")
     ap.add_argument("--progress", action="store_true", help="show tqdm bars while building")
     args = ap.parse_args(argv)
-    if args.embedder == "hash": emb = HashEmbedder()
-    else:
-        from pace.embed import get_embedder
-        emb = get_embedder(None if args.embedder == "default" else args.embedder, cache=False)   # time the model, not the cache
+    spec = {"default": None, "hash": {"backend": "hash", "model": "hash", "dim": 384}}.get(args.embedder, args.embedder)
+    emb = get_embedder(spec, cache=False)   # time the model, not the cache
     sizes = [int(s) for s in args.sizes.split(",")]
     rows = []
     for n in sizes:
