@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from tqdm.auto import tqdm
 from .cache import Cache, Entry, Accounts, as_cache, request_key
-from .llm import parse_spec
+from .llm import parse_spec, build_from_spec
 
 # %% auto #0
 __all__ = ['ASSETS', 'MINILM_TOKENIZER', 'DEFAULT_EMBEDDER', 'EMBED_BACKENDS', 'encode_vec', 'decode_vec', 'l2_normalise',
@@ -260,7 +260,4 @@ def get_embedder(spec:str|dict|Embedder|None=None, # "backend:model", a dict wit
                  **kw) -> Embedder:
     "Build the embedder a spec names (see `EMBED_BACKENDS`)."
     if isinstance(spec, Embedder): return spec
-    d = parse_spec(spec, DEFAULT_EMBEDDER, "PACE_EMBED_MODEL")
-    backend = d.pop("backend")
-    if backend not in EMBED_BACKENDS: raise ValueError(f"unknown embedding backend {backend!r}; choose from {sorted(EMBED_BACKENDS)}")
-    return EMBED_BACKENDS[backend](**{**d, **kw}, cache=cache)
+    return build_from_spec(parse_spec(spec, DEFAULT_EMBEDDER, "PACE_EMBED_MODEL"), EMBED_BACKENDS, "embedding", cache, **kw)

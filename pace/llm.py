@@ -16,7 +16,7 @@ from .cache import Cache, Entry, Accounts, as_cache, request_key
 __all__ = ['KNOWN_GGUF', 'DEFAULT_CHAT_MODEL', 'CHAT_BACKENDS', 'Usage', 'ChatResult', 'Completion', 'schema_info', 'strip_fence',
            'parse_structured', 'with_schema_instruction', 'ChatModel', 'FakeChat', 'ModelNotFoundError', 'models_dir',
            'resolve_gguf', 'LlamaCppChat', 'response_format', 'OpenAIChat', 'free_port', 'LlamaServer', 'VLLMChat',
-           'HFChat', 'parse_spec', 'get_chat_model']
+           'HFChat', 'parse_spec', 'build_from_spec', 'get_chat_model']
 
 # %% ../nbs/02_llm.ipynb #c1a71eeb
 @dataclass
@@ -588,13 +588,17 @@ def parse_spec(spec:str|dict|None, default:str, env:str) -> dict:
     if not isinstance(spec, dict) or "backend" not in spec: raise ValueError(f"model spec dict needs a 'backend' key, got {spec!r}")
     return dict(spec)
 
+def build_from_spec(d:dict, backends:dict, kind:str, cache, **kw):
+    "Instantiate the backend a parsed spec `d` names from `backends` (shared by chat models and embedders)."
+    d = dict(d); backend = d.pop("backend")
+    if backend not in backends: raise ValueError(f"unknown {kind} backend {backend!r}; choose from {sorted(backends)}")
+    return backends[backend](**{**d, **kw}, cache=cache)
+
 def get_chat_model(spec:str|dict|ChatModel|None=None, # "backend:model", a dict with backend options, or a ChatModel
                    cache=None, # None: default cache file; a path or Cache; False: no cache
                    **kw) -> ChatModel:
     "Build the chat model a spec names (see `CHAT_BACKENDS`)."
     if isinstance(spec, ChatModel): return spec
     d = parse_spec(spec, DEFAULT_CHAT_MODEL, "PACE_CHAT_MODEL")
-    backend = d.pop("backend")
-    if backend not in CHAT_BACKENDS: raise ValueError(f"unknown chat backend {backend!r}; choose from {sorted(CHAT_BACKENDS)}")
-    if backend == "llamacpp" and "model_path" in d: d["model"] = d.pop("model_path")
-    return CHAT_BACKENDS[backend](**{**d, **kw}, cache=cache)
+    if d["backend"] == "llamacpp" and "model_path" in d: d["model"] = d.pop("model_path")
+    return build_from_spec(d, CHAT_BACKENDS, "chat", cache, **kw)
