@@ -34,6 +34,7 @@ class PaceMakerConfig(BaseModel):
     use_traversal: bool = True
     use_selection: bool = True
     max_pool_candidates: int | None = None     # cut the pre-ranked pool before the post-hop filter (None: chunked, no cut)
+    prerank_depth: int = Field(2000, ge=1)     # how deep each view's dense/BM25 ranking goes for seeding and pool pre-ranking; pool docs below it follow in BFS order
     filter_max_tokens: int = 160               # completion budget of a filter call (10 ids need ~80)
     answer_max_tokens: int = 200               # completion budget of the answer (2-4 sentences)
 
@@ -86,9 +87,10 @@ class Trace(BaseModel):
     def n_llm_calls(self) -> int: return sum(s.get('calls', 0) for s in self.stages.values())
 
 # %% ../nbs/21_pipeline.ipynb #c12ffb4c
-def view_rankings(idx, views: list[View]) -> tuple[list[list[tuple[str, float]]], list[list[tuple[str, float]]]]:
-    "Full dense and sparse rankings of the index for each view."
+def view_rankings(idx, views: list[View], depth: int | None = None) -> tuple[list[list[tuple[str, float]]], list[list[tuple[str, float]]]]:
+    "Dense and sparse rankings of the index for each view, `depth` deep (None: the whole KB)."
     texts, n = [v.text for v in views], len(idx.doc_ids)
+    n = n if depth is None else min(n, depth)  # bounded so a 200K-fact KB does not rank every fact per view
     return idx.dense(texts, n), idx.sparse(texts, n)
 
 def fuse(views: list[View], dense, sparse, k_rrf: int, keep: set | None = None, top_k: int | None = None) -> list[tuple[str, float]]:
@@ -133,7 +135,7 @@ class PaceMaker:
                    config=c.model_dump())
         tr.views = self._views(q, ref, tr)
         t0 = time.perf_counter()
-        dense, sparse = view_rankings(idx, tr.views)
+        dense, sparse = view_rankings(idx, tr.views, c.prerank_depth)
         tr.candidates = [ViewCandidates(view=i, dense=d[:c.top_k], sparse=s[:c.top_k]) for i, (d, s) in enumerate(zip(dense, sparse))]
         tr.fused = fuse(tr.views, dense, sparse, c.k_rrf, top_k=c.top_k)
         tr.timings['retrieval'] = time.perf_counter() - t0
