@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 import pandas as pd
-from .metrics import retrieval_metrics
+from .metrics import retrieval_metrics, coverage_class
 
 # %% auto #0
 __all__ = ['KS', 'METRIC_COLS', 'ORDER', 'read_jsonl', 'results_frame', 'table2', 'pass_by', 'table3', 'coverage', 'cost',
@@ -89,7 +89,7 @@ def table3(df): return pass_by(df, "label")
 def coverage(df: pd.DataFrame, k: int = 10) -> pd.DataFrame:
     "Per ranked method, conflict queries split by evidence coverage at `k`: n, share (%) and PASS rate (%)."
     c = df[(df.label == "conflict") & df[f"hit@{k}"].notna()].copy()
-    c["coverage"] = ["full" if g else ("partial" if h else "none") for h, g in zip(c[f"hit@{k}"], c[f"gold@{k}"])]
+    c["coverage"] = [coverage_class(m, k) for m in c[[f"hit@{k}", f"gold@{k}"]].to_dict("records")]
     out = []
     for m in _method_order(c.method):
         g = c[c.method == m]

@@ -4,10 +4,11 @@
 
 # %% ../nbs/13_metrics.ipynb #15447457
 from __future__ import annotations
+from collections import Counter
 from statistics import fmean
 
 # %% auto #0
-__all__ = ['retrieval_metrics', 'mean_metrics', 'evaluate_rankings', 'evidence_coverage']
+__all__ = ['retrieval_metrics', 'mean_metrics', 'evaluate_rankings', 'coverage_class', 'evidence_coverage']
 
 # %% ../nbs/13_metrics.ipynb #f580802b
 def retrieval_metrics(ranked_ids: list[str], # retrieved doc_ids, best first
@@ -43,8 +44,12 @@ def evaluate_rankings(ranked: list[list[str]], gold: list[list[str]], ks=(5, 10)
     rows = [retrieval_metrics(r, g, ks) for r, g in zip(ranked, gold)]
     return rows, mean_metrics(rows)
 
+def coverage_class(m: dict, k: int = 10) -> str:
+    "Evidence coverage of one query's metrics at `k`: 'full' (all gold), 'partial' (some gold) or 'none'."
+    return "full" if m[f"gold@{k}"] else ("partial" if m[f"hit@{k}"] else "none")
+
 def evidence_coverage(rows: list[dict], k: int = 10) -> dict:
     "Fractions of queries with no, partial (hit but not all gold) and full (all gold) evidence in the top k."
     if not rows: raise ValueError("no per-query metrics")
-    full = sum(r[f"gold@{k}"] for r in rows); hit = sum(r[f"hit@{k}"] for r in rows)
-    return {"none": 1 - hit / len(rows), "partial": (hit - full) / len(rows), "full": full / len(rows), "n": len(rows)}
+    n = Counter(coverage_class(r, k) for r in rows)
+    return {c: n[c] / len(rows) for c in ("none", "partial", "full")} | {"n": len(rows)}
