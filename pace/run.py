@@ -14,7 +14,7 @@ from .pipeline import PaceMakerConfig
 
 # %% auto #0
 __all__ = ['DEFAULT_DATA', 'DEFAULT_CHAT', 'DEFAULT_METHODS', 'DEFAULT_LIMIT', 'VOLATILE', 'select_queries', 'split_volatile',
-           'load_done', 'default_run_name', 'run_experiment', 'add_cli', 'cli_main']
+           'load_done', 'chat_name', 'default_run_name', 'run_experiment', 'add_cli', 'cli_main']
 
 # %% ../nbs/25_run.ipynb #eee7aa2d
 DEFAULT_DATA = "data/mini"
@@ -83,6 +83,12 @@ def _embedder(spec, cache):
     from pace.embed import get_embedder
     return get_embedder(spec, cache=cache)
 
+def chat_name(spec) -> str:
+    "The model name a chat spec (or model object) carries, known before the model is built (it names the run folder and its cache)."
+    if hasattr(spec, "chat"): return spec.model_id
+    from pace.llm import parse_spec
+    return parse_spec(spec, DEFAULT_CHAT, "PACE_CHAT_MODEL")["model"]
+
 def _slug(s: str) -> str: return re.sub(r"[^A-Za-z0-9_.-]+", "-", s).strip("-")[:80]
 
 def default_run_name(dataset, chat_id: str, limit) -> str:
@@ -115,11 +121,9 @@ def run_experiment(dataset=DEFAULT_DATA,                 # dataset folder (DESIG
     ds = load_pace_dataset(dataset)
     queries = select_queries(ds.queries, limit, seed)
     t_start = time.perf_counter()
-    cm0 = _chat(chat, None) if hasattr(chat, "chat") else None
-    chat_id = cm0.model_id if cm0 else str(chat).split(":", 1)[-1]
-    run_dir = Path(out_dir) / (name or default_run_name(dataset, chat_id, limit)); run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = Path(out_dir) / (name or default_run_name(dataset, chat_name(chat), limit)); run_dir.mkdir(parents=True, exist_ok=True)
     cache = (run_dir / "cache.sqlite") if cache is None else cache
-    cm = cm0 or _chat(chat, cache)
+    cm = _chat(chat, cache)
     jm = cm if judge is None or judge == chat else _chat(judge, cache)
     emb = _embedder(embedder, cache)
     settings = dict(dataset=str(Path(str(dataset)).resolve().name), chat=cm.model_id, judge=jm.model_id, embedder=emb.model_id,
