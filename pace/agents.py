@@ -13,8 +13,8 @@ from .cache import Accounts
 __all__ = ['PLANNER_SYSTEM', 'VIEWS_SYSTEM', 'FILTER_SYSTEM', 'ANSWER_SYSTEM', 'ScriptedChat', 'AgentCall', 'call_agent',
            'persona_name', 'as_date', 'date_hints', 'Direction', 'ConflictPlan', 'planner_messages', 'plan_conflicts',
            'CounterQueries', 'views_messages', 'generate_views', 'Selection', 'filter_messages', 'selection_schema',
-           'clean_selection', 'prompt_budget', 'select_evidence', 'answer_messages', 'fit_facts', 'tidy_answer',
-           'generate_answer']
+           'clean_selection', 'prompt_budget', 'SelectionReport', 'select_evidence', 'answer_messages', 'fit_facts',
+           'tidy_answer', 'generate_answer']
 
 # %% ../nbs/20_agents.ipynb #151c6ef8
 class _Usage(BaseModel):
@@ -154,9 +154,10 @@ class _PlanAny(BaseModel):
 
 def _anchor_ok(a: str, query: str) -> bool: return bool(a.strip()) and a.strip().lower() in query.lower()
 
-def plan_conflicts(cm, query: str, ref_date, *, max_directions: int = 3, stage: str = "planner") -> tuple[ConflictPlan | None, AgentCall]:
+def plan_conflicts(cm, query: str, ref_date, *, max_directions: int = 3, stage: str = "planner",
+                   max_tokens: int = 200) -> tuple[ConflictPlan | None, AgentCall]:
     "Run the conflict planner; anchors not found verbatim in `query` are dropped. Fallback: no plan (counter queries then come from the request alone)."
-    plan, rec = call_agent(cm, planner_messages(query, ref_date), stage=stage, schema=ConflictPlan, model=_PlanAny, max_tokens=200)
+    plan, rec = call_agent(cm, planner_messages(query, ref_date), stage=stage, schema=ConflictPlan, model=_PlanAny, max_tokens=max_tokens)
     if plan is None:
         rec.fallback = "no plan"
         return None, rec
@@ -203,12 +204,12 @@ def _clean_counters(counters: list[str], query: str, n: int) -> list[str]:
     return out[:n]
 
 def generate_views(cm, query: str, ref_date, plan: ConflictPlan | None, *, max_counter: int = 3,
-                   stage: str = "views") -> tuple[list[str], AgentCall]:
+                   stage: str = "views", max_tokens: int = 200) -> tuple[list[str], AgentCall]:
     "Counter queries for `query` (cleaned, at most `max_counter`). Fallback: none (the original view alone)."
     sch = {"type": "object", "properties": {"counter": {"type": "array", "items": {"type": "string"}, "maxItems": max_counter}},
            "required": ["counter"]}
     out, rec = call_agent(cm, views_messages(query, ref_date, plan, max_counter), stage=stage, schema=sch,
-                          model=CounterQueries, max_tokens=200)
+                          model=CounterQueries, max_tokens=max_tokens)
     if out is None:
         rec.fallback = "original query only"
         return [], rec
@@ -250,20 +251,15 @@ def selection_schema(ids: list[str], top_n: int) -> dict:
             "properties": {"selected_doc_ids": {"type": "array", "items": {"type": "string", "enum": list(ids)},
                                                 "minItems": 1 if n else 0, "maxItems": n}}}
 
-def clean_selection(selected: list[str], ranked_ids: list[str], top_n: int) -> tuple[list[str], dict]:
-    "Keep known ids once, in the model's order, cut to `top_n`; pad from `ranked_ids` if short. Returns (ids, notes)."
-    known, out, unknown, dups = set(ranked_ids), [], [], 0
+def clean_selection(selected: list[str], shown_ids: list[str], top_n: int) -> tuple[list[str], dict]:
+    "Keep ids that were shown, once each, in the model's order, cut to `top_n`. Returns (ids, notes with the invalid and repeated ids)."
+    known, out, invalid, dups = set(shown_ids), [], [], 0
     for i in selected:
         i = str(i).strip().strip('[]')
-        if i not in known: unknown.append(i)
+        if i not in known: invalid.append(i)
         elif i in out: dups += 1
         else: out.append(i)
-    out = out[:top_n]
-    n_model = len(out)
-    for i in ranked_ids:
-        if len(out) >= min(top_n, len(ranked_ids)): break
-        if i not in out: out.append(i)
-    return out, dict(unknown_ids=unknown, duplicates=dups, n_from_model=n_model, n_padded=len(out) - n_model)
+    return out[:top_n], dict(n_returned=len(selected), invalid_ids=invalid, n_invalid=len(invalid), duplicates=dups, n_chosen=len(out[:top_n]))
 
 # %% ../nbs/20_agents.ipynb #a58dbdfc
 def prompt_budget(cm, max_tokens: int, margin: int = 64) -> int:
@@ -281,31 +277,70 @@ def _chunks(cm, query, ref_date, cands, top_n, budget):
     if cur: out.append(cur)
     return out
 
+class SelectionReport(BaseModel):
+    "What one filter stage did with its candidates, over all its calls."
+    n_candidates: int = 0       # distinct candidates given
+    n_shown: int = 0            # candidates at least one call saw
+    n_calls: int = 0
+    n_failed_calls: int = 0
+    rounds: int = 0
+    n_invalid: int = 0          # ids the model returned that were not among those shown (all calls)
+    n_final: int = 0
+    n_chosen: int = 0           # final ids the model chose
+    n_fallback: int = 0         # final ids kept because a call failed (first of the chunk)
+    n_bye: int = 0              # final ids kept without a call (too few in their chunk to choose from)
+    n_padded: int = 0           # final ids added to reach top_n
+    n_unseen_dropped: int = 0   # candidates no call saw and that are not in the output
+    n_cut_unjudged: int = 0     # winners cut without a final call (only when `max_rounds` ran out)
+    note: str = ""
+
 def select_evidence(cm, query: str, ref_date, candidates: list[tuple[str, str]], top_n: int, *, stage: str = "filter",
-                    max_candidates: int | None = None, max_tokens: int = 160, max_rounds: int = 4) -> tuple[list[str], list[AgentCall]]:
-    "Choose `top_n` doc ids from pre-ranked `candidates` [(doc_id, text)], chunking to fit the context. Fallback: pre-ranked order."
-    if max_candidates: candidates = candidates[:max_candidates]
-    ranked = [i for i, _ in candidates]
-    if len(candidates) <= top_n:  # nothing to choose: no call
-        return ranked, []
-    texts, recs, cur, budget = dict(candidates), [], list(candidates), prompt_budget(cm, max_tokens)
-    for rnd in range(max_rounds):
+                    max_candidates: int | None = None, max_tokens: int = 160, max_rounds: int | None = None,
+                    pad: bool = True) -> tuple[list[str], list[AgentCall], SelectionReport]:
+    "Choose `top_n` ids from `candidates` [(doc_id, text)] by tournament over context-sized chunks; everything counted in the report."
+    cands = list({i: (i, t) for i, t in reversed(candidates)}.items())[::-1]
+    cands = [c for _, c in cands]                       # distinct ids, first occurrence kept, order kept
+    rep, order = SelectionReport(n_candidates=len(cands)), [i for i, _ in cands]
+    if max_candidates is not None and len(cands) > max_candidates:
+        cands, rep.note = cands[:max_candidates], f"cut to the first {max_candidates} candidates"
+    texts, recs, cur, seen, how = dict(cands), [], list(cands), set(), {}
+    budget = prompt_budget(cm, max_tokens)
+    while len(cur) > top_n and (max_rounds is None or rep.rounds < max_rounds):
         chunks = _chunks(cm, query, ref_date, cur, top_n, budget)
-        if len(chunks) > 1 and len(chunks) * top_n >= len(cur):  # chunking cannot shrink the list: keep the best of the order
-            chunks = [cur[:max(top_n, len(cur) // 2)]]
-        winners = []
+        if len(chunks) > 1 and all(len(ch) <= top_n for ch in chunks):
+            rep.note = f"the context window holds at most {max(map(len, chunks))} candidates per call: no selection possible"; break
+        rep.rounds += 1; winners = []
         for ch in chunks:
             ids = [i for i, _ in ch]
+            if len(ch) <= top_n:
+                winners += ids; how.update(dict.fromkeys(ids, 'bye')); continue
             sel, rec = call_agent(cm, filter_messages(query, ref_date, ch, top_n), stage=stage, schema=selection_schema(ids, top_n),
                                   model=Selection, max_tokens=max_tokens)
+            seen.update(ids); rep.n_calls += 1
             got, notes = clean_selection(sel.selected_doc_ids if sel else [], ids, top_n)
-            if sel is None: rec.fallback = "pre-ranked order"
-            rec.notes = dict(notes, round=rnd, chunk_size=len(ch), n_chunks=len(chunks))
+            how.update(dict.fromkeys(got, 'model'))
+            if sel is None:
+                rep.n_failed_calls += 1; rec.fallback = "first candidates of the chunk, in the order shown"
+                got = ids[:top_n]; how.update(dict.fromkeys(got, 'fallback'))
+            rep.n_invalid += notes['n_invalid']
+            rec.notes = dict(notes, n_fallback=0 if sel else len(got), round=rep.rounds, chunk_size=len(ch), n_chunks=len(chunks))
             recs.append(rec); winners += got
         cur = [(i, texts[i]) for i in winners]
-        if len(chunks) == 1: break
-    out, _ = clean_selection([i for i, _ in cur], ranked, top_n)
-    return out, recs
+    out = [i for i, _ in cur]
+    if len(out) > top_n:
+        rep.n_cut_unjudged = len(out) - top_n if rep.rounds else 0
+        rep.note = rep.note or f"{max_rounds} rounds were not enough: kept the first {top_n} winners"; out = out[:top_n]
+    if len(cur) <= top_n and not recs: how.update(dict.fromkeys(out, 'bye'))   # nothing to choose from: no call
+    if pad:
+        for i in order:
+            if len(out) >= min(top_n, len(cands)): break
+            if i not in out and i in texts: out.append(i); how[i] = 'pad'
+    rep.n_shown, rep.n_final = len(seen), len(out)
+    for k in ('chosen', 'fallback', 'bye', 'padded'):
+        setattr(rep, f"n_{k}", sum(how.get(i) == {'chosen': 'model', 'padded': 'pad'}.get(k, k) for i in out))
+    rep.n_unseen_dropped = len(set(order) - seen - set(out))
+    if recs: recs[-1].notes['n_padded'] = rep.n_padded     # padding happens once, after the last call
+    return out, recs, rep
 
 # %% ../nbs/20_agents.ipynb #9e379ea8
 ANSWER_SYSTEM = """You are the personal assistant of {name}. Today is {date} ({weekday}).

@@ -12,21 +12,23 @@ from .retrieve import hybrid_search
 from .pipeline import PaceMaker, PaceMakerConfig
 
 # %% auto #0
-__all__ = ['METHODS', 'MethodResult', 'Method', 'BaselineTrace', 'resolve_index', 'Oracle', 'FullKB', 'BM25', 'Dense', 'Hybrid',
-           'PaceMakerMethod', 'make_method']
+__all__ = ['METHODS', 'LLM_FREE', 'MethodResult', 'Method', 'BaselineTrace', 'resolve_index', 'Oracle', 'FullKB', 'BM25', 'Dense',
+           'Hybrid', 'PaceMakerMethod', 'make_method']
 
 # %% ../nbs/22_baselines.ipynb #dac767fd
 class MethodResult(BaseModel):
     "What a method returns for one query."
     retrieved_ids: list[str]   # the evidence given to the answer generator, in rank order
     ranked: bool               # True if `retrieved_ids` is a retrieval ranking (scored with Recall/Hit/Gold/MRR)
-    answer: str
+    answer: str | None         # None when the answer stage was not run (retrieval-only)
+    evidence: dict[str, list[str]] = {}  # ids per funnel stage that ran (see `pace.pipeline.EVIDENCE_STAGES`)
     trace: dict                # method-specific details (a PaceMaker `Trace` dump, or a `BaselineTrace` dump)
 
 @runtime_checkable
 class Method(Protocol):
     name: str
-    def run(self, query, instance, kb) -> MethodResult: ...
+    retrieves: bool            # False for methods with no retrieval step (Oracle, Full KB)
+    def run(self, query, instance, kb, answer: bool = True) -> MethodResult: ...
 
 class BaselineTrace(BaseModel):
     "Trace of a baseline: the evidence, the context policy, the calls and their cost."
@@ -49,50 +51,53 @@ def resolve_index(index, instance_id: str, kb):
 
 class _Base:
     "Shared machinery: pick evidence (subclass), answer with the shared generator, record the trace."
-    name, ranked = "base", True
+    name, ranked, retrieves = "base", True, True
     def __init__(self, chat_model, index=None, *, answer_max_tokens: int = 200):
         self.cm, self.index, self.answer_max_tokens = chat_model, index, answer_max_tokens
     def select(self, query, instance, kb, tr: BaselineTrace) -> list[str]: raise NotImplementedError
-    def run(self, query, instance, kb) -> MethodResult:
-        t0, snap = time.perf_counter(), self.cm.accounts.snapshot()
+    def run(self, query, instance, kb, answer: bool = True) -> MethodResult:
+        "Choose the evidence; with `answer`, answer from it (retrieval-only runs pass False and need no chat model)."
+        t0, snap = time.perf_counter(), self.cm.accounts.snapshot() if answer else None
         tr = BaselineTrace(method=self.name, query_id=getattr(query, 'query_id', None))
         texts = {f.doc_id: f.text for f in kb}
         ids = self.select(query, instance, kb, tr)
         tr.timings['retrieval'] = time.perf_counter() - t0
-        tr.context_ids = ids
-        name = persona_name(instance)
-        ans, rec = generate_answer(self.cm, query.query, query.ref_date, name, [texts[i] for i in ids], stage='answer',
-                                   max_tokens=self.answer_max_tokens)
-        tr.calls.append(rec); tr.answer_facts_used = rec.notes.get('n_facts_used', 0)
-        tr.stages = self.cm.accounts.since(snap)
+        tr.context_ids, ev, ans = ids, dict(final=list(ids)), None
+        if answer:
+            ans, rec = generate_answer(self.cm, query.query, query.ref_date, persona_name(instance), [texts[i] for i in ids], stage='answer',
+                                       max_tokens=self.answer_max_tokens)
+            tr.calls.append(rec); tr.answer_facts_used = rec.notes.get('n_facts_used', 0)
+            ev['answer'] = ids[:tr.answer_facts_used]
+            tr.stages = self.cm.accounts.since(snap)
         tr.timings['total'] = time.perf_counter() - t0
-        return MethodResult(retrieved_ids=ids, ranked=self.ranked, answer=ans, trace=tr.model_dump())
+        return MethodResult(retrieved_ids=ids, ranked=self.ranked, answer=ans, evidence=ev, trace=tr.model_dump())
 
 # %% ../nbs/22_baselines.ipynb #86188779
 class Oracle(_Base):
     "The gold facts only (upper bound)."
-    name, ranked = "oracle", False
+    name, ranked, retrieves = "oracle", False, False
     def select(self, query, instance, kb, tr):
         tr.policy = "gold facts, in gold order"
         return list(query.gold_doc_ids)
 
 class FullKB(_Base):
-    "All facts; cut to the context window by `policy` ('dense-fit' or 'kb-order')."
-    name, ranked = "full_kb", False
-    def __init__(self, chat_model, index=None, *, policy: str = "dense-fit", **kw):
+    "All facts in KB order ('kb-order'), or sorted by dense similarity to the request ('dense-fit'); the prompt keeps what fits."
+    name, ranked, retrieves = "full_kb", False, False
+    def __init__(self, chat_model, index=None, *, policy: str = "kb-order", **kw):
         if policy not in ("dense-fit", "kb-order"): raise ValueError(f"policy must be 'dense-fit' or 'kb-order', got {policy!r}")
         if policy == "dense-fit" and index is None: raise ValueError("policy 'dense-fit' needs an index")
         super().__init__(chat_model, index, **kw); self.policy = policy
+        if policy == "dense-fit": self.name = "full_kb_dense"
     def select(self, query, instance, kb, tr):
         ids = [f.doc_id for f in kb]
         if self.policy == "dense-fit":
             idx = resolve_index(self.index, instance.instance_id, kb)
             ids = [i for i, _ in idx.dense([query.query], len(ids))[0]]
         texts = {f.doc_id: f.text for f in kb}
-        name = persona_name(instance)
-        n = len(fit_facts(self.cm, query.query, query.ref_date, name, [texts[i] for i in ids], self.answer_max_tokens))
-        tr.policy = f"{self.policy}: {n} of {len(ids)} facts fit the context window of {self.cm.context_window} tokens"
-        tr.details = dict(policy=self.policy, n_facts=len(ids), n_kept=n)
+        n = len(fit_facts(self.cm, query.query, query.ref_date, persona_name(instance), [texts[i] for i in ids], self.answer_max_tokens))
+        order = "sorted by dense similarity to the request" if self.policy == "dense-fit" else "in KB order"
+        tr.policy = f"{self.policy}: the first {n} of {len(ids)} facts {order} fit the context window of {self.cm.context_window} tokens"
+        tr.details = dict(policy=self.policy, n_facts=len(ids), n_kept=n, truncated=n < len(ids))
         return ids[:n]
 
 # %% ../nbs/22_baselines.ipynb #8ff16294
@@ -123,18 +128,19 @@ class Hybrid(_Retriever):
 # %% ../nbs/22_baselines.ipynb #0db4728f
 class PaceMakerMethod:
     "`PaceMaker` behind the `Method` interface; the ranking is the final evidence order."
-    ranked = True
+    ranked, retrieves = True, True
     def __init__(self, chat_model, index, config: PaceMakerConfig | None = None):
         self.pm = PaceMaker(chat_model, index, config)
     @property
     def name(self): return self.pm.name
-    def run(self, query, instance, kb) -> MethodResult:
-        tr = self.pm.run(query, instance, facts=kb)
-        return MethodResult(retrieved_ids=tr.final_ids, ranked=True, answer=tr.answer, trace=tr.model_dump())
+    def run(self, query, instance, kb, answer: bool = True) -> MethodResult:
+        tr = self.pm.run(query, instance, facts=kb, answer=answer)
+        return MethodResult(retrieved_ids=tr.final_ids, ranked=True, answer=tr.answer, evidence=tr.evidence, trace=tr.model_dump())
 
 # %% ../nbs/22_baselines.ipynb #8c6a814c
-METHODS = ("oracle", "full_kb", "bm25", "dense", "hybrid", "pacemaker",
+METHODS = ("oracle", "full_kb", "full_kb_dense", "bm25", "dense", "hybrid", "pacemaker",
            "pacemaker-no_planning", "pacemaker-no_traversal", "pacemaker-no_selection")
+LLM_FREE = ("bm25", "dense", "hybrid")   # retrieval without a model call
 
 def make_method(name: str, chat_model, index, config: PaceMakerConfig | None = None, **kw):
     "A `Method` from its name (see `METHODS`); `config` is the PaceMaker base config (its `answer_max_tokens` also sets the baselines')."
@@ -143,4 +149,5 @@ def make_method(name: str, chat_model, index, config: PaceMakerConfig | None = N
         off = {f"use_{n}": False for n in name.split("-no_")[1:]}
         return PaceMakerMethod(chat_model, index, (config or PaceMakerConfig()).model_copy(update=off))
     if config is not None: kw.setdefault('answer_max_tokens', config.answer_max_tokens)
+    if name == "full_kb_dense": return FullKB(chat_model, index, policy="dense-fit", **kw)
     return dict(oracle=Oracle, full_kb=FullKB, bm25=BM25, dense=Dense, hybrid=Hybrid)[name](chat_model, index, **kw)

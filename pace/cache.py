@@ -13,7 +13,7 @@ __all__ = ['CACHE_VERSION', 'canonical_json', 'request_key', 'default_cache_path
            'add_cli', 'cache_cli']
 
 # %% ../nbs/01_cache.ipynb #81498feb
-CACHE_VERSION = 1
+CACHE_VERSION = 2 # 2: requests carry the backend's fingerprint, not just the model id
 
 def canonical_json(obj) -> str:
     "Deterministic JSON text of `obj`: sorted keys, compact separators, unicode kept."
@@ -128,11 +128,12 @@ Cache.get_many, Cache.get, Cache.put_many, Cache.put = _get_many, _get, _put_man
 
 # %% ../nbs/01_cache.ipynb #f5e0df33
 def _stats(self:Cache) -> dict:
-    "Entry counts, tokens, seconds and stored bytes per (kind, model, stage), plus file size."
-    q = """SELECT kind, model, stage, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(seconds),
-           SUM(LENGTH(request)+LENGTH(response)) FROM entries GROUP BY kind, model, stage ORDER BY kind, model, stage"""
-    rows = [dict(kind=r[0], model=r[1], stage=r[2], entries=r[3], prompt_tokens=r[4], completion_tokens=r[5],
-                 seconds=round(r[6], 3), bytes=r[7]) for r in self._con().execute(q)]
+    "Entries, distinct fingerprints, tokens, seconds and stored bytes per (kind, model, stage), plus file size."
+    q = """SELECT kind, model, stage, COUNT(*), COUNT(DISTINCT json_extract(request, '$.fingerprint')), SUM(prompt_tokens),
+           SUM(completion_tokens), SUM(seconds), SUM(LENGTH(request)+LENGTH(response))
+           FROM entries GROUP BY kind, model, stage ORDER BY kind, model, stage"""
+    rows = [dict(kind=r[0], model=r[1], stage=r[2], entries=r[3], fingerprints=r[4], prompt_tokens=r[5], completion_tokens=r[6],
+                 seconds=round(r[7], 3), bytes=r[8]) for r in self._con().execute(q)]
     size = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
     return dict(path=str(self.path), version=CACHE_VERSION, entries=sum(r["entries"] for r in rows), file_bytes=size, groups=rows)
 

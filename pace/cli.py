@@ -8,7 +8,7 @@ import argparse, importlib, os, sys
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['USER_ERRORS', 'CLI_MODULES', 'data_check', 'build_parser', 'main']
+__all__ = ['USER_ERRORS', 'CLI_MODULES', 'data_check', 'UsageError', 'build_parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #d3fb7e34
 def data_check(path: str, out=None) -> int:
@@ -33,16 +33,22 @@ def _add_data(sub):
 from .data import DatasetError
 from .llm import ModelNotFoundError
 
-# Problems a user fixes (bad data, a missing model or extra, a bad model spec) are reported in one
-# line instead of a traceback; `PACE_DEBUG=1` shows the traceback.
-USER_ERRORS = (DatasetError, ModelNotFoundError, ImportError)
+class UsageError(ValueError):
+    "A mistake the user fixes on the command line or in a call (bad option value, unknown method, missing key)."
 
-CLI_MODULES = ["pace.run", "pace.cache"]  # modules with an `add_cli(subparsers)` hook, in --help order
+# Problems a user fixes are reported in one line instead of a traceback; `PACE_DEBUG=1` shows the traceback.
+USER_ERRORS = (DatasetError, ModelNotFoundError, ImportError, UsageError)
+
+class _Parser(argparse.ArgumentParser):
+    "argparse with one-line errors: `prog: error: message` and exit status 2, no usage dump."
+    def error(self, message): self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+CLI_MODULES = ["pace.run", "pace.cache", "pace.judge"]  # modules with an `add_cli(subparsers)` hook, in --help order
 
 def build_parser() -> argparse.ArgumentParser:
     "The `pace` argument parser with every registered subcommand."
     from pace import __version__
-    p = argparse.ArgumentParser(prog="pace", description="PACE benchmark and PaceMaker retrieval.")
+    p = _Parser(prog="pace", description="PACE benchmark and PaceMaker retrieval.")
     p.add_argument("--version", action="version", version=f"pace {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     _add_data(sub)

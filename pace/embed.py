@@ -4,13 +4,13 @@
 
 # %% ../nbs/03_embed.ipynb #863d9443
 from __future__ import annotations
-import base64, hashlib, importlib.resources, os, re, threading, time
+import base64, hashlib, importlib.resources, json, os, re, threading, time
 from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from tqdm.auto import tqdm
-from .cache import Cache, Entry, Accounts, as_cache, request_key
-from .llm import parse_spec, build_from_spec
+from .cache import Cache, Entry, Accounts, as_cache, request_key, canonical_json
+from .llm import parse_spec, build_from_spec, file_identity, dir_identity, normalise_base_url, _vllm_settings
 
 # %% auto #0
 __all__ = ['ASSETS', 'MINILM_TOKENIZER', 'DEFAULT_EMBEDDER', 'EMBED_BACKENDS', 'encode_vec', 'decode_vec', 'l2_normalise',
@@ -54,7 +54,11 @@ class Embedder:
         "Backend hook: raw vectors (len(texts), dim) and the number of input tokens (0 if unknown)."
         raise NotImplementedError
 
-    def _key(self, text:str) -> str: return request_key("embed", {"model": self.model_id, "text": text})
+    def fingerprint(self) -> dict:
+        "JSON identity of what, besides the text, decides a vector: backend, model id, size and backend settings."
+        return {"backend": self.backend, "model_id": self.model_id, "dim": self.dim}
+
+    def _key(self, text:str, fp:dict) -> str: return request_key("embed", {"fingerprint": fp, "text": text})
 
 # %% ../nbs/03_embed.ipynb #ea1da43a
 def _run_batch(self:Embedder, batch:list[str]):
@@ -76,7 +80,8 @@ def _embed_texts(self:Embedder, texts:list[str], # texts to embed
     out = np.zeros((len(texts), self.dim), dtype=np.float32)
     if not texts: return out
     t0 = time.perf_counter()
-    keys = [self._key(t) for t in texts]
+    fp = json.loads(canonical_json(self.fingerprint()))  # once per call; the round trip checks it is plain JSON
+    keys = [self._key(t, fp) for t in texts]
     hits = self.cache.get_many(keys) if self.cache is not None else {}
     for i, k in enumerate(keys):
         if k in hits: out[i] = decode_vec(hits[k].response)
@@ -97,7 +102,7 @@ def _embed_texts(self:Embedder, texts:list[str], # texts to embed
             share = secs / len(batch)
             for t, v in zip(batch, vecs): out[where[t]] = v
             if self.cache is not None:
-                self.cache.put_many([Entry(key=self._key(t), kind="embed", model=self.model_id, stage=stage, request={"model": self.model_id, "text": t},
+                self.cache.put_many([Entry(key=self._key(t, fp), kind="embed", model=self.model_id, stage=stage, request={"fingerprint": fp, "text": t},
                                            response=encode_vec(v), prompt_tokens=ntok // len(batch), seconds=share) for t, v in zip(batch, vecs)])
             self.accounts.record(stage, n=len(batch), prompt_tokens=ntok, seconds=secs, model_seconds=secs)
     finally:
@@ -158,7 +163,10 @@ class OnnxEmbedder(Embedder):
         self.tok = Tokenizer.from_file(str(tokenizer_path))
         self.tok.enable_truncation(max_length); self.tok.enable_padding(pad_id=0, pad_token="[PAD]")
         self.inputs = [i.name for i in self.sess.get_inputs()]
+        self.max_length, self.files = max_length, {"onnx": file_identity(model_path), "tokenizer": file_identity(tokenizer_path)}
         super().__init__(model_id, self.sess.get_outputs()[0].shape[-1], batch_size=batch_size, **kw)
+
+    def fingerprint(self) -> dict: return {**super().fingerprint(), **self.files, "max_length": self.max_length}
 
     def _embed(self, texts):
         enc = self.tok.encode_batch(list(texts))
@@ -185,8 +193,13 @@ class STEmbedder(Embedder):
                 self.hf = (AutoTokenizer.from_pretrained(model), AutoModel.from_pretrained(model).eval())
         if self.st is not None: dim = (getattr(self.st, "get_embedding_dimension", None) or self.st.get_sentence_embedding_dimension)()
         else: dim = self.hf[1].config.hidden_size
-        self.max_length = max_length
+        self.max_length, self._source = max_length, dir_identity(model) or model
         super().__init__(model_id or Path(model).name, dim, batch_size=batch_size, **kw)
+
+    def fingerprint(self) -> dict:
+        st = self.st is not None
+        return {**super().fingerprint(), "model": self._source, "max_length": getattr(self.st, "max_seq_length", None) if st else self.max_length,
+                "pooling": "sentence-transformers" if st else "mean", "normalize": "l2"}
 
     def _embed(self, texts):
         if self.st is not None:
@@ -213,10 +226,13 @@ class OpenAIEmbedder(Embedder):
         if client is None and api_key is None:
             raise ValueError("openai embedder needs an API key: set OPENAI_API_KEY (or api_key), or a base_url for a local server")
         self.client = client or openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries)
-        self.model, self.dimensions = model, dimensions
+        self.model, self.dimensions, self.base_url = model, dimensions, base_url or getattr(self.client, "base_url", None)
         if dim is None: dim = dimensions or len(self._embed(["dimension probe"])[0][0])
         super().__init__(model_id or (model if dimensions is None else f"{model}@{dimensions}"), dim,
                          batch_size=batch_size, concurrency=concurrency, **kw)
+
+    def fingerprint(self) -> dict:
+        return {**super().fingerprint(), "model": self.model, "base_url": normalise_base_url(self.base_url), "dimensions": self.dimensions}
 
     def _embed(self, texts):
         kw = {"dimensions": self.dimensions} if self.dimensions else {}
@@ -242,9 +258,11 @@ class VLLMEmbedder(Embedder):
             from vllm import LLM
             try: llm = LLM(model=model, runner="pooling", **kw)
             except TypeError: llm = LLM(model=model, task="embed", **kw)
-        self.llm = llm
+        self.llm, self.model, self.settings, self._source = llm, model, _vllm_settings(llm, kw), dir_identity(model) or model
         dim = len(self._embed(["dimension probe"])[0][0])
         super().__init__(model_id or model, dim, batch_size=batch_size, **ck)
+
+    def fingerprint(self) -> dict: return {**super().fingerprint(), "model": self._source, "settings": self.settings}
 
     def _embed(self, texts):
         outs = self.llm.embed(list(texts), use_tqdm=False)

@@ -14,10 +14,11 @@ from tqdm.auto import tqdm
 _log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['FORMAT_VERSION', 'BM25_PARAMS', 'APPROXIMATE', 'SMALL_BATCH', 'facts_sha256', 'InstanceIndex', 'IndexStore']
+__all__ = ['FORMAT_VERSION', 'BM25_PARAMS', 'APPROXIMATE', 'SMALL_BATCH', 'facts_sha256', 'embedder_fingerprint', 'InstanceIndex',
+           'IndexStore']
 
 # %% ../nbs/10_index.ipynb #3d01a3a6
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2 # 2: the manifest holds the embedder's whole fingerprint, not just its model id and size
 
 def _check_facts(facts) -> list[tuple[str, str]]:
     "Return `(doc_id, text)` pairs, raising `ValueError` on missing fields, empty text or duplicate ids."
@@ -33,6 +34,17 @@ def _check_facts(facts) -> list[tuple[str, str]]:
 def facts_sha256(pairs: list[tuple[str, str]]) -> str:
     "sha256 of the ordered `(doc_id, text)` list, as canonical JSON."
     return hashlib.sha256(json.dumps([list(p) for p in pairs], ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()
+
+# %% ../nbs/10_index.ipynb #e8b1d4f6
+def embedder_fingerprint(embedder) -> dict:
+    "The embedder's `fingerprint()` as JSON stores it, or its model id and size if it has none."
+    fp = embedder.fingerprint() if callable(getattr(embedder, "fingerprint", None)) else dict(model_id=embedder.model_id, dim=embedder.dim)
+    return json.loads(json.dumps(fp, sort_keys=True))
+
+def _fp_diff(old, new) -> str:
+    "Names of the fingerprint fields that differ (or the old value when it is not a dict)."
+    if not isinstance(old, dict): return repr(old)
+    return ", ".join(sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k)))
 
 # %% ../nbs/10_index.ipynb #6286f32c
 _STEMMER = Stemmer.Stemmer("english")
@@ -248,7 +260,7 @@ def _save(self: InstanceIndex, path) -> Path:
     self.bm25.save(str(tmp / "bm25"))
     with open(tmp / "docs.jsonl", "w", encoding="utf-8") as f:
         for d, t in self.pairs: f.write(json.dumps({"doc_id": d, "text": t}, ensure_ascii=False) + "\n")
-    man = dict(format_version=FORMAT_VERSION, embedder=dict(model_id=self.embedder.model_id, dim=self.embedder.dim),
+    man = dict(format_version=FORMAT_VERSION, embedder=embedder_fingerprint(self.embedder),
                n_facts=len(self), facts_sha256=facts_sha256(self.pairs), params=self.params(), timings=self.timings)
     (tmp / "manifest.json").write_text(json.dumps(man, indent=1))
     shutil.rmtree(path, ignore_errors=True); os.replace(tmp, path)
@@ -264,7 +276,8 @@ def _read(path: Path, embedder, knn_k, approximate) -> tuple[InstanceIndex | Non
     idx = InstanceIndex(embedder, knn_k=knn_k, approximate=approximate)
     approximate = idx.approximate
     if man.get("format_version") != FORMAT_VERSION: return None, f"format version {man.get('format_version')} != {FORMAT_VERSION}"
-    if man.get("embedder") != dict(model_id=embedder.model_id, dim=embedder.dim): return None, f"embedder changed ({man.get('embedder')})"
+    fp = embedder_fingerprint(embedder)
+    if man.get("embedder") != fp: return None, f"embedder changed ({_fp_diff(man.get('embedder'), fp)})"
     if man.get("params") != json.loads(json.dumps(idx.params())): return None, f"parameters changed ({man.get('params')})"
     try:
         pairs = [(r["doc_id"], r["text"]) for r in map(json.loads, (path / "docs.jsonl").read_text(encoding="utf-8").splitlines())]

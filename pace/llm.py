@@ -4,19 +4,22 @@
 
 # %% ../nbs/02_llm.ipynb #d828878f
 from __future__ import annotations
-import json, os, re, threading, time, importlib, importlib.util, shutil
+import hashlib, json, logging, os, re, threading, time, importlib, importlib.util, shutil, urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 from pydantic import BaseModel, ValidationError
 from tqdm.auto import tqdm
-from .cache import Cache, Entry, Accounts, as_cache, request_key
+from .cache import Cache, Entry, Accounts, as_cache, request_key, canonical_json
+
+_log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['KNOWN_GGUF', 'DEFAULT_CHAT_MODEL', 'CHAT_BACKENDS', 'Usage', 'ChatResult', 'Completion', 'schema_info', 'strip_fence',
-           'parse_structured', 'with_schema_instruction', 'ChatModel', 'FakeChat', 'ModelNotFoundError', 'models_dir',
-           'resolve_gguf', 'LlamaCppChat', 'response_format', 'OpenAIChat', 'free_port', 'LlamaServer', 'VLLMChat',
-           'HFChat', 'parse_spec', 'build_from_spec', 'get_chat_model']
+__all__ = ['KNOWN_GGUF', 'OPENAI_BASE_URL', 'DEFAULT_CHAT_MODEL', 'CHAT_BACKENDS', 'Usage', 'ChatResult', 'Completion',
+           'schema_info', 'strip_fence', 'parse_structured', 'with_schema_instruction', 'ChatModel', 'FakeChat',
+           'ModelNotFoundError', 'models_dir', 'resolve_gguf', 'file_identity', 'dir_identity', 'LlamaCppChat',
+           'response_format', 'normalise_base_url', 'OpenAIChat', 'free_port', 'LlamaServer', 'VLLMChat', 'HFChat',
+           'parse_spec', 'build_from_spec', 'get_chat_model']
 
 # %% ../nbs/02_llm.ipynb #c1a71eeb
 @dataclass
@@ -37,6 +40,7 @@ class ChatResult:
     seconds: float = 0.0 # seconds the model took (for a cache hit: when it was computed)
     attempts: int = 0 # model calls made for it now (0 for a cache hit)
     key: str|None = None # cache key
+    notes: list = field(default_factory=list) # what the backend changed to get the reply (e.g. a parameter the server rejects)
 
 @dataclass
 class Completion:
@@ -45,6 +49,7 @@ class Completion:
     usage: Usage = field(default_factory=Usage)
     error: str|None = None
     seconds: float = 0.0
+    notes: list = field(default_factory=list)
 
 # %% ../nbs/02_llm.ipynb #56c73923
 def schema_info(schema) -> tuple[dict|None, type|None]:
@@ -127,14 +132,18 @@ class ChatModel:
         "Backend hook: one `Completion` per prepared request (messages, schema, temperature, max_tokens, seed)."
         raise NotImplementedError
 
-    def _prepare(self, r:dict, stage:str) -> dict:
+    def fingerprint(self) -> dict:
+        "JSON identity of what, besides the request, decides a reply: backend, model id and backend settings (part of every cache key)."
+        return {"backend": self.backend, "model_id": self.model_id}
+
+    def _prepare(self, r:dict, stage:str, fp:dict) -> dict:
         bad = set(r) - _CHAT_KW
         if bad: raise TypeError(f"unknown chat request keys: {sorted(bad)}")
         js, cls = schema_info(r.get("schema"))
         p = dict(messages=_check_messages(r.get("messages")), schema=js, temperature=float(r.get("temperature", 0.0)),
                  max_tokens=int(r.get("max_tokens", 512)), seed=int(r.get("seed", 0)))
-        key = request_key("chat", {"model": self.model_id, **p})
-        return dict(req=p, cls=cls, key=key, stage=r.get("stage", stage))
+        key = request_key("chat", {"fingerprint": fp, **p})
+        return dict(req=p, fp=fp, cls=cls, key=key, stage=r.get("stage", stage))
 
     def chat(self, messages:list[dict], *, schema=None, stage:str="default", temperature:float=0.0,
              max_tokens:int=512, seed:int=0) -> ChatResult:
@@ -150,7 +159,7 @@ def _result_from_entry(e:Entry, prep:dict, seconds:float) -> ChatResult|None:
         parsed, err = parse_structured(text, js, prep["cls"])
         if err: return None  # stored under another validator: treat as a miss
     return ChatResult(ok=True, text=text, parsed=parsed, usage=Usage(e.prompt_tokens, e.completion_tokens),
-                      cached=True, seconds=e.seconds, attempts=0, key=e.key)
+                      cached=True, seconds=e.seconds, attempts=0, key=e.key, notes=e.response.get("notes", []))
 
 def _retry_messages(messages, bad_text, err):
     return messages + [{"role": "assistant", "content": bad_text or ""},
@@ -160,7 +169,7 @@ def _retry_messages(messages, bad_text, err):
 def _run_chunk(self:ChatModel, todo:list[int], preps:list[dict], results:list) -> list[Entry]:
     "Compute the requests `todo` (indices into `preps`), retrying unusable structured replies; fills `results`, returns cache entries."
     msgs = {i: preps[i]["req"]["messages"] for i in todo}
-    usage = {i: Usage() for i in todo}; secs = dict.fromkeys(todo, 0.0); tries = dict.fromkeys(todo, 0)
+    usage = {i: Usage() for i in todo}; secs = dict.fromkeys(todo, 0.0); tries = dict.fromkeys(todo, 0); notes = {i: [] for i in todo}
     new_entries = []
     for attempt in range(1 + self.max_parse_retries):
         if not todo: break
@@ -171,7 +180,8 @@ def _run_chunk(self:ChatModel, todo:list[int], preps:list[dict], results:list) -
         for i, c in zip(todo, comps):
             p = preps[i]; tries[i] += 1; secs[i] += c.seconds
             usage[i].prompt_tokens += c.usage.prompt_tokens; usage[i].completion_tokens += c.usage.completion_tokens
-            mk = lambda **kw: ChatResult(usage=usage[i], seconds=secs[i], attempts=tries[i], key=p["key"], **kw)
+            notes[i] += [n for n in c.notes if n not in notes[i]]
+            mk = lambda **kw: ChatResult(usage=usage[i], seconds=secs[i], attempts=tries[i], key=p["key"], notes=notes[i], **kw)
             if c.error is not None: results[i] = mk(ok=False, text=c.text, error=c.error); continue
             if p["req"]["schema"] is None: results[i] = mk(ok=True, text=c.text)
             else:
@@ -182,7 +192,8 @@ def _run_chunk(self:ChatModel, todo:list[int], preps:list[dict], results:list) -
             r = results[i]
             if not r.ok: continue
             new_entries.append(Entry(key=p["key"], kind="chat", model=self.model_id, stage=p["stage"],
-                                     request={"model": self.model_id, **p["req"]}, response={"text": r.text, "attempts": r.attempts},
+                                     request={"fingerprint": p["fp"], **p["req"]},  # exactly what the key hashes
+                                     response={"text": r.text, "attempts": r.attempts, **({"notes": r.notes} if r.notes else {})},
                                      prompt_tokens=r.usage.prompt_tokens, completion_tokens=r.usage.completion_tokens, seconds=r.seconds))
         todo = again
     return new_entries
@@ -193,7 +204,8 @@ def _chat_batch(self:ChatModel, requests:list[dict], # each: chat() keyword argu
                ) -> list[ChatResult]:
     "Run many requests (order kept): cache hits at once, the misses through the backend `chunk_size` at a time."
     t0 = time.perf_counter()
-    preps = [self._prepare(r, stage) for r in requests]
+    fp = json.loads(canonical_json(self.fingerprint()))  # once per batch; the round trip checks it is plain JSON
+    preps = [self._prepare(r, stage, fp) for r in requests]
     results: list[ChatResult|None] = [None]*len(preps)
     hits = self.cache.get_many([p["key"] for p in preps]) if self.cache is not None else {}
     look = (time.perf_counter() - t0) / max(1, len(preps))
@@ -304,12 +316,52 @@ def resolve_gguf(model:str, # a .gguf path, or a name in KNOWN_GGUF
     _assemble(parts, dest, k["size"])
     return dest
 
+# %% ../nbs/02_llm.ipynb #6e1b9f42
+_HASH_LOCK = threading.Lock()
+
+def _sha256_file(path:Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""): h.update(b)
+    return h.hexdigest()
+
+def file_identity(path:str|Path, # a model file
+                  memo:str|Path|None=None, # JSON file of remembered hashes; default `models_dir()/"file_hashes.json"`
+                 ) -> dict:
+    "`{'size', 'sha256'}` of a file, the hash remembered by absolute path, mtime and size."
+    p = Path(path).expanduser().resolve()
+    st, memo = p.stat(), Path(memo) if memo else models_dir()/"file_hashes.json"
+    stamp = {"mtime_ns": st.st_mtime_ns, "size": st.st_size}
+    with _HASH_LOCK:
+        try: known = json.loads(memo.read_text())
+        except (OSError, ValueError): known = {}
+        hit = known.get(str(p)) if isinstance(known, dict) else None
+        if isinstance(hit, dict) and {k: hit.get(k) for k in stamp} == stamp and isinstance(hit.get("sha256"), str):
+            return {"size": st.st_size, "sha256": hit["sha256"]}
+        sha = _sha256_file(p)
+        known = {**(known if isinstance(known, dict) else {}), str(p): {**stamp, "sha256": sha}}
+        tmp = memo.with_name(f".{memo.name}.{os.getpid()}.tmp")
+        try:
+            memo.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(known, indent=1, sort_keys=True)); os.replace(tmp, memo)  # readers never see half a file
+        except OSError: tmp.unlink(missing_ok=True)
+    return {"size": st.st_size, "sha256": sha}
+
+# %% ../nbs/02_llm.ipynb #7b2c9a15
+def dir_identity(path:str|Path) -> dict|None:
+    "For a local model directory: its absolute path, file count and sha256 of its files' names, sizes and mtimes; None otherwise."
+    p = Path(path).expanduser()
+    if not p.is_dir(): return None
+    files = sorted([str(f.relative_to(p)), f.stat().st_size, f.stat().st_mtime_ns] for f in p.rglob("*")
+                   if f.is_file() and not any(s.startswith(".") for s in f.relative_to(p).parts))
+    return {"path": str(p.resolve()), "files": len(files), "sha256": hashlib.sha256(canonical_json(files).encode()).hexdigest()}
+
 # %% ../nbs/02_llm.ipynb #87155fca
 class LlamaCppChat(ChatModel):
     "In-process llama.cpp on a GGUF file, with grammar-constrained JSON for schemas."
     backend = "llamacpp"
     def __init__(self, model:str="qwen2.5-0.5b", # a name in KNOWN_GGUF or a .gguf path
-                 *, model_id:str|None=None, # cache identity; default from KNOWN_GGUF or the file name
+                 *, model_id:str|None=None, # the model's name in the cache and its stats; default from KNOWN_GGUF or the file name
                  n_ctx:int|None=None, # context tokens; default min(model's, 8192)
                  n_threads:int|None=None, # CPU threads; default all cores
                  model_dir:str|Path|None=None, chat_format:str|None=None, verbose:bool=False, **kw):
@@ -320,7 +372,7 @@ class LlamaCppChat(ChatModel):
         n_ctx = n_ctx or min(k.get("n_ctx", 8192), 8192)
         self._llama_kw = dict(model_path=str(self.path), n_ctx=n_ctx, n_threads=n_threads or os.cpu_count(), seed=0,
                               chat_format=chat_format, verbose=verbose)
-        self._llm, self._lock = None, threading.Lock()
+        self._llm, self._lock, self.chat_format, self._gguf = None, threading.Lock(), chat_format, None
         super().__init__(model_id or k.get("model_id") or self.path.stem.lower(), context_window=n_ctx, **kw)
 
     @property
@@ -331,6 +383,10 @@ class LlamaCppChat(ChatModel):
                 from llama_cpp import Llama
                 self._llm = Llama(**self._llama_kw)
         return self._llm
+
+    def fingerprint(self) -> dict:
+        if self._gguf is None: self._gguf = file_identity(self.path)  # not the path: the same file elsewhere shares entries
+        return {**super().fingerprint(), "gguf": self._gguf, "chat_format": self.chat_format}
 
     def count_tokens(self, text:str) -> int:
         llm = self.llm
@@ -362,20 +418,34 @@ def response_format(json_schema:dict, mode:str) -> dict|None:
     if mode == "prompt": return None
     raise ValueError(f"json mode must be one of {_JSON_MODES} or 'auto', got {mode!r}")
 
+# %% ../nbs/02_llm.ipynb #b6e2d0c7
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+def normalise_base_url(url:str|None) -> str:
+    "A server's base URL in one spelling (None is OpenAI's); user name and password are dropped."
+    u = urllib.parse.urlsplit(str(url or OPENAI_BASE_URL).strip())
+    scheme, host, port = u.scheme.lower(), (u.hostname or "").lower(), u.port
+    if ":" in host: host = f"[{host}]"  # IPv6
+    if port and port != {"http": 80, "https": 443}.get(scheme): host += f":{port}"
+    return urllib.parse.urlunsplit((scheme, host, u.path.rstrip("/"), u.query, ""))
+
 # %% ../nbs/02_llm.ipynb #7565f1c8
+_TOKEN_PARAMS = ("max_tokens", "max_completion_tokens")
+
 class OpenAIChat(ChatModel):
     "Chat through the official openai client against any OpenAI-compatible server."
     backend = "openai"
     def __init__(self, model:str, # model name the server knows
                  *, base_url:str|None=None, # default $OPENAI_BASE_URL (None: api.openai.com)
                  api_key:str|None=None, # default $OPENAI_API_KEY; local servers get a dummy key
-                 model_id:str|None=None, # cache identity; default `model`
+                 model_id:str|None=None, # the model's name in the cache and its stats; default `model`
                  concurrency:int=4, # requests in flight in `chat_batch`
                  timeout:float=120.0, # seconds per HTTP request
                  max_retries:int=4, # client retries on 429/5xx/timeouts/connection errors, with backoff
                  json_mode:str="auto", # one of json_schema, json_object_schema, json_object, prompt, auto
                  send_seed:bool=True, # send `seed` (turn off for servers that reject it)
-                 token_param:str="max_tokens", # "max_completion_tokens" for OpenAI reasoning models
+                 send_temperature:bool=True, # send `temperature`; dropped by itself if the server rejects it
+                 token_param:str="max_tokens", # or "max_completion_tokens"; switched by itself if the server asks for the other
                  context_window:int=128000, extra_body:dict|None=None, client=None, **kw):
         import openai
         base_url = base_url or os.environ.get("OPENAI_BASE_URL")
@@ -383,50 +453,86 @@ class OpenAIChat(ChatModel):
         if client is None and api_key is None:
             raise ValueError("openai backend needs an API key: set OPENAI_API_KEY (or api_key in the spec), or a base_url for a local server")
         if json_mode != "auto": response_format({}, json_mode)
+        if token_param not in _TOKEN_PARAMS: raise ValueError(f"token_param must be one of {_TOKEN_PARAMS}, got {token_param!r}")
         self.client = client or openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries)
-        self.model, self.concurrency, self.send_seed, self.extra_body, self.token_param = model, concurrency, send_seed, extra_body, token_param
+        self.base_url = base_url or getattr(self.client, "base_url", None)
+        self.model, self.concurrency, self.send_seed, self.extra_body = model, concurrency, send_seed, extra_body
+        self.send_temperature, self.token_param = send_temperature, token_param  # as configured (the fingerprint)
+        self._send_temp, self._token_param, self.adjustments = send_temperature, token_param, {}  # as sent now
         self.chunk_size = 4 * max(1, concurrency)
         self.json_mode, self._modes = json_mode, (list(_JSON_MODES) if json_mode == "auto" else [json_mode])
         self._mode_ok, self._lock = json_mode != "auto", threading.Lock()
         super().__init__(model_id or model, context_window=context_window, **kw)
 
-    def _one(self, r) -> Completion:
-        import openai
-        t, probed = time.perf_counter(), False
-        err = lambda e: Completion(error=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - t)
-        while True:
-            mode = self._modes[0]
-            # until one structured call has worked, try the current JSON mode without retries: some servers answer an
-            # unsupported response_format with a 500, which the client would otherwise retry with backoff
-            probe = r["schema"] is not None and not self._mode_ok and mode != "prompt" and not probed
-            client = self.client.with_options(max_retries=0) if probe else self.client
-            msgs = r["messages"] if r["schema"] is None or mode in ("json_schema", "json_object_schema") else with_schema_instruction(r["messages"], r["schema"])
-            kw = {"model": self.model, "messages": msgs, "temperature": r["temperature"], self.token_param: r["max_tokens"]}
-            if self.send_seed: kw["seed"] = r["seed"]
-            if r["schema"] is not None and mode != "prompt": kw["response_format"] = response_format(r["schema"], mode)
-            if self.extra_body: kw["extra_body"] = self.extra_body
-            try: resp = client.chat.completions.create(**kw)
-            except openai.APIStatusError as e:
-                if probe and "response_format" in (str(e) + str(getattr(e, "body", ""))).lower():
-                    with self._lock:  # the server refuses this way of passing a schema: step down for all later calls
-                        if self._modes[0] == mode and len(self._modes) > 1: self._modes.pop(0)
-                    continue
-                if probe: probed = True; continue  # some other error: redo it with the client's retries
-                return err(e)
-            except openai.APIConnectionError as e:
-                if probe: probed = True; continue
-                return err(e)
-            except Exception as e: return err(e)
-            if r["schema"] is not None and mode != "prompt": self._mode_ok = True
-            u = resp.usage
-            text = resp.choices[0].message.content if resp.choices else None
-            if text is None: return Completion(error=f"empty reply (finish_reason={resp.choices[0].finish_reason if resp.choices else None})", seconds=time.perf_counter() - t)
-            return Completion(text=text, usage=Usage(getattr(u, "prompt_tokens", 0) or 0, getattr(u, "completion_tokens", 0) or 0),
-                              seconds=time.perf_counter() - t)
+    def fingerprint(self) -> dict:
+        return {**super().fingerprint(), "model": self.model, "base_url": normalise_base_url(self.base_url),
+                "json_mode": self.json_mode, "send_seed": self.send_seed, "send_temperature": self.send_temperature,
+                "token_param": self.token_param, "extra_body": self.extra_body}
 
-    def _complete(self, reqs):
-        if len(reqs) == 1 or self.concurrency <= 1: return [self._one(r) for r in reqs]
-        with ThreadPoolExecutor(min(self.concurrency, len(reqs))) as ex: return list(ex.map(self._one, reqs))
+# %% ../nbs/02_llm.ipynb #f7c3a9e1
+def _adjust(self:OpenAIChat, e, kw:dict) -> str|None:
+    "If a 400 reply `e` rejects a parameter of `kw`, stop sending it (or send the one the server names) from now on; what changed, or None."
+    text = (str(e) + " " + str(getattr(e, "body", ""))).lower()
+    unsupported = "unsupported" in text or "not support" in text
+    sent = next(p for p in _TOKEN_PARAMS if p in kw)
+    other = _TOKEN_PARAMS[1 - _TOKEN_PARAMS.index(sent)]
+    with self._lock:
+        if "temperature" in kw and "temperature" in text and unsupported:
+            self._send_temp, what = False, "temperature"
+            note = "temperature not sent: the server rejects it"
+        elif sent in text and other in text and (unsupported or "instead" in text):
+            self._token_param, what = other, "token_param"
+            note = f"{other} sent in place of {sent}: the server asks for it"
+        else: return None
+        if what not in self.adjustments: _log.warning("%s at %s: %s", self.model, normalise_base_url(self.base_url), note)
+        self.adjustments[what] = note
+    return what
+
+def _one(self:OpenAIChat, r) -> Completion:
+    import openai
+    t, probed, adjusted = time.perf_counter(), False, set()
+    err = lambda e: Completion(error=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - t)
+    while True:
+        mode = self._modes[0]
+        # until one structured call has worked, try the current JSON mode without retries: some servers answer an
+        # unsupported response_format with a 500, which the client would otherwise retry with backoff
+        probe = r["schema"] is not None and not self._mode_ok and mode != "prompt" and not probed
+        client = self.client.with_options(max_retries=0) if probe else self.client
+        msgs = r["messages"] if r["schema"] is None or mode in ("json_schema", "json_object_schema") else with_schema_instruction(r["messages"], r["schema"])
+        kw = {"model": self.model, "messages": msgs, self._token_param: r["max_tokens"]}
+        if self._send_temp: kw["temperature"] = r["temperature"]
+        if self.send_seed: kw["seed"] = r["seed"]
+        if r["schema"] is not None and mode != "prompt": kw["response_format"] = response_format(r["schema"], mode)
+        if self.extra_body: kw["extra_body"] = self.extra_body
+        try: resp = client.chat.completions.create(**kw)
+        except openai.APIStatusError as e:
+            if isinstance(e, (openai.BadRequestError, openai.UnprocessableEntityError)):
+                what = self._adjust(e, kw)
+                if what and what not in adjusted: adjusted.add(what); continue  # each change at most once per request
+            if probe and "response_format" in (str(e) + str(getattr(e, "body", ""))).lower():
+                with self._lock:  # the server refuses this way of passing a schema: step down for all later calls
+                    if self._modes[0] == mode and len(self._modes) > 1: self._modes.pop(0)
+                continue
+            if probe: probed = True; continue  # some other error: redo it with the client's retries
+            return err(e)
+        except openai.APIConnectionError as e:
+            if probe: probed = True; continue
+            return err(e)
+        except Exception as e: return err(e)
+        if r["schema"] is not None and mode != "prompt": self._mode_ok = True
+        notes = ([self.adjustments["temperature"]] if self.send_temperature and "temperature" not in kw else []) + \
+                ([self.adjustments["token_param"]] if self.token_param not in kw else [])
+        u = resp.usage
+        text = resp.choices[0].message.content if resp.choices else None
+        if text is None: return Completion(error=f"empty reply (finish_reason={resp.choices[0].finish_reason if resp.choices else None})", seconds=time.perf_counter() - t)
+        return Completion(text=text, usage=Usage(getattr(u, "prompt_tokens", 0) or 0, getattr(u, "completion_tokens", 0) or 0),
+                          seconds=time.perf_counter() - t, notes=notes)
+
+def _complete_openai(self:OpenAIChat, reqs):
+    if len(reqs) == 1 or self.concurrency <= 1: return [self._one(r) for r in reqs]
+    with ThreadPoolExecutor(min(self.concurrency, len(reqs))) as ex: return list(ex.map(self._one, reqs))
+
+OpenAIChat._adjust, OpenAIChat._one, OpenAIChat._complete = _adjust, _one, _complete_openai
 
 # %% ../nbs/02_llm.ipynb #7f67b709
 import socket, subprocess, sys, tempfile, urllib.request
@@ -502,6 +608,21 @@ def _vllm_sampling(r:dict):
             kw["guided_decoding"] = GuidedDecodingParams(json=r["schema"])
     return SamplingParams(**kw)
 
+_VLLM_OUTPUT_KW = ("dtype", "quantization", "kv_cache_dtype", "revision", "tokenizer", "tokenizer_revision", "tokenizer_mode", "hf_overrides")
+
+def _template_sha256(tok) -> str|None:
+    "sha256 of a tokenizer's chat template (None when it has none)."
+    tpl = getattr(tok, "chat_template", None)
+    return hashlib.sha256(canonical_json(tpl).encode()).hexdigest() if tpl else None
+
+def _vllm_settings(llm, kw:dict) -> dict:
+    "The `vllm.LLM` arguments that change outputs, with dtype and quantisation as the engine resolved them where it says."
+    out = {k: kw[k] for k in _VLLM_OUTPUT_KW if k in kw}
+    mc = getattr(getattr(llm, "llm_engine", None), "model_config", None)
+    for k in ("dtype", "quantization"):
+        if getattr(mc, k, None) is not None: out[k] = getattr(mc, k)
+    return json.loads(json.dumps(out, sort_keys=True, default=str))
+
 class VLLMChat(ChatModel):
     "In-process vLLM batch generation (GPU), with guided JSON decoding for schemas."
     backend = "vllm"
@@ -514,10 +635,14 @@ class VLLMChat(ChatModel):
         if llm is None:
             from vllm import LLM
             llm = LLM(model=model, **kw)  # remaining kwargs go to vllm.LLM (tensor_parallel_size, max_model_len, ...)
-        self.llm, self.tokenizer = llm, llm.get_tokenizer()
+        self.llm, self.tokenizer, self.model = llm, llm.get_tokenizer(), model
+        self.settings, self._source = _vllm_settings(llm, kw), dir_identity(model) or model
         try: cw = int(llm.llm_engine.model_config.max_model_len)
         except Exception: cw = 32768
         super().__init__(model_id or model, context_window=cw, **ck)
+
+    def fingerprint(self) -> dict:
+        return {**super().fingerprint(), "model": self._source, "settings": self.settings, "chat_template": _template_sha256(self.tokenizer)}
 
     def count_tokens(self, text:str) -> int: return len(self.tokenizer.encode(text, add_special_tokens=False))
 
@@ -544,8 +669,12 @@ class HFChat(ChatModel):
             hf_model = hf_model or AutoModelForCausalLM.from_pretrained(model, **{dkw: dtype})
             if device: hf_model = hf_model.to(device)
         self.tok, self.hf_model, self._lock = tokenizer, hf_model, threading.Lock()
+        self._source, self.dtype = dir_identity(model) or model, str(getattr(hf_model, "dtype", dtype))
         cw = getattr(getattr(hf_model, "config", None), "max_position_embeddings", None) or 4096
         super().__init__(model_id or Path(model).name or model, context_window=int(cw), **kw)
+
+    def fingerprint(self) -> dict:
+        return {**super().fingerprint(), "model": self._source, "dtype": self.dtype, "chat_template": _template_sha256(self.tok)}
 
     def count_tokens(self, text:str) -> int: return len(self.tok.encode(text, add_special_tokens=False))
 

@@ -4,20 +4,22 @@
 
 # %% ../nbs/21_pipeline.ipynb #ff91edf1
 from __future__ import annotations
-import time
+import random, time
 from typing import Literal
-from pydantic import BaseModel, Field
-from .agents import (AgentCall, ConflictPlan, plan_conflicts, generate_views, select_evidence, generate_answer,
+from pydantic import BaseModel, ConfigDict, Field
+from .agents import (AgentCall, ConflictPlan, SelectionReport, plan_conflicts, generate_views, select_evidence, generate_answer,
                          as_date, persona_name)
-from .retrieve import wrrf
+from .retrieve import hybrid_search
 from .traverse import bfs_expand
 
 # %% auto #0
-__all__ = ['PaceMakerConfig', 'View', 'ViewCandidates', 'PoolDoc', 'Trace', 'view_rankings', 'fuse', 'PaceMaker', 'ToyIndex']
+__all__ = ['EVIDENCE_STAGES', 'PaceMakerConfig', 'View', 'ViewCandidates', 'PoolDoc', 'Trace', 'pool_order', 'PaceMaker',
+           'ToyIndex']
 
 # %% ../nbs/21_pipeline.ipynb #55f7227b
 class PaceMakerConfig(BaseModel):
     "PaceMaker hyper-parameters (paper defaults, Appendix B) and ablation switches (Appendix D.5)."
+    model_config = ConfigDict(extra='forbid')
     top_k: int = Field(10, ge=1)               # K: per view and retriever
     k_rrf: int = Field(60, ge=1)               # WRRF constant
     w_original: float = Field(1.0, gt=0)       # weight of the original-query view
@@ -33,10 +35,14 @@ class PaceMakerConfig(BaseModel):
     use_planning: bool = True
     use_traversal: bool = True
     use_selection: bool = True
-    max_pool_candidates: int | None = None     # cut the pre-ranked pool before the post-hop filter (None: chunked, no cut)
-    prerank_depth: int = Field(2000, ge=1)     # how deep each view's dense/BM25 ranking goes for seeding and pool pre-ranking; pool docs below it follow in BFS order
-    filter_max_tokens: int = 160               # completion budget of a filter call (10 ids need ~80)
-    answer_max_tokens: int = 200               # completion budget of the answer (2-4 sentences)
+    no_traversal_evidence: Literal['fused', 'seeds'] = 'fused'  # what w/o traversal hands the answer
+    posthop_order: Literal['bfs', 'shuffle'] = 'bfs'            # order of the pool shown to the post-hop filter
+    pad_filters: bool = True                   # fill a short filter selection from the order shown (counted)
+    max_pool_candidates: int | None = Field(None, ge=1)  # cut the pool before the post-hop filter (counted as unseen drops)
+    planner_max_tokens: int = Field(200, ge=1) # completion budgets per stage
+    views_max_tokens: int = Field(200, ge=1)
+    filter_max_tokens: int = Field(160, ge=1)  # 10 ids need ~80
+    answer_max_tokens: int = Field(200, ge=1)  # 2-4 sentences
 
     @property
     def name(self) -> str:
@@ -60,6 +66,8 @@ class PoolDoc(BaseModel):
     hop: int                           # 0 for seeds
     parent: str | None = None          # the doc it was reached from
 
+EVIDENCE_STAGES = ("fused", "prehop", "pool", "final", "answer")  # the funnel, in order
+
 class Trace(BaseModel):
     "Everything one PaceMaker run saw, chose and spent."
     method: str
@@ -74,33 +82,27 @@ class Trace(BaseModel):
     seed_candidates: list[str] = []       # top n_seed fused (pre-hop filter input)
     seeds: list[str] = []                 # pre-hop filter output
     pool: list[PoolDoc] = []              # seeds + BFS discoveries, in BFS order
-    pool_ranking: list[str] = []          # pool pre-ranked by fused similarity to the views (post-hop input order)
+    pool_order: list[str] = []            # the pool in the order shown to the post-hop filter
     final_ids: list[str] = []             # evidence given to the answer generator, in rank order
     answer_facts_used: int = 0            # how many of final_ids fitted the answer prompt
-    answer: str = ""
+    answer: str | None = ""               # None when the answer stage was not run (retrieval-only)
     ranking_rule: str = ""                # how final_ids are ordered (the ranking used for retrieval metrics)
+    evidence: dict[str, list[str]] = {}   # ids at each stage of EVIDENCE_STAGES that ran (the funnel's input)
+    selection: dict[str, SelectionReport] = {}  # per filter stage: chosen / invalid / padded / dropped counts
     calls: list[AgentCall] = []           # one record per LLM call, in order
     stages: dict[str, dict] = {}          # per-stage accounts delta: calls, cache_hits, failures, tokens, seconds
-    timings: dict[str, float] = {}        # seconds of the non-LLM steps (retrieval, traversal, pre-rank) and the total
+    timings: dict[str, float] = {}        # seconds of the non-LLM steps (retrieval, traversal) and the total
 
     @property
     def n_llm_calls(self) -> int: return sum(s.get('calls', 0) for s in self.stages.values())
 
 # %% ../nbs/21_pipeline.ipynb #c12ffb4c
-def view_rankings(idx, views: list[View], depth: int | None = None) -> tuple[list[list[tuple[str, float]]], list[list[tuple[str, float]]]]:
-    "Dense and sparse rankings of the index for each view, `depth` deep (None: the whole KB)."
-    texts, n = [v.text for v in views], len(idx.doc_ids)
-    n = n if depth is None else min(n, depth)  # bounded so a 200K-fact KB does not rank every fact per view
-    return idx.dense(texts, n), idx.sparse(texts, n)
-
-def fuse(views: list[View], dense, sparse, k_rrf: int, keep: set | None = None, top_k: int | None = None) -> list[tuple[str, float]]:
-    "WRRF over every (view, retriever) ranking, each cut to `top_k` and/or restricted to `keep`."
-    runs = []
-    for v, d, s in zip(views, dense, sparse):
-        for r in (d, s):
-            ids = [i for i, _ in r if keep is None or i in keep]
-            runs.append((ids[:top_k] if top_k else ids, v.weight))
-    return wrrf(runs, k=k_rrf)
+def pool_order(pool: list[PoolDoc], how: str = "bfs", seed: str = "") -> list[str]:
+    "The pool's doc ids in BFS order, or shuffled with a generator seeded by `seed`."
+    ids = [p.doc_id for p in pool]
+    if how == "bfs": return ids
+    if how == "shuffle": random.Random(f"pace-pool:{seed}").shuffle(ids); return ids
+    raise ValueError(f"pool order must be 'bfs' or 'shuffle', got {how!r}")
 
 # %% ../nbs/21_pipeline.ipynb #d0dfdd8e
 class PaceMaker:
@@ -121,54 +123,61 @@ class PaceMaker:
         c = self.config
         views = [View(text=q, kind='original', weight=c.w_original)]
         if not c.use_planning: return views
-        tr.plan, rec = plan_conflicts(self.cm, q, ref, max_directions=c.max_directions, stage='planner'); tr.calls.append(rec)
-        counters, rec = generate_views(self.cm, q, ref, tr.plan, max_counter=c.max_counter_queries, stage='views'); tr.calls.append(rec)
+        tr.plan, rec = plan_conflicts(self.cm, q, ref, max_directions=c.max_directions, stage='planner', max_tokens=c.planner_max_tokens)
+        tr.calls.append(rec)
+        counters, rec = generate_views(self.cm, q, ref, tr.plan, max_counter=c.max_counter_queries, stage='views', max_tokens=c.views_max_tokens)
+        tr.calls.append(rec)
         return views + [View(text=t, kind='counter', weight=c.w_counter) for t in counters]
 
-    def run(self, query, instance, facts=None) -> Trace:
-        "Run PaceMaker for one `query` (a `pace.data.Query`) of `instance`; returns the trace."
+    def _filter(self, tr, stage, q, ref, ids, n, text, **kw):
+        "One filter stage: select, and keep its calls and report in the trace."
+        c = self.config
+        out, recs, rep = select_evidence(self.cm, q, ref, [(i, text(i)) for i in ids], n, stage=stage, max_tokens=c.filter_max_tokens,
+                                         pad=c.pad_filters, **kw)
+        tr.calls += recs; tr.selection[stage] = rep
+        return out
+
+    def run(self, query, instance, facts=None, answer: bool = True) -> Trace:
+        "Run PaceMaker for one `query` (a `pace.data.Query`) of `instance`; `answer=False` stops after retrieval."
         c, cm, t_all = self.config, self.cm, time.perf_counter()
         snap = cm.accounts.snapshot()
         q, ref = query.query, as_date(query.ref_date)
         idx = self._index(instance.instance_id, facts)
-        tr = Trace(method=self.name, query_id=getattr(query, 'query_id', None), query=q, ref_date=ref.isoformat(),
-                   config=c.model_dump())
+        tr = Trace(method=self.name, query_id=getattr(query, 'query_id', None), query=q, ref_date=ref.isoformat(), config=c.model_dump())
         tr.views = self._views(q, ref, tr)
         t0 = time.perf_counter()
-        dense, sparse = view_rankings(idx, tr.views, c.prerank_depth)
-        tr.candidates = [ViewCandidates(view=i, dense=d[:c.top_k], sparse=s[:c.top_k]) for i, (d, s) in enumerate(zip(dense, sparse))]
-        tr.fused = fuse(tr.views, dense, sparse, c.k_rrf, top_k=c.top_k)
+        hr = hybrid_search(idx, [(v.text, v.weight) for v in tr.views], top_k=c.top_k, k_rrf=c.k_rrf)
+        tr.candidates = [ViewCandidates(view=i, dense=h.dense, sparse=h.sparse) for i, h in enumerate(hr.per_view)]
+        tr.fused, tr.seed_candidates = hr.fused, hr.ids(c.n_seed)
         tr.timings['retrieval'] = time.perf_counter() - t0
-        tr.seed_candidates = [i for i, _ in tr.fused[:c.n_seed]]
+        tr.evidence['fused'] = list(tr.seed_candidates)
         text = idx.text
-        tr.seeds, recs = select_evidence(cm, q, ref, [(i, text(i)) for i in tr.seed_candidates], c.n_filter, stage='prehop',
-                                         max_tokens=c.filter_max_tokens)
-        tr.calls += recs
-        if c.use_traversal:
-            t0 = time.perf_counter()
-            visits = bfs_expand(idx.neighbors, tr.seeds, depth=c.hops, m=c.m)
-            tr.pool = [PoolDoc(doc_id=v.doc_id, hop=v.hop, parent=v.parent) for v in visits]
-            tr.timings['traversal'] = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            keep = {p.doc_id for p in tr.pool}
-            tr.pool_ranking = [i for i, _ in fuse(tr.views, dense, sparse, c.k_rrf, keep=keep)]
-            tr.pool_ranking += [p.doc_id for p in tr.pool if p.doc_id not in set(tr.pool_ranking)]
-            tr.timings['prerank'] = time.perf_counter() - t0
-            if c.use_selection:
-                tr.final_ids, recs = select_evidence(cm, q, ref, [(i, text(i)) for i in tr.pool_ranking], c.n_final, stage='posthop',
-                                                     max_candidates=c.max_pool_candidates, max_tokens=c.filter_max_tokens)
-                tr.calls += recs
-                tr.ranking_rule = "post-hop filter order (most useful first), padded from the pool pre-ranking"
-            else:
-                tr.final_ids = list(tr.pool_ranking)
-                tr.ranking_rule = "pool pre-ranked by WRRF similarity to the views (no selection)"
+        if not c.use_traversal and c.no_traversal_evidence == 'fused':
+            tr.final_ids = hr.ids(c.n_final)
+            tr.ranking_rule = "fused top n_final (no pre-hop filter, no traversal, no post-hop filter)"
         else:
-            tr.pool = [PoolDoc(doc_id=i, hop=0) for i in tr.seeds]
-            tr.final_ids = list(tr.seeds)
-            tr.ranking_rule = "pre-hop filter order (no traversal, no post-hop filter)"
-        name = persona_name(instance)
-        tr.answer, rec = generate_answer(cm, q, ref, name, [text(i) for i in tr.final_ids], stage='answer', max_tokens=c.answer_max_tokens)
-        tr.calls.append(rec); tr.answer_facts_used = rec.notes.get('n_facts_used', 0)
+            tr.seeds = self._filter(tr, 'prehop', q, ref, tr.seed_candidates, c.n_filter, text)
+            tr.evidence['prehop'] = list(tr.seeds)
+            if not c.use_traversal:
+                tr.final_ids, tr.ranking_rule = list(tr.seeds), "pre-hop filter order (no traversal, no post-hop filter)"
+            else:
+                t0 = time.perf_counter()
+                tr.pool = [PoolDoc(doc_id=v.doc_id, hop=v.hop, parent=v.parent) for v in bfs_expand(idx.neighbors, tr.seeds, depth=c.hops, m=c.m)]
+                tr.pool_order = pool_order(tr.pool, c.posthop_order, q)
+                tr.timings['traversal'] = time.perf_counter() - t0
+                tr.evidence['pool'] = [p.doc_id for p in tr.pool]
+                if c.use_selection:
+                    tr.final_ids = self._filter(tr, 'posthop', q, ref, tr.pool_order, c.n_final, text, max_candidates=c.max_pool_candidates)
+                    tr.ranking_rule = f"post-hop filter order (most useful first) over the pool in {c.posthop_order} order"
+                else:
+                    tr.final_ids, tr.ranking_rule = list(tr.pool_order), f"the whole pool in {c.posthop_order} order (no selection)"
+        tr.evidence['final'] = list(tr.final_ids)
+        if answer:
+            tr.answer, rec = generate_answer(cm, q, ref, persona_name(instance), [text(i) for i in tr.final_ids], stage='answer',
+                                             max_tokens=c.answer_max_tokens)
+            tr.calls.append(rec); tr.answer_facts_used = rec.notes.get('n_facts_used', 0)
+            tr.evidence['answer'] = tr.final_ids[:tr.answer_facts_used]
+        else: tr.answer = None
         tr.stages = cm.accounts.since(snap)
         tr.timings['total'] = time.perf_counter() - t_all
         return tr

@@ -59,9 +59,9 @@ def hybrid_search(idx: InstanceIndex,             # the instance's index
     for v in views:
         if not (isinstance(v, (tuple, list)) and len(v) == 2 and isinstance(v[0], str)): raise ValueError(f"bad view {v!r}: expected (text, weight)")
     texts = [t for t, _ in views]
-    if query_vectors is None: query_vectors = idx.embed_queries(texts)
+    if query_vectors is None: dense = idx.dense(texts, top_k)   # one batched embedding call for all views
     elif len(query_vectors) != len(views): raise ValueError(f"{len(query_vectors)} query vectors for {len(views)} views")
-    dense = idx.dense_by_vector(query_vectors, top_k)
+    else: dense = idx.dense_by_vector(query_vectors, top_k)
     sparse = idx.sparse(texts, top_k)
     per = [ViewHits(t, float(w), d, s) for (t, w), d, s in zip(views, dense, sparse)]
     runs = [(ids, h.weight) for h in per for ids in ([d for d, _ in h.dense], [d for d, _ in h.sparse])]

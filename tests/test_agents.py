@@ -31,12 +31,22 @@ def test_filter_schema_only_admits_candidate_ids():
     assert s['properties']['selected_doc_ids']['items']['enum'] == ['m01', 'm02', 'm03']
     assert s['properties']['selected_doc_ids']['maxItems'] == 2
 
-def test_filter_drops_unknown_pads_from_preranked():
+def test_filter_drops_unknown_ids_and_counts_the_padding():
     cands = [(f"m{i:02d}", f"fact {i}") for i in range(12)]
     cm = ScriptedChat({'prehop': {'selected_doc_ids': ['m05', 'bogus', 'm05', 'm07']}})
-    got, recs = select_evidence(cm, Q, "2026-04-14", cands, 4, stage='prehop')
+    got, recs, rep = select_evidence(cm, Q, "2026-04-14", cands, 4, stage='prehop')
     assert got == ['m05', 'm07', 'm00', 'm01']
-    assert recs[0].notes['unknown_ids'] == ['bogus'] and recs[0].notes['n_padded'] == 2 and recs[0].notes['duplicates'] == 1
+    assert recs[0].notes['invalid_ids'] == ['bogus'] and recs[0].notes['duplicates'] == 1 and recs[0].notes['n_chosen'] == 2
+    assert (rep.n_chosen, rep.n_padded, rep.n_invalid, rep.n_final) == (2, 2, 1, 4)
+    got, _, rep = select_evidence(cm, Q, "2026-04-14", cands, 4, stage='prehop', pad=False)
+    assert got == ['m05', 'm07'] and rep.n_padded == 0
+
+def test_filter_junk_and_failures_fall_back_visibly():
+    cands = [(f"m{i:02d}", f"fact {i}") for i in range(12)]
+    for reply in ("no json at all", {'selected_doc_ids': 'm01'}, {'wrong_key': ['m01']}, RuntimeError('server down')):
+        got, recs, rep = select_evidence(ScriptedChat({'prehop': reply}), Q, "2026-04-14", cands, 4, stage='prehop')
+        assert got == ['m00', 'm01', 'm02', 'm03'] and not recs[0].ok and recs[0].fallback
+        assert (rep.n_failed_calls, rep.n_fallback, rep.n_chosen) == (1, 4, 0)
 
 def test_chunked_post_hop_selection_fits_the_context_and_keeps_ids_valid():
     cands = [(f"d{i:03d}", "a fairly long fact sentence about someone doing something somewhere " + str(i)) for i in range(120)]
@@ -46,12 +56,30 @@ def test_chunked_post_hop_selection_fits_the_context_and_keeps_ids_valid():
         seen_sizes.append(sum(len(m['content'].split()) for m in ms))
         return {'selected_doc_ids': ids[-5:]}
     cm = ScriptedChat({'posthop': pick}, context_window=1200)
-    got, recs = select_evidence(cm, Q, "2026-04-14", cands, 5, stage='posthop', max_tokens=200)
+    got, recs, rep = select_evidence(cm, Q, "2026-04-14", cands, 5, stage='posthop', max_tokens=200)
     assert len(recs) > 2 and max(seen_sizes) <= 1200 - 200
     assert len(got) == 5 and set(got) <= {i for i, _ in cands}
     assert recs[-1].notes['n_chunks'] == 1          # the last round sees all winners at once
-    got2, recs2 = select_evidence(cm, Q, "2026-04-14", cands, 5, stage='posthop', max_tokens=200, max_candidates=20)
-    assert all(i in {c for c, _ in cands[:20]} for i in got2)
+    shown = {l.split(']')[0][1:] for c in cm.log for l in c['messages'][1]['content'].splitlines() if l.startswith('[')}
+    assert shown == {i for i, _ in cands} and rep.n_shown == 120 and rep.n_unseen_dropped == 0   # nobody dropped unseen
+    assert got == ['d115', 'd116', 'd117', 'd118', 'd119'] and rep.n_chosen == 5
+    got2, recs2, rep2 = select_evidence(cm, Q, "2026-04-14", cands, 5, stage='posthop', max_tokens=200, max_candidates=20)
+    assert all(i in {c for c, _ in cands[:20]} for i in got2) and rep2.n_unseen_dropped == 100 and 'cut' in rep2.note
+
+def test_filter_never_drops_unseen_when_chunks_are_barely_larger_than_top_n():
+    "The old tournament cut the list in half without a call when chunking could not shrink it; now every candidate is shown."
+    cands = [(f"d{i:03d}", "word " * 30) for i in range(40)]
+    cm = ScriptedChat({'posthop': lambda ms: {'selected_doc_ids': [l.split(']')[0][1:] for l in ms[1]['content'].splitlines() if l.startswith('[')][-3:]}},
+                      context_window=520)
+    got, recs, rep = select_evidence(cm, Q, "2026-04-14", cands, 3, stage='posthop', max_tokens=100)
+    shown = {l.split(']')[0][1:] for c in cm.log for l in c['messages'][1]['content'].splitlines() if l.startswith('[')}
+    assert shown == {i for i, _ in cands}
+    assert rep.n_unseen_dropped == 0 and rep.n_cut_unjudged == 0 and len(got) == 3 and 'd039' in got and rep.rounds > 3
+
+def test_filter_reports_a_context_too_small_to_select():
+    cands = [(f"d{i:03d}", "word " * 60) for i in range(10)]
+    got, recs, rep = select_evidence(ScriptedChat({}, context_window=300), Q, "2026-04-14", cands, 3, stage='posthop', max_tokens=50)
+    assert recs == [] and 'no selection possible' in rep.note and len(got) == 3 and rep.n_unseen_dropped == 7
 
 def test_answer_uses_only_given_facts_and_falls_back_to_empty():
     cm = ScriptedChat({'answer': "I can't book the Old Duke, Maya."})
@@ -62,5 +90,6 @@ def test_answer_uses_only_given_facts_and_falls_back_to_empty():
     a, rec = generate_answer(ScriptedChat({'answer': RuntimeError('timeout')}), Q, "2026-04-14", "Maya", [])
     assert a == "" and rec.fallback == 'empty answer' and 'timeout' in rec.error
 
-def test_clean_selection_cuts_to_top_n():
+def test_clean_selection_cuts_to_top_n_and_never_pads():
     assert clean_selection(['c', 'a', 'b'], ['a', 'b', 'c'], 2)[0] == ['c', 'a']
+    assert clean_selection(['zz'], ['a', 'b', 'c'], 2) == ([], dict(n_returned=1, invalid_ids=['zz'], n_invalid=1, duplicates=0, n_chosen=0))

@@ -123,6 +123,18 @@ def test_stats_and_clear(tmp_path, capsys):
     assert c.stats()["entries"] == 0
 
 
+def test_stats_count_distinct_fingerprints(tmp_path):
+    "Two different models under one model id (two files both named model.gguf) are visible in stats."
+    c = Cache(tmp_path / "c.sqlite")
+    fps = [{"backend": "llamacpp", "model_id": "model", "gguf": {"size": 64, "sha256": h * 64}} for h in "ab"]
+    c.put_many([Entry(key=f"k{i}", kind="chat", model="model", stage="s", request={"fingerprint": fps[i % 2], "messages": []},
+                      response={"text": ""}) for i in range(6)] + [_entry("old")])  # an entry without a fingerprint
+    g = {x["model"]: x for x in c.stats()["groups"]}
+    assert (g["model"]["entries"], g["model"]["fingerprints"]) == (6, 2)
+    assert g["m"]["fingerprints"] == 0
+    assert CACHE_VERSION >= 2  # keys made before fingerprints (version 1) no longer match
+
+
 def test_accounts_threads_and_diff():
     from concurrent.futures import ThreadPoolExecutor
     a = Accounts()

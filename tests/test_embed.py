@@ -1,10 +1,18 @@
 "Tests of pace.embed: the offline ONNX MiniLM default, caching, and the openai backend against llama.cpp's server."
-import sys
+import hashlib, sys, types
 import numpy as np
 import pytest
-from pace.cache import Cache
-from pace.embed import get_embedder, OnnxEmbedder, HashEmbedder, EmbeddingError, MINILM_TOKENIZER
+from pace.cache import Cache, request_key
+from pace.embed import get_embedder, OnnxEmbedder, HashEmbedder, OpenAIEmbedder, EmbeddingError, MINILM_TOKENIZER
 from pace.llm import LlamaServer
+
+
+@pytest.fixture(autouse=True, scope="module")
+def models_dir_in_tmp(tmp_path_factory):
+    "Keep the model-file hash memo (file_hashes.json under $PACE_MODELS) out of the home directory."
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PACE_MODELS", str(tmp_path_factory.mktemp("models")))
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +56,65 @@ def test_cache_rerun_makes_zero_model_calls(tmp_path):
     acc = e2.accounts.by_stage()["index"]
     assert (acc["calls"], acc["cache_hits"]) == (51, 51)
     assert e.accounts.by_stage()["index"]["cache_hits"] == 1  # the repeated text
+
+
+def test_onnx_fingerprint_is_files_and_truncation(minilm):
+    fp = minilm.fingerprint()
+    assert (fp["backend"], fp["model_id"], fp["dim"], fp["max_length"]) == ("onnx", "all-MiniLM-L6-v2@int8-onnx", 384, 256)
+    assert fp["tokenizer"] == {"size": MINILM_TOKENIZER.stat().st_size, "sha256": hashlib.sha256(MINILM_TOKENIZER.read_bytes()).hexdigest()}
+    assert fp["onnx"]["size"] > 10_000_000 and len(fp["onnx"]["sha256"]) == 64
+    assert OnnxEmbedder(cache=False).fingerprint() == fp  # deterministic
+
+
+def test_embedder_settings_never_share_entries(tmp_path):
+    path = tmp_path / "c.sqlite"
+    text = ["word " * 40 + "and at the very end a dentist appointment on Friday at nine"]
+    base = OnnxEmbedder(cache=path)
+    X = base.embed(text)
+    e = base.cache.get(base._key(text[0], base.fingerprint()))
+    assert e.request == {"fingerprint": base.fingerprint(), "text": text[0]} and request_key("embed", e.request) == e.key
+    short = OnnxEmbedder(cache=path, max_length=16)  # same model id, other truncation
+    assert short.model_id == base.model_id and short.fingerprint() != base.fingerprint()
+    assert np.abs(short.embed(text) - X).max() > 1e-3  # computed, not the 256-token vector
+    tok = tmp_path / "tokenizer.json"
+    tok.write_text(MINILM_TOKENIZER.read_text(encoding="utf-8") + "\n", encoding="utf-8")  # another tokenizer file
+    other = OnnxEmbedder(cache=path, tokenizer_path=tok)
+    assert other.fingerprint()["tokenizer"] != base.fingerprint()["tokenizer"] and other.fingerprint()["onnx"] == base.fingerprint()["onnx"]
+    calls = []
+    real = other._embed
+    other._embed = lambda batch: calls.append(batch) or real(batch)
+    np.testing.assert_allclose(other.embed(text), X, atol=1e-6)  # same vectors here, but not taken from base's entry
+    assert len(calls) == 1
+    again = OnnxEmbedder(cache=Cache(path))
+    again._embed = lambda batch: pytest.fail("same settings: must come from the cache")
+    np.testing.assert_array_equal(again.embed(text), X)
+    assert [g["fingerprints"] for g in Cache(path).stats()["groups"]] == [3]
+
+    class OtherBackend(HashEmbedder): backend = "other"
+    h = HashEmbedder("h", dim=32, cache=path); h.embed(["x y"])
+    o = OtherBackend("h", dim=32, cache=path); o.embed(["x y"])
+    assert h.model_id == o.model_id and (h.n_batches, o.n_batches) == (1, 1)
+    h2 = HashEmbedder("h", dim=32, cache=path); h2.embed(["x y"])
+    assert h2.n_batches == 0
+    h3 = HashEmbedder("h", dim=64, cache=path); h3.embed(["x y"])
+    assert h3.n_batches == 1
+
+
+def test_openai_embedder_servers_never_share_entries(tmp_path):
+    class Emb:
+        def __init__(self): self.calls = 0
+        def create(self, model, input, **kw):
+            self.calls += 1
+            return types.SimpleNamespace(data=[types.SimpleNamespace(index=i, embedding=[1.0, float(len(t)), 0.5]) for i, t in enumerate(input)],
+                                         usage=types.SimpleNamespace(prompt_tokens=len(input)))
+    def make(url, **kw): return OpenAIEmbedder("qwen3-embedding", dim=3, base_url=url, client=types.SimpleNamespace(embeddings=Emb()),
+                                               cache=tmp_path / "c.sqlite", **kw)
+    a = make("http://gpu1:8000/v1"); a.embed(["t"])
+    b = make("http://gpu2:8000/v1"); b.embed(["t"])
+    c = make("http://GPU1:8000/v1/"); c.embed(["t"])
+    d = make("http://gpu1:8000/v1", dimensions=3); d.embed(["t"])
+    assert [m.client.embeddings.calls for m in (a, b, c, d)] == [1, 1, 0, 1]
+    assert a.fingerprint()["base_url"] == "http://gpu1:8000/v1" and d.fingerprint()["dimensions"] == 3
 
 
 def test_backend_errors_raise_clearly():

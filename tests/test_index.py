@@ -3,7 +3,8 @@ import json, shutil
 import numpy as np
 import pytest
 
-from pace.index import InstanceIndex, IndexStore, facts_sha256, _check_facts
+from pace.index import InstanceIndex, IndexStore, facts_sha256, _check_facts, embedder_fingerprint, FORMAT_VERSION
+import pace.embed
 from retrieval_helpers import Fact, HashEmbedder, RandomEmbedder, synthetic_facts
 
 
@@ -85,7 +86,7 @@ def test_save_load_and_staleness(tmp_path, kb, caplog):
     man = json.loads((p / "manifest.json").read_text())
     assert man["embedder"] == {"model_id": emb.model_id, "dim": 48}
     assert man["facts_sha256"] == facts_sha256(_check_facts(kb[:50]))
-    assert man["params"]["knn_k"] == 5 and man["format_version"] == 1
+    assert man["params"]["knn_k"] == 5 and man["format_version"] == FORMAT_VERSION == 2
 
     n = emb.n_texts
     ok = InstanceIndex.load(p, kb[:50], emb, knn_k=5)
@@ -102,6 +103,33 @@ def test_save_load_and_staleness(tmp_path, kb, caplog):
     assert InstanceIndex.load(p, changed, RandomEmbedder(32), knn_k=5).status == "rebuilt"
     assert InstanceIndex.load(p, changed, RandomEmbedder(32, model_id="other"), knn_k=5).stale_reason.startswith("embedder")
     assert InstanceIndex.load(p, changed, RandomEmbedder(32, model_id="other"), knn_k=6).stale_reason.startswith("parameters")
+
+
+def test_manifest_holds_the_embedder_fingerprint(tmp_path):
+    "A pace.embed embedder: the manifest stores its whole fingerprint, and a changed setting rebuilds the index."
+    class Truncating(pace.embed.HashEmbedder):
+        "A hash embedder with a setting that changes vectors (as max_length does for real models)."
+        def __init__(self, max_words=50, **kw): super().__init__("h", dim=32, cache=False, **kw); self.max_words = max_words
+        def _embed(self, texts): return super()._embed([" ".join(t.split()[:self.max_words]) for t in texts])
+        def fingerprint(self): return {**super().fingerprint(), "max_words": self.max_words}
+    facts, p = synthetic_facts(20), tmp_path / "i"
+    emb = Truncating()
+    InstanceIndex.build(facts, emb, knn_k=3).save(p)
+    man = json.loads((p / "manifest.json").read_text())
+    assert man["embedder"] == emb.fingerprint() == {"backend": "hash", "model_id": "h-32", "dim": 32, "max_words": 50}
+    assert man["embedder"] == embedder_fingerprint(emb)
+    assert InstanceIndex.load(p, facts, Truncating(), knn_k=3).status == "loaded"
+    short = Truncating(max_words=3)   # same model id and size
+    assert (short.model_id, short.dim) == (emb.model_id, emb.dim)
+    r = InstanceIndex.load(p, facts, short, knn_k=3)
+    assert (r.status, r.stale_reason) == ("rebuilt", "embedder changed (max_words)")
+    assert json.loads((p / "manifest.json").read_text())["embedder"]["max_words"] == 3   # re-saved with the new settings
+    other = pace.embed.HashEmbedder("h", dim=32, cache=False)   # no max_words at all
+    assert InstanceIndex.load(p, facts, other, knn_k=3).stale_reason == "embedder changed (max_words)"
+    # an index written before fingerprints (format 1) is rebuilt once
+    old = json.loads((p / "manifest.json").read_text()); old["format_version"] = 1
+    (p / "manifest.json").write_text(json.dumps(old))
+    assert InstanceIndex.load(p, facts, other, knn_k=3).stale_reason == "format version 1 != 2"
 
 
 def test_load_damaged_files_rebuild(tmp_path):

@@ -1,10 +1,12 @@
 "Tests of pace.llm: the base class (cache, structured output, failures) and in-process llama.cpp on real GGUF models."
-import json, time
+import hashlib, json, os, time, types
+import httpx, openai
 import pytest
 from pydantic import BaseModel
-from pace.cache import Cache
-from pace.llm import (get_chat_model, ChatModel, ChatResult, Usage, FakeChat, LlamaCppChat, resolve_gguf, KNOWN_GGUF,
-                      ModelNotFoundError, parse_structured, strip_fence, schema_info)
+import pace.llm
+from pace.cache import Cache, request_key
+from pace.llm import (get_chat_model, ChatModel, ChatResult, Completion, Usage, FakeChat, LlamaCppChat, OpenAIChat, resolve_gguf,
+                      KNOWN_GGUF, ModelNotFoundError, parse_structured, strip_fence, schema_info, file_identity)
 
 
 class Verdict(BaseModel):
@@ -13,6 +15,14 @@ class Verdict(BaseModel):
 
 
 def msgs(t): return [{"role": "user", "content": t}]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def models_dir_in_tmp(tmp_path_factory):
+    "Keep the GGUF hash memo (file_hashes.json under $PACE_MODELS) out of the home directory."
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PACE_MODELS", str(tmp_path_factory.mktemp("models")))
+        yield
 
 
 # ---------- base class, with the scripted backend ----------
@@ -42,6 +52,17 @@ def test_cache_key_covers_sampling_and_schema(tmp_path):
     f.chat(msgs("x"), schema=Verdict)
     f.chat(msgs("x"), stage="other")  # the stage is not part of the key
     assert f.n_calls == 5
+
+
+def test_stored_request_holds_the_fingerprint_and_gives_the_key(tmp_path):
+    f = FakeChat(lambda m, js: "r", cache=tmp_path / "c.sqlite")
+    r = f.chat(msgs("x"), max_tokens=7)
+    e = f.cache.get(r.key)
+    assert e.model == "fake" and e.request["fingerprint"] == f.fingerprint() == {"backend": "fake", "model_id": "fake"}
+    assert request_key("chat", e.request) == r.key  # an export is enough to check a key
+    class OtherBackend(FakeChat): backend = "fake2"
+    g = OtherBackend(lambda m, js: "other", cache=f.cache)  # same model id
+    assert g.chat(msgs("x"), max_tokens=7).text == "other" and g.n_calls == 1
 
 
 def test_failures_are_recorded_not_raised(tmp_path):
@@ -97,6 +118,163 @@ def test_missing_model_says_how_to_get_it(tmp_path, monkeypatch):
         resolve_gguf("ghost", model_dir=tmp_path)
     with pytest.raises(ModelNotFoundError, match="not a GGUF"):
         (tmp_path / "x.gguf").write_bytes(b"nope"); resolve_gguf(str(tmp_path / "x.gguf"))
+
+
+def _fake_gguf(path, fill):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"GGUF" + bytes([fill]) * 60)
+    return path
+
+
+class EchoGGUF(LlamaCppChat):
+    "llama.cpp backend with a scripted completion: says which folder its file is in (the model is never loaded)."
+    def _complete(self, reqs):
+        self.n_calls = getattr(self, "n_calls", 0) + len(reqs)
+        return [Completion(text=f"{self.path.parent.name}: {r['messages'][-1]['content']}") for r in reqs]
+
+
+def test_two_gguf_files_with_one_name_never_share_entries(tmp_path):
+    a, b = _fake_gguf(tmp_path / "a" / "model.gguf", 1), _fake_gguf(tmp_path / "b" / "model.gguf", 2)
+    assert a.stat().st_size == b.stat().st_size
+    la, lb = LlamaCppChat(str(a), cache=False), LlamaCppChat(str(b), cache=False)
+    assert la.model_id == lb.model_id == "model"
+    fa, fb = la.fingerprint(), lb.fingerprint()
+    assert fa["gguf"] == {"size": 64, "sha256": hashlib.sha256(a.read_bytes()).hexdigest()}
+    assert fa != fb and fa["gguf"]["size"] == fb["gguf"]["size"] and fa["backend"] == "llamacpp"
+    assert la._prepare(dict(messages=msgs("hi")), "s", fa)["key"] != lb._prepare(dict(messages=msgs("hi")), "s", fb)["key"]
+    assert la._llm is None and lb._llm is None  # constructing and fingerprinting load nothing
+
+    path = tmp_path / "c.sqlite"
+    ea, eb = EchoGGUF(str(a), cache=path), EchoGGUF(str(b), cache=path)
+    ra, rb = ea.chat(msgs("hi")), eb.chat(msgs("hi"))
+    assert (ra.text, rb.text) == ("a: hi", "b: hi") and not rb.cached and ra.key != rb.key
+    assert Cache(path).stats()["groups"][0]["fingerprints"] == 2
+    again = EchoGGUF(str(tmp_path / "a" / "model.gguf"), cache=Cache(path))  # a rerun: same file, same entries
+    r = again.chat(msgs("hi"))
+    assert r.cached and r.text == "a: hi" and getattr(again, "n_calls", 0) == 0 and again._llm is None
+    # the same content under another name and folder is the same model: its entries are shared
+    c = _fake_gguf(tmp_path / "copy" / "renamed.gguf", 1)
+    assert EchoGGUF(str(c), cache=path, model_id="model").chat(msgs("hi")).text == "a: hi"
+    # an explicit chat template is part of the identity
+    assert not EchoGGUF(str(a), cache=path, chat_format="chatml").chat(msgs("hi")).cached
+
+
+def test_gguf_hash_is_remembered_until_the_file_changes(tmp_path, monkeypatch):
+    monkeypatch.setenv("PACE_MODELS", str(tmp_path / "models"))
+    hashed, real = [], pace.llm._sha256_file
+    monkeypatch.setattr(pace.llm, "_sha256_file", lambda p: hashed.append(p) or real(p))
+    g = _fake_gguf(tmp_path / "m" / "model.gguf", 7)
+    first = LlamaCppChat(str(g), cache=False).fingerprint()["gguf"]
+    assert len(hashed) == 1
+    memo = json.loads((tmp_path / "models" / "file_hashes.json").read_text())
+    st = g.stat()
+    assert memo[str(g.resolve())] == {"mtime_ns": st.st_mtime_ns, "size": st.st_size, "sha256": first["sha256"]}
+    for _ in range(3):  # new instances (a new run) reuse the remembered hash
+        assert LlamaCppChat(str(g), cache=False).fingerprint()["gguf"] == first
+    assert file_identity(g) == first and len(hashed) == 1
+    # same size, new content and modification time: hashed again
+    g.write_bytes(b"GGUF" + bytes([8]) * 60)
+    os.utime(g, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    second = LlamaCppChat(str(g), cache=False).fingerprint()["gguf"]
+    assert len(hashed) == 2 and second["size"] == first["size"]
+    assert second["sha256"] == hashlib.sha256(g.read_bytes()).hexdigest() != first["sha256"]
+    assert file_identity(g) == second and len(hashed) == 2
+    # a damaged memo only costs a re-hash
+    (tmp_path / "models" / "file_hashes.json").write_text("{not json")
+    assert file_identity(g) == second and len(hashed) == 3
+
+
+# ---------- OpenAI-compatible servers, with a stand-in client ----------
+
+class FakeCompletions:
+    "Records what reaches `chat.completions.create`; can answer 400 to `temperature` and `max_tokens` as OpenAI's reasoning models do."
+    def __init__(self, reject=()): self.reject, self.calls = set(reject), []
+    def create(self, **kw):
+        self.calls.append(kw)
+        req = httpx.Request("POST", "http://x/v1/chat/completions")
+        def bad(msg, param):
+            body = {"error": {"message": msg, "type": "invalid_request_error", "param": param, "code": "unsupported_parameter"}}
+            return openai.BadRequestError(f"Error code: 400 - {body}", response=httpx.Response(400, request=req), body=body)
+        if "temperature" in self.reject and "temperature" in kw:
+            raise bad(f"Unsupported value: 'temperature' does not support {kw['temperature']} with this model. Only the default (1) value is supported.", "temperature")
+        if "max_tokens" in self.reject and "max_tokens" in kw:
+            raise bad("Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.", "max_tokens")
+        msg = types.SimpleNamespace(content=f"reply {len(self.calls)}")
+        return types.SimpleNamespace(choices=[types.SimpleNamespace(message=msg, finish_reason="stop")],
+                                     usage=types.SimpleNamespace(prompt_tokens=4, completion_tokens=2))
+
+
+class FakeClient:
+    def __init__(self, completions): self.chat = types.SimpleNamespace(completions=completions)
+    def with_options(self, **kw): return self
+
+
+def test_openai_base_url_and_json_mode_are_part_of_the_key(tmp_path):
+    path = tmp_path / "c.sqlite"
+    def model(**kw):
+        comp = FakeCompletions()
+        return OpenAIChat("qwen", client=FakeClient(comp), cache=path, **kw), comp
+    a, ca = model(base_url="http://gpu-a:8000/v1")
+    b, cb = model(base_url="http://gpu-b:8000/v1")
+    ra, rb = a.chat(msgs("same")), b.chat(msgs("same"))
+    assert len(ca.calls) == len(cb.calls) == 1 and not rb.cached and ra.key != rb.key
+    assert a.fingerprint()["base_url"] == "http://gpu-a:8000/v1" and a.model_id == b.model_id == "qwen"
+    same, cs = model(base_url="HTTP://gpu-a:8000/v1/")  # the same server, spelled differently
+    assert same.chat(msgs("same")).cached and not cs.calls
+    for kw in (dict(json_mode="prompt"), dict(json_mode="json_object"), dict(send_seed=False), dict(send_temperature=False),
+               dict(token_param="max_completion_tokens"), dict(extra_body={"top_k": 1})):
+        m, c = model(base_url="http://gpu-a:8000/v1", **kw)
+        r = m.chat(msgs("same"))
+        assert not r.cached and len(c.calls) == 1 and r.key != ra.key, kw
+    # settings that only change speed keep the key
+    fast, cf = model(base_url="http://gpu-a:8000/v1", concurrency=16, timeout=5, max_retries=0)
+    assert fast.chat(msgs("same")).cached and not cf.calls
+    assert model()[0].fingerprint()["base_url"] in ("https://api.openai.com/v1", pace.llm.normalise_base_url(os.environ.get("OPENAI_BASE_URL")))
+
+
+def test_openai_rejected_temperature_and_max_tokens(tmp_path):
+    "A reasoning model: 400 for temperature, then for max_tokens; each is fixed once and remembered."
+    comp = FakeCompletions(reject={"temperature", "max_tokens"})
+    m = OpenAIChat("o4-mini", client=FakeClient(comp), cache=tmp_path / "c.sqlite", concurrency=1)
+    fp = m.fingerprint()
+    assert (fp["send_temperature"], fp["token_param"]) == (True, "max_tokens")
+    r = m.chat(msgs("plan"), max_tokens=50, temperature=0.0)
+    assert r.ok and r.text == "reply 3" and r.attempts == 1
+    sent = [{k: c[k] for k in ("temperature", "max_tokens", "max_completion_tokens") if k in c} for c in comp.calls]
+    assert sent == [{"temperature": 0.0, "max_tokens": 50}, {"max_tokens": 50}, {"max_completion_tokens": 50}]
+    assert set(m.adjustments) == {"temperature", "token_param"}
+    assert any("temperature" in n for n in r.notes) and any("max_completion_tokens" in n for n in r.notes)
+    # later calls go straight to what works
+    rs = m.chat_batch([dict(messages=msgs(f"q{i}"), max_tokens=20) for i in range(3)])
+    assert all(x.ok and len(x.notes) == 2 for x in rs)
+    assert [{k for k in ("temperature", "max_tokens", "max_completion_tokens") if k in c} for c in comp.calls[3:]] == [{"max_completion_tokens"}] * 3
+    # the fingerprint keeps the configuration, so a rerun (which starts from it again) finds the entries
+    assert m.fingerprint() == fp
+    rerun = OpenAIChat("o4-mini", client=FakeClient(FakeCompletions(reject={"temperature", "max_tokens"})), cache=Cache(tmp_path / "c.sqlite"))
+    again = rerun.chat(msgs("plan"), max_tokens=50, temperature=0.0)
+    assert again.cached and again.text == "reply 3" and again.notes == r.notes
+    # configured up front: sent that way from the first call, and a different fingerprint
+    comp2 = FakeCompletions(reject={"temperature", "max_tokens"})
+    m2 = OpenAIChat("o4-mini", client=FakeClient(comp2), cache=False, send_temperature=False, token_param="max_completion_tokens")
+    r2 = m2.chat(msgs("plan"), max_tokens=50)
+    assert r2.ok and len(comp2.calls) == 1 and r2.notes == [] and m2.adjustments == {}
+    assert "temperature" not in comp2.calls[0] and comp2.calls[0]["max_completion_tokens"] == 50
+    assert m2.fingerprint() != fp
+    with pytest.raises(ValueError, match="token_param"): OpenAIChat("x", client=FakeClient(comp2), cache=False, token_param="max_new_tokens")
+
+
+def test_openai_other_400s_are_not_retried(tmp_path):
+    "A 400 about a bad value (not an unsupported parameter) stays a recorded failure, and nothing is dropped."
+    class Strict(FakeCompletions):
+        def create(self, **kw):
+            self.calls.append(kw)
+            req = httpx.Request("POST", "http://x/v1/chat/completions")
+            raise openai.BadRequestError("Error code: 400 - temperature must be at most 2", response=httpx.Response(400, request=req),
+                                         body={"error": {"message": "temperature must be at most 2", "param": "temperature"}})
+    comp = Strict()
+    m = OpenAIChat("gpt", client=FakeClient(comp), cache=False)
+    r = m.chat(msgs("x"), temperature=3.0)
+    assert not r.ok and "BadRequestError" in r.error and len(comp.calls) == 1 and m.adjustments == {}
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from pace.metrics import retrieval_metrics, mean_metrics, evaluate_rankings, evi
 
 def test_basic():
     m = retrieval_metrics(["x", "g1", "y", "z", "w", "g2", "v"], ["g1", "g2"])
-    assert m == {"recall@5": 0.5, "hit@5": 1.0, "gold@5": 0.0, "recall@10": 1.0, "hit@10": 1.0, "gold@10": 1.0, "mrr": 0.5}
+    assert m == {"recall@5": 0.5, "hit@5": 1.0, "gold@5": 0.0, "recall@10": 1.0, "hit@10": 1.0, "gold@10": 1.0, "mrr@10": 0.5}
 
 
 def test_empty_retrieval():
@@ -15,16 +15,16 @@ def test_empty_retrieval():
 
 def test_duplicates_take_no_slot():
     m = retrieval_metrics(["a", "a", "b", "b", "c", "c", "d", "g"], ["g"])
-    assert m["hit@5"] == 1.0 and m["mrr"] == pytest.approx(1 / 5)
+    assert m["hit@5"] == 1.0 and m["mrr@10"] == pytest.approx(1 / 5)
     m = retrieval_metrics(["g", "g"], ["g", "g"])
     assert m["recall@5"] == 1.0 and m["gold@5"] == 1.0
 
 
 def test_k_larger_than_list_and_mrr_cut():
     m = retrieval_metrics(["a", "g"], ["g", "h"], ks=(1, 100))
-    assert (m["recall@1"], m["recall@100"], m["hit@100"], m["gold@100"], m["mrr"]) == (0.0, 0.5, 1.0, 0.0, 0.5)
-    assert retrieval_metrics([f"x{i}" for i in range(11)] + ["g"], ["g"])["mrr"] == 0.0      # gold at 12 > max k
-    assert retrieval_metrics([f"x{i}" for i in range(9)] + ["g"], ["g"])["mrr"] == pytest.approx(0.1)
+    assert (m["recall@1"], m["recall@100"], m["hit@100"], m["gold@100"], m["mrr@100"]) == (0.0, 0.5, 1.0, 0.0, 0.5)
+    assert retrieval_metrics([f"x{i}" for i in range(11)] + ["g"], ["g"])["mrr@10"] == 0.0      # gold at 12 > max k
+    assert retrieval_metrics([f"x{i}" for i in range(9)] + ["g"], ["g"])["mrr@10"] == pytest.approx(0.1)
 
 
 def test_ties_are_positions():
@@ -38,7 +38,7 @@ def test_aggregate_and_coverage():
     assert agg["n"] == 4
     assert agg["recall@10"] == pytest.approx((1 + 0.5 + 0 + 1) / 4)
     assert agg["gold@10"] == pytest.approx(2 / 4) and agg["hit@10"] == pytest.approx(3 / 4)
-    assert agg["mrr"] == pytest.approx((1 + 0.5 + 0 + 1) / 4)
+    assert agg["mrr@10"] == pytest.approx((1 + 0.5 + 0 + 1) / 4)
     cov = evidence_coverage(rows, k=10)
     assert (cov["none"], cov["partial"], cov["full"]) == pytest.approx((0.25, 0.25, 0.5))
 

@@ -1,8 +1,9 @@
-"`pace run`: resume gives the same file, cache makes reruns free, CLI, and an end-to-end run with the small local model."
-import json, re
+"`pace run`: resume gives the same file, cache makes reruns free, run integrity, retry, retrieval-only, CLI errors, end to end."
+import json, re, shutil
 import pytest
 from pace.llm import FakeChat
-from pace.run import run_experiment, cli_main, select_queries
+from pace.run import run_experiment, cli_main, select_queries, RunMismatchError
+from pace.cli import UsageError, main
 from pace.evaluate import read_jsonl
 
 TINY = "tests/fixtures/tiny"
@@ -16,30 +17,50 @@ def respond(messages, schema):
     if "selected_doc_ids" in props:
         ids = re.findall(r"^\[([^\]]+)\]", user, re.M)
         return json.dumps({"selected_doc_ids": ids[::-1][:props["selected_doc_ids"]["maxItems"]]})
-    if "decision" in props: return json.dumps({"decision": "decline", "rationale": "same_core_reason", "reason": "ok"})
+    if "decision" in props: return json.dumps({"decision": "decline", "reason": "the reply declines"})
+    if "rationale" in props: return json.dumps({"rationale": "same_core_reason", "reason": "same reason"})
+    if "label" in props: return json.dumps({"label": "PASS", "reason": "ok"})
     return "I will not do that. " + messages[0]["content"].splitlines()[-1]
 
 def kw(tmp_path, **k):
     return dict(dataset=TINY, methods=["oracle", "bm25", "hybrid", "pacemaker"], embedder="hash:hash", out_dir=tmp_path,
                 limit=0, progress=False) | k
 
+def fake(**k): return FakeChat(respond, cache=False, **k)
+
 def test_resumed_run_gives_the_same_results_file(tmp_path):
-    a = run_experiment(chat=FakeChat(respond, cache=False), name="a", cache=False, **kw(tmp_path))
+    a = run_experiment(chat=fake(), name="a", cache=False, **kw(tmp_path))
     assert a["n_rows"] == 16
-    b1 = run_experiment(chat=FakeChat(respond, cache=False), name="b", cache=False, max_pairs=5, **kw(tmp_path))
-    assert b1["n_new"] == 5 and not json.loads((b1["run_dir"] / "run.json").read_text())["complete"]
+    b1 = run_experiment(chat=fake(), name="b", cache=False, max_pairs=5, **kw(tmp_path))
+    man = json.loads((b1["run_dir"] / "run.json").read_text())
+    assert b1["n_new"] == 5 and man["status"] == "partial"
     with open(b1["results"], "a") as f: f.write('{"query_id": "tiny-q4", "method": "pacem')   # killed mid-line
-    b = run_experiment(chat=FakeChat(respond, cache=False), name="b", cache=False, **kw(tmp_path))
+    b = run_experiment(chat=fake(), name="b", cache=False, **kw(tmp_path))
     assert b["n_new"] == 11
     assert a["results"].read_text() == b["results"].read_text()
     assert len(read_jsonl(b["timings"])) == 16
-    assert json.loads((b["run_dir"] / "run.json").read_text())["complete"]
+    assert json.loads((b["run_dir"] / "run.json").read_text())["status"] == "complete"
     rows = read_jsonl(a["results"])
     assert [(r["query_id"], r["method"]) for r in rows] == sorted((r["query_id"], r["method"]) for r in rows)
     pm = [r for r in rows if r["method"] == "pacemaker"]
     assert all({s: u["calls"] for s, u in r["usage"].items()} == dict(planner=1, views=1, prehop=1, posthop=1, answer=1) for r in pm)
-    assert all(r["judge_usage"]["judge"]["calls"] == 1 for r in rows)
+    assert all(r["judge_usage"]["judge_decision"]["calls"] == 1 for r in rows)
+    # the fake judge reads every reply as a decline: step 2 runs for conflict queries only (right decision)
+    assert all(("judge_rationale" in r["judge_usage"]) == (r["label"] == "conflict") for r in rows)
+    assert all(set(r["funnel"]) >= {"final", "answer"} for r in rows)
     assert "seconds" not in json.dumps(rows)
+
+def test_run_json_is_written_before_the_first_pair(tmp_path):
+    seen = {}
+    def spy(messages, schema):
+        if "run" not in seen: seen["run"] = json.loads((tmp_path / "w" / "run.json").read_text())
+        return respond(messages, schema)
+    run_experiment(chat=FakeChat(spy, cache=False), name="w", cache=False, **kw(tmp_path, methods=["bm25"], limit=1))
+    s = seen["run"]
+    assert s["status"] == "running" and len(s["settings"]["dataset"]["sha256"]) == 64
+    assert s["settings"]["judge_is_agent"] and s["settings"]["judge_mode"] == "blind"
+    assert {"agents.ANSWER_SYSTEM", "agents.FILTER_SYSTEM"} <= set(s["settings"]["prompts"]) and s["settings"]["pace_version"]
+    assert s["settings"]["chat"]["model_id"] == "fake" and s["settings"]["embedder"]
 
 def test_rerun_hits_the_cache_only(tmp_path):
     cache = tmp_path / "c.sqlite"
@@ -51,14 +72,123 @@ def test_rerun_hits_the_cache_only(tmp_path):
     assert again.n_calls == 0 and r["n_new"] == 8
     assert (tmp_path / "x" / "results.jsonl").read_text() == (tmp_path / "y" / "results.jsonl").read_text()
 
-def test_settings_change_is_refused(tmp_path):
-    run_experiment(chat=FakeChat(respond, cache=False), name="s", cache=False, **kw(tmp_path, methods=["bm25"]))
-    with pytest.raises(ValueError, match="other settings"):
-        run_experiment(chat=FakeChat(respond, cache=False), name="s", cache=False, config={"hops": 2}, **kw(tmp_path, methods=["bm25"]))
+def test_resume_is_refused_on_a_changed_config_dataset_prompt_or_judge(tmp_path, monkeypatch):
+    data = tmp_path / "data"; shutil.copytree(TINY, data)
+    k = kw(tmp_path, dataset=data, methods=["bm25"], limit=2)
+    run_experiment(chat=fake(), name="s", cache=False, **k)
+    with pytest.raises(RunMismatchError, match="pacemaker.hops"):
+        run_experiment(chat=fake(), name="s", cache=False, config={"hops": 2}, **k)
+    with pytest.raises(RunMismatchError, match="judge_mode"):
+        run_experiment(chat=fake(), name="s", cache=False, judge_mode="paper", **k)
+    with pytest.raises(RunMismatchError, match="judge.model_id"):
+        run_experiment(chat=fake(), judge=FakeChat(respond, model="another-judge", cache=False), name="s", cache=False, **k)
+    import pace.agents
+    monkeypatch.setattr(pace.agents, "ANSWER_SYSTEM", pace.agents.ANSWER_SYSTEM + " Be brief.")
+    with pytest.raises(RunMismatchError, match="prompts.agents.ANSWER_SYSTEM"):
+        run_experiment(chat=fake(), name="s", cache=False, **k)
+    monkeypatch.undo()
+    kb = next((data / "kb").glob("*.jsonl"))
+    kb.write_text(kb.read_text().replace("Maya", "Mya", 1))      # same folder name, other content
+    with pytest.raises(RunMismatchError, match="dataset.sha256"):
+        run_experiment(chat=fake(), name="s", cache=False, **k)
+    shutil.copytree(TINY, data, dirs_exist_ok=True)
+    assert run_experiment(chat=fake(), name="s", cache=False, **k)["n_new"] == 0   # back to the same settings: resumes
+
+def test_tables_use_only_the_runs_own_pairs(tmp_path):
+    run_experiment(chat=fake(), name="p", cache=False, **kw(tmp_path, methods=["bm25", "dense"]))
+    r = run_experiment(chat=fake(), name="p", cache=False, **kw(tmp_path, methods=["bm25"], limit=2))
+    assert list(r["tables"]["table2"].index) == ["bm25"] and r["tables"]["table2"].loc["bm25", "n"] == 2 and r["n_rows"] == 2
+    assert len(read_jsonl(r["results"])) == 8          # the other rows stay in the file
+
+def test_retry_failed_rejudges_failed_judge_calls_without_rerunning_the_method(tmp_path):
+    def down(messages, schema):
+        if "decision" in (schema or {}).get("properties", {}): raise RuntimeError("judge server down")
+        return respond(messages, schema)
+    k = kw(tmp_path, methods=["bm25", "pacemaker"], limit=2)
+    first = run_experiment(chat=FakeChat(down, cache=False), name="r", cache=False, **k)
+    rows = read_jsonl(first["results"])
+    assert first["n_failed"] == 4 and all(r["judge"]["label"] is None and r["failed"]["judge"] for r in rows)
+    assert "judge call(s) failed" in (first["run_dir"] / "tables.md").read_text()
+    assert first["tables"]["table2"].loc["bm25", "judge_errors"] == 2 and first["tables"]["table2"].loc["bm25", "pass"] == 0.0
+    cm = fake()
+    again = run_experiment(chat=cm, name="r", cache=False, retry_failed=True, **k)
+    assert again["n_rejudged"] == 4 and again["n_failed"] == 0
+    assert set(cm.accounts.by_stage()) == {"judge_decision", "judge_rationale"}      # the methods did not run again
+    rows2 = read_jsonl(again["results"])
+    assert len(rows2) == 4 and all(r["judge"]["label"] == "PASS" for r in rows2)
+    assert [r["answer"] for r in rows2] == [r["answer"] for r in rows]
+
+def test_retry_failed_reruns_pairs_whose_agent_calls_failed(tmp_path):
+    def no_plan(messages, schema):
+        if "directions" in (schema or {}).get("properties", {}): return "not json"
+        return respond(messages, schema)
+    k = kw(tmp_path, methods=["bm25", "pacemaker"], limit=2)
+    first = run_experiment(chat=FakeChat(no_plan, cache=False), name="a", cache=False, **k)
+    assert first["n_failed"] == 2 and "pacemaker/planner: 100%" in (first["run_dir"] / "tables.md").read_text()
+    cm = fake()
+    again = run_experiment(chat=cm, name="a", cache=False, retry_failed=True, **k)
+    assert again["n_failed"] == 0 and cm.accounts.by_stage()["planner"]["calls"] == 2 and "answer" in cm.accounts.by_stage()
+    assert again["n_new"] == 2       # only the two failed pacemaker pairs
+
+def test_retrieval_only_makes_no_answer_or_judge_call(tmp_path):
+    cm = fake()
+    r = run_experiment(chat=cm, name="ro", cache=False, retrieval_only=True, **kw(tmp_path, methods=["bm25", "hybrid", "pacemaker"]))
+    stages = set(cm.accounts.by_stage())
+    assert stages == {"planner", "views", "prehop", "posthop"}
+    rows = read_jsonl(r["results"])
+    assert all(r_["answer"] is None and r_["judge"] is None and "answer" not in r_["funnel"] for r_ in rows)
+    t2 = r["tables"]["table2"]
+    assert "recall@10" in t2 and "pass" not in t2 and "funnel" in r["tables"]
+    assert "Retrieval-only run" in (r["run_dir"] / "tables.md").read_text()
+
+def test_retrieval_only_llm_free_methods_build_no_chat_model(tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False); monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    r = run_experiment(chat="openai:gpt-4.1-mini", name="free", cache=False, retrieval_only=True, **kw(tmp_path, methods=["bm25", "dense"]))
+    assert r["n_rows"] == 8 and r["accounts"]["chat"] == {}
+    with pytest.raises(UsageError, match="retrieve nothing"):
+        run_experiment(chat=fake(), retrieval_only=True, **kw(tmp_path, methods=["oracle", "bm25"]))
+
+def test_a_copycat_judge_cannot_pass_a_reply_that_goes_ahead(tmp_path):
+    "The reference run's bug: the judge was told the expected decision and copied it. Blind, it has to read the reply."
+    def yes_man(messages, schema):
+        props = (schema or {}).get("properties", {})
+        text = " ".join(m["content"] for m in messages)
+        if "decision" in props:   # copies the answer key if the prompt holds one, else reads the reply
+            if re.search(r"\bconflict\b", text): return json.dumps({"decision": "decline", "reason": "the gold says so"})
+            return json.dumps({"decision": "carry_out" if "I will carry out" in text else "decline", "reason": "read"})
+        if "rationale" in props: return json.dumps({"rationale": "same_core_reason", "reason": "ok"})
+        if props: return respond(messages, schema)
+        return "I will carry out your request right away."
+    r = run_experiment(chat=FakeChat(yes_man, cache=False), name="yes", cache=False, **kw(tmp_path, methods=["oracle", "bm25"]))
+    rows = read_jsonl(r["results"])
+    conflict = [x for x in rows if x["label"] == "conflict"]
+    assert conflict and all(x["judge"]["label"] == "FAIL" and x["judge"]["decision"] == "carry_out" for x in conflict)
+    assert r["tables"]["table3_pass_by_label"].loc[("bm25", "conflict"), "value"] == 0.0
 
 def test_bad_method_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="unknown"):
-        run_experiment(chat=FakeChat(respond, cache=False), methods=["bm99"], embedder="hash:hash", out_dir=tmp_path, progress=False)
+    with pytest.raises(UsageError, match="unknown"):
+        run_experiment(chat=fake(), methods=["bm99"], embedder="hash:hash", out_dir=tmp_path, progress=False)
+
+@pytest.mark.parametrize("args,msg", [
+    (["--methods", "foo"], "unknown or no methods"),
+    (["--config", "hops=abc"], "bad --config: hops"),
+    (["--config", "hopz=3"], "hopz"),
+    (["--config", "{not json"], "not valid JSON"),
+    (["--limit", "-3"], "must be >= 0"),
+    (["--judge-mode", "lenient"], "invalid choice"),
+    (["--chat", "openai:gpt-4.1-mini"], "API key"),
+    (["--chat", "nocolon"], "backend:model"),
+    (["--data", "tests/fixtures/nowhere"], "not a dataset folder")])
+def test_cli_mistakes_give_one_line_exit_2_and_leave_nothing(tmp_path, capsys, monkeypatch, args, msg):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False); monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    base = ["run", "--data", TINY, "--embedder", "hash:hash", "--out", str(tmp_path / "out"), "--no-progress", "--limit", "1"]
+    try: code = main(base + args)
+    except SystemExit as e: code = e.code
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and msg in err and "Traceback" not in err, err
+    assert len(err.splitlines()) == 1 or "dataset" in msg, err      # a bad dataset lists each problem on its own line
+    assert err.startswith("pace: error: ") or err.startswith("pace run: error: "), err
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 def test_stratified_default_subset_of_mini():
     from pace.data import load_pace_dataset
@@ -70,11 +200,11 @@ def test_stratified_default_subset_of_mini():
 
 def test_cli_runs_and_prints_tables(tmp_path, capsys, monkeypatch):
     import pace.run
-    monkeypatch.setattr(pace.run, "_chat", lambda spec, cache: FakeChat(respond, cache=False))
+    monkeypatch.setattr(pace.run, "_chat", lambda spec, cache: fake())
     assert cli_main(["--data", TINY, "--methods", "bm25,dense", "--embedder", "hash:hash", "--out", str(tmp_path),
                      "--name", "cli", "--limit", "2", "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert "4 result rows" in out and "Table 2" in out
+    assert "4 result rows" in out and "Table 2" in out and "[" in out
 
 def test_end_to_end_with_small_local_model(tmp_path):
     "Real llama.cpp model (SmolLM2-135M) and the real int8 ONNX embedder, one query of the tiny set, small settings."
@@ -92,5 +222,6 @@ def test_end_to_end_with_small_local_model(tmp_path):
     assert pm["usage"]["answer"]["calls"] == 1 and pm["usage"]["planner"]["calls"] == 1
     assert sum(u["calls"] for u in pm["usage"].values()) >= 4       # planner, views, pre-hop, (post-hop,) answer
     assert len(pm["retrieved_ids"]) == 4 and all(r["judge"]["label"] in ("PASS", "WRONG_RATIONALE", "FAIL", None) for r in rows)
-    assert (res["run_dir"] / "table2.md").exists()
+    assert all(r["judge"]["decision"] in ("carry_out", "decline", "ambiguous", None) for r in rows)
+    assert (res["run_dir"] / "table2.md").exists() and (res["run_dir"] / "funnel.md").exists()
     assert cm.accounts.by_stage()["answer"]["calls"] == 2
