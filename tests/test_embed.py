@@ -7,12 +7,7 @@ from pace.embed import get_embedder, OnnxEmbedder, HashEmbedder, OpenAIEmbedder,
 from pace.llm import LlamaServer
 
 
-@pytest.fixture(autouse=True, scope="module")
-def models_dir_in_tmp(tmp_path_factory):
-    "Keep the model-file hash memo (file_hashes.json under $PACE_MODELS) out of the home directory."
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PACE_MODELS", str(tmp_path_factory.mktemp("models")))
-        yield
+pytestmark = pytest.mark.usefixtures("models_dir_in_tmp")   # see conftest.py
 
 
 @pytest.fixture(scope="module")

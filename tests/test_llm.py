@@ -17,12 +17,7 @@ class Verdict(BaseModel):
 def msgs(t): return [{"role": "user", "content": t}]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def models_dir_in_tmp(tmp_path_factory):
-    "Keep the GGUF hash memo (file_hashes.json under $PACE_MODELS) out of the home directory."
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PACE_MODELS", str(tmp_path_factory.mktemp("models")))
-        yield
+pytestmark = pytest.mark.usefixtures("models_dir_in_tmp")   # see conftest.py
 
 
 # ---------- base class, with the scripted backend ----------

@@ -51,3 +51,25 @@ def test_errors():
     with pytest.raises(ValueError): mean_metrics([])
     with pytest.raises(ValueError): mean_metrics([{"a": 1.0}, {"b": 1.0}])
     with pytest.raises(ValueError): evidence_coverage([])
+
+
+def test_funnel_on_a_hand_built_trace():
+    from pace.metrics import funnel, stage_coverage
+    ev = dict(fused=["x", "g1", "y", "g2"], prehop=["g1", "y"], pool=["g1", "y", "g3", "z"], final=["g3", "g1"], answer=["g3"])
+    f = funnel(ev, ["g1", "g2", "g3"])
+    assert [f[s]["found"] for s in ev] == [2, 1, 2, 2, 1] and [f[s]["n"] for s in ev] == [4, 2, 4, 2, 1]
+    assert f["pool"]["recall"] == pytest.approx(2 / 3) and f["answer"]["n_gold"] == 3
+    assert [stage_coverage(f[s]) for s in ("fused", "answer")] == ["partial", "partial"]
+    assert stage_coverage(funnel(dict(answer=["g1"]), ["g1"])["answer"]) == "full"
+    assert stage_coverage(funnel(dict(answer=[]), ["g1"])["answer"]) == "none"
+
+
+def test_bootstrap_interval_on_a_known_case():
+    from pace.metrics import bootstrap_ci
+    lo, hi = bootstrap_ci([1] * 50 + [0] * 50)           # normal approximation: 0.5 +- 1.96 * 0.05
+    assert lo == pytest.approx(0.402, abs=0.012) and hi == pytest.approx(0.598, abs=0.012)
+    assert bootstrap_ci([1] * 50 + [0] * 50) == (lo, hi)   # fixed seed: deterministic
+    lo, hi = bootstrap_ci([1] * 80 + [0] * 20)
+    assert lo == pytest.approx(0.8 - 1.96 * 0.04, abs=0.012) and hi == pytest.approx(0.8 + 1.96 * 0.04, abs=0.012)
+    assert bootstrap_ci([0.0, 0.0, 0.0]) == (0.0, 0.0)
+    assert all(v != v for v in bootstrap_ci([1.0])) and all(v != v for v in bootstrap_ci([]))
