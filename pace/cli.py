@@ -8,7 +8,7 @@ import argparse, importlib, os, sys
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['USER_ERRORS', 'CLI_MODULES', 'data_check', 'UsageError', 'build_parser', 'main']
+__all__ = ['USER_ERRORS', 'CLI_MODULES', 'data_check', 'build_parser', 'main', 'UsageError']
 
 # %% ../nbs/90_cli.ipynb #d3fb7e34
 def data_check(path: str, out=None) -> int:
@@ -28,13 +28,18 @@ def _add_data(sub):
     c = dsub.add_parser("check", help="validate a dataset folder and print its statistics")
     c.add_argument("path", help="dataset folder (instances.jsonl, kb/, queries.jsonl)")
     c.set_defaults(func=lambda a: data_check(a.path))
+    v = dsub.add_parser("verify", help="deterministic checks of every query and fact (dates, weekdays, arithmetic, verdict words, leaks, duplicates)")
+    v.add_argument("path", help="dataset folder")
+    v.add_argument("--json", action="store_true", help="print the full report as JSON")
+    def _verify(a):
+        from pace.gen_validate import data_verify   # the checks live with generation's validation stage (nbs/34_gen_validate.ipynb)
+        return data_verify(a.path, as_json=a.json)
+    v.set_defaults(func=_verify)
 
 # %% ../nbs/90_cli.ipynb #3888ed74
-from .data import DatasetError
+from .data import DatasetError, UsageError   # UsageError lives in pace.data, so modules below the CLI can raise it; `pace.cli.UsageError` still works
 from .llm import ModelNotFoundError
-
-class UsageError(ValueError):
-    "A mistake the user fixes on the command line or in a call (bad option value, unknown method, missing key)."
+_all_ = ["UsageError"]
 
 # Problems a user fixes are reported in one line instead of a traceback; `PACE_DEBUG=1` shows the traceback.
 USER_ERRORS = (DatasetError, ModelNotFoundError, ImportError, UsageError)
@@ -43,7 +48,7 @@ class _Parser(argparse.ArgumentParser):
     "argparse with one-line errors: `prog: error: message` and exit status 2, no usage dump."
     def error(self, message): self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
-CLI_MODULES = ["pace.run", "pace.cache", "pace.judge"]  # modules with an `add_cli(subparsers)` hook, in --help order
+CLI_MODULES = ["pace.run", "pace.cache", "pace.judge", "pace.generate"]  # modules with an `add_cli(subparsers)` hook, in --help order
 
 def build_parser() -> argparse.ArgumentParser:
     "The `pace` argument parser with every registered subcommand."
@@ -63,3 +68,6 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("PACE_DEBUG"): raise
         print(f"pace: error: {e}", file=sys.stderr)
         return 2
+
+# %% ../nbs/90_cli.ipynb #31811290
+if __name__ == "__main__" and "__file__" in globals(): sys.exit(main())

@@ -1,33 +1,19 @@
-"Small offline stand-ins for `pace.embed` embedders and `pace.data.Fact`, shared by the retrieval tests."
-import hashlib, re
+"Fixtures shared by the retrieval tests: facts, and the testing API's embedders without a cache."
 from collections import namedtuple
 import numpy as np
+from pace.testing import HashEmbedder, RandomEmbedder
 
 Fact = namedtuple("Fact", "doc_id text meta", defaults=[None])
 
 
-class HashEmbedder:
-    "Deterministic bag-of-words hashing embedder: each word adds a signed unit to a hashed bucket."
-    def __init__(self, dim=64, model_id=None):
-        self.dim, self.model_id, self.calls, self.n_texts = dim, model_id or f"hash-{dim}", 0, 0
-
-    def embed(self, texts, *, stage="embed", show_progress=False):
-        self.calls += 1; self.n_texts += len(texts)
-        out = np.zeros((len(texts), self.dim), np.float32)
-        for i, t in enumerate(texts):
-            for w in re.findall(r"\w+", t.lower()) or ["<empty>"]:
-                h = int.from_bytes(hashlib.md5(w.encode()).digest()[:4], "little")
-                out[i, h % self.dim] += 1.0 if (h >> 16) & 1 else -1.0
-        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+def hash_embedder(dim=64, model="hash"):
+    "`pace.testing.HashEmbedder` with no cache (texts that share words are close)."
+    return HashEmbedder(model, dim, cache=False)
 
 
-class RandomEmbedder(HashEmbedder):
-    "A random unit vector per text, seeded by the text's hash (no ties, for graph-equality tests)."
-    def embed(self, texts, *, stage="embed", show_progress=False):
-        self.calls += 1; self.n_texts += len(texts)
-        out = np.stack([np.random.default_rng(int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little"))
-                        .standard_normal(self.dim) for t in texts]).astype(np.float32)
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
+def random_embedder(dim=48, model="random"):
+    "`pace.testing.RandomEmbedder` with no cache (a random unit vector per text: no ties, for exact-graph tests)."
+    return RandomEmbedder(model, dim, cache=False)
 
 
 WORDS = ("dentist appointment swimming pool brother visit peanut allergy train window seat bus work manager "

@@ -1,45 +1,59 @@
 "Agents: prompts, schemas, validation and fallbacks (no model needed)."
 import json
-from pace.agents import (ScriptedChat, plan_conflicts, generate_views, select_evidence, generate_answer, clean_selection,
+from pace.testing import ScriptedChat
+from pace.agents import (plan_conflicts, generate_views, select_evidence, generate_answer, clean_selection,
                          selection_schema, date_hints, planner_messages, answer_messages)
 
 Q = "Reserve two seats for Dad and me at the Old Duke jazz night next Friday."
 
-def test_planner_keeps_only_verbatim_anchors_and_at_most_three_directions():
+def test_planner_keeps_only_verbatim_anchors_and_at_most_max_directions():
     d = lambda n, a: {'dimension': n, 'key_anchors': a}
     cm = ScriptedChat({'planner': {'directions': [d('Dad mobility', ['Dad', 'father']), d('venue access', ['Old Duke']),
-                                                  d('date', ['next Friday']), d('extra', ['jazz night'])]}})
+                                                  d('date', ['next Friday'])]}})
     plan, rec = plan_conflicts(cm, Q, "2026-04-14")
     assert [x.key_anchors for x in plan.directions] == [['Dad'], ['Old Duke'], ['next Friday']]
     assert rec.notes['dropped_anchors'] == ['father'] and rec.ok
+    assert [x.key_anchors for x in plan_conflicts(cm, Q, "2026-04-14", max_directions=2)[0].directions] == [['Dad'], ['Old Duke']]
     assert "2026-04-14" in planner_messages(Q, "2026-04-14")[1]['content']
+    four = ScriptedChat({'planner': {'directions': [d('x', ['Dad'])] * 4}})   # the schema sent caps the plan at three
+    plan, rec = plan_conflicts(four, Q, "2026-04-14")
+    assert plan is None and rec.fallback == 'no plan' and "at most 3" in rec.error
 
 def test_planner_failure_is_recorded_not_raised():
     plan, rec = plan_conflicts(ScriptedChat({'planner': "I think you should check the calendar."}), Q, "2026-04-14")
     assert plan is None and not rec.ok and rec.fallback == 'no plan' and rec.error
 
 def test_views_resolve_dates_via_calendar_and_are_cleaned():
-    cm = ScriptedChat({'views': {'counter': ['Tunde stairs limit 2026-04-24', Q, 'Tunde stairs limit 2026-04-24', 'Old Duke room floor']}})
+    cm = ScriptedChat({'views': {'counter': ['Tunde stairs limit 2026-04-24', Q, 'Old Duke room floor']}})
     cs, rec = generate_views(cm, Q, "2026-04-14", None, max_counter=3)
-    assert cs == ['Tunde stairs limit 2026-04-24', 'Old Duke room floor']
+    assert cs == ['Tunde stairs limit 2026-04-24', 'Old Duke room floor']   # the copy of the request is dropped
     user = cm.log[0]['messages'][1]['content']
     assert 'today = Tuesday 2026-04-14' in user and 'Fri 2026-04-24' in user
     assert cm.log[0]['schema']['properties']['counter']['maxItems'] == 3
+    four = ScriptedChat({'views': {'counter': ['a b', 'c d', 'e f', 'g h']}})   # more than the schema admits: a failed call
+    assert generate_views(four, Q, "2026-04-14", None, max_counter=3) [1].fallback == 'original query only'
 
 def test_filter_schema_only_admits_candidate_ids():
     s = selection_schema(['m01', 'm02', 'm03'], 2)
     assert s['properties']['selected_doc_ids']['items']['enum'] == ['m01', 'm02', 'm03']
     assert s['properties']['selected_doc_ids']['maxItems'] == 2
 
-def test_filter_drops_unknown_ids_and_counts_the_padding():
+def test_filter_drops_repeats_and_counts_the_padding():
     cands = [(f"m{i:02d}", f"fact {i}") for i in range(12)]
-    cm = ScriptedChat({'prehop': {'selected_doc_ids': ['m05', 'bogus', 'm05', 'm07']}})
+    cm = ScriptedChat({'prehop': {'selected_doc_ids': ['m05', 'm05', 'm07']}})
     got, recs, rep = select_evidence(cm, Q, "2026-04-14", cands, 4, stage='prehop')
     assert got == ['m05', 'm07', 'm00', 'm01']
-    assert recs[0].notes['invalid_ids'] == ['bogus'] and recs[0].notes['duplicates'] == 1 and recs[0].notes['n_chosen'] == 2
-    assert (rep.n_chosen, rep.n_padded, rep.n_invalid, rep.n_final) == (2, 2, 1, 4)
+    assert recs[0].notes['invalid_ids'] == [] and recs[0].notes['duplicates'] == 1 and recs[0].notes['n_chosen'] == 2
+    assert (rep.n_chosen, rep.n_padded, rep.n_invalid, rep.n_final) == (2, 2, 0, 4)
     got, _, rep = select_evidence(cm, Q, "2026-04-14", cands, 4, stage='prehop', pad=False)
     assert got == ['m05', 'm07'] and rep.n_padded == 0
+
+def test_filter_reply_with_an_id_not_shown_fails_validation_and_falls_back():
+    "The schema lists the candidate ids, so a reply naming another id is a failed call: nothing it picked is trusted."
+    cands = [(f"m{i:02d}", f"fact {i}") for i in range(12)]
+    got, recs, rep = select_evidence(ScriptedChat({'prehop': {'selected_doc_ids': ['m05', 'bogus']}}), Q, "2026-04-14", cands, 4, stage='prehop')
+    assert got == ['m00', 'm01', 'm02', 'm03'] and not recs[0].ok and "bogus" in recs[0].error
+    assert (rep.n_failed_calls, rep.n_fallback, rep.n_chosen, rep.n_invalid) == (1, 4, 0, 0)
 
 def test_filter_junk_and_failures_fall_back_visibly():
     cands = [(f"m{i:02d}", f"fact {i}") for i in range(12)]

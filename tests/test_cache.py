@@ -2,7 +2,10 @@
 import json, multiprocessing as mp, os, signal, sqlite3, subprocess, sys, time
 from pathlib import Path
 import pytest
-from pace.cache import Cache, Entry, Accounts, request_key, as_cache, cache_cli, CACHE_VERSION
+from pace.cache import Cache, Entry, Accounts, request_key, as_cache, CACHE_VERSION
+from pace.cli import main
+
+def cache_cli(argv): return main(["cache", *argv])
 import pace.cache as pc
 
 

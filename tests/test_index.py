@@ -5,7 +5,7 @@ import pytest
 
 from pace.index import InstanceIndex, IndexStore, facts_sha256, _check_facts, embedder_fingerprint, FORMAT_VERSION
 import pace.embed
-from retrieval_helpers import Fact, HashEmbedder, RandomEmbedder, synthetic_facts
+from retrieval_helpers import Fact, HashEmbedder, hash_embedder, random_embedder, synthetic_facts
 
 
 @pytest.fixture(scope="module")
@@ -15,7 +15,7 @@ def kb():
 
 @pytest.fixture(scope="module")
 def full(kb):
-    return InstanceIndex.build(kb, RandomEmbedder(48), knn_k=10)
+    return InstanceIndex.build(kb, random_embedder(48), knn_k=10)
 
 
 def test_graph_is_exact_knn(full):
@@ -31,7 +31,7 @@ def test_graph_is_exact_knn(full):
 
 
 def test_add_equals_full_rebuild(kb, full):
-    emb = RandomEmbedder(48)
+    emb = random_embedder(48)
     part = InstanceIndex.build(kb[:100], emb, knn_k=10)
     part.add(kb[100:101]); part.add(kb[101:250]); part.add(kb[250:])
     assert emb.n_texts == len(kb)                    # every fact embedded exactly once
@@ -50,7 +50,7 @@ def test_add_rejects_existing_ids(full):
 
 
 def test_bad_facts():
-    emb = HashEmbedder()
+    emb = hash_embedder()
     with pytest.raises(ValueError, match="empty list"): InstanceIndex.build([], emb)
     with pytest.raises(ValueError, match="duplicate"): InstanceIndex.build([Fact("a", "x y"), Fact("a", "z")], emb)
     with pytest.raises(ValueError, match="text"): InstanceIndex.build([Fact("a", "")], emb)
@@ -61,13 +61,13 @@ def test_embedder_shape_checked():
     class Bad(HashEmbedder):
         def embed(self, texts, **kw): return super().embed(texts)[:, :10]
     with pytest.raises(ValueError, match="shape"):
-        InstanceIndex.build(synthetic_facts(5), Bad())
+        InstanceIndex.build(synthetic_facts(5), Bad("hash", 64, cache=False))
 
 
 def test_search_edge_cases():
     facts = [Fact("a", "Mina is allergic to peanuts."), Fact("b", "The pool closes at nine."),
              Fact("c", "Peanut sauce is used in most dishes.")]
-    idx = InstanceIndex.build(facts, HashEmbedder(), knn_k=10)
+    idx = InstanceIndex.build(facts, hash_embedder(), knn_k=10)
     assert len(idx.neighbors("a")) == 2                      # fewer than k other docs
     assert len(idx.dense(["peanuts"], 50)[0]) == 3           # k > corpus size
     s = idx.sparse(["peanuts", "", "the of and", "unknownword"], 50)
@@ -79,12 +79,12 @@ def test_search_edge_cases():
 
 
 def test_save_load_and_staleness(tmp_path, kb, caplog):
-    emb = RandomEmbedder(48)
+    emb = random_embedder(48)
     p = tmp_path / "inst"
     idx = InstanceIndex.build(kb[:50], emb, knn_k=5)
     idx.save(p)
     man = json.loads((p / "manifest.json").read_text())
-    assert man["embedder"] == {"model_id": emb.model_id, "dim": 48}
+    assert man["embedder"] == emb.fingerprint() == {"backend": "random", "model_id": "random-48", "dim": 48}
     assert man["facts_sha256"] == facts_sha256(_check_facts(kb[:50]))
     assert man["params"]["knn_k"] == 5 and man["format_version"] == FORMAT_VERSION == 2
 
@@ -100,9 +100,9 @@ def test_save_load_and_staleness(tmp_path, kb, caplog):
     assert r.text(kb[49].doc_id).endswith("zebras.") and r.sparse(["zebras"], 3)[0][0][0] == kb[49].doc_id
     assert "stale" in caplog.text
     assert InstanceIndex.load(p, changed, emb, knn_k=5).status == "loaded"      # re-saved
-    assert InstanceIndex.load(p, changed, RandomEmbedder(32), knn_k=5).status == "rebuilt"
-    assert InstanceIndex.load(p, changed, RandomEmbedder(32, model_id="other"), knn_k=5).stale_reason.startswith("embedder")
-    assert InstanceIndex.load(p, changed, RandomEmbedder(32, model_id="other"), knn_k=6).stale_reason.startswith("parameters")
+    assert InstanceIndex.load(p, changed, random_embedder(32), knn_k=5).status == "rebuilt"
+    assert InstanceIndex.load(p, changed, random_embedder(32, "other"), knn_k=5).stale_reason.startswith("embedder")
+    assert InstanceIndex.load(p, changed, random_embedder(32, "other"), knn_k=6).stale_reason.startswith("parameters")
 
 
 def test_manifest_holds_the_embedder_fingerprint(tmp_path):
@@ -133,7 +133,7 @@ def test_manifest_holds_the_embedder_fingerprint(tmp_path):
 
 
 def test_load_damaged_files_rebuild(tmp_path):
-    facts, emb = synthetic_facts(20), HashEmbedder()
+    facts, emb = synthetic_facts(20), hash_embedder()
     p = tmp_path / "x"
     InstanceIndex.build(facts, emb, knn_k=3).save(p)
     np.save(p / "vectors.npy", np.zeros((3, 64), np.float32))
@@ -148,7 +148,7 @@ def test_load_damaged_files_rebuild(tmp_path):
 
 
 def test_load_extends_appended_facts(tmp_path, kb, full):
-    emb = RandomEmbedder(48)
+    emb = random_embedder(48)
     InstanceIndex.build(kb[:200], emb, knn_k=10).save(tmp_path / "i")
     n = emb.n_texts
     e = InstanceIndex.load(tmp_path / "i", kb, emb, knn_k=10)
@@ -158,7 +158,7 @@ def test_load_extends_appended_facts(tmp_path, kb, full):
 
 
 def test_index_store(tmp_path):
-    emb = HashEmbedder()
+    emb = hash_embedder()
     facts = synthetic_facts(30)
     st = IndexStore(tmp_path, emb, knn_k=4)
     a = st.get("ego 1", facts)
@@ -172,7 +172,7 @@ def test_index_store(tmp_path):
 
 @pytest.mark.parametrize("kind", [True, "ivf", "hnsw"])
 def test_approximate_index(kb, full, kind):
-    ap = InstanceIndex.build(kb, RandomEmbedder(48), knn_k=10, approximate=kind)
+    ap = InstanceIndex.build(kb, random_embedder(48), knn_k=10, approximate=kind)
     assert ap.approximate == ("hnsw" if kind == "hnsw" else "ivf")
     overlap = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ap.graph_ids, full.graph_ids)])
     assert overlap > 0.9
@@ -183,12 +183,12 @@ def test_approximate_index(kb, full, kind):
 
 def test_approximate_bad_option():
     with pytest.raises(ValueError, match="approximate"):
-        InstanceIndex.build(synthetic_facts(5), HashEmbedder(), approximate="lsh")
+        InstanceIndex.build(synthetic_facts(5), hash_embedder(), approximate="lsh")
 
 
 @pytest.mark.parametrize("kind", ["ivf", "hnsw"])
 def test_approximate_save_load(tmp_path, kind):
-    facts, emb = synthetic_facts(120), HashEmbedder()
+    facts, emb = synthetic_facts(120), hash_embedder()
     ap = InstanceIndex.build(facts, emb, knn_k=3, approximate=kind)
     ap.save(tmp_path / "a")
     l = InstanceIndex.load(tmp_path / "a", facts, emb, knn_k=3, approximate=kind)

@@ -3,7 +3,7 @@ import json, math, re
 from pathlib import Path
 import pandas as pd
 import pytest
-from pace.agents import ScriptedChat
+from pace.testing import ScriptedChat
 from pace.cli import main
 from pace.data import DatasetError, load_pace_dataset
 from pace.llm import FakeChat

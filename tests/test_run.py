@@ -2,7 +2,7 @@
 import json, re, shutil
 import pytest
 from pace.llm import FakeChat
-from pace.run import run_experiment, cli_main, select_queries, RunMismatchError
+from pace.run import run_experiment, select_queries, RunMismatchError
 from pace.cli import UsageError, main
 from pace.evaluate import read_jsonl
 
@@ -201,7 +201,7 @@ def test_stratified_default_subset_of_mini():
 def test_cli_runs_and_prints_tables(tmp_path, capsys, monkeypatch):
     import pace.run
     monkeypatch.setattr(pace.run, "_chat", lambda spec, cache: fake())
-    assert cli_main(["--data", TINY, "--methods", "bm25,dense", "--embedder", "hash:hash", "--out", str(tmp_path),
+    assert main(["run", "--data", TINY, "--methods", "bm25,dense", "--embedder", "hash:hash", "--out", str(tmp_path),
                      "--name", "cli", "--limit", "2", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "4 result rows" in out and "Table 2" in out and "[" in out

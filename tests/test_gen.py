@@ -1,0 +1,287 @@
+"`pace generate`: an end-to-end scripted run passes the strict loader, each deterministic check catches its bad case, a resumed run equals an uninterrupted one, junk and disagreeing models are counted, the CLI."
+import json, re, shutil
+from pathlib import Path
+import pytest
+from pace.cli import main, UsageError
+from pace.data import load_pace_dataset
+from pace.embed import get_embedder
+from pace.gen_base import GenConfig, STAGES
+from pace.gen_cases import recompute
+from pace.gen_validate import case_problems, verify_dataset, data_verify
+from pace.generate import GenerationError, generate_dataset, toy_chat, toy_reply
+from pace.run import RunMismatchError
+
+CFG = GenConfig(cases_per_cell=1, facts=120, distractors_per_case=4, everyday_per_call=10)
+W = dict(window_start="2026-02-16", ref_date="2026-03-04", window_end="2026-04-12")
+
+def hash_emb(): return get_embedder("hash:hash", cache=False)
+
+def gen(out, respond=None, cfg=CFG, personas="2", cache=None, **kw):
+    cm = toy_chat(respond, cache=cache if cache is not None else False)
+    return generate_dataset(out, personas, cm, config=cfg, embedder=hash_emb(), progress=False, **kw), cm
+
+def dataset_files(root):
+    root = Path(root)
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in [root / "instances.jsonl", root / "queries.jsonl", *sorted((root / "kb").glob("*.jsonl"))]}
+
+def stage_files(root):
+    return {s: (Path(root) / "stages" / f"{s}.jsonl").read_bytes() for s in STAGES}
+
+def schema_title(schema): return (schema or {}).get("title")
+
+# ---------------------------------------------------------------- end to end
+
+def test_scripted_generation_passes_the_strict_loader_and_verify(tmp_path):
+    res, cm = gen(tmp_path / "ds")
+    ds = load_pace_dataset(tmp_path / "ds")
+    assert res["status"] == "complete" and len(ds.queries) == 12 and len(ds.instances) == 2
+    cells = {(q.instance_id, q.situation_type, q.label) for q in ds.queries}
+    assert len(cells) == 12                                  # every instance has all six cells
+    assert all(len(kb) == 120 for kb in ds.kb.values())      # filled to the target
+    assert {f.meta["origin"] for kb in ds.kb.values() for f in kb} == {"gold", "distractor", "profile", "everyday"}
+    for q in ds.queries:
+        assert q.gold_doc_ids and all(ds.fact(q.instance_id, d).meta["origin"] == "gold" for d in q.gold_doc_ids)
+        assert set(q.meta) >= {"case_id", "hidden_reason", "hidden_terms", "validation"}
+        if q.situation_type == "temporal":
+            assert recompute(q.meta["arithmetic"])[1] == q.label and q.meta["arithmetic"]["text"]
+    inst = ds.instances["gen-p01"]
+    assert inst.ego.name and 2 <= len(inst.alters) <= 4 and inst.model_extra["reference_dates"][0] == str(inst.timeline.ref_date)
+    assert (tmp_path / "ds" / "README.md").read_text().startswith("# ds: a generated PACE dataset")
+    rep = json.loads((tmp_path / "ds" / "report.json").read_text())
+    assert rep["accounts"]["3_cases"]["calls"] == 12 and rep["validation"]["actions"] == {"keep": 12}
+    assert rep["projection"]["total"]["calls"] > 0
+    v = verify_dataset(tmp_path / "ds")
+    assert v["errors"] == 0, [f for q in v["queries"] for f in q["findings"]]
+    assert v["coverage"] == {"request leak: hidden_terms": 12, "temporal arithmetic: structured": 4}
+
+def test_a_finished_folder_reruns_with_zero_model_calls(tmp_path):
+    gen(tmp_path / "ds", cache=tmp_path / "c.sqlite")
+    before = dataset_files(tmp_path / "ds")
+    res, cm = gen(tmp_path / "ds", cache=tmp_path / "c.sqlite")
+    assert cm.n_calls == 0 and dataset_files(tmp_path / "ds") == before
+
+def test_more_instances_resume_and_add(tmp_path):
+    gen(tmp_path / "ds", personas="1")
+    res, _ = gen(tmp_path / "ds", personas="2")
+    assert sorted(res["dataset"].instances) == ["gen-p01", "gen-p02"]
+
+# ---------------------------------------------------------------- resume
+
+@pytest.mark.parametrize("die_at", [3, 20, 45, 60])   # in stages 1, 3, 5 and 7
+def test_resumed_generation_equals_an_uninterrupted_one(tmp_path, die_at):
+    _, full = gen(tmp_path / "a")
+    n = [0]
+    def dies(ms, js):
+        n[0] += 1
+        if n[0] == die_at: raise KeyboardInterrupt
+        return toy_reply(ms, js)
+    with pytest.raises(KeyboardInterrupt): gen(tmp_path / "b", dies, cache=tmp_path / "b.sqlite")
+    assert json.loads((tmp_path / "b" / "generate.json").read_text())["status"] == "running"
+    res, cm = gen(tmp_path / "b", cache=tmp_path / "b.sqlite")
+    assert cm.n_calls == full.n_calls - (die_at - 1)             # the calls made before the crash come from the cache
+    assert dataset_files(tmp_path / "b") == dataset_files(tmp_path / "a")
+    assert stage_files(tmp_path / "b") == stage_files(tmp_path / "a")
+
+def test_a_stage_line_cut_by_a_kill_is_redone(tmp_path):
+    gen(tmp_path / "a")
+    gen(tmp_path / "b", cache=tmp_path / "b.sqlite", stop_after="4_validate")
+    p = tmp_path / "b" / "stages" / "4_validate.jsonl"
+    p.write_bytes(p.read_bytes()[:-40])                          # the last line half written
+    gen(tmp_path / "b", cache=tmp_path / "b.sqlite")
+    assert dataset_files(tmp_path / "b") == dataset_files(tmp_path / "a")
+    assert stage_files(tmp_path / "b") == stage_files(tmp_path / "a")
+
+def test_other_settings_refuse_to_resume(tmp_path):
+    gen(tmp_path / "ds", stop_after="2_profile")
+    with pytest.raises(RunMismatchError, match="config.facts: 120 -> 200"):
+        gen(tmp_path / "ds", cfg=CFG.model_copy(update=dict(facts=200)))
+    with pytest.raises(RunMismatchError, match="prompts.gen_cases.CASE_SYSTEM"):
+        import pace.gen_cases
+        old = pace.gen_cases.CASE_SYSTEM
+        try:
+            pace.gen_cases.CASE_SYSTEM = old + " Be brief."
+            gen(tmp_path / "ds")
+        finally: pace.gen_cases.CASE_SYSTEM = old
+
+# ---------------------------------------------------------------- what reaches the prompts
+
+def test_prompts_hold_what_each_stage_needs_and_the_validator_is_blind(tmp_path):
+    seen = {}
+    def spy(ms, js):
+        seen.setdefault(schema_title(js), []).append(ms)
+        return toy_reply(ms, js)
+    res, _ = gen(tmp_path / "ds", spy, personas="1")
+    inst = res["dataset"].instances["gen-p01"]
+    case_prompt = seen["TemporalCase"][0][1]["content"]
+    assert inst.ego.name in case_prompt and inst.alters[0].name in case_prompt            # the profile
+    assert f"{inst.model_extra['reference_dates'][0]}" in case_prompt and "Calendar from that day" in case_prompt   # the timeline
+    assert "Label: conflict" in case_prompt and "Build the case around:" in case_prompt
+    assert "bus driver in Lagos" in seen["PersonaText"][0][1]["content"]
+    assert inst.ego.model_extra["persona"] in seen["EgoProfile"][0][1]["content"]
+    qs = {q.query: q for q in res["dataset"].queries}
+    for ms in seen["Review"]:
+        text = " ".join(m["content"] for m in ms)
+        q = next(q for r, q in qs.items() if r in text)
+        assert q.judgment not in text and q.meta["hidden_reason"] not in text and "conflict" not in text.lower()
+
+# ---------------------------------------------------------------- junk, failures, disagreement
+
+def test_junk_and_failures_are_retried_then_dropped_and_counted(tmp_path):
+    def junk(ms, js):
+        t, u = schema_title(js), ms[1]["content"]     # the request itself, also on a retry after a bad reply
+        if t == "PersonaText" and "Porto" in u: return "I am sorry, I cannot help with that."         # instance 2 never gets a persona
+        if t == "CaseDraft" and "Label: non_conflict" in u and "Situation type: state" in u: raise ConnectionError("server went away")
+        if t == "NearMisses": return '{"facts": "not a list"}'
+        return toy_reply(ms, js)
+    res, cm = gen(tmp_path / "ds", junk)
+    rep = res["report"]
+    assert rep["instances"]["dropped"] == {"1_persona:malformed_output": 1}
+    assert rep["cases"]["malformed"] == 1 and rep["validation"]["dropped"] == {"malformed_output": 1}
+    assert rep["distractors"]["dropped"] == {"malformed_output": 5} and rep["distractors"]["kept"] == 0
+    assert rep["accounts"]["1_persona"]["failures"] == 1 and rep["accounts"]["1_persona"]["model_calls"] == 1 + 3   # the junk reply was retried twice
+    ds = load_pace_dataset(tmp_path / "ds")
+    assert len(ds.queries) == 5 and res["report"]["dataset"]["cells_missing"] == {"gen-p01": ["state/non_conflict"]}
+    assert not (tmp_path / "ds" / "kb" / "gen-p02.jsonl").exists()
+
+def test_nothing_surviving_is_an_error_with_a_report_and_no_dataset(tmp_path):
+    def junk(ms, js): return "junk" if schema_title(js) in ("TemporalCase", "CaseDraft") else toy_reply(ms, js)
+    with pytest.raises(GenerationError, match="no case survived"): gen(tmp_path / "ds", junk, personas="1")
+    assert (tmp_path / "ds" / "report.md").exists() and not (tmp_path / "ds" / "queries.jsonl").exists()
+
+def test_bad_cases_are_rewritten_with_their_problems_or_dropped(tmp_path):
+    prompts = []
+    def flawed(ms, js):
+        t, u = schema_title(js), ms[-1]["content"]
+        r = toy_reply(ms, js)
+        if "Previous version" in u: prompts.append(u); return r     # rewrites come back fixed
+        if t == "TemporalCase":
+            d = json.loads(r)
+            if "Label: conflict" in u: d["request"] = re.sub(r"on \w+day", "on Someday", d["request"]).replace("Someday", "Monday" if "Monday" not in d["request"] else "Tuesday")
+            else: d["arithmetic"]["deadline"] = "18:10"             # the numbers now say conflict
+            return json.dumps(d)
+        if t == "CaseDraft" and "Situation type: personal" in u and "Label: conflict" in u:
+            d = json.loads(r); d["request"] = d["request"].replace("Book a table", "Given the peanut allergy, book a table"); return json.dumps(d)
+        if t == "CaseDraft" and "Situation type: state" in u and "Label: conflict" in u:
+            d = json.loads(r); d["context"] += " The session is not feasible then."; return json.dumps(d)
+        return r
+    res, _ = gen(tmp_path / "ds", flawed, personas="1")
+    v = res["report"]["validation"]
+    assert v["rewrite_reasons"] == {"arithmetic_label": 1, "arithmetic_not_in_context": 1, "request_leak": 1, "verdict_word_in_context": 1, "weekday_mismatch": 1}
+    assert v["actions"] == {"keep": 2, "rewritten": 4} and len(prompts) == 4
+    fixes = prompts
+    assert any("'Monday' next to" in p or "'Tuesday' next to" in p for p in fixes)
+    assert any("gives conflict, the label is non_conflict" in p for p in fixes)
+    assert any("gives the hidden reason away: 'peanut'" in p for p in fixes)
+    assert any("the context says 'feasible'" in p for p in fixes)
+
+def test_a_disagreeing_validator_drops_after_bounded_rewrites_unless_it_only_records(tmp_path):
+    def contrary(ms, js):
+        r = toy_reply(ms, js)
+        if schema_title(js) == "Review":
+            d = json.loads(r); d["decision"] = "go_ahead" if d["decision"] == "hold_off" else "hold_off"; return json.dumps(d)
+        return r
+    with pytest.raises(GenerationError): gen(tmp_path / "a", contrary, personas="1")
+    rep = json.loads((tmp_path / "a" / "report.json").read_text())
+    assert rep["validation"]["dropped"] == {"validator_label": 6} and rep["validation"]["rounds"] == 12
+    res, _ = gen(tmp_path / "b", contrary, personas="1", cfg=CFG.model_copy(update=dict(llm_validator="record")))
+    assert res["report"]["validation"]["actions"] == {"keep": 6}
+
+def test_a_leaking_request_is_caught_even_when_the_validator_misses_it(tmp_path):
+    def leaky(ms, js):
+        r = toy_reply(ms, js)
+        if schema_title(js) == "CaseDraft" and "Situation type: personal" in ms[-1]["content"]:
+            d = json.loads(r); d["request"] += " Mind the peanut thing."; return json.dumps(d)
+        return r
+    res, _ = gen(tmp_path / "ds", leaky, personas="1")
+    assert res["report"]["validation"]["dropped"] == {"request_leak": 2}
+
+# ---------------------------------------------------------------- each deterministic check, with a bad case
+
+GOOD = dict(date="2026-03-12", people=["Ana Ortega"], places=["Estudio Norte", "Casa Prana"], hidden_reason="workshop runs until 18:00", hidden_terms=["workshop"],
+            arithmetic=dict(start="18:00", start_what="the workshop ends", steps=[dict(what="walk", minutes=25)], deadline="18:15", deadline_what="the class starts"),
+            context="Ana Ortega's workshop at Estudio Norte on 2026-03-12 runs until 18:00. The walk to Casa Prana takes 25 minutes. The class starts at 18:15.",
+            request="Book me the 18:15 yoga class at Casa Prana on Thursday 2026-03-12.", judgment="The walk ends at 18:25, after the start.")
+
+def codes(case, label="conflict", t="temporal"): return [c for c, _ in case_problems(case, t, label, "2026-03-04", W)]
+
+@pytest.mark.parametrize("change,label,code", [
+    (dict(request="Book me the 18:15 yoga class at Casa Prana on Friday 2026-03-12."), "conflict", "weekday_mismatch"),
+    (dict(request="Book me the 18:15 yoga class at Casa Prana on Thursday the 13th."), "conflict", "weekday_mismatch"),
+    (dict(context=GOOD["context"] + " Ana Ortega flies out on 2026-05-02."), "conflict", "date_invalid_or_outside"),
+    (dict(judgment="Nothing happens on 2026-02-30."), "conflict", "date_invalid_or_outside"),
+    (dict(date="2026-03-01"), "conflict", "date_before_request"),
+    ({}, "non_conflict", "arithmetic_label"),
+    (dict(arithmetic=dict(GOOD["arithmetic"], deadline="18:30"), context=GOOD["context"].replace("18:15", "18:30")), "conflict", "arithmetic_label"),
+    (dict(context=GOOD["context"].replace("25 minutes", "a short while")), "conflict", "arithmetic_not_in_context"),
+    (dict(request="Book the 18:15 yoga class on 2026-03-12 after my workshop."), "conflict", "request_leak"),
+    (dict(request="Book the 18:15 yoga class on 2026-03-12, even though it is tight."), "conflict", "request_leak"),
+    (dict(context=GOOD["context"] + " The two plans conflict."), "conflict", "verdict_word_in_context"),
+    (dict(context=GOOD["context"] + " The class is unsuitable."), "conflict", "verdict_word_in_context"),
+])
+def test_each_deterministic_check_catches_its_bad_case(change, label, code):
+    assert codes(GOOD) == []
+    assert codes({**GOOD, **change}, label) == [code]
+
+def test_verify_finds_the_same_defects_in_a_finished_dataset(tmp_path):
+    gen(tmp_path / "ds", personas="1")
+    qp = tmp_path / "ds" / "queries.jsonl"
+    rows = [json.loads(l) for l in qp.read_text().splitlines()]
+    t = next(r for r in rows if r["situation_type"] == "temporal" and r["label"] == "conflict")
+    t["meta"]["arithmetic"]["deadline"] = "23:00"                                    # arithmetic contradicts the label
+    t["query"] = re.sub(r"on (\w+day) ", lambda m: "on " + ("Monday" if m.group(1) != "Monday" else "Sunday") + " ", t["query"])   # wrong weekday
+    p = next(r for r in rows if r["situation_type"] == "personal" and r["label"] == "conflict")
+    p["query"] += " Skip the peanut dishes."                                         # leaks the hidden reason
+    s = next(r for r in rows if r["situation_type"] == "state")
+    s["context"] += " This is compatible with the plan."                              # verdict word
+    n = next(r for r in rows if r["label"] == "non_conflict" and r["situation_type"] == "personal")
+    n["judgment"] += " It reopens on 2027-01-01."                                     # outside the window
+    qp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    kb = tmp_path / "ds" / "kb" / "gen-p01.jsonl"
+    facts = [json.loads(l) for l in kb.read_text().splitlines()]
+    facts[0]["text"] = "This plan clashes with everything."                           # a leaking, pronoun-led fact
+    kb.write_text("".join(json.dumps(f) + "\n" for f in facts))
+    rep = verify_dataset(tmp_path / "ds")
+    found = {(q["query_id"].split("-", 2)[2], f["check"]) for q in rep["queries"] for f in q["findings"]}
+    assert {("T-C1", "arithmetic_label"), ("T-C1", "weekday_mismatch"), ("P-C1", "request_leak"), ("P-N1", "date_invalid_or_outside")} <= found
+    assert any(c == "verdict_word_in_context" for _, c in found)
+    assert rep["by_check"]["error: kb_verdict_word"] == 1 and rep["by_check"]["warn: kb_pronoun_start"] == 1
+
+# ---------------------------------------------------------------- command line
+
+def test_cli_generate_and_verify(tmp_path, monkeypatch, capsys):
+    import pace.run
+    monkeypatch.setattr(pace.run, "_chat", lambda spec, cache: toy_chat(cache=cache))
+    out = tmp_path / "ds"
+    rc = main(["generate", "--out", str(out), "--personas", "1", "--chat", "fake:toy", "--cases-per-cell", "1", "--facts", "80",
+               "--embedder", "hash:hash", "--set", "distractors_per_case=3", "--no-progress"])
+    assert rc == 0 and "6 queries, 80 facts in 1 instances" in capsys.readouterr().out
+    assert "pace generate --out" in (out / "README.md").read_text()
+    assert main(["data", "check", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["data", "verify", str(out)]) == 0 and "0 errors" in capsys.readouterr().out
+    assert main(["data", "verify", "--json", str(out)]) == 0 and json.loads(capsys.readouterr().out)["errors"] == 0
+
+@pytest.mark.parametrize("args,msg", [
+    (["--personas", "0"], "at least 1"),
+    (["--personas", "/nowhere/seeds.txt"], "no such file"),
+    (["--personas", "2", "--instances", "5"], "only 2 personas"),
+    (["--personas", "1", "--set", "dedup_threshold=7"], "dedup_threshold"),
+    (["--personas", "1", "--chat", "nope:x"], "unknown chat backend"),
+])
+def test_cli_mistakes_are_one_line_and_leave_nothing(tmp_path, capsys, args, msg):
+    out = tmp_path / "ds"
+    assert main(["generate", "--out", str(out), "--embedder", "hash:hash", "--no-progress", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("pace: error:") and msg in err and len(err.splitlines()) == 1
+    assert not out.exists()
+
+def test_cli_refuses_a_folder_holding_something_else(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("mine")
+    assert main(["generate", "--out", str(tmp_path), "--personas", "1", "--embedder", "hash:hash"]) == 2
+    assert "holds no generation" in capsys.readouterr().err and (tmp_path / "notes.txt").exists()
+
+def test_verify_on_the_bundled_mini_set(capsys):
+    rc = data_verify("data/mini")
+    out = capsys.readouterr().out
+    assert rc == 0 and "0 errors" in out                       # hand-checked arithmetic, dates and weekdays hold
+    assert "temporal arithmetic: text: 19 queries" in out and "temporal arithmetic: unchecked: 5 queries" in out
