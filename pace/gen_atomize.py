@@ -26,6 +26,7 @@ Rules:
 - 2 to 5 facts.
 Answer with JSON only: {"facts": [{"text": "...", "decisive": true}]}"""
 
+# %% ../nbs/36_gen_atomize.ipynb #85a964bd
 class Atom(BaseModel):
     text: Text(FACT_CHARS)
     decisive: bool
@@ -33,6 +34,7 @@ class Atom(BaseModel):
 class Atoms(BaseModel):
     facts: list[Atom] = Field(min_length=1, max_length=6)
 
+# %% ../nbs/36_gen_atomize.ipynb #9f0a1c46
 def atomize_messages(case: dict) -> list[dict]:
     "Messages that split one kept case's gold context (the request is shown so the model can mark what decides it)."
     d, ref = case["draft"], case["ref_date"]
@@ -46,6 +48,7 @@ def _evidence_missing(case: dict, texts: list[str]) -> list[str]:
     if case["situation_type"] == "temporal" and isinstance(d.get("arithmetic"), dict): return numbers_missing(d["arithmetic"], joined)
     return [] if term_hits(joined, d["hidden_terms"]) else list(d["hidden_terms"])
 
+# %% ../nbs/36_gen_atomize.ipynb #49941359
 def complete_gold(case: dict, atoms: list[tuple[str, bool]]) -> list[int] | None:
     "Indices of the gold atoms among `atoms` [(text, decisive)], completed from the others when evidence is missing; None if it cannot be."
     gold = [i for i, (_, dec) in enumerate(atoms) if dec] or list(range(len(atoms)))
@@ -83,11 +86,13 @@ def profile_facts(inst: dict) -> list[str]:
 # %% ../nbs/36_gen_atomize.ipynb #42d0138d
 ORIGINS = ("gold", "context", "distractor", "profile", "everyday")
 
+# %% ../nbs/36_gen_atomize.ipynb #7297e894
 def numbers_of(text: str) -> tuple[str, ...]:
     "The digit groups of a text, in order ('starts at 18:15 on 2026-03-12' -> ('18', '15', '2026', '03', '12'))."
     import re
     return tuple(re.findall(r"\d+", text))
 
+# %% ../nbs/36_gen_atomize.ipynb #0bb1ea12
 def merge_near_duplicates(items: list[dict], embedder, threshold: float, existing: list[dict] = ()) -> tuple[list[dict], list[int | None]]:
     "(kept items, for each item of `items` the index in `existing + kept` it became or merged into). Items: {text, origin, cases}."
     pool = [dict(x, cases=list(x["cases"])) for x in existing]
@@ -109,6 +114,7 @@ def merge_near_duplicates(items: list[dict], embedder, threshold: float, existin
 # %% ../nbs/36_gen_atomize.ipynb #371f26f0
 ATOMIZE_MAX_TOKENS = 500
 
+# %% ../nbs/36_gen_atomize.ipynb #352659e6
 def atomize_instance(cm, embedder, cfg: GenConfig, inst: dict, kept: list[dict], distractors: dict[str, list[str]]) -> dict:
     "Stage 6 row: facts with origins, gold indices per case, drops and merges."
     win, why = inst["timeline"], []

@@ -41,6 +41,7 @@ SITUATION_TYPES = ("temporal", "personal", "state")
 LABELS = ("conflict", "non_conflict")
 CELLS = tuple((t, l) for t in SITUATION_TYPES for l in LABELS)
 
+# %% ../nbs/30_gen_base.ipynb #d2f1f8c2
 def case_id(situation_type: str, label: str, k: int) -> str:
     "'T-C1', 'P-N2', ... for the k-th (1-based) case of a cell."
     return f"{situation_type[0].upper()}-{'C' if label == 'conflict' else 'N'}{k}"
@@ -51,6 +52,7 @@ def calendar_text(start, days: int) -> str:
     d0 = dt.date.fromisoformat(str(start))
     return "\n".join(f"{(d0 + dt.timedelta(i)):%a} {(d0 + dt.timedelta(i)).isoformat()}" for i in range(days))
 
+# %% ../nbs/30_gen_base.ipynb #05d0b91f
 def to_minutes(hhmm: str) -> int:
     "'07:45' -> 465."
     h, m = hhmm.split(":")
@@ -61,6 +63,7 @@ def hhmm(minutes: int) -> str:
     minutes %= 24 * 60
     return f"{minutes // 60:02d}:{minutes % 60:02d}"
 
+# %% ../nbs/30_gen_base.ipynb #611f47d1
 def rng_for(*parts) -> random.Random:
     "A `random.Random` seeded by the parts (e.g. the run seed, an instance id and a purpose): the same parts, the same draws."
     return random.Random(":".join(map(str, parts)))
@@ -75,6 +78,7 @@ def Text(n: int):
     if n > MAX_TEXT: raise ValueError(f"Text({n}): llama.cpp's grammar builder crashes on long maxLength strings; use at most {MAX_TEXT} or a list of strings")
     return Annotated[str, Field(max_length=n)]
 
+# %% ../nbs/30_gen_base.ipynb #a198bc33
 def truncated(value: str, n: int) -> bool:
     "Whether `value` reached the limit `n` of its field (so it was likely cut)."
     return len(value or "") >= n - 1
@@ -91,6 +95,7 @@ def split_sentences(text: str) -> list[str]:
         elif p: out.append(p)
     return out
 
+# %% ../nbs/30_gen_base.ipynb #89345d65
 def unique_sentences(text: str) -> str:
     "`text` with repeated sentences dropped (the first of each kept)."
     return " ".join(dict.fromkeys(split_sentences(text)))
@@ -119,6 +124,7 @@ def ask_many(cm, conversations: list[list[dict]], schema, *, stage: str, max_tok
 # %% ../nbs/30_gen_base.ipynb #e87b5712
 STAGES = ("1_persona", "2_profile", "3_cases", "4_validate", "5_distractors", "6_atomize", "7_kb")
 
+# %% ../nbs/30_gen_base.ipynb #2c63dc0f
 def stage_path(root, stage: str) -> Path:
     "The JSONL file of one stage under a generation folder."
     return Path(root) / "stages" / f"{stage}.jsonl"
@@ -127,6 +133,7 @@ def read_stage(root, stage: str) -> dict[str, dict]:
     "{instance_id: row} of a stage file (the last line of an instance wins); empty when the stage has not run."
     return {r["instance_id"]: r for r in load_done(stage_path(root, stage))}
 
+# %% ../nbs/30_gen_base.ipynb #90ab30a8
 def _since(models, snaps) -> dict:
     out = {}
     for m, s in zip(models, snaps):
@@ -135,6 +142,7 @@ def _since(models, snaps) -> dict:
             for k, v in d.items(): cur[k] = cur.get(k, 0) + v
     return out
 
+# %% ../nbs/30_gen_base.ipynb #d666e642
 def run_stage(root, stage: str, ids: list[str], fn, models: list = (), progress: bool = True) -> dict[str, dict]:
     "Run `fn(instance_id) -> row` for each id without a line in the stage file; append the row and its accounts. Returns {id: row} for `ids`."
     p, acc_p = stage_path(root, stage), Path(root) / "stages" / "accounts.jsonl"
@@ -152,6 +160,7 @@ def run_stage(root, stage: str, ids: list[str], fn, models: list = (), progress:
             done[iid] = row
     return {i: done[i] for i in ids if i in done}
 
+# %% ../nbs/30_gen_base.ipynb #a2afd963
 def read_accounts(root) -> dict[tuple[str, str], dict]:
     "{(stage, instance_id): account line} of a generation folder; the last line of a pair wins."
     return {(r["stage"], r["instance_id"]): r for r in load_done(Path(root) / "stages" / "accounts.jsonl")}
@@ -161,6 +170,7 @@ def count(reasons) -> dict[str, int]:
     "A reason list as a sorted {reason: n} dict (plain JSON, deterministic order)."
     return dict(sorted(Counter(reasons).items()))
 
+# %% ../nbs/30_gen_base.ipynb #1af04de9
 def add_counts(*dicts) -> dict[str, int]:
     "Sum {reason: n} dicts."
     c = Counter()

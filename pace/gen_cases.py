@@ -20,6 +20,7 @@ class Step(BaseModel):
     what: Text(100)                         # e.g. "Blue Line ride home"
     minutes: int = Field(ge=1, le=720)
 
+# %% ../nbs/33_gen_cases.ipynb #6d8a2e8d
 class Arithmetic(BaseModel):
     start: str = Field(pattern=TIME_PATTERN)     # HH:MM when the chain starts
     start_what: Text(120)                        # e.g. "the night-shift handoff ends"
@@ -27,11 +28,13 @@ class Arithmetic(BaseModel):
     deadline: str = Field(pattern=TIME_PATTERN)  # HH:MM the chain must be done by
     deadline_what: Text(120)                     # e.g. "the dental appointment starts"
 
+# %% ../nbs/33_gen_cases.ipynb #272b45df
 def recompute(a: dict) -> tuple[int, str]:
     "(minute of the day the chain ends, the label the numbers give): conflict when it ends after the deadline."
     end = to_minutes(a["start"]) + sum(s["minutes"] for s in a["steps"])
     return end, "conflict" if end > to_minutes(a["deadline"]) else "non_conflict"
 
+# %% ../nbs/33_gen_cases.ipynb #0403c843
 def arithmetic_text(a: dict) -> str:
     "The chain written out, e.g. '07:30 handoff ends + 35 min ride = 08:05 > 07:45 appointment starts'."
     end, label = recompute(a)
@@ -41,6 +44,7 @@ def arithmetic_text(a: dict) -> str:
 # %% ../nbs/33_gen_cases.ipynb #4c02c4e7
 CONTEXT_CHARS, REQUEST_CHARS, JUDGMENT_CHARS = 700, 300, 400
 
+# %% ../nbs/33_gen_cases.ipynb #489e7fed
 class CaseDraft(BaseModel):
     "A personal or state case as the model writes it."
     date: str = Field(pattern=DATE_PATTERN)    # the day the request is about (after the request date)
@@ -52,6 +56,7 @@ class CaseDraft(BaseModel):
     request: Text(REQUEST_CHARS)               # what the user asks the assistant
     judgment: Text(JUDGMENT_CHARS)             # 1-2 sentences: why it should (not) go ahead
 
+# %% ../nbs/33_gen_cases.ipynb #b68f50a3
 class TemporalCase(BaseModel):
     "A temporal case: a `CaseDraft` with its arithmetic."
     date: str = Field(pattern=DATE_PATTERN)
@@ -64,6 +69,7 @@ class TemporalCase(BaseModel):
     request: Text(REQUEST_CHARS)
     judgment: Text(JUDGMENT_CHARS)
 
+# %% ../nbs/33_gen_cases.ipynb #48fe2fe5
 def case_schema(situation_type: str) -> type[BaseModel]:
     "The schema a case of this type is written in."
     return TemporalCase if situation_type == "temporal" else CaseDraft
@@ -72,6 +78,7 @@ def case_schema(situation_type: str) -> type[BaseModel]:
 STATE_CONDITIONS = ("a posted partial closure", "roadworks or a diversion", "changed opening hours", "a lift, door or facility out of service",
                     "a service or policy change announced in advance", "a scheduled event that takes over the place")
 
+# %% ../nbs/33_gen_cases.ipynb #faafde10
 def focus_candidates(inst: dict, situation_type: str) -> list[str]:
     "What cases of this type can be built around in this world."
     ego, alters = inst["ego"], inst["alters"]
@@ -84,6 +91,7 @@ def focus_candidates(inst: dict, situation_type: str) -> list[str]:
         return out + [f"{ego['name']}: {h}" for h in ego.get("health_conditions", []) + ego.get("diet", [])] or [f"{ego['name']}'s values: {'; '.join(ego.get('values', []))}"]
     return [f"{p['name']} ({p['kind']}): {p['detail']}" for p in ego.get("places", [])] or [f"getting around: {m}" for m in ego.get("mobility", [])]
 
+# %% ../nbs/33_gen_cases.ipynb #ee77118c
 def pick_focuses(inst: dict, cfg: GenConfig) -> dict[str, str]:
     "{case_id: focus} for every case of an instance."
     out = {}
@@ -104,9 +112,11 @@ def _ex(date, people, places, reason, terms, context, request, judgment, arithme
     if arithmetic: d["arithmetic"] = arithmetic
     return dict(d, context=context, request=request, judgment=judgment)
 
+# %% ../nbs/33_gen_cases.ipynb #b01665ad
 def _chain(start, start_what, steps, deadline, deadline_what):
     return dict(start=start, start_what=start_what, steps=[dict(what=w, minutes=m) for w, m in steps], deadline=deadline, deadline_what=deadline_what)
 
+# %% ../nbs/33_gen_cases.ipynb #f5d29d5f
 CASE_EXAMPLES = {
     ("temporal", "conflict"): _ex("2026-05-14", ["Noor Haddad"], ["Riverside Clinic", "Lark Street pool"], "physiotherapy ends at 17:30", ["physiotherapy"],
         "Noor Haddad has a physiotherapy session at Riverside Clinic on 2026-05-14 that ends at 17:30. The bus from Riverside Clinic to the Lark Street pool takes 35 minutes. "
@@ -137,6 +147,8 @@ CASE_EXAMPLES = {
         "Order my repeat prescription for pickup at Al Waha pharmacy on Tuesday 2026-05-19.",
         "The refit starts on 2026-05-25, after the pickup on 2026-05-19, so Al Waha pharmacy is open for it."),
 }
+
+# %% ../nbs/33_gen_cases.ipynb #85d507a7
 EXAMPLE_MARKERS = ("Noor Haddad", "Samir Haddad", "Al Waha pharmacy", "Lark Street pool", "Castle Hill lookout", "Riverside Clinic", "Lakeside promenade")  # full names: a world may well have a Haddad
 
 # %% ../nbs/33_gen_cases.ipynb #66c69f53
@@ -155,6 +167,7 @@ Rules for every case:
 - One main reason decides the case.
 Answer with JSON only, following the schema."""
 
+# %% ../nbs/33_gen_cases.ipynb #8eb6d019
 TYPE_RULES = {
     "temporal": ("Situation type: temporal. The decision turns on time: schedules, durations, travel, preparation or the order of things.\n"
                  "Fill `arithmetic`: the time a chain starts (start, start_what), the steps after it in order with their minutes, "
@@ -175,6 +188,7 @@ LABEL_RULES = {
     ("state", "non_conflict"): "Label: non_conflict. A related condition exists and is in the context, but it does not touch this request (another day, part, route or service).",
 }
 
+# %% ../nbs/33_gen_cases.ipynb #fdfe93e1
 def case_messages(inst: dict, situation_type: str, label: str, ref_date: str, focus: str, window_end: str) -> list[dict]:
     "Chat messages for one case: an example of the cell from another world, the world, the timeline with its calendar, the cell and the anchor."
     days = min(21, (dt.date.fromisoformat(window_end) - dt.date.fromisoformat(ref_date)).days + 1)
@@ -188,6 +202,7 @@ def case_messages(inst: dict, situation_type: str, label: str, ref_date: str, fo
 # %% ../nbs/33_gen_cases.ipynb #649e03c7
 CASE_MAX_TOKENS = 700
 
+# %% ../nbs/33_gen_cases.ipynb #1b83f153
 def plan_cases(inst: dict, cfg: GenConfig) -> list[dict]:
     "The case slots of an instance: case_id, situation_type, label, ref_date and focus."
     fs, refs, out = pick_focuses(inst, cfg), inst["reference_dates"], []
@@ -197,6 +212,7 @@ def plan_cases(inst: dict, cfg: GenConfig) -> list[dict]:
         out.append(dict(case_id=cid, situation_type=t, label=l, ref_date=refs[i % len(refs)], focus=fs[cid]))
     return out
 
+# %% ../nbs/33_gen_cases.ipynb #dd12eec9
 def generate_cases(cm, cfg: GenConfig, inst: dict) -> dict:
     "Stage 3 row: every planned case with its draft (or None and the error)."
     slots = plan_cases(inst, cfg)

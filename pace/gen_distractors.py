@@ -17,6 +17,7 @@ __all__ = ['FACT_CHARS', 'DISTRACTOR_SYSTEM', 'DISTRACTOR_MAX_TOKENS', 'fact_dro
 # %% ../nbs/35_gen_distractors.ipynb #e2305d68
 FACT_CHARS = 220   # the longest fact a model may write (schemas of stages 5-7)
 
+# %% ../nbs/35_gen_distractors.ipynb #69593025
 def fact_drop_reason(text: str, window: dict, avoid_terms: list[str] = (), seen: set | None = None) -> str | None:
     "Why a generated fact is thrown away (first reason), or None to keep it. `seen` holds normalised texts already kept (and is updated)."
     if len(text.split()) < 3: return "too_short"
@@ -43,9 +44,11 @@ Rules:
 - Facts must be true in this world and known on the request date. No judgments.
 Answer with JSON only: {"facts": ["...", "..."]}"""
 
+# %% ../nbs/35_gen_distractors.ipynb #6962202a
 class NearMisses(BaseModel):
     facts: list[Text(FACT_CHARS)] = Field(min_length=1, max_length=12)
 
+# %% ../nbs/35_gen_distractors.ipynb #1597ca81
 def distractor_messages(inst: dict, case: dict, n: int) -> list[dict]:
     "Messages asking for `n` near-miss facts for one kept case (slot with its final draft)."
     d, ref = case["draft"], case["ref_date"]
@@ -58,6 +61,7 @@ def distractor_messages(inst: dict, case: dict, n: int) -> list[dict]:
 # %% ../nbs/35_gen_distractors.ipynb #95a7112f
 DISTRACTOR_MAX_TOKENS = 600
 
+# %% ../nbs/35_gen_distractors.ipynb #1e692aab
 def make_distractors(cm, cfg: GenConfig, inst: dict, kept: list[dict]) -> dict:
     "Stage 5 row: {case_id: [near-miss facts]} for the kept cases of one instance, and what was dropped."
     if cfg.distractors_per_case == 0 or not kept: return dict(instance_id=inst["instance_id"], distractors={c["case_id"]: [] for c in kept}, dropped={})

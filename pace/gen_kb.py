@@ -23,6 +23,7 @@ EGO_TOPICS = ("morning routine", "evening routine", "work tasks and colleagues",
               "family logistics", "neighbourhood places", "clothes and personal items", "weekend plans", "errands", "past trips and memories", "reading and learning")
 ALTER_TOPICS = ("their own routine", "time spent together", "their home and work", "their tastes and habits")
 
+# %% ../nbs/37_gen_kb.ipynb #bd1cc109
 def fill_slots(inst: dict, cfg: GenConfig) -> list[dict]:
     "Every (subject, topic, week) fill slot of an instance, in a seeded order."
     lo, hi = (dt.date.fromisoformat(inst["timeline"][k]) for k in ("window_start", "window_end"))
@@ -42,9 +43,11 @@ Rules:
 - Neutral: no problems, risks, conflicts or judgments.
 Answer with JSON only: {"facts": ["...", "..."]}"""
 
+# %% ../nbs/37_gen_kb.ipynb #d8741e30
 class Everyday(BaseModel):
     facts: list[Text(FACT_CHARS)] = Field(min_length=1, max_length=30)
 
+# %% ../nbs/37_gen_kb.ipynb #08213f66
 def everyday_messages(inst: dict, slot: dict, n: int) -> list[dict]:
     "Messages asking for `n` everyday facts for one fill slot."
     days = min(7, (dt.date.fromisoformat(inst["timeline"]["window_end"]) - dt.date.fromisoformat(slot["week"])).days + 1)   # never past the window
@@ -55,6 +58,7 @@ def everyday_messages(inst: dict, slot: dict, n: int) -> list[dict]:
 # %% ../nbs/37_gen_kb.ipynb #bd8ff72a
 EVERYDAY_MAX_TOKENS = 700
 
+# %% ../nbs/37_gen_kb.ipynb #40124c23
 def fill_kb(cm, embedder, cfg: GenConfig, inst: dict, facts: list[dict], avoid_terms: list[str]) -> tuple[list[dict], dict, dict]:
     "(new everyday facts, drops by reason, fill accounts: calls, facts asked, returned, kept) to bring `facts` up to `cfg.facts`."
     need = cfg.facts - len(facts)
@@ -109,6 +113,7 @@ def _write(path: Path, rows: list[dict]):
     tmp.write_text("".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows), encoding="utf-8")
     os.replace(tmp, path)
 
+# %% ../nbs/37_gen_kb.ipynb #d0b70d47
 def write_dataset(out, parts: list[dict]):
     "Write instances.jsonl, kb/<instance_id>.jsonl and queries.jsonl for the assembled instances; check the folder with the strict loader."
     from pace.data import load_pace_dataset

@@ -20,6 +20,7 @@ class PersonaSeed(BaseModel):
     seed_id: str
     persona: str
 
+# %% ../nbs/31_gen_persona.ipynb #6b7bc471
 BUNDLED_PERSONAS = "data/personas/seeds.jsonl"
 
 def bundled_personas_path() -> Path | None:
@@ -29,6 +30,7 @@ def bundled_personas_path() -> Path | None:
         if (base / BUNDLED_PERSONAS).is_file(): return base / BUNDLED_PERSONAS
     return None
 
+# %% ../nbs/31_gen_persona.ipynb #dfc70e63
 def _read_seed_file(p: Path) -> list[PersonaSeed]:
     if not p.is_file(): raise UsageError(f"--personas {p}: no such file")
     seeds = []
@@ -52,6 +54,7 @@ def _read_seed_file(p: Path) -> list[PersonaSeed]:
     if bad: raise UsageError(f"--personas {p}: seed_id {bad[0]!r} may only hold letters, digits, '.', '_' and '-' (it names files)")
     return seeds
 
+# %% ../nbs/31_gen_persona.ipynb #c610a16f
 def load_personas(spec, instances: int | None = None) -> list[PersonaSeed]:
     "Seeds from `spec` (a file path, or a number N for the first N bundled seeds), cut to `instances` if given."
     s = str(spec).strip()
@@ -70,6 +73,7 @@ def load_personas(spec, instances: int | None = None) -> list[PersonaSeed]:
         seeds = seeds[:instances]
     return seeds
 
+# %% ../nbs/31_gen_persona.ipynb #cca6bdb2
 def persona_source(spec) -> list[PersonaSeed]:
     "Every seed of the source `spec` names (the whole bundled file for a number N): what a resumed run must still agree on."
     s = str(spec).strip()
@@ -78,6 +82,7 @@ def persona_source(spec) -> list[PersonaSeed]:
         return _read_seed_file(bundled_personas_path())
     return load_personas(s)
 
+# %% ../nbs/31_gen_persona.ipynb #8d7f16fd
 def instance_id_of(seed: PersonaSeed) -> str:
     "The instance id a seed becomes: 'gen-' + its seed id."
     return f"gen-{seed.seed_id}"
@@ -94,9 +99,11 @@ Rules:
 - A calm, descriptive tone, like a profile written for system design, not a story. About 100 to 150 words.
 Answer with JSON only: {"persona": "the description"}"""
 
+# %% ../nbs/31_gen_persona.ipynb #81877dda
 class PersonaText(BaseModel):
     persona: Text(900)   # about 150 words; a looping reply is cut here
 
+# %% ../nbs/31_gen_persona.ipynb #0aa8c4f9
 PERSONA_EXAMPLE = ("Seed persona: I am a 58-year-old ferry mechanic in Bergen who sings in a male choir.\n"
                    '{"persona": "Henrik Solberg is a 58-year-old ferry mechanic who lives in a small timber house in Laksevag, across the harbour from central Bergen, '
                    "with his wife Astrid. On weekdays he takes the 06:40 bus to the shipyard at Damsgard, where he services the engines of the coastal ferries, "
@@ -105,11 +112,13 @@ PERSONA_EXAMPLE = ("Seed persona: I am a 58-year-old ferry mechanic in Bergen wh
                    "and calls on Sundays. Henrik uses an old Android phone mostly for the bus app and the choir's group chat. He likes fish soup, strong coffee "
                    'and quiet weekends at the family cabin in Os."}')
 
+# %% ../nbs/31_gen_persona.ipynb #b540d046
 def persona_messages(seed: str) -> list[dict]:
     "Chat messages that expand one seed (with one worked example of another seed)."
     return [dict(role="system", content=PERSONA_SYSTEM),
             dict(role="user", content=f"An example of the expected answer for another seed:\n{PERSONA_EXAMPLE}\n\nSeed persona: {seed}\nWrite the expanded persona as JSON.")]
 
+# %% ../nbs/31_gen_persona.ipynb #74524a9a
 def _too_short_note(words: int) -> str:
     return (f"That description has {words} words: it only restates the seed. Write the full description of 100 to 150 words as in the example: "
             "name, home, work and weekly rhythm, people, health and habits, places, devices, tastes. Answer with JSON only.")
@@ -117,6 +126,7 @@ def _too_short_note(words: int) -> str:
 # %% ../nbs/31_gen_persona.ipynb #ea90c0a6
 MIN_PERSONA_WORDS = 40
 
+# %% ../nbs/31_gen_persona.ipynb #da2e96e8
 def persona_problems(text: str | None) -> tuple[str | None, list[str]]:
     "(reason to drop the instance or None, style notes) for an expanded persona."
     t = (text or "").strip()
@@ -129,6 +139,7 @@ def persona_problems(text: str | None) -> tuple[str | None, list[str]]:
 # %% ../nbs/31_gen_persona.ipynb #ca581747
 PERSONA_MAX_TOKENS = 450
 
+# %% ../nbs/31_gen_persona.ipynb #6b006188
 def expand_personas(cm, seeds: list[PersonaSeed]) -> list[dict]:
     "Stage 1 rows (instance_id, seed_id, seed, persona, dropped_instance, notes, dropped) for `seeds`; a too-short narrative is asked for once more."
     convs = [persona_messages(s.persona) for s in seeds]

@@ -26,8 +26,10 @@ def make_timeline(cfg: GenConfig, instance_id: str) -> tuple[dict, list[str]]:
 DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 TIME_PATTERN = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
 
+# %% ../nbs/32_gen_profile.ipynb #2c3890a7
 S, M, L = Text(60), Text(120), Text(200)   # short names, phrases, descriptions
 
+# %% ../nbs/32_gen_profile.ipynb #21e88613
 class Medication(BaseModel):
     name: S
     purpose: M
@@ -43,6 +45,7 @@ class Commitment(BaseModel):
     what: M
     place: S
 
+# %% ../nbs/32_gen_profile.ipynb #71a5e67f
 class EgoProfile(BaseModel):
     name: S
     age: int = Field(ge=1, le=110)
@@ -67,6 +70,7 @@ class EgoProfile(BaseModel):
     places: list[Place] = Field(min_length=1, max_length=6)
     commitments: list[Commitment] = Field(min_length=1, max_length=6)
 
+# %% ../nbs/32_gen_profile.ipynb #f939a7fc
 class AlterProfile(BaseModel):
     name: S
     relation: S                                            # to the ego: "daughter", "neighbour", ...
@@ -92,6 +96,7 @@ Rules:
 - Neutral facts only: no problems, risks, conflicts or judgments.
 Answer with JSON only, following the schema."""
 
+# %% ../nbs/32_gen_profile.ipynb #b0430da9
 ALTERS_SYSTEM = """You add the people around a person to their assistant's profile.
 Invent {n} people in {name}'s life (family, friends, colleagues or neighbours) whom {name}'s assistant knows a little about.
 
@@ -103,6 +108,7 @@ For each person:
 Make them fit {name}'s city, age and life. Neutral facts only, no problems or judgments.
 Answer with JSON only, following the schema."""
 
+# %% ../nbs/32_gen_profile.ipynb #899b73d7
 def ego_messages(persona: str, timeline: dict) -> list[dict]:
     "Chat messages for the ego profile (the persona, the window and its calendar)."
     t = timeline
@@ -111,6 +117,7 @@ def ego_messages(persona: str, timeline: dict) -> list[dict]:
             f"Calendar from today (use these dates for commitments):\n{calendar_text(t['ref_date'], days)}\n\nWrite the profile as JSON.")
     return [dict(role="system", content=EGO_SYSTEM), dict(role="user", content=user)]
 
+# %% ../nbs/32_gen_profile.ipynb #b746ea85
 def alters_messages(ego: dict, n: int) -> list[dict]:
     "Chat messages for `n` alters of an ego profile."
     return [dict(role="system", content=ALTERS_SYSTEM.format(n=n, name=ego["name"])),
@@ -121,6 +128,7 @@ def _wd(d: str) -> str:
     try: return f"{dt.date.fromisoformat(d):%a} {d}"
     except ValueError: return d
 
+# %% ../nbs/32_gen_profile.ipynb #13964fc1
 def ego_text(ego: dict) -> str:
     "A compact, readable rendering of an ego profile."
     j = lambda xs: "; ".join(xs) if xs else "none"
@@ -135,6 +143,7 @@ def ego_text(ego: dict) -> str:
              "Commitments: " + j([f"{_wd(c['date'])} {c['time']} {c['what']} at {c['place']}" for c in ego.get("commitments", [])]) + "."]
     return "\n".join(lines)
 
+# %% ../nbs/32_gen_profile.ipynb #f9fe557e
 def profile_text(inst: dict) -> str:
     "Ego and alters of an instance (a stage row or dataset record) as text."
     al = [f"- {a['name']} ({a['relation']}, {a.get('age')}, {a.get('city')}, {a.get('occupation')}): traits {'; '.join(a.get('traits', []))}; "
@@ -153,6 +162,7 @@ def toy_ego(name: str = "Ana Ortega", ref_date: str = "2026-03-04") -> dict:
                 values=["punctuality"], places=[dict(name="Casa Prana", kind="yoga studio", detail="a 10-minute walk from home")],
                 commitments=[dict(date=on(8), time="10:00", what="client workshop", place="Estudio Norte")])
 
+# %% ../nbs/32_gen_profile.ipynb #ee85a125
 def toy_alters() -> list[dict]:
     "Two fixed alters for examples and tests."
     return [dict(name="Diego Ortega", relation="brother", age=20, city="Mexico City", occupation="student", traits=["quiet"],
@@ -172,10 +182,12 @@ def clean_ego(ego: dict, timeline: dict) -> tuple[dict, list[str]]:
     ego = {**_dedup_lists(ego), "name": " ".join(ego["name"].split()), "commitments": keep}
     return ego, why
 
+# %% ../nbs/32_gen_profile.ipynb #54fa4404
 def _dedup_lists(d: dict) -> dict:
     "Lists of strings without repeats (small models repeat items), first occurrence kept."
     return {k: list(dict.fromkeys(x.strip() for x in v if x.strip())) if isinstance(v, list) and all(isinstance(x, str) for x in v) else v for k, v in d.items()}
 
+# %% ../nbs/32_gen_profile.ipynb #8ec83ea7
 def clean_alters(alters: list[dict], ego_name: str, cfg: GenConfig) -> tuple[list[dict], list[str]]:
     "(alters with a name and relation, distinct names, at most `max_alters`; reasons for what was dropped)."
     keep, why, seen = [], [], {ego_name.lower()}
@@ -190,6 +202,7 @@ def clean_alters(alters: list[dict], ego_name: str, cfg: GenConfig) -> tuple[lis
 # %% ../nbs/32_gen_profile.ipynb #01197a76
 EGO_MAX_TOKENS, ALTERS_MAX_TOKENS = 1100, 900
 
+# %% ../nbs/32_gen_profile.ipynb #9480c97c
 def synthesize_profile(cm, cfg: GenConfig, instance_id: str, persona: str) -> dict:
     "Stage 2 row: ego, alters, timeline and reference dates of one instance (or `dropped_instance` with the reason)."
     timeline, refs = make_timeline(cfg, instance_id)

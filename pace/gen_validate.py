@@ -23,6 +23,7 @@ __all__ = ['VERDICT_WORDS', 'HINT_PHRASES', 'CHECK_ORDER', 'VALIDATOR_SYSTEM', '
 # %% ../nbs/34_gen_validate.ipynb #bb97969c
 VERDICT_WORDS = ("conflict", "compatible", "feasible", "suitable", "cannot be carried out", "should not", "clash")
 
+# %% ../nbs/34_gen_validate.ipynb #a2b3d2c8
 def verdict_words(text: str) -> list[str]:
     "The verdict words (VERDICT_WORDS, as substrings, so 'incompatible' counts) in `text`."
     low = (text or "").lower()
@@ -43,6 +44,7 @@ _WD_BEFORE = re.compile(rf"\b({_WD_RE})\b\.?,?\s*(?:the\s+)?\(?\s*$", re.I)
 _WD_AFTER = re.compile(rf"^\s*,?\s*\(?\s*({_WD_RE})\b", re.I)
 _WD_DAY = re.compile(rf"\b({_WD_RE})\b\.?,?\s+(?:the\s+)?(\d{{1,2}})(?:st|nd|rd|th)\b(?!\s+(?:of\s+)?(?:{_MON_RE})\b)", re.I)
 
+# %% ../nbs/34_gen_validate.ipynb #c6a4a1aa
 def _window(w) -> tuple[dt.date, dt.date]:
     return dt.date.fromisoformat(str(w["window_start"])), dt.date.fromisoformat(str(w["window_end"]))
 
@@ -50,6 +52,7 @@ def _mk(y, m, d) -> dt.date | None:
     try: return dt.date(int(y), int(m), int(d))
     except ValueError: return None
 
+# %% ../nbs/34_gen_validate.ipynb #1d42d981
 def date_mentions(text: str, window: dict) -> list[dict]:
     "Dates written in `text`: {span, text, date (None if impossible)}, ISO and written forms, in order."
     lo, hi = _window(window)
@@ -66,6 +69,7 @@ def date_mentions(text: str, window: dict) -> list[dict]:
     for m in _MDY.finditer(text or ""): add(m, m.group(3), _MONTHS[m.group(1).lower()], m.group(2))
     return sorted(out, key=lambda x: x["span"])
 
+# %% ../nbs/34_gen_validate.ipynb #1b96b2c6
 def date_problems(text: str, window: dict) -> list[str]:
     "Impossible dates and dates outside the window, as messages."
     lo, hi = _window(window)
@@ -75,6 +79,7 @@ def date_problems(text: str, window: dict) -> list[str]:
         elif not lo <= m["date"] <= hi: out.append(f"{m['text']!r} is outside the timeline ({lo} to {hi})")
     return out
 
+# %% ../nbs/34_gen_validate.ipynb #590545a9
 def weekday_problems(text: str, window: dict) -> list[str]:
     "Weekday names written next to a date that do not match it, as messages."
     text, out = text or "", []
@@ -104,9 +109,11 @@ def weekday_problems(text: str, window: dict) -> list[str]:
 _TOK = re.compile(r"(?P<date>\b\d{4}-\d{2}-\d{2}\b)|(?P<time>\b\d{1,2}:\d{2}\b)|(?P<dur>\+\s*~?\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>min|minutes|mins|h|hrs|hours|hour)\b)"
                   r"|(?P<eq>=)|(?P<op><=|>=|<|(?<!-)>)|(?P<about>\babout\b|~)")   # '->' is an arrow, not a comparison
 
+# %% ../nbs/34_gen_validate.ipynb #a7fcd806
 def _min(t: str) -> int:
     h, m = t.split(":"); return int(h) * 60 + int(m)
 
+# %% ../nbs/34_gen_validate.ipynb #d518215c
 def text_chains(s: str) -> tuple[list[dict], list[str]]:
     "(chains read from arithmetic text: start, minutes, result, op, deadline, ok flags; clauses left unread)."
     chains, unread = [], []
@@ -140,8 +147,10 @@ def text_chains(s: str) -> tuple[list[dict], list[str]]:
         chains.append(c)
     return chains, unread
 
+# %% ../nbs/34_gen_validate.ipynb #fe0ccd40
 def _cmp(a, op, b) -> bool: return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
 
+# %% ../nbs/34_gen_validate.ipynb #beabad11
 def arithmetic_problems(arith, label: str) -> tuple[str, list[str]]:
     "('structured' | 'text' | 'unchecked', problems) for a case's arithmetic (a dict as generated, or text as in data/mini)."
     if isinstance(arith, dict):
@@ -165,6 +174,7 @@ _TIME24 = re.compile(r"\b(\d{1,2}):(\d{2})\b")
 _DUR = re.compile(r"\b(\d+(?:\.\d+)?)[\s-]*(min|mins|minute|minutes|h|hr|hrs|hour|hours)\b", re.I)
 _WORD_DUR = {"half an hour": 30, "an hour and a half": 90, "one and a half hours": 90, "an hour": 60, "one hour": 60, "a quarter of an hour": 15}
 
+# %% ../nbs/34_gen_validate.ipynb #4a286d7a
 def times_in(text: str) -> set[int]:
     "Clock times written in `text`, as minutes of the day."
     out = set()
@@ -174,6 +184,7 @@ def times_in(text: str) -> set[int]:
     out |= {int(h) * 60 + int(m) for h, m in _TIME24.findall(text or "")}
     return out
 
+# %% ../nbs/34_gen_validate.ipynb #846ac590
 def durations_in(text: str) -> set[int]:
     "Durations written in `text`, in minutes."
     low = (text or "").lower()
@@ -182,6 +193,7 @@ def durations_in(text: str) -> set[int]:
         if k in low: out.add(_WORD_DUR[k]); low = low.replace(k, " ")
     return out
 
+# %% ../nbs/34_gen_validate.ipynb #d4c42065
 def numbers_missing(arith: dict, text: str) -> list[str]:
     "The numbers of a structured chain that `text` does not state."
     ts, ds = times_in(text), durations_in(text)
@@ -190,12 +202,15 @@ def numbers_missing(arith: dict, text: str) -> list[str]:
 
 # %% ../nbs/34_gen_validate.ipynb #1cb0d870
 HINT_PHRASES = ("despite", "even though", "although", "regardless of", "check whether", "check if", "make sure", "in case")
+
+# %% ../nbs/34_gen_validate.ipynb #985c46c0
 _STOP = set("a an the of to in on at for and or with by from is are be it its this that as about into than then".split())
 
 def _stem(w: str) -> str: return w if len(w) <= 4 else w[:max(4, len(w) - 2)]
 
 def _words(text: str) -> list[str]: return re.findall(r"[a-z0-9]+", (text or "").lower())
 
+# %% ../nbs/34_gen_validate.ipynb #2ff4350e
 def term_hits(text: str, terms: list[str]) -> list[str]:
     "The terms that `text` contains: the word itself or a word of its stem ('allergy', 'allergic'); for a multi-word term, all its content words."
     tw = _words(text)
@@ -205,6 +220,7 @@ def term_hits(text: str, terms: list[str]) -> list[str]:
         if ws and all(any(x == w or (len(w) > 4 and x.startswith(_stem(w))) for x in tw) for w in ws): hit.append(t)
     return hit
 
+# %% ../nbs/34_gen_validate.ipynb #25df7a7c
 def leaked_terms(request: str, terms: list[str]) -> list[str]:
     "The hidden terms the request contains (see `term_hits`), then the hint phrases it uses."
     low = " ".join(_words(request))
@@ -215,6 +231,7 @@ CHECK_ORDER = ("empty_field", "truncated", "copies_example", "date_invalid_or_ou
                "verdict_word_in_context", "request_leak", "reason_not_in_context", "duplicate_reason",
                "validator_label", "validator_leak", "validator_unrealistic")
 
+# %% ../nbs/34_gen_validate.ipynb #3b794116
 def case_problems(case: dict, situation_type: str, label: str, ref_date: str, window: dict) -> list[tuple[str, str]]:
     "Deterministic problems of a drafted case, as (code, message), in CHECK_ORDER."
     out = []
@@ -255,6 +272,7 @@ class Review(BaseModel):
     request_hints: bool
     realistic: bool
 
+# %% ../nbs/34_gen_validate.ipynb #41f94e11
 VALIDATOR_SYSTEM = """You review test cases for a personal assistant. You see a request the user makes, the date they make it, and facts the assistant already knows.
 1. deciding_fact: name the fact that matters most for this request.
 2. decision: as the assistant, would you carry out the request as asked (go_ahead), or hold off and tell the user about a problem (hold_off)? Decide only from the facts.
@@ -262,12 +280,14 @@ VALIDATOR_SYSTEM = """You review test cases for a personal assistant. You see a 
 4. realistic: true if the request and the facts are plausible in an ordinary person's life.
 Answer with JSON only, following the schema."""
 
+# %% ../nbs/34_gen_validate.ipynb #c83dac6e
 def review_messages(case: dict, ref_date: str) -> list[dict]:
     "Validator messages: request, its date and the context only (no label, judgment or hidden reason)."
     d = dt.date.fromisoformat(str(ref_date))
     return [dict(role="system", content=VALIDATOR_SYSTEM),
             dict(role="user", content=f"Request (made on {d:%A} {d.isoformat()}): {case['request']}\nFacts the assistant knows: {case['context']}\nReview it as JSON.")]
 
+# %% ../nbs/34_gen_validate.ipynb #732c5418
 def review_problems(rv: Review, label: str) -> list[tuple[str, str]]:
     "Problems a validator review raises about a case with this label."
     out = []
@@ -280,6 +300,7 @@ def review_problems(rv: Review, label: str) -> list[tuple[str, str]]:
 # %% ../nbs/34_gen_validate.ipynb #3a5e00af
 REWRITE_NOTE = """The previous version of this case failed review. Rewrite it: keep its idea, situation type and label, fix every problem listed, and change as little else as needed."""
 
+# %% ../nbs/34_gen_validate.ipynb #45c0f5e8
 def rewrite_messages(inst: dict, slot: dict, draft: dict, problems: list[tuple[str, str]]) -> list[dict]:
     "Messages asking for a corrected version of `draft`."
     base = case_messages(inst, slot["situation_type"], slot["label"], slot["ref_date"], slot["focus"], inst["timeline"]["window_end"])
@@ -290,8 +311,10 @@ def rewrite_messages(inst: dict, slot: dict, draft: dict, problems: list[tuple[s
 # %% ../nbs/34_gen_validate.ipynb #75155aa4
 REVIEW_MAX_TOKENS = 200
 
+# %% ../nbs/34_gen_validate.ipynb #91be6396
 def _norm(s: str) -> str: return " ".join(_words(s))
 
+# %% ../nbs/34_gen_validate.ipynb #00161cf3
 def validate_cases(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict:
     "Stage 4 row for one instance: decisions for every drafted case, the kept cases, and counts by reason."
     win = inst["timeline"]
@@ -346,6 +369,7 @@ PRONOUN_START = re.compile(r"^(he|she|they|it|his|her|their|its|this|that|these|
 RELATIVE_DATE = re.compile(r"\b(today|tonight|tomorrow|yesterday|this (?:week|weekend|month|morning|afternoon|evening)|"
                            rf"(?<!the )(?:next|last|this) (?:week|weekend|month|{'|'.join(d for d in _WD if len(d) > 4)}))\b", re.I)
 
+# %% ../nbs/34_gen_validate.ipynb #2b96fbf6
 def fact_problems(text: str, window: dict) -> list[tuple[str, str, str]]:
     "(severity, code, message) for one knowledge-base fact."
     out = [("error", "kb_verdict_word", f"says {w!r}") for w in verdict_words(text)]
@@ -356,10 +380,12 @@ def fact_problems(text: str, window: dict) -> list[tuple[str, str, str]]:
     if m: out.append(("warn", "kb_relative_date", f"relative date {m.group(0)!r}"))
     return out
 
+# %% ../nbs/34_gen_validate.ipynb #37a5f99b
 def _hidden_overlap(request: str, reason: str, names: set[str]) -> list[str]:
     rw = set(_words(request))
     return sorted({w for w in _words(reason) if len(w) > 3 and w not in _STOP and w not in names and w not in _WD and w not in _MONTHS and w in rw})
 
+# %% ../nbs/34_gen_validate.ipynb #0fba0ced
 def verify_dataset(path) -> dict:
     "Run the deterministic checks on a dataset folder (loaded strictly first): findings per query and per fact, and counts."
     from pace.data import load_pace_dataset
@@ -441,6 +467,7 @@ def verify_markdown(rep: dict, max_facts: int = 30) -> str:
     if len(rep["facts"]) > max_facts: lines.append(f"- ... and {len(rep['facts']) - max_facts} more (see --json)")
     return "\n".join(lines) + "\n"
 
+# %% ../nbs/34_gen_validate.ipynb #fdb5bb26
 def data_verify(path: str, out=None, as_json: bool = False) -> int:
     "`pace data verify PATH`: print the report; 1 when errors were found (or the dataset does not load), else 0."
     import sys

@@ -25,12 +25,14 @@ __all__ = ['GEN_MODULES', 'ACCOUNT_FIELDS', 'PAPER_SCALE', 'toy_reply', 'gen_pro
 _NAMES = ["Ana Ortega", "Tomas Novak", "Priya Raman", "Kofi Mensah", "Lena Fischer", "Kenji Watanabe", "Maria Santos", "Omar Farouk"]
 _FRIENDS = ["Valeria Ruiz", "Diego Lopez", "Sara Kim", "Jonas Berg"]
 
+# %% ../nbs/38_generate.ipynb #4d0ab2a0
 def _find(pat, text, default=None, group=1):
     m = re.search(pat, text, re.S)
     return m.group(group) if m else default
 
 def _d(s): return dt.date.fromisoformat(s)
 
+# %% ../nbs/38_generate.ipynb #02769c6b
 def toy_reply(messages: list[dict], schema: dict | None) -> str:
     "A scripted generator model: a plausible, rule-following JSON reply to any generation prompt (by the schema's title)."
     title, sys_, u = (schema or {}).get("title"), messages[0]["content"], messages[1]["content"]   # the request itself, also on a retry
@@ -77,6 +79,7 @@ def toy_reply(messages: list[dict], schema: dict | None) -> str:
         return json.dumps({"facts": _toy_facts(who, [_d(x) for x in days], n, h)})
     return "{}"
 
+# %% ../nbs/38_generate.ipynb #599da1e1
 _VERBS = ["bought", "repaired", "lent out", "found", "ordered", "returned", "cleaned", "labelled", "borrowed", "painted", "wrapped"]
 _ITEMS = ["a blue notebook", "a coffee grinder", "a rain jacket", "a bike lamp", "a spice rack", "a library card", "a yoga mat", "a metro card",
           "a clay plant pot", "a desk lamp", "a steel water bottle", "a wool scarf", "a chess set", "a kitchen scale", "a phone charger", "a sun hat"]
@@ -92,6 +95,7 @@ def _toy_facts(who: str, days: list[dt.date], n: int, h: int) -> list[str]:
         out.append(f"{who} {_VERBS[k % len(_VERBS)]} {_ITEMS[(k // 11) % len(_ITEMS)]} {_PLACES[(k // 176) % len(_PLACES)]} on {d:%A} {d.isoformat()}.")
     return out
 
+# %% ../nbs/38_generate.ipynb #414b452d
 def _toy_case(u: str, temporal: bool, h: int) -> dict:
     ref = _d(_find(r"The request is made on \w+ (\d{4}-\d{2}-\d{2})", u))
     label = _find(r"Label: (non_conflict|conflict)", u)
@@ -127,6 +131,7 @@ def _toy_case(u: str, temporal: bool, h: int) -> dict:
                 request=f"Book me a session at {place} on {wd} {ds}.",
                 judgment=f"{place} is shut for renovation " + ("on that day." if conflict else "only after that day."))
 
+# %% ../nbs/38_generate.ipynb #48a235be
 def _toy_review(u: str) -> dict:
     ctx, req = _find(r"Facts the assistant knows: (.*?)\nReview", u, ""), _find(r"\): (.*?)\nFacts", u, "")
     hold = False
@@ -141,6 +146,7 @@ def _toy_review(u: str) -> dict:
 # %% ../nbs/38_generate.ipynb #4f5f3cd0
 GEN_MODULES = ("pace.gen_persona", "pace.gen_profile", "pace.gen_cases", "pace.gen_validate", "pace.gen_distractors", "pace.gen_atomize", "pace.gen_kb")
 
+# %% ../nbs/38_generate.ipynb #a1199c90
 def gen_prompt_hashes() -> dict[str, str]:
     "sha256 (first 16 hex) of every prompt constant (*_SYSTEM, *_RULES, *_NOTE) of the generation modules."
     import importlib
@@ -155,6 +161,7 @@ def gen_prompt_hashes() -> dict[str, str]:
 # %% ../nbs/38_generate.ipynb #a20e04e9
 ACCOUNT_FIELDS = ("calls", "model_calls", "cache_hits", "failures", "prompt_tokens", "completion_tokens", "model_seconds")
 
+# %% ../nbs/38_generate.ipynb #b1246f38
 def _stage_accounts(root, ids) -> dict[str, dict]:
     acc, out = read_accounts(root), {}
     for st in STAGES:
@@ -168,6 +175,7 @@ def _stage_accounts(root, ids) -> dict[str, dict]:
         out[st] = d
     return out
 
+# %% ../nbs/38_generate.ipynb #e6212ffe
 def generation_report(root, ids: list[str]) -> dict:
     "Accounts per stage and outcomes per stage (what was kept, rewritten and dropped, by reason) for the instances `ids` of a folder."
     s = {st: read_stage(root, st) for st in STAGES}
@@ -198,9 +206,11 @@ def generation_report(root, ids: list[str]) -> dict:
 class GenerationError(RuntimeError):
     "Generation ran but nothing survived to write (the report says why)."
 
+# %% ../nbs/38_generate.ipynb #0e92824e
 def _seed_sha(seeds) -> str:
     return hashlib.sha256(json.dumps([s.model_dump() for s in seeds], sort_keys=True).encode()).hexdigest()
 
+# %% ../nbs/38_generate.ipynb #b7bdcf91
 def generate_dataset(out,                         # the dataset folder to write (created; an existing generation folder is resumed)
                      personas="4",                # a seed file, or N for the first N bundled seeds
                      chat=None,                   # generator model spec or object (default $PACE_CHAT_MODEL or llamacpp:qwen2.5-0.5b)
@@ -276,6 +286,7 @@ def generate_dataset(out,                         # the dataset folder to write 
     manifest("complete", n_queries=len(ds.queries), n_facts=sum(map(len, ds.kb.values())))
     return dict(summary, status="complete", n_queries=len(ds.queries), report=report, dataset=ds)
 
+# %% ../nbs/38_generate.ipynb #19384856
 def check_generation_settings(out, settings: dict):
     "Refuse (`pace.run.RunMismatchError`, a UsageError) to resume a folder whose generate.json holds other settings; say what differs."
     from pace.run import RunMismatchError, _diff
@@ -286,6 +297,7 @@ def check_generation_settings(out, settings: dict):
     diff = _diff(old, json.loads(json.dumps(settings, default=str)))
     if diff: raise RunMismatchError(f"{out} holds a generation with other settings; it was not resumed (use another --out):\n  " + "\n  ".join(diff))
 
+# %% ../nbs/38_generate.ipynb #3b7c4073
 def _spec_of(spec, kind: str):
     "The spec of a model as given (a default filled in), or None for a model object."
     if spec is not None and not isinstance(spec, (str, dict)): return None
@@ -293,6 +305,7 @@ def _spec_of(spec, kind: str):
     from pace.embed import DEFAULT_EMBEDDER
     return parse_spec(spec, *((DEFAULT_CHAT_MODEL, "PACE_CHAT_MODEL") if kind == "chat" else (DEFAULT_EMBEDDER, "PACE_EMBED_MODEL")))
 
+# %% ../nbs/38_generate.ipynb #35cbe593
 def _fill_row(cm, emb, cfg, inst, kept, atoms) -> dict:
     "Stage 7 row: the everyday facts that fill the KB (assembly happens from the stage files, at the end)."
     live = [c for c in kept if c["case_id"] in atoms["gold"]]
@@ -301,6 +314,7 @@ def _fill_row(cm, emb, cfg, inst, kept, atoms) -> dict:
     new, dropped, acc = fill_kb(cm, emb, cfg, inst, atoms["facts"], avoid)
     return dict(instance_id=inst["instance_id"], everyday=new, fill=acc, dropped=dropped, dropped_instance=None)
 
+# %% ../nbs/38_generate.ipynb #6c10732c
 def _gen_config(d) -> GenConfig:
     from pydantic import ValidationError
     try: return GenConfig(**(d or {}))
@@ -308,6 +322,7 @@ def _gen_config(d) -> GenConfig:
         bad = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
         raise UsageError(f"bad generation setting: {bad} (settings: {', '.join(GenConfig.model_fields)})") from None
 
+# %% ../nbs/38_generate.ipynb #31a30a1c
 def _dataset_summary(ds) -> dict:
     from pace.data import dataset_stats
     st = dataset_stats(ds)
@@ -318,9 +333,12 @@ def _dataset_summary(ds) -> dict:
 
 # %% ../nbs/38_generate.ipynb #ed2bad55
 PAPER_SCALE = dict(instances=185, cases_per_cell=3, facts=2000)
+
+# %% ../nbs/38_generate.ipynb #27f582a2
 _UNITS = {"gen.persona": "instance", "gen.profile": "instance", "gen.alters": "instance", "gen.cases": "case", "gen.validate": "case", "gen.rewrite": "case",
           "gen.distractors": "case", "gen.atomize": "case", "gen.everyday": "everyday fact", "gen.dedup": "fact"}
 
+# %% ../nbs/38_generate.ipynb #b9bce4ab
 def project_paper_scale(report: dict, cfg: GenConfig, scale: dict | None = None) -> dict:
     "Calls, tokens and model hours to generate `scale` (default: the paper's), from the measured per-unit accounts of `report`."
     sc = dict(PAPER_SCALE, **(scale or {}))
@@ -373,10 +391,12 @@ def _md_table(rows: list[dict], cols: list[str]) -> str:
     fmt = lambda v: f"{v:,.1f}" if isinstance(v, float) else (f"{v:,}" if isinstance(v, int) else ("" if v is None else str(v)))
     return "\n".join(["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)] + ["| " + " | ".join(fmt(r.get(c)) for c in cols) + " |" for r in rows])
 
+# %% ../nbs/38_generate.ipynb #372b323c
 def _counts_md(d: dict, total: int | None = None) -> str:
     if not d: return "none"
     return ", ".join(f"{k} {v}" + (f" ({100 * v / total:.0f}%)" if total else "") for k, v in sorted(d.items(), key=lambda x: (-x[1], x[0])))
 
+# %% ../nbs/38_generate.ipynb #08cf46f1
 def report_markdown(report: dict) -> str:
     "The generation report as Markdown."
     acc, v = report["accounts"], report["validation"]
@@ -416,10 +436,12 @@ def report_markdown(report: dict) -> str:
               f"{p['total']['hours']:,} model hours.", "", "Assumptions:", ""] + [f"- {x}" for x in p["notes"]]
     return "\n".join(L) + "\n"
 
+# %% ../nbs/38_generate.ipynb #4da238fe
 def _write_report(out: Path, report: dict, cfg, settings, ds):
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str, sort_keys=True) + "\n")
     (out / "report.md").write_text(report_markdown(report))
 
+# %% ../nbs/38_generate.ipynb #fcb18732
 def dataset_card(report: dict, cfg: GenConfig, settings: dict, ds, command: str | None = None, note: str = "") -> str:
     "The README.md of a generated dataset: source, how it was made, counts, outcomes, cost, quality, licence."
     from pace.data import stats_markdown
@@ -475,6 +497,7 @@ def _setting_arg(s: str) -> dict:
         except ValueError: out[k.strip()] = v.strip()
     return out
 
+# %% ../nbs/38_generate.ipynb #77b40180
 def add_cli(subparsers) -> argparse.ArgumentParser:
     "Register the `generate` subcommand."
     from pace.run import _count
@@ -497,6 +520,7 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     p.set_defaults(func=_generate_cmd)
     return p
 
+# %% ../nbs/38_generate.ipynb #8a708ca3
 def _generate_cmd(a) -> int:
     cfg = dict(a.settings or {}, cases_per_cell=a.cases_per_cell, facts=a.facts, seed=a.seed)
     cmd = (f"pace generate --out {a.out} --personas {a.personas}" + (f" --chat '{a.chat}'" if a.chat else "") + (f" --instances {a.instances}" if a.instances else "")

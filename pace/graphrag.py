@@ -36,6 +36,7 @@ def _schema(rf) -> dict | None:
     if rf.get("type") == "json_object": return rf.get("schema") or {"type": "object"}
     return None
 
+# %% ../nbs/27_graphrag.ipynb #621dc043
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     def handle_error(self, request, client_address):
@@ -43,6 +44,7 @@ class _Server(ThreadingHTTPServer):
         import sys
         if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)): super().handle_error(request, client_address)
 
+# %% ../nbs/27_graphrag.ipynb #75b871c6
 class ModelProxy:
     "An OpenAI-compatible HTTP endpoint on 127.0.0.1 answering with a `pace.llm` chat model and a `pace.embed` embedder."
     def __init__(self, chat_model=None, embedder=None, *, host: str = "127.0.0.1", port: int = 0,
@@ -130,6 +132,7 @@ class GraphRAGConfig(BaseModel):
     top_k: int = 10                            # facts given to the answer with answer_context='sources'
     answer_max_tokens: int = 200
 
+# %% ../nbs/27_graphrag.ipynb #a508bff6
 GRAPHRAG_STAGES = {"extract_graph": "graphrag_extract", "summarize_descriptions": "graphrag_summarize", "extract_claims": "graphrag_claims",
                    "community_reports": "graphrag_report", "local_search": "graphrag_search", "global_search": "graphrag_global",
                    "drift_search": "graphrag_drift", "basic_search": "graphrag_basic"}
@@ -152,6 +155,7 @@ def graphrag_settings(root, proxy: ModelProxy, dim: int) -> dict:
         s[wf] = {"completion_model_id": st} | ({"embedding_model_id": "graphrag_embed"} if wf in ("local_search", "drift_search", "basic_search") else {})
     return s
 
+# %% ../nbs/27_graphrag.ipynb #25430bee
 def graphrag_missing() -> str | None:
     "Why GraphRAG cannot run here (None when it can)."
     if importlib.util.find_spec("graphrag") is None:
@@ -224,6 +228,7 @@ class GraphRAGIndex:
             self._tables["covariates"] = pd.read_parquet(cov) if cov.exists() else None
         return self._tables
 
+# %% ../nbs/27_graphrag.ipynb #f4289760
 class GraphRAGStore:
     "Disk-backed GraphRAG indexes, one folder per instance under `root`."
     def __init__(self, root, chat_model, embedder, config: GraphRAGConfig | None = None):
@@ -260,6 +265,7 @@ def _gr_get(self: GraphRAGStore, instance_id: str, facts) -> GraphRAGIndex:
     self._mem[instance_id] = (key, idx)
     return idx
 
+# %% ../nbs/27_graphrag.ipynb #f8df377c
 def _gr_build(self: GraphRAGStore, instance_id: str, facts, key: dict) -> GraphRAGIndex:
     _graphrag_env()
     import graphrag.api as api
@@ -307,6 +313,7 @@ def source_doc_ids(context: dict, text_units) -> list[str]:
         if d is not None and d not in out: out.append(str(d))
     return out
 
+# %% ../nbs/27_graphrag.ipynb #ff07d2c5
 def local_search(idx: GraphRAGIndex, query: str, proxy: ModelProxy, embed_dim: int, config: GraphRAGConfig | None = None) -> tuple[str, dict]:
     "GraphRAG's local search over an index, its models routed through `proxy`: (response, context tables). Raises TimeoutError after `config.timeout`."
     _graphrag_env()

@@ -77,6 +77,7 @@ Named entities are the specific people, pets, places, organisations, products, e
 Copy each entity exactly as it is written in the note; list each once.
 Answer with JSON only: {"named_entities": ["...", "..."]}"""
 
+# %% ../nbs/26_hipporag.ipynb #8fae1308
 TRIPLE_SYSTEM = """You turn one short note from a personal assistant's memory into a small knowledge graph.
 Write (subject, relation, object) triples that together say everything the note says.
 Rules:
@@ -86,17 +87,20 @@ Rules:
 - do not add anything the note does not state.
 Answer with JSON only: {"triples": [["subject", "relation", "object"], ...]}"""
 
+# %% ../nbs/26_hipporag.ipynb #0042a837
 _EXAMPLE_NOTE = "Dr. Lena Park moved her Tuesday clinic at Riverside Hospital to 14:00 from 3 March 2026."
 _EXAMPLE_NER = {"named_entities": ["Dr. Lena Park", "Tuesday clinic", "Riverside Hospital", "14:00", "3 March 2026"]}
 _EXAMPLE_TRIPLES = {"triples": [["Dr. Lena Park", "moved", "Tuesday clinic"], ["Tuesday clinic", "is held at", "Riverside Hospital"],
                                 ["Tuesday clinic", "now starts at", "14:00"], ["Tuesday clinic", "moved from", "3 March 2026"]]}
 
+# %% ../nbs/26_hipporag.ipynb #4c4e5af0
 NER_SCHEMA = {"type": "object", "required": ["named_entities"],
               "properties": {"named_entities": {"type": "array", "items": {"type": "string"}, "maxItems": 20}}}
 TRIPLE_SCHEMA = {"type": "object", "required": ["triples"],
                  "properties": {"triples": {"type": "array", "maxItems": 20,
                                             "items": {"type": "array", "items": {"type": "string"}, "minItems": 3, "maxItems": 3}}}}
 
+# %% ../nbs/26_hipporag.ipynb #8150da96
 def ner_messages(passage: str) -> list[dict]:
     "Chat messages for the named-entity step."
     return [dict(role="system", content=NER_SYSTEM), dict(role="user", content=f"Note: {_EXAMPLE_NOTE}"),
@@ -110,6 +114,7 @@ def triple_messages(passage: str, entities: list[str]) -> list[dict]:
             dict(role="assistant", content=json.dumps(_EXAMPLE_TRIPLES)),
             dict(role="user", content=f"Note: {passage}\nNamed entities: {json.dumps(entities, ensure_ascii=False)}")]
 
+# %% ../nbs/26_hipporag.ipynb #a9c6ae1f
 def prompts_sha256() -> str:
     "sha256 (16 hex) of the extraction prompts and their example: part of the index manifest, so changed prompts rebuild the index."
     return hashlib.sha256(json.dumps([NER_SYSTEM, TRIPLE_SYSTEM, _EXAMPLE_NOTE, _EXAMPLE_NER, _EXAMPLE_TRIPLES]).encode()).hexdigest()[:16]
@@ -130,6 +135,7 @@ def _usage(r) -> dict:
     return dict(ok=bool(r.ok), error=r.error, prompt_tokens=r.usage.prompt_tokens, completion_tokens=r.usage.completion_tokens,
                 seconds=round(float(getattr(r, "seconds", 0.0) or 0.0), 4), cached=bool(getattr(r, "cached", False)))
 
+# %% ../nbs/26_hipporag.ipynb #293a193d
 def read_openie(path) -> dict[str, dict]:
     "Rows of an extraction file by doc_id (the last line of a doc wins); a broken last line (a kill mid-write) is ignored."
     p, out = Path(path), {}
@@ -144,6 +150,7 @@ def read_openie(path) -> dict[str, dict]:
         out[r["doc_id"]] = r
     return out
 
+# %% ../nbs/26_hipporag.ipynb #92faf801
 def extract_openie(cm, facts, path=None, *, config: HippoRAGConfig | None = None, progress: bool = False) -> list[dict]:
     "NER then triple extraction for every fact (resuming from `path`); one row per fact, in fact order."
     cfg, facts = config or HippoRAGConfig(), list(facts)
@@ -210,6 +217,7 @@ def _knn(vecs: np.ndarray, k: int, batch: int = 1024):
             idx = idx[np.lexsort((idx, -row[idx]))]
             yield s + i, idx, row[idx]
 
+# %% ../nbs/26_hipporag.ipynb #ff0c4b57
 class HippoGraph:
     "HippoRAG 2's phrase/passage graph with its embeddings and bookkeeping."
     def __init__(self, passages, texts, entities, facts, edges, ent_docs, vecs):
@@ -306,6 +314,7 @@ def link_facts(g: HippoGraph, qvec: np.ndarray, k: int) -> tuple[np.ndarray, lis
     idx = np.lexsort((np.arange(len(s)), -s))[:k]
     return s, [int(i) for i in idx]
 
+# %% ../nbs/26_hipporag.ipynb #803624ba
 def filter_messages(query: str, candidates: list[tuple], n: int) -> list[dict]:
     "Chat messages for the recognition-memory filter."
     user = f"Request: {query}\nCandidate facts: {json.dumps({'fact': [list(c) for c in candidates]}, ensure_ascii=False)}\nWhich facts should be kept? Answer as JSON."
@@ -336,6 +345,7 @@ def dense_ranking(g: HippoGraph, qvec: np.ndarray) -> list[tuple[str, float]]:
     s = min_max(g.vecs["passage"] @ np.asarray(qvec, np.float32))
     return [(g.passages[i], float(s[i])) for i in np.lexsort((np.arange(len(s)), -s))]
 
+# %% ../nbs/26_hipporag.ipynb #3e151eb4
 def graph_ranking(g: HippoGraph, qvec: np.ndarray, kept: list[int], fact_scores: np.ndarray,
                   config: HippoRAGConfig | None = None) -> tuple[list[tuple[str, float]], dict]:
     "All passages ranked by PPR seeded from the kept triples' phrases and every passage's dense score; (ranking, details)."
@@ -401,6 +411,7 @@ def _load_graph(d: Path) -> HippoGraph:
     g._syn = {(names[a], names[b]) for a, b in j["synonymy"]}
     return g
 
+# %% ../nbs/26_hipporag.ipynb #8257d962
 class HippoIndex:
     "One instance's HippoRAG 2 index: the graph, the extraction rows and the manifest (with the build cost)."
     def __init__(self, graph, rows, manifest, status): self.graph, self.rows, self.manifest, self.status = graph, rows, manifest, status
@@ -442,6 +453,7 @@ def _get(self: HippoStore, instance_id: str, facts) -> HippoIndex:
     self._mem[instance_id] = (key, idx)
     return idx
 
+# %% ../nbs/26_hipporag.ipynb #5961e923
 def _build_index(self: HippoStore, instance_id: str, facts, key: dict) -> HippoIndex:
     d = self.path(instance_id); d.mkdir(parents=True, exist_ok=True)
     (d/"manifest.json").unlink(missing_ok=True)

@@ -14,12 +14,14 @@ __all__ = ['COLUMNS', 'index_costs', 'project', 'write_index_costs']
 # %% ../nbs/28_index_cost.ipynb #e120ce4d
 COLUMNS = ["method", "instance", "n_facts", "index_seconds", "llm_calls", "prompt_tokens", "completion_tokens", "embed_texts", "wall_seconds"]
 
+# %% ../nbs/28_index_cost.ipynb #bc718667
 def _shared_row(man: dict, inst: str) -> dict:
     t = man.get("timings") or {}
     secs = sum(float(t.get(k, 0.0)) for k in ("embed_s", "faiss_s", "bm25_s", "graph_s"))
     return dict(method="pacemaker/bm25/dense/hybrid (shared index)", instance=inst, n_facts=man.get("n_facts"), index_seconds=round(secs, 3),
                 llm_calls=0, prompt_tokens=0, completion_tokens=0, embed_texts=t.get("n_embedded", 0), wall_seconds=round(secs, 3))
 
+# %% ../nbs/28_index_cost.ipynb #d7c23f54
 def _cost_row(method: str, man: dict, inst: str) -> dict:
     c = man.get("cost") or {}
     secs = c.get("index_seconds", c.get("llm_seconds", 0.0) + c.get("embed_seconds", 0.0))
@@ -27,6 +29,7 @@ def _cost_row(method: str, man: dict, inst: str) -> dict:
                 prompt_tokens=c.get("prompt_tokens", 0), completion_tokens=c.get("completion_tokens", 0), embed_texts=c.get("embed_texts", 0),
                 wall_seconds=c.get("wall_seconds"))
 
+# %% ../nbs/28_index_cost.ipynb #83fe2c0b
 def index_costs(index_root) -> pd.DataFrame:
     "One row per (method, instance) index found under a run's `index/` folder, with its build cost."
     root, rows = Path(index_root), []
@@ -40,6 +43,7 @@ def index_costs(index_root) -> pd.DataFrame:
             except ValueError: pass
     return pd.DataFrame(rows, columns=COLUMNS)
 
+# %% ../nbs/28_index_cost.ipynb #42f972fe
 def project(df: pd.DataFrame, n_facts: int = 2000) -> pd.DataFrame:
     "Per method: the summed cost over its instances and a linear projection of seconds, calls and tokens to a KB of `n_facts` facts."
     out = []
