@@ -314,6 +314,42 @@ REVIEW_MAX_TOKENS = 200
 # %% ../nbs/34_gen_validate.ipynb #91be6396
 def _norm(s: str) -> str: return " ".join(_words(s))
 
+# %% ../nbs/34_gen_validate.ipynb #5bc52eaf
+def _ask_reviews(cm, cfg: GenConfig, open_: dict, clean: list[str], probs: dict) -> list[str]:
+    "Review the `clean` open cases: store each review, update `probs` (enforce mode); the ids whose review failed."
+    reviews = dict(zip(clean, ask_many(cm, [review_messages(open_[c]["draft"], open_[c]["slot"]["ref_date"]) for c in clean], Review,
+                                       stage="gen.validate", max_tokens=REVIEW_MAX_TOKENS)))
+    failed_review = []
+    for cid in clean:
+        rv, _ = reviews[cid]
+        if rv is None: failed_review.append(cid); continue
+        open_[cid]["review"] = rv.model_dump()
+        if cfg.llm_validator == "enforce": probs[cid] = review_problems(rv, open_[cid]["slot"]["label"])
+    return failed_review
+
+# %% ../nbs/34_gen_validate.ipynb #c0f425fd
+def _ask_rewrites(cm, inst: dict, open_: dict, probs: dict, redo: list[str], rnd: int, decisions: dict):
+    "Replace the drafts of the `redo` cases by their rewrites; drop (into `decisions`) those whose rewrite failed."
+    got = ask_many(cm, [rewrite_messages(inst, open_[c]["slot"], open_[c]["draft"], probs[c]) for c in redo],
+                   [case_schema(open_[c]["slot"]["situation_type"]) for c in redo], stage="gen.rewrite", max_tokens=CASE_MAX_TOKENS)
+    for cid, (obj, _) in zip(redo, got):
+        if obj is None:
+            decisions[cid] = dict(case_id=cid, action="drop", rounds=rnd + 1, history=open_[cid]["history"], review=open_[cid].get("review"),
+                                  reason="rewrite_malformed_output"); del open_[cid]
+        else: open_[cid]["draft"] = obj.model_dump()
+
+# %% ../nbs/34_gen_validate.ipynb #785ab866
+def _validation_row(inst: dict, cases: list[dict], decisions: dict, drafts: dict) -> dict:
+    "The stage 4 row from the decisions and the final drafts of the kept cases, by case id."
+    decisions_by = decisions
+    decisions = [decisions[c["case_id"]] for c in cases if c["case_id"] in decisions]
+    kept = [{**{k: v for k, v in c.items() if k != "error"}, "draft": drafts[c["case_id"]], "action": decisions_by[c["case_id"]]["action"],
+             "review": decisions_by[c["case_id"]]["review"]} for c in cases if c["case_id"] in drafts]
+    return dict(instance_id=inst["instance_id"], decisions=decisions, kept=kept,
+                actions=count(d["action"] for d in decisions),
+                dropped=count(d["reason"] for d in decisions if d["action"] == "drop"),
+                rewrite_reasons=count(code for d in decisions for h in d["history"][:d["rounds"]] for code in h))
+
 # %% ../nbs/34_gen_validate.ipynb #00161cf3
 def validate_cases(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict:
     "Stage 4 row for one instance: decisions for every drafted case, the kept cases, and counts by reason."
@@ -326,14 +362,7 @@ def validate_cases(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict:
         if not open_: break
         probs = {cid: case_problems(o["draft"], o["slot"]["situation_type"], o["slot"]["label"], o["slot"]["ref_date"], win) for cid, o in open_.items()}
         clean = [cid for cid in open_ if not probs[cid]]
-        reviews = dict(zip(clean, ask_many(cm, [review_messages(open_[c]["draft"], open_[c]["slot"]["ref_date"]) for c in clean], Review,
-                                           stage="gen.validate", max_tokens=REVIEW_MAX_TOKENS)))
-        failed_review = []
-        for cid in clean:
-            rv, _ = reviews[cid]
-            if rv is None: failed_review.append(cid); continue
-            open_[cid]["review"] = rv.model_dump()
-            if cfg.llm_validator == "enforce": probs[cid] = review_problems(rv, open_[cid]["slot"]["label"])
+        failed_review = _ask_reviews(cm, cfg, open_, clean, probs)
         for cid in open_:   # duplicates: in case order, against the cases already kept
             if not probs[cid] and cid not in failed_review:
                 r = _norm(open_[cid]["draft"]["hidden_reason"])
@@ -348,21 +377,8 @@ def validate_cases(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict:
                 decisions[cid] = dict(base, action="keep" if rnd == 0 else "rewritten", reason=None); drafts[cid] = o["draft"]; del open_[cid]
             elif rnd == cfg.max_rewrites: decisions[cid] = dict(base, action="drop", reason=probs[cid][0][0]); del open_[cid]
             else: redo.append(cid)
-        got = ask_many(cm, [rewrite_messages(inst, open_[c]["slot"], open_[c]["draft"], probs[c]) for c in redo],
-                       [case_schema(open_[c]["slot"]["situation_type"]) for c in redo], stage="gen.rewrite", max_tokens=CASE_MAX_TOKENS)
-        for cid, (obj, _) in zip(redo, got):
-            if obj is None:
-                decisions[cid] = dict(case_id=cid, action="drop", rounds=rnd + 1, history=open_[cid]["history"], review=open_[cid].get("review"),
-                                      reason="rewrite_malformed_output"); del open_[cid]
-            else: open_[cid]["draft"] = obj.model_dump()
-    decisions_by = decisions
-    decisions = [decisions[c["case_id"]] for c in cases if c["case_id"] in decisions]
-    kept = [{**{k: v for k, v in c.items() if k != "error"}, "draft": drafts[c["case_id"]], "action": decisions_by[c["case_id"]]["action"],
-             "review": decisions_by[c["case_id"]]["review"]} for c in cases if c["case_id"] in drafts]
-    return dict(instance_id=inst["instance_id"], decisions=decisions, kept=kept,
-                actions=count(d["action"] for d in decisions),
-                dropped=count(d["reason"] for d in decisions if d["action"] == "drop"),
-                rewrite_reasons=count(code for d in decisions for h in d["history"][:d["rounds"]] for code in h))
+        _ask_rewrites(cm, inst, open_, probs, redo, rnd, decisions)
+    return _validation_row(inst, cases, decisions, drafts)
 
 # %% ../nbs/34_gen_validate.ipynb #2898036d
 PRONOUN_START = re.compile(r"^(he|she|they|it|his|her|their|its|this|that|these|those|we|i|you)\b", re.I)
@@ -385,13 +401,10 @@ def _hidden_overlap(request: str, reason: str, names: set[str]) -> list[str]:
     rw = set(_words(request))
     return sorted({w for w in _words(reason) if len(w) > 3 and w not in _STOP and w not in names and w not in _WD and w not in _MONTHS and w in rw})
 
-# %% ../nbs/34_gen_validate.ipynb #0fba0ced
-def verify_dataset(path) -> dict:
-    "Run the deterministic checks on a dataset folder (loaded strictly first): findings per query and per fact, and counts."
-    from pace.data import load_pace_dataset
-    ds = load_pace_dataset(path)
-    facts, queries, coverage = [], [], Counter()
-    fact_findings = {}
+# %% ../nbs/34_gen_validate.ipynb #c06cf76e
+def _kb_findings(ds) -> tuple[list[dict], dict]:
+    "The knowledge-base facts with findings, and the findings of every fact by (instance_id, doc_id)."
+    facts, fact_findings = [], {}
     for iid, kb in ds.kb.items():
         win = ds.instances[iid].timeline.model_dump(mode="json")
         seen = {}
@@ -402,46 +415,82 @@ def verify_dataset(path) -> dict:
             else: seen[key] = f.doc_id
             fact_findings[(iid, f.doc_id)] = fs
             if fs: facts.append(dict(instance_id=iid, doc_id=f.doc_id, text=f.text, findings=fs))
-    req_seen, reason_seen = {}, {}
+    return facts, fact_findings
+
+# %% ../nbs/34_gen_validate.ipynb #92dfae52
+def _date_findings(q, win: dict) -> list[tuple[str, str, str]]:
+    "Impossible, out-of-window or wrong-weekday dates in a query's texts, and verdict words in its context."
+    out = []
+    for k in ("query", "context", "judgment"):
+        t = getattr(q, k) or ""
+        out += [("error", "date_invalid_or_outside", f"{k}: {p}") for p in date_problems(t, win)]
+        out += [("error", "weekday_mismatch", f"{k}: {p}") for p in weekday_problems(t, win)]
+    return out + [("error", "verdict_word_in_context", f"the context says {w!r}") for w in verdict_words(q.context or "")]
+
+# %% ../nbs/34_gen_validate.ipynb #3095ece4
+def _arithmetic_findings(ds, q, coverage: Counter) -> list[tuple[str, str, str]]:
+    "A temporal query's chain against its label, and (structured chains) against the numbers its gold facts state."
+    if q.situation_type != "temporal": return []
+    how, probs = arithmetic_problems(q.meta.get("arithmetic"), q.label)
+    coverage[f"temporal arithmetic: {how}"] += 1
+    out = [("error", "arithmetic_label", p) for p in probs]
+    if how == "structured":
+        miss = numbers_missing(q.meta["arithmetic"], " ".join(f.text for f in ds.gold_facts(q)))
+        if miss: out.append(("error", "arithmetic_not_in_gold", f"the gold facts do not state {', '.join(miss)}"))
+    return out
+
+# %% ../nbs/34_gen_validate.ipynb #6409a458
+def _leak_findings(q, names: set[str], coverage: Counter) -> list[tuple[str, str, str]]:
+    "Does the request name a hidden term, or share words (names excepted) or hint phrases with the hidden reason?"
+    if q.meta.get("hidden_terms"):
+        coverage["request leak: hidden_terms"] += 1
+        lk = leaked_terms(q.query, q.meta["hidden_terms"])
+        return [("error", "request_leak", f"the request contains {', '.join(repr(w) for w in lk)}")] if lk else []
+    if q.meta.get("hidden_reason"):
+        coverage["request leak: hidden_reason words only"] += 1
+        ov = _hidden_overlap(q.query, q.meta["hidden_reason"], names)
+        hints = [p for p in HINT_PHRASES if re.search(rf"\b{p}\b", " ".join(_words(q.query)))]
+        if not (ov or hints): return []
+        return [("warn", "request_shares_reason_words", f"the request shares {', '.join(repr(w) for w in ov + hints)} with the hidden reason {q.meta['hidden_reason']!r}")]
+    coverage["request leak: unchecked (no hidden reason)"] += 1
+    return []
+
+# %% ../nbs/34_gen_validate.ipynb #622d21d9
+def _gold_findings(ds, q, fact_findings: dict) -> list[tuple[str, str, str]]:
+    "Errors of the query's gold facts (from `_kb_findings`), and gold facts that copy its judgment."
+    out = []
+    for d in q.gold_doc_ids:
+        out += [("error", f"gold_{f['check']}", f"gold fact {d}: {f['message']}") for f in fact_findings[(q.instance_id, d)] if f["severity"] == "error"]
+        t = ds.fact(q.instance_id, d).text
+        if len(t) > 30 and _norm(t) in _norm(q.judgment): out.append(("warn", "fact_copies_judgment", f"gold fact {d} copies the judgment"))
+    return out
+
+# %% ../nbs/34_gen_validate.ipynb #a0c906db
+def _duplicate_findings(q, req_seen: dict, reason_seen: dict) -> list[tuple[str, str, str]]:
+    "A request seen before (an error), or a hidden reason seen before in the same world (a warning); records this query's."
+    out = []
+    key = _norm(q.query)
+    if key in req_seen: out.append(("error", "duplicate_request", f"same request as {req_seen[key]}"))
+    else: req_seen[key] = q.query_id
+    r = _norm(q.meta.get("hidden_reason") or "")
+    if r and (q.instance_id, r) in reason_seen: out.append(("warn", "duplicate_reason", f"same hidden reason as {reason_seen[(q.instance_id, r)]}"))
+    elif r: reason_seen[(q.instance_id, r)] = q.query_id
+    return out
+
+# %% ../nbs/34_gen_validate.ipynb #0fba0ced
+def verify_dataset(path) -> dict:
+    "Run the deterministic checks on a dataset folder (loaded strictly first): findings per query and per fact, and counts."
+    from pace.data import load_pace_dataset
+    ds = load_pace_dataset(path)
+    facts, fact_findings = _kb_findings(ds)
+    queries, coverage, req_seen, reason_seen = [], Counter(), {}, {}
     for q in ds.queries:
         inst = ds.instances[q.instance_id]
         win = inst.timeline.model_dump(mode="json")
         names = {w for p in [inst.ego, *inst.alters] for w in _words(p.name)}
-        out = []
-        add = lambda sev, code, msg: out.append(dict(severity=sev, check=code, message=msg))
-        for k in ("query", "context", "judgment"):
-            t = getattr(q, k) or ""
-            for p in date_problems(t, win): add("error", "date_invalid_or_outside", f"{k}: {p}")
-            for p in weekday_problems(t, win): add("error", "weekday_mismatch", f"{k}: {p}")
-        for w in verdict_words(q.context or ""): add("error", "verdict_word_in_context", f"the context says {w!r}")
-        if q.situation_type == "temporal":
-            how, probs = arithmetic_problems(q.meta.get("arithmetic"), q.label)
-            coverage[f"temporal arithmetic: {how}"] += 1
-            for p in probs: add("error", "arithmetic_label", p)
-            if how == "structured":
-                miss = numbers_missing(q.meta["arithmetic"], " ".join(f.text for f in ds.gold_facts(q)))
-                if miss: add("error", "arithmetic_not_in_gold", f"the gold facts do not state {', '.join(miss)}")
-        if q.meta.get("hidden_terms"):
-            coverage["request leak: hidden_terms"] += 1
-            lk = leaked_terms(q.query, q.meta["hidden_terms"])
-            if lk: add("error", "request_leak", f"the request contains {', '.join(repr(w) for w in lk)}")
-        elif q.meta.get("hidden_reason"):
-            coverage["request leak: hidden_reason words only"] += 1
-            ov = _hidden_overlap(q.query, q.meta["hidden_reason"], names)
-            hints = [p for p in HINT_PHRASES if re.search(rf"\b{p}\b", " ".join(_words(q.query)))]
-            if ov or hints: add("warn", "request_shares_reason_words", f"the request shares {', '.join(repr(w) for w in ov + hints)} with the hidden reason {q.meta['hidden_reason']!r}")
-        else: coverage["request leak: unchecked (no hidden reason)"] += 1
-        for d in q.gold_doc_ids:
-            for f in fact_findings[(q.instance_id, d)]:
-                if f["severity"] == "error": add("error", f"gold_{f['check']}", f"gold fact {d}: {f['message']}")
-            t = ds.fact(q.instance_id, d).text
-            if len(t) > 30 and _norm(t) in _norm(q.judgment): add("warn", "fact_copies_judgment", f"gold fact {d} copies the judgment")
-        key = _norm(q.query)
-        if key in req_seen: add("error", "duplicate_request", f"same request as {req_seen[key]}")
-        else: req_seen[key] = q.query_id
-        r = _norm(q.meta.get("hidden_reason") or "")
-        if r and (q.instance_id, r) in reason_seen: add("warn", "duplicate_reason", f"same hidden reason as {reason_seen[(q.instance_id, r)]}")
-        elif r: reason_seen[(q.instance_id, r)] = q.query_id
+        found = (_date_findings(q, win) + _arithmetic_findings(ds, q, coverage) + _leak_findings(q, names, coverage)
+                 + _gold_findings(ds, q, fact_findings) + _duplicate_findings(q, req_seen, reason_seen))
+        out = [dict(severity=s, check=c, message=m) for s, c, m in found]
         queries.append(dict(query_id=q.query_id, instance_id=q.instance_id, situation_type=q.situation_type, label=q.label, findings=out))
     allf = [f for q in queries for f in q["findings"]] + [f for x in facts for f in x["findings"]]
     return dict(path=str(path), n_queries=len(queries), n_facts=sum(map(len, ds.kb.values())),

@@ -18,8 +18,8 @@ from .gen_kb import assemble_instance, fill_kb, write_dataset
 
 # %% auto #0
 __all__ = ['GEN_MODULES', 'ACCOUNT_FIELDS', 'PAPER_SCALE', 'toy_reply', 'gen_prompt_hashes', 'generation_report',
-           'GenerationError', 'generate_dataset', 'check_generation_settings', 'project_paper_scale', 'report_markdown',
-           'dataset_card', 'add_cli', 'toy_chat']
+           'GenerationError', 'check_generation_settings', 'project_paper_scale', 'report_markdown', 'dataset_card',
+           'add_cli', 'toy_chat', 'generate_dataset']
 
 # %% ../nbs/38_generate.ipynb #435ec5c6
 _NAMES = ["Ana Ortega", "Tomas Novak", "Priya Raman", "Kofi Mensah", "Lena Fischer", "Kenji Watanabe", "Maria Santos", "Omar Farouk"]
@@ -32,34 +32,43 @@ def _find(pat, text, default=None, group=1):
 
 def _d(s): return dt.date.fromisoformat(s)
 
+# %% ../nbs/38_generate.ipynb #17e4d4cd
+def _toy_persona(u: str) -> dict:
+    seed = re.findall(r"Seed persona: ([^\n]*)", u)[-1]   # the last one: the first is the prompt's example
+    name = _NAMES[int(hashlib.sha256(seed.encode()).hexdigest(), 16) % len(_NAMES)]
+    return {"persona": f"{name} is the person of this seed: {seed} " + " ".join(f"{name} keeps a steady weekly rhythm number {i}." for i in range(8))}
+
+# %% ../nbs/38_generate.ipynb #c172652f
+def _toy_ego(u: str) -> dict:
+    name = _find(r"Persona description:\n(\S+ \S+)", u, "Ana Ortega")
+    ref = _d(_find(r"Today is (\d{4}-\d{2}-\d{2})", u))
+    on = lambda k: (ref + dt.timedelta(days=k)).isoformat()
+    return dict(name=name, age=40, gender="female", country="Mexico", city="Mexico City", neighbourhood="Roma Norte", household=["lives alone"],
+                occupation="designer", workplace="Estudio Norte", work_schedule="weekdays 09:00-17:00",
+                weekly_routine=["Tuesday 18:30 yoga at Casa Prana", "Saturday 10:00 market at Mercado Medellin"], health_conditions=["mild asthma"],
+                medications=[dict(name="salbutamol inhaler", purpose="asthma")], diet=["vegetarian"], mobility=["Metro Line 1"], devices=["Pixel 8"],
+                hobbies=["climbing"], food_likes=["tacos"], food_dislikes=["olives"], values=["punctuality"],
+                places=[dict(name="Casa Prana", kind="yoga studio", detail="a 10-minute walk from home"),
+                        dict(name="Rocodromo Roma", kind="climbing gym", detail="open 07:00-22:00")],
+                commitments=[dict(date=on(8), time="10:00", what="client workshop", place="Estudio Norte"),
+                             dict(date=on(12), time="19:00", what="dinner with Sara Kim", place="Casa Lupe")])
+
+# %% ../nbs/38_generate.ipynb #138ce44a
+def _toy_alters(sys_: str, u: str) -> dict:
+    n, ego = int(_find(r"Invent (\d+) people", sys_, "2")), _find(r"Profile of (.*?):", u, "Ana Ortega")
+    al = [dict(name=_FRIENDS[i], relation=["friend", "brother", "colleague", "neighbour"][i], age=30 + i, city="Mexico City", occupation="nurse",
+               traits=["calm"], constraints=[["severe peanut allergy", "uses a wheelchair", "works night shifts", "vegan"][i]],
+               shared_context=[f"climbs with {ego} on Thursdays"]) for i in range(n)]
+    return {"alters": al}
+
 # %% ../nbs/38_generate.ipynb #02769c6b
 def toy_reply(messages: list[dict], schema: dict | None) -> str:
     "A scripted generator model: a plausible, rule-following JSON reply to any generation prompt (by the schema's title)."
     title, sys_, u = (schema or {}).get("title"), messages[0]["content"], messages[1]["content"]   # the request itself, also on a retry
     h = int(hashlib.sha256(u.encode()).hexdigest(), 16)
-    if title == "PersonaText":
-        seed = re.findall(r"Seed persona: ([^\n]*)", u)[-1]   # the last one: the first is the prompt's example
-        name = _NAMES[int(hashlib.sha256(seed.encode()).hexdigest(), 16) % len(_NAMES)]
-        return json.dumps({"persona": f"{name} is the person of this seed: {seed} " + " ".join(f"{name} keeps a steady weekly rhythm number {i}." for i in range(8))})
-    if title == "EgoProfile":
-        name = _find(r"Persona description:\n(\S+ \S+)", u, "Ana Ortega")
-        ref = _d(_find(r"Today is (\d{4}-\d{2}-\d{2})", u))
-        on = lambda k: (ref + dt.timedelta(days=k)).isoformat()
-        return json.dumps(dict(name=name, age=40, gender="female", country="Mexico", city="Mexico City", neighbourhood="Roma Norte", household=["lives alone"],
-                               occupation="designer", workplace="Estudio Norte", work_schedule="weekdays 09:00-17:00",
-                               weekly_routine=["Tuesday 18:30 yoga at Casa Prana", "Saturday 10:00 market at Mercado Medellin"], health_conditions=["mild asthma"],
-                               medications=[dict(name="salbutamol inhaler", purpose="asthma")], diet=["vegetarian"], mobility=["Metro Line 1"], devices=["Pixel 8"],
-                               hobbies=["climbing"], food_likes=["tacos"], food_dislikes=["olives"], values=["punctuality"],
-                               places=[dict(name="Casa Prana", kind="yoga studio", detail="a 10-minute walk from home"),
-                                       dict(name="Rocodromo Roma", kind="climbing gym", detail="open 07:00-22:00")],
-                               commitments=[dict(date=on(8), time="10:00", what="client workshop", place="Estudio Norte"),
-                                            dict(date=on(12), time="19:00", what="dinner with Sara Kim", place="Casa Lupe")]))
-    if title == "AlterList":
-        n, ego = int(_find(r"Invent (\d+) people", sys_, "2")), _find(r"Profile of (.*?):", u, "Ana Ortega")
-        al = [dict(name=_FRIENDS[i], relation=["friend", "brother", "colleague", "neighbour"][i], age=30 + i, city="Mexico City", occupation="nurse",
-                   traits=["calm"], constraints=[["severe peanut allergy", "uses a wheelchair", "works night shifts", "vegan"][i]],
-                   shared_context=[f"climbs with {ego} on Thursdays"]) for i in range(n)]
-        return json.dumps({"alters": al})
+    if title == "PersonaText": return json.dumps(_toy_persona(u))
+    if title == "EgoProfile": return json.dumps(_toy_ego(u))
+    if title == "AlterList": return json.dumps(_toy_alters(sys_, u))
     if title in ("TemporalCase", "CaseDraft"):
         return json.dumps(_toy_case(u, title == "TemporalCase", h))
     if title == "Review":
@@ -210,82 +219,6 @@ class GenerationError(RuntimeError):
 def _seed_sha(seeds) -> str:
     return hashlib.sha256(json.dumps([s.model_dump() for s in seeds], sort_keys=True).encode()).hexdigest()
 
-# %% ../nbs/38_generate.ipynb #b7bdcf91
-def generate_dataset(out,                         # the dataset folder to write (created; an existing generation folder is resumed)
-                     personas="4",                # a seed file, or N for the first N bundled seeds
-                     chat=None,                   # generator model spec or object (default $PACE_CHAT_MODEL or llamacpp:qwen2.5-0.5b)
-                     instances: int | None = None,  # use only the first N personas
-                     config: GenConfig | dict | None = None,  # generation settings (GenConfig fields)
-                     embedder="onnx:all-MiniLM-L6-v2",  # embedder spec or object for near-duplicate merging
-                     cache=None,                  # cache file (default: <out>/cache.sqlite); False: no cache
-                     card_note: str = "",         # a paragraph added to the dataset card (e.g. about the generator's quality)
-                     command: str | None = None,  # the command line, for the card
-                     progress: bool = True,
-                     stop_after: str | None = None,  # stop after this stage (tests and partial runs)
-                    ) -> dict:
-    "Run (or resume) the seven stages into `out`; write the dataset, its card and the report. Returns a summary."
-    from pace import __version__
-    from pace.run import _build, _chat, _embedder, model_fingerprint
-    cfg = config if isinstance(config, GenConfig) else _gen_config(config)
-    if stop_after is not None and stop_after not in STAGES: raise UsageError(f"stop_after must be one of {', '.join(STAGES)}")
-    seeds = load_personas(personas, instances)
-    out = Path(out)
-    if out.exists() and not out.is_dir(): raise UsageError(f"--out {out} is a file")
-    if out.exists() and any(out.iterdir()) and not (out / "generate.json").exists():
-        raise UsageError(f"--out {out} is not empty and holds no generation (generate.json): choose another folder")
-    created = not out.exists()
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        cache = (out / "cache.sqlite") if cache is None else cache
-        cm = _build("chat", _chat, chat, cache)
-        emb = _build("embedder", _embedder, embedder, cache)
-        file_seeds = persona_source(personas)   # settings hold the whole seed source; which seeds (--personas N, --instances) is scope
-        settings = dict(pace_version=__version__, prompts=gen_prompt_hashes(), chat=model_fingerprint(cm), embedder=model_fingerprint(emb),
-                        config=cfg.model_dump(), personas_sha256=_seed_sha(file_seeds))
-        check_generation_settings(out, settings)
-    except BaseException:
-        if created: shutil.rmtree(out, ignore_errors=True)
-        raise
-    ids = [instance_id_of(s) for s in seeds]
-    seed_of = dict(zip(ids, seeds))
-    man = out / "generate.json"
-    specs = dict(chat_spec=_spec_of(chat, "chat"), embedder_spec=_spec_of(embedder, "embed"))   # how to rebuild the models (a rerun needs them)
-    def manifest(status, **extra):
-        tmp = man.with_suffix(".tmp")
-        tmp.write_text(json.dumps(dict(settings=settings, instances=ids, command=command, **specs, status=status, **extra), indent=1, default=str) + "\n"); tmp.replace(man)
-    manifest("running")
-    t0, run = time.perf_counter(), lambda st, alive, fn, models=(cm,): run_stage(out, st, alive, fn, list(models), progress)
-    s1 = run("1_persona", ids, lambda i: expand_personas(cm, [seed_of[i]])[0])
-    alive = [i for i in ids if not s1[i]["dropped_instance"]]
-    s2 = run("2_profile", alive, lambda i: synthesize_profile(cm, cfg, i, s1[i]["persona"]))
-    alive = [i for i in alive if not s2[i]["dropped_instance"]]
-    world = lambda i: {k: s2[i][k] for k in ("instance_id", "ego", "alters", "timeline", "reference_dates")}
-    steps = [("3_cases", lambda i: generate_cases(cm, cfg, world(i)), (cm,)),
-             ("4_validate", lambda i: validate_cases(cm, cfg, world(i), s[3][i]["cases"]), (cm,)),
-             ("5_distractors", lambda i: make_distractors(cm, cfg, world(i), s[4][i]["kept"]), (cm,)),
-             ("6_atomize", lambda i: atomize_instance(cm, emb, cfg, world(i), s[4][i]["kept"], s[5][i]["distractors"]), (cm, emb)),
-             ("7_kb", lambda i: _fill_row(cm, emb, cfg, world(i), s[4][i]["kept"], s[6][i]), (cm, emb))]
-    s = {1: s1, 2: s2}
-    for k, (st, fn, models) in enumerate(steps, 3):
-        if stop_after is not None and STAGES.index(stop_after) < STAGES.index(st): break
-        s[k] = run(st, alive, fn, models)
-    summary = dict(out=out, instances=ids, seconds=time.perf_counter() - t0, chat=cm, embedder=emb)
-    if 7 not in s:
-        manifest("partial", stopped_after=stop_after); return dict(summary, n_queries=0, status="partial")
-    parts = [assemble_instance(cfg, s1[i], s2[i], s[4][i]["kept"], s[6][i], s[7][i]["everyday"]) for i in alive if not s[7][i]["dropped_instance"]]
-    report = generation_report(out, ids)
-    report["projection"] = project_paper_scale(report, cfg)
-    if not parts:
-        _write_report(out, report, cfg, settings, None)
-        manifest("empty")
-        raise GenerationError(f"no case survived generation in {out}: nothing to write (see {out / 'report.md'})")
-    ds = write_dataset(out, parts)
-    report["dataset"] = _dataset_summary(ds)
-    _write_report(out, report, cfg, settings, ds)
-    (out / "README.md").write_text(dataset_card(report, cfg, settings, ds, command=command, note=card_note))
-    manifest("complete", n_queries=len(ds.queries), n_facts=sum(map(len, ds.kb.values())))
-    return dict(summary, status="complete", n_queries=len(ds.queries), report=report, dataset=ds)
-
 # %% ../nbs/38_generate.ipynb #19384856
 def check_generation_settings(out, settings: dict):
     "Refuse (`pace.run.RunMismatchError`, a UsageError) to resume a folder whose generate.json holds other settings; say what differs."
@@ -338,16 +271,31 @@ PAPER_SCALE = dict(instances=185, cases_per_cell=3, facts=2000)
 _UNITS = {"gen.persona": "instance", "gen.profile": "instance", "gen.alters": "instance", "gen.cases": "case", "gen.validate": "case", "gen.rewrite": "case",
           "gen.distractors": "case", "gen.atomize": "case", "gen.everyday": "everyday fact", "gen.dedup": "fact"}
 
-# %% ../nbs/38_generate.ipynb #b9bce4ab
-def project_paper_scale(report: dict, cfg: GenConfig, scale: dict | None = None) -> dict:
-    "Calls, tokens and model hours to generate `scale` (default: the paper's), from the measured per-unit accounts of `report`."
-    sc = dict(PAPER_SCALE, **(scale or {}))
-    acc = report["accounts"]
+# %% ../nbs/38_generate.ipynb #1ef15c2f
+def _tag_accounts(acc: dict) -> dict[str, dict]:
+    "The ACCOUNT_FIELDS of each call tag, summed over the stages of `acc` (a report's accounts)."
     tags = {}
     for st in STAGES:
         for tag, a in acc[st]["by_tag"].items():
             t = tags.setdefault(tag, dict.fromkeys(ACCOUNT_FIELDS, 0))
             for f in ACCOUNT_FIELDS: t[f] += a[f]
+    return tags
+
+# %% ../nbs/38_generate.ipynb #e9402f6b
+def _projection_row(tag: str, unit: str, m, a: dict, target: float, f: float | None) -> dict:
+    "The row of one call tag: accounts `a` measured over `m` units, projected to `target` units by the factor `f` (None: nothing measured)."
+    return dict(tag=tag, unit=unit, measured_units=m, calls=a["calls"], prompt_tokens=a["prompt_tokens"], completion_tokens=a["completion_tokens"],
+                model_seconds=round(a["model_seconds"], 1), projected_units=round(target),
+                projected_calls=None if f is None else round(a["calls"] * f), projected_prompt_tokens=None if f is None else round(a["prompt_tokens"] * f),
+                projected_completion_tokens=None if f is None else round(a["completion_tokens"] * f),
+                projected_hours=None if f is None else round(a["model_seconds"] * f / 3600, 1))
+
+# %% ../nbs/38_generate.ipynb #b9bce4ab
+def project_paper_scale(report: dict, cfg: GenConfig, scale: dict | None = None) -> dict:
+    "Calls, tokens and model hours to generate `scale` (default: the paper's), from the measured per-unit accounts of `report`."
+    sc = dict(PAPER_SCALE, **(scale or {}))
+    acc = report["accounts"]
+    tags = _tag_accounts(acc)
     n_inst = max(acc["2_profile"]["instances"], 1)
     n_case = report["cases"]["planned"]
     n_fill = report["fill"]["kept"]
@@ -364,11 +312,7 @@ def project_paper_scale(report: dict, cfg: GenConfig, scale: dict | None = None)
         unit = _UNITS.get(tag, "instance"); m = measured[unit]
         a = tags[tag]
         f = target[unit] / m if m else None
-        row = dict(tag=tag, unit=unit, measured_units=m, calls=a["calls"], prompt_tokens=a["prompt_tokens"], completion_tokens=a["completion_tokens"],
-                   model_seconds=round(a["model_seconds"], 1), projected_units=round(target[unit]),
-                   projected_calls=None if f is None else round(a["calls"] * f), projected_prompt_tokens=None if f is None else round(a["prompt_tokens"] * f),
-                   projected_completion_tokens=None if f is None else round(a["completion_tokens"] * f),
-                   projected_hours=None if f is None else round(a["model_seconds"] * f / 3600, 1))
+        row = _projection_row(tag, unit, m, a, target[unit], f)
         rows.append(row)
         if f is not None and tag != "gen.dedup":
             tot["calls"] += row["projected_calls"]; tot["prompt_tokens"] += row["projected_prompt_tokens"]; tot["completion_tokens"] += row["projected_completion_tokens"]
@@ -441,11 +385,33 @@ def _write_report(out: Path, report: dict, cfg, settings, ds):
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str, sort_keys=True) + "\n")
     (out / "report.md").write_text(report_markdown(report))
 
+# %% ../nbs/38_generate.ipynb #ce63d19b
+def _card_stages(cfg: GenConfig) -> str:
+    return ("Stages: (1) each one-line seed persona is expanded into a narrative; (2) a structured ego profile, "
+            f"{cfg.min_alters}-{cfg.max_alters} alters and a timeline (window and three reference dates, drawn by code) are synthesised; "
+            "(3) cases are written per situation type and label, anchored on a commitment, a need or a place of the profile; "
+            "(4) deterministic checks (dates, weekdays, recomputed temporal arithmetic, verdict words, leaking requests) and a blind LLM validator "
+            f"(it never sees the label; mode `{cfg.llm_validator}`) keep, rewrite (at most {cfg.max_rewrites} rounds) or drop each case; "
+            "(5) near-miss distractor facts are written per case; (6) contexts are split into atomic facts and the decisive atoms become the gold facts, "
+            "profile facts are written by code, near-duplicates are merged; (7) everyday facts fill each KB towards the target, and the KB is shuffled with the seed.")
+
+# %% ../nbs/38_generate.ipynb #a3d8d437
+def _card_outcomes(report: dict) -> list[str]:
+    v, n = report["validation"], report["validation"]["decided"]
+    return ["", "## What was kept, rewritten and dropped", "",
+            f"- instances: {report['instances']['seeds']} seeds, dropped: {_counts_md(report['instances']['dropped'])}",
+            f"- cases: {report['cases']['planned']} planned, {report['cases']['malformed']} malformed at generation; of {n} validated: {_counts_md(v['actions'], n)}",
+            f"- dropped cases by reason: {_counts_md(v['dropped'])}",
+            f"- rewrite triggers: {_counts_md(v['rewrite_reasons'])}",
+            f"- after atomization: {_counts_md({k: x for k, x in report['atomization']['dropped'].items() if k.startswith('case:')}) } cases dropped",
+            f"- facts dropped: distractors {_counts_md(report['distractors']['dropped'])}; atoms {_counts_md({k: x for k, x in report['atomization']['dropped'].items() if not k.startswith('case:')})}; "
+            f"everyday {_counts_md(report['fill']['dropped'])}; near-duplicates merged: {report['atomization']['merged']}", ""]
+
 # %% ../nbs/38_generate.ipynb #fcb18732
 def dataset_card(report: dict, cfg: GenConfig, settings: dict, ds, command: str | None = None, note: str = "") -> str:
     "The README.md of a generated dataset: source, how it was made, counts, outcomes, cost, quality, licence."
     from pace.data import stats_markdown
-    ch, v, n = settings["chat"] or {}, report["validation"], report["validation"]["decided"]
+    ch = settings["chat"] or {}
     fp = {k: x for k, x in ch.items() if k not in ("backend", "model_id")}
     L = [f"# {Path(str(ds.path)).name}: a generated PACE dataset", "",
          "Generated by `pace generate` (the project's dataset-generation pipeline: `nbs/30_gen_base.ipynb` to `nbs/38_generate.ipynb`) in the format of "
@@ -455,26 +421,13 @@ def dataset_card(report: dict, cfg: GenConfig, settings: dict, ds, command: str 
     L += [f"- generator: `{ch.get('model_id')}` ({ch.get('backend')} backend; identity {json.dumps(fp, sort_keys=True)[:160]})",
           f"- embedder for near-duplicate merging: `{(settings['embedder'] or {}).get('model_id')}` ({(settings['embedder'] or {}).get('backend')})",
           f"- seed {cfg.seed}; settings: " + ", ".join(f"{k}={x}" for k, x in cfg.model_dump().items()), "",
-          "Stages: (1) each one-line seed persona is expanded into a narrative; (2) a structured ego profile, "
-          f"{cfg.min_alters}-{cfg.max_alters} alters and a timeline (window and three reference dates, drawn by code) are synthesised; "
-          "(3) cases are written per situation type and label, anchored on a commitment, a need or a place of the profile; "
-          "(4) deterministic checks (dates, weekdays, recomputed temporal arithmetic, verdict words, leaking requests) and a blind LLM validator "
-          f"(it never sees the label; mode `{cfg.llm_validator}`) keep, rewrite (at most {cfg.max_rewrites} rounds) or drop each case; "
-          "(5) near-miss distractor facts are written per case; (6) contexts are split into atomic facts and the decisive atoms become the gold facts, "
-          "profile facts are written by code, near-duplicates are merged; (7) everyday facts fill each KB towards the target, and the KB is shuffled with the seed.", "",
+          _card_stages(cfg), "",
           "## Counts (`pace data check`)", "", stats_markdown(ds.stats()), "",
           "| instance | facts | queries | cells missing |", "|---|---:|---:|---|"]
     dsum = report["dataset"]
     L += [f"| {i} | {dsum['facts_per_instance'][i]} | {dsum['queries_per_instance'][i]} | {', '.join(dsum['cells_missing'].get(i, [])) or 'none'} |" for i in ds.instances]
-    L += ["", "## What was kept, rewritten and dropped", "",
-          f"- instances: {report['instances']['seeds']} seeds, dropped: {_counts_md(report['instances']['dropped'])}",
-          f"- cases: {report['cases']['planned']} planned, {report['cases']['malformed']} malformed at generation; of {n} validated: {_counts_md(v['actions'], n)}",
-          f"- dropped cases by reason: {_counts_md(v['dropped'])}",
-          f"- rewrite triggers: {_counts_md(v['rewrite_reasons'])}",
-          f"- after atomization: {_counts_md({k: x for k, x in report['atomization']['dropped'].items() if k.startswith('case:')}) } cases dropped",
-          f"- facts dropped: distractors {_counts_md(report['distractors']['dropped'])}; atoms {_counts_md({k: x for k, x in report['atomization']['dropped'].items() if not k.startswith('case:')})}; "
-          f"everyday {_counts_md(report['fill']['dropped'])}; near-duplicates merged: {report['atomization']['merged']}", "",
-          "## Cost", "", "Model calls, tokens and model seconds per stage are in `report.md` (with the projection to the paper's scale):", ""]
+    L += _card_outcomes(report)
+    L += ["## Cost", "", "Model calls, tokens and model seconds per stage are in `report.md` (with the projection to the paper's scale):", ""]
     acc = report["accounts"]
     L += [_md_table([dict(stage=st, calls=acc[st]["calls"], prompt_tokens=acc[st]["prompt_tokens"], completion_tokens=acc[st]["completion_tokens"],
                           model_seconds=round(acc[st]["model_seconds"], 1)) for st in STAGES], ["stage", "calls", "prompt_tokens", "completion_tokens", "model_seconds"]), ""]
@@ -540,3 +493,106 @@ def toy_chat(respond=None, **kw):
     "A `pace.llm.FakeChat` answering with `toy_reply` (or `respond`), for tests and examples."
     from pace.llm import FakeChat
     return FakeChat(respond or toy_reply, model="toy-generator", **kw)
+
+# %% ../nbs/38_generate.ipynb #8d8f4202
+def _check_out(out: Path) -> bool:
+    "Refuse an `out` that is a file, or a non-empty folder without generate.json; True when `out` does not exist yet."
+    if out.exists() and not out.is_dir(): raise UsageError(f"--out {out} is a file")
+    if out.exists() and any(out.iterdir()) and not (out / "generate.json").exists():
+        raise UsageError(f"--out {out} is not empty and holds no generation (generate.json): choose another folder")
+    return not out.exists()
+
+# %% ../nbs/38_generate.ipynb #065cd3c1
+def _gen_models(out: Path, chat, embedder, cache, cfg: GenConfig, personas) -> tuple:
+    "The chat model, the embedder and the run's settings (version, prompt hashes, model fingerprints, config, seed source)."
+    from pace import __version__
+    from pace.run import _build, _chat, _embedder, model_fingerprint
+    cache = (out / "cache.sqlite") if cache is None else cache
+    cm = _build("chat", _chat, chat, cache)
+    emb = _build("embedder", _embedder, embedder, cache)
+    file_seeds = persona_source(personas)   # settings hold the whole seed source; which seeds (--personas N, --instances) is scope
+    settings = dict(pace_version=__version__, prompts=gen_prompt_hashes(), chat=model_fingerprint(cm), embedder=model_fingerprint(emb),
+                    config=cfg.model_dump(), personas_sha256=_seed_sha(file_seeds))
+    return cm, emb, settings
+
+# %% ../nbs/38_generate.ipynb #de9ca1c5
+def _write_manifest(man: Path, head: dict, status: str, **extra):
+    "Write `man` (generate.json): the fields of `head`, the status and any `extra` fields."
+    tmp = man.with_suffix(".tmp")
+    tmp.write_text(json.dumps(dict(**head, status=status, **extra), indent=1, default=str) + "\n"); tmp.replace(man)
+
+# %% ../nbs/38_generate.ipynb #4f290814
+def _run_stages(out: Path, cm, emb, cfg: GenConfig, ids: list[str], seed_of: dict, stop_after: str | None, progress: bool) -> tuple[dict, list[str]]:
+    "The rows of each stage run, by stage number, and the instances alive after stage 2."
+    run = lambda st, alive, fn, models=(cm,): run_stage(out, st, alive, fn, list(models), progress)
+    s1 = run("1_persona", ids, lambda i: expand_personas(cm, [seed_of[i]])[0])
+    alive = [i for i in ids if not s1[i]["dropped_instance"]]
+    s2 = run("2_profile", alive, lambda i: synthesize_profile(cm, cfg, i, s1[i]["persona"]))
+    alive = [i for i in alive if not s2[i]["dropped_instance"]]
+    world = lambda i: {k: s2[i][k] for k in ("instance_id", "ego", "alters", "timeline", "reference_dates")}
+    steps = [("3_cases", lambda i: generate_cases(cm, cfg, world(i)), (cm,)),
+             ("4_validate", lambda i: validate_cases(cm, cfg, world(i), s[3][i]["cases"]), (cm,)),
+             ("5_distractors", lambda i: make_distractors(cm, cfg, world(i), s[4][i]["kept"]), (cm,)),
+             ("6_atomize", lambda i: atomize_instance(cm, emb, cfg, world(i), s[4][i]["kept"], s[5][i]["distractors"]), (cm, emb)),
+             ("7_kb", lambda i: _fill_row(cm, emb, cfg, world(i), s[4][i]["kept"], s[6][i]), (cm, emb))]
+    s = {1: s1, 2: s2}
+    for k, (st, fn, models) in enumerate(steps, 3):
+        if stop_after is not None and STAGES.index(stop_after) < STAGES.index(st): break
+        s[k] = run(st, alive, fn, models)
+    return s, alive
+
+# %% ../nbs/38_generate.ipynb #ee3fa013
+def _write_outputs(out: Path, cfg: GenConfig, settings: dict, ids: list[str], alive: list[str], s: dict, manifest, command, card_note: str) -> tuple:
+    "Write the dataset of the surviving instances, its report and card: (dataset, report). GenerationError when no case survived."
+    parts = [assemble_instance(cfg, s[1][i], s[2][i], s[4][i]["kept"], s[6][i], s[7][i]["everyday"]) for i in alive if not s[7][i]["dropped_instance"]]
+    report = generation_report(out, ids)
+    report["projection"] = project_paper_scale(report, cfg)
+    if not parts:
+        _write_report(out, report, cfg, settings, None)
+        manifest("empty")
+        raise GenerationError(f"no case survived generation in {out}: nothing to write (see {out / 'report.md'})")
+    ds = write_dataset(out, parts)
+    report["dataset"] = _dataset_summary(ds)
+    _write_report(out, report, cfg, settings, ds)
+    (out / "README.md").write_text(dataset_card(report, cfg, settings, ds, command=command, note=card_note))
+    return ds, report
+
+# %% ../nbs/38_generate.ipynb #b7bdcf91
+def generate_dataset(out,                         # the dataset folder to write (created; an existing generation folder is resumed)
+                     personas="4",                # a seed file, or N for the first N bundled seeds
+                     chat=None,                   # generator model spec or object (default $PACE_CHAT_MODEL or llamacpp:qwen2.5-0.5b)
+                     instances: int | None = None,  # use only the first N personas
+                     config: GenConfig | dict | None = None,  # generation settings (GenConfig fields)
+                     embedder="onnx:all-MiniLM-L6-v2",  # embedder spec or object for near-duplicate merging
+                     cache=None,                  # cache file (default: <out>/cache.sqlite); False: no cache
+                     card_note: str = "",         # a paragraph added to the dataset card (e.g. about the generator's quality)
+                     command: str | None = None,  # the command line, for the card
+                     progress: bool = True,
+                     stop_after: str | None = None,  # stop after this stage (tests and partial runs)
+                    ) -> dict:
+    "Run (or resume) the seven stages into `out`; write the dataset, its card and the report. Returns a summary."
+    cfg = config if isinstance(config, GenConfig) else _gen_config(config)
+    if stop_after is not None and stop_after not in STAGES: raise UsageError(f"stop_after must be one of {', '.join(STAGES)}")
+    seeds = load_personas(personas, instances)
+    out = Path(out)
+    created = _check_out(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        cm, emb, settings = _gen_models(out, chat, embedder, cache, cfg, personas)
+        check_generation_settings(out, settings)
+    except BaseException:
+        if created: shutil.rmtree(out, ignore_errors=True)
+        raise
+    ids = [instance_id_of(s) for s in seeds]
+    head = dict(settings=settings, instances=ids, command=command,   # the model specs: how to rebuild the models (a rerun needs them)
+                chat_spec=_spec_of(chat, "chat"), embedder_spec=_spec_of(embedder, "embed"))
+    manifest = lambda status, **extra: _write_manifest(out / "generate.json", head, status, **extra)
+    manifest("running")
+    t0 = time.perf_counter()
+    s, alive = _run_stages(out, cm, emb, cfg, ids, dict(zip(ids, seeds)), stop_after, progress)
+    summary = dict(out=out, instances=ids, seconds=time.perf_counter() - t0, chat=cm, embedder=emb)
+    if 7 not in s:
+        manifest("partial", stopped_after=stop_after); return dict(summary, n_queries=0, status="partial")
+    ds, report = _write_outputs(out, cfg, settings, ids, alive, s, manifest, command, card_note)
+    manifest("complete", n_queries=len(ds.queries), n_facts=sum(map(len, ds.kb.values())))
+    return dict(summary, status="complete", n_queries=len(ds.queries), report=report, dataset=ds)
