@@ -4,7 +4,7 @@
 
 # %% ../nbs/01_cache.ipynb #0703cc7c
 from __future__ import annotations
-import hashlib, json, os, sqlite3, threading, time, argparse, sys
+import contextvars, hashlib, json, os, sqlite3, threading, time, argparse, sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
@@ -212,7 +212,7 @@ def import_cache(cache:Cache, # the cache to fill
 _FIELDS = ("calls", "cache_hits", "failures", "model_calls", "prompt_tokens", "completion_tokens", "seconds", "model_seconds")
 
 # %% ../nbs/01_cache.ipynb #1c2a3d24
-class Accounts:
+class _Counters:
     "Thread-safe per-stage counters of calls, cache hits, failures, tokens and seconds."
     def __init__(self): self._d, self._lock = {}, threading.Lock()
     def record(self, stage:str, *, cached:bool=False, ok:bool=True, prompt_tokens:int=0, completion_tokens:int=0,
@@ -227,30 +227,48 @@ class Accounts:
     def by_stage(self) -> dict[str, dict]:
         "{stage: {calls, cache_hits, failures, prompt_tokens, completion_tokens, seconds, model_seconds}}"
         with self._lock: return {k: dict(v) for k, v in self._d.items()}
-    def snapshot(self) -> dict[str, dict]:
-        "A copy of the counters, to diff against later with `since`."
-        return self.by_stage()
-    def since(self, snap:dict) -> dict[str, dict]:
-        "Counters accumulated since `snap` (stages with no new calls are left out)."
-        out = {}
-        for st, d in self.by_stage().items():
-            old = snap.get(st, dict.fromkeys(_FIELDS, 0))
-            diff = {f: d[f] - old.get(f, 0) for f in _FIELDS}
-            if diff["calls"]: out[st] = diff
-        return out
     def total(self, stages:dict|None=None) -> dict:
         "Sum over stages (of `stages` if given, e.g. the output of `since`)."
         stages = self.by_stage() if stages is None else stages
         return {f: sum(d[f] for d in stages.values()) for f in _FIELDS}
-    def merge(self, other:"Accounts|dict"):
+    def merge(self, other:"_Counters|dict"):
         "Add another Accounts (or its `by_stage()` dict) into this one, e.g. from a worker process."
-        other = other.by_stage() if isinstance(other, Accounts) else other
+        other = other.by_stage() if isinstance(other, _Counters) else other
         for st, d in other.items():
             self.record(st, n=0, prompt_tokens=d["prompt_tokens"], completion_tokens=d["completion_tokens"],
                         seconds=d["seconds"], model_seconds=d["model_seconds"])
             with self._lock:
                 for f in ("calls", "cache_hits", "failures", "model_calls"): self._d[st][f] += d.get(f, 0)
-    def __repr__(self): return f"Accounts({self.by_stage()})"
+    def __repr__(self): return f"{type(self).__name__}({self.by_stage()})"
+
+# %% ../nbs/01_cache.ipynb #15b05a4b
+_SCOPES = contextvars.ContextVar("pace_accounts_scopes", default=())  # ((accounts, its scope's counters), ...) open here
+
+class Accounts(_Counters):
+    "Per-stage counters (thread-safe); `scope` counts the calls of one thread or task apart, for runs that share a model."
+    def record(self, stage:str, **kw):
+        "Add requests of `stage` (arguments of `_Counters.record`), also to this thread's open scopes of these accounts."
+        super().record(stage, **kw)
+        for acc, sub in _SCOPES.get():
+            if acc is self: sub.record(stage, **kw)
+    @contextmanager
+    def scope(self):
+        "While open, `snapshot` and `since` in this thread (or asyncio task) see only the calls recorded in it; yields those counters."
+        sub = _Counters(); tok = _SCOPES.set(_SCOPES.get() + ((self, sub),))
+        try: yield sub
+        finally: _SCOPES.reset(tok)
+    def _view(self) -> _Counters: return next((sub for acc, sub in reversed(_SCOPES.get()) if acc is self), self)
+    def snapshot(self) -> dict[str, dict]:
+        "A copy of the counters (of the innermost open scope, if any), to diff against later with `since`."
+        return self._view().by_stage()
+    def since(self, snap:dict) -> dict[str, dict]:
+        "Counters accumulated since `snap` (stages with no new calls are left out)."
+        out = {}
+        for st, d in self._view().by_stage().items():
+            old = snap.get(st, dict.fromkeys(_FIELDS, 0))
+            diff = {f: d[f] - old.get(f, 0) for f in _FIELDS}
+            if diff["calls"]: out[st] = diff
+        return out
 
 # %% ../nbs/01_cache.ipynb #b57c27ff
 def _print_stats(s:dict, file=None):

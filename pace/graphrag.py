@@ -16,11 +16,13 @@ from .index import facts_sha256, _check_facts, embedder_fingerprint
 from .hipporag import model_identity, own_accounts
 
 _log = logging.getLogger(__name__)
-GRAPHRAG_VERSION = "3.3.0"   # the version the adapter is tested with (pinned by the `graphrag` extra)
 
 # %% auto #0
 __all__ = ['GRAPHRAG_VERSION', 'GRAPHRAG_STAGES', 'ModelProxy', 'GraphRAGConfig', 'graphrag_settings', 'graphrag_missing',
            'GraphRAGScript', 'GraphRAGIndex', 'GraphRAGStore', 'source_doc_ids', 'local_search', 'GraphRAG']
+
+# %% ../nbs/27_graphrag.ipynb #daf76264
+GRAPHRAG_VERSION = "3.3.0"   # the version the adapter is tested with (pinned by the `graphrag` extra)
 
 # %% ../nbs/27_graphrag.ipynb #7b2289cb
 def _text(content) -> str:
@@ -29,12 +31,54 @@ def _text(content) -> str:
     if isinstance(content, list): return "".join(p.get("text", "") for p in content if isinstance(p, dict))
     return "" if content is None else str(content)
 
+# %% ../nbs/27_graphrag.ipynb #f0d83c0e
 def _schema(rf) -> dict | None:
     "A JSON schema from an OpenAI `response_format` (None for plain text)."
     if not isinstance(rf, dict): return None
     if rf.get("type") == "json_schema": return (rf.get("json_schema") or {}).get("schema") or {"type": "object"}
     if rf.get("type") == "json_object": return rf.get("schema") or {"type": "object"}
     return None
+
+# %% ../nbs/27_graphrag.ipynb #38ced9b3
+def _chat_request(body: dict, max_tokens: int) -> tuple[list[dict], dict]:
+    "(messages, keyword arguments) of the `pace.llm` chat call for the OpenAI chat request `body`; `max_tokens` when it sets none."
+    msgs = [{"role": {"developer": "system"}.get(m.get("role"), m.get("role")), "content": _text(m.get("content"))} for m in body.get("messages", [])]
+    mt = body.get("max_completion_tokens") or body.get("max_tokens") or max_tokens
+    return msgs, dict(schema=_schema(body.get("response_format")), temperature=float(body.get("temperature") or 0.0), max_tokens=int(mt),
+                      seed=int(body.get("seed") or 0))
+
+# %% ../nbs/27_graphrag.ipynb #eb4c8b9c
+def _openai_usage(u) -> dict:
+    "OpenAI's usage object for a `pace.llm` usage `u`."
+    return dict(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, total_tokens=u.prompt_tokens + u.completion_tokens)
+
+def _chat_completion(text: str, usage: dict, model: str) -> dict:
+    "An OpenAI `chat.completion` whose reply is `text`."
+    return {"id": "chatcmpl-" + uuid.uuid4().hex[:12], "object": "chat.completion", "created": int(time.time()), "model": model, "usage": usage,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
+
+# %% ../nbs/27_graphrag.ipynb #0f328ae2
+def _chat_stream(text: str, usage: dict | None, model: str) -> bytes:
+    "The server-sent events of a streamed completion whose reply is `text` (a usage chunk when `usage` is given)."
+    cid, now = "chatcmpl-" + uuid.uuid4().hex[:12], int(time.time())
+    chunk = lambda delta, fin: {"id": cid, "object": "chat.completion.chunk", "created": now, "model": model,
+                                "choices": [{"index": 0, "delta": delta, "finish_reason": fin}]}
+    events = [chunk({"role": "assistant", "content": text}, None), chunk({}, "stop")]
+    if usage is not None: events.append({"id": cid, "object": "chat.completion.chunk", "created": now, "model": model, "choices": [], "usage": usage})
+    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+
+# %% ../nbs/27_graphrag.ipynb #187bec51
+def _input_texts(inp) -> list[str]:
+    "The texts of an embedding request's `input` (token arrays are refused)."
+    texts = [inp] if isinstance(inp, str) else list(inp or [])
+    if not all(isinstance(t, str) for t in texts): raise TypeError("only text inputs can be embedded (no token arrays)")
+    return texts
+
+def _embedding_list(v: np.ndarray, texts: list[str], model: str) -> dict:
+    "OpenAI's embedding `list` for the rows `v` of `texts` (usage counted in words)."
+    n = sum(len(t.split()) for t in texts)
+    return {"object": "list", "model": model, "usage": {"prompt_tokens": n, "total_tokens": n},
+            "data": [{"object": "embedding", "index": i, "embedding": row.tolist()} for i, row in enumerate(v)]}
 
 # %% ../nbs/27_graphrag.ipynb #621dc043
 class _Server(ThreadingHTTPServer):
@@ -44,36 +88,40 @@ class _Server(ThreadingHTTPServer):
         import sys
         if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)): super().handle_error(request, client_address)
 
+# %% ../nbs/27_graphrag.ipynb #1b107a62
+def _handler(proxy) -> type:
+    "The `BaseHTTPRequestHandler` class of `proxy` (a `ModelProxy`): GET <stage>/v1/models, POST <stage>/v1/chat/completions and <stage>/v1/embeddings."
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        def log_message(self, *a): pass
+        def send(self, code, obj=None, raw=None, ctype="application/json"):
+            body = raw if raw is not None else json.dumps(obj).encode()
+            self.send_response(code); self.send_header("Content-Type", ctype); self.send_header("Content-Length", str(len(body)))
+            self.end_headers(); self.wfile.write(body)
+        def do_GET(self):
+            if self.path.rstrip("/").endswith("/models"): return self.send(200, {"object": "list", "data": [{"id": "pace", "object": "model"}]})
+            self.send(404, {"error": {"message": f"unknown path {self.path}"}})
+        def do_POST(self):
+            try: body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+            except ValueError: return self.send(400, {"error": {"message": "the body is not JSON"}})
+            parts = [p for p in self.path.split("?")[0].split("/") if p]
+            stage = parts[0] if len(parts) >= 3 and parts[1] == "v1" else "proxy"
+            try:
+                if parts[-2:] == ["chat", "completions"] and proxy.cm is not None: return proxy._chat(self, body, stage)
+                if parts[-1:] == ["embeddings"] and proxy.embedder is not None: return self.send(200, proxy._embed(body, stage))
+            except Exception as e: return self.send(500, {"error": {"message": f"{type(e).__name__}: {e}"}})
+            self.send(404, {"error": {"message": f"unknown path {self.path}"}})
+    return Handler
+
 # %% ../nbs/27_graphrag.ipynb #75b871c6
 class ModelProxy:
     "An OpenAI-compatible HTTP endpoint on 127.0.0.1 answering with a `pace.llm` chat model and a `pace.embed` embedder."
     def __init__(self, chat_model=None, embedder=None, *, host: str = "127.0.0.1", port: int = 0,
-                 max_tokens: int = 1024, # completion budget when a request sets none
-                ):
+                 max_tokens: int = 1024): # completion budget when a request sets none
         self.cm, self.embedder, self.max_tokens = chat_model, embedder, max_tokens
         self.n_chat = self.n_embed = self.n_failed = 0
-        self._lock, proxy = threading.Lock(), self
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            def log_message(self, *a): pass
-            def send(self, code, obj=None, raw=None, ctype="application/json"):
-                body = raw if raw is not None else json.dumps(obj).encode()
-                self.send_response(code); self.send_header("Content-Type", ctype); self.send_header("Content-Length", str(len(body)))
-                self.end_headers(); self.wfile.write(body)
-            def do_GET(self):
-                if self.path.rstrip("/").endswith("/models"): return self.send(200, {"object": "list", "data": [{"id": "pace", "object": "model"}]})
-                self.send(404, {"error": {"message": f"unknown path {self.path}"}})
-            def do_POST(self):
-                try: body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-                except ValueError: return self.send(400, {"error": {"message": "the body is not JSON"}})
-                parts = [p for p in self.path.split("?")[0].split("/") if p]
-                stage = parts[0] if len(parts) >= 3 and parts[1] == "v1" else "proxy"
-                try:
-                    if parts[-2:] == ["chat", "completions"] and proxy.cm is not None: return proxy._chat(self, body, stage)
-                    if parts[-1:] == ["embeddings"] and proxy.embedder is not None: return self.send(200, proxy._embed(body, stage))
-                except Exception as e: return self.send(500, {"error": {"message": f"{type(e).__name__}: {e}"}})
-                self.send(404, {"error": {"message": f"unknown path {self.path}"}})
-        self.server = _Server((host, port), Handler)
+        self._lock = threading.Lock()
+        self.server = _Server((host, port), _handler(self))
         self.server.daemon_threads = True
         self.host, self.port, self._thread = host, self.server.server_address[1], None
 
@@ -88,37 +136,23 @@ class ModelProxy:
     def __enter__(self): return self.start()
     def __exit__(self, *a): self.stop()
 
-# %% ../nbs/27_graphrag.ipynb #0346806d
-def _chat(self: ModelProxy, h, body: dict, stage: str):
-    msgs = [{"role": {"developer": "system"}.get(m.get("role"), m.get("role")), "content": _text(m.get("content"))} for m in body.get("messages", [])]
-    mt = body.get("max_completion_tokens") or body.get("max_tokens") or self.max_tokens
-    r = self.cm.chat(msgs, schema=_schema(body.get("response_format")), stage=stage, temperature=float(body.get("temperature") or 0.0),
-                     max_tokens=int(mt), seed=int(body.get("seed") or 0))
-    with self._lock: self.n_chat += 1; self.n_failed += 0 if r.ok else 1
-    text = (r.text or "") if r.ok else ""
-    u = dict(prompt_tokens=r.usage.prompt_tokens, completion_tokens=r.usage.completion_tokens, total_tokens=r.usage.prompt_tokens + r.usage.completion_tokens)
-    cid, now, model = "chatcmpl-" + uuid.uuid4().hex[:12], int(time.time()), body.get("model", "pace")
-    if not body.get("stream"):
-        return h.send(200, {"id": cid, "object": "chat.completion", "created": now, "model": model, "usage": u,
-                            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]})
-    chunk = lambda delta, fin: {"id": cid, "object": "chat.completion.chunk", "created": now, "model": model,
-                                "choices": [{"index": 0, "delta": delta, "finish_reason": fin}]}
-    events = [chunk({"role": "assistant", "content": text}, None), chunk({}, "stop")]
-    if (body.get("stream_options") or {}).get("include_usage"):
-        events.append({"id": cid, "object": "chat.completion.chunk", "created": now, "model": model, "choices": [], "usage": u})
-    h.send(200, raw=b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n", ctype="text/event-stream")
+    def _chat(self, h, body: dict, stage: str):
+        "Answer the chat completion request `body` on handler `h` with the chat model (an empty reply when its call failed)."
+        msgs, kw = _chat_request(body, self.max_tokens)
+        r = self.cm.chat(msgs, stage=stage, **kw)
+        with self._lock: self.n_chat += 1; self.n_failed += 0 if r.ok else 1
+        text = (r.text or "") if r.ok else ""
+        u, model = _openai_usage(r.usage), body.get("model", "pace")
+        if not body.get("stream"): return h.send(200, _chat_completion(text, u, model))
+        inc = (body.get("stream_options") or {}).get("include_usage")
+        h.send(200, raw=_chat_stream(text, u if inc else None, model), ctype="text/event-stream")
 
-def _embed(self: ModelProxy, body: dict, stage: str) -> dict:
-    inp = body.get("input")
-    texts = [inp] if isinstance(inp, str) else list(inp or [])
-    if not all(isinstance(t, str) for t in texts): raise TypeError("only text inputs can be embedded (no token arrays)")
-    v = np.asarray(self.embedder.embed(texts, stage=stage), dtype=np.float32)
-    with self._lock: self.n_embed += len(texts)
-    n = sum(len(t.split()) for t in texts)
-    return {"object": "list", "model": body.get("model", "pace"), "usage": {"prompt_tokens": n, "total_tokens": n},
-            "data": [{"object": "embedding", "index": i, "embedding": row.tolist()} for i, row in enumerate(v)]}
-
-ModelProxy._chat, ModelProxy._embed = _chat, _embed
+    def _embed(self, body: dict, stage: str) -> dict:
+        "The embeddings of the request's input texts, as OpenAI returns them."
+        texts = _input_texts(body.get("input"))
+        v = np.asarray(self.embedder.embed(texts, stage=stage), dtype=np.float32)
+        with self._lock: self.n_embed += len(texts)
+        return _embedding_list(v, texts, body.get("model", "pace"))
 
 # %% ../nbs/27_graphrag.ipynb #c59659e1
 class GraphRAGConfig(BaseModel):
@@ -137,6 +171,7 @@ GRAPHRAG_STAGES = {"extract_graph": "graphrag_extract", "summarize_descriptions"
                    "community_reports": "graphrag_report", "local_search": "graphrag_search", "global_search": "graphrag_global",
                    "drift_search": "graphrag_drift", "basic_search": "graphrag_basic"}
 
+# %% ../nbs/27_graphrag.ipynb #4e1b2198
 def graphrag_settings(root, proxy: ModelProxy, dim: int) -> dict:
     "GraphRAG's settings for an instance folder `root`: defaults, with models routed through `proxy` (one stage per workflow)."
     root = Path(root).resolve()
@@ -162,16 +197,25 @@ def graphrag_missing() -> str | None:
         return f"GraphRAG needs the optional extra: pip install -e '.[graphrag]' (graphrag=={GRAPHRAG_VERSION})"
     return None
 
+# %% ../nbs/27_graphrag.ipynb #ca414b84
+def _dist_version() -> str | None:
+    from importlib.metadata import version, PackageNotFoundError
+    try: return version("graphrag")
+    except PackageNotFoundError: return None
+
+# %% ../nbs/27_graphrag.ipynb #1fe0e319
 def _graphrag_env():
     "Environment GraphRAG needs offline, set before it is first imported: litellm's bundled price list, quiet LanceDB."
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")   # litellm must not fetch its price list at import
     os.environ.setdefault("LANCEDB_LOG", "error")
 
+# %% ../nbs/27_graphrag.ipynb #5aabcff2
 def _load_config(settings: dict):
     _graphrag_env()
     from graphrag.config.models.graph_rag_config import GraphRagConfig
     return GraphRagConfig(**settings)
 
+# %% ../nbs/27_graphrag.ipynb #c4c2bf9f
 def _run_async(coro_fn, timeout: float | None = None):
     "Run `coro_fn()` to completion in a fresh event loop on a worker thread (safe inside Jupyter), with an optional timeout."
     async def main(): return await (asyncio.wait_for(coro_fn(), timeout) if timeout else coro_fn())
@@ -212,6 +256,7 @@ def _stage_cost(acc) -> dict:
     keys = ("calls", "cache_hits", "model_calls", "failures", "prompt_tokens", "completion_tokens", "model_seconds")
     return {k: {f: round(v[f], 4) for f in keys} for k, v in st.items()}
 
+# %% ../nbs/27_graphrag.ipynb #b05811a0
 class GraphRAGIndex:
     "One instance's GraphRAG output tables and manifest."
     def __init__(self, root: Path, manifest: dict, status: str):
@@ -228,6 +273,46 @@ class GraphRAGIndex:
             self._tables["covariates"] = pd.read_parquet(cov) if cov.exists() else None
         return self._tables
 
+# %% ../nbs/27_graphrag.ipynb #cd7072fb
+def _stored_index(d: Path, key: dict) -> GraphRAGIndex | None:
+    "The index saved in folder `d` if its manifest matches `key`; None (with a warning when it is stale) otherwise."
+    try:
+        man = json.loads((d/"manifest.json").read_text())
+        if {k: man.get(k) for k in key} == key: return GraphRAGIndex(d, man, "loaded")
+        _log.warning("GraphRAG index %s is stale (%s): rebuilding", d, ", ".join(k for k in key if man.get(k) != key[k]))
+    except (OSError, ValueError): pass
+    return None
+
+# %% ../nbs/27_graphrag.ipynb #5f6a3ac7
+def _write_input(d: Path, facts):
+    "Clear folder `d` of a previous build's manifest and output, and write `facts` as GraphRAG's input (`input/docs.jsonl`)."
+    (d/"manifest.json").unlink(missing_ok=True)
+    shutil.rmtree(d/"output", ignore_errors=True)
+    (d/"input").mkdir(parents=True, exist_ok=True)
+    with open(d/"input"/"docs.jsonl", "w", encoding="utf-8") as f:
+        for did, text in _check_facts(facts): f.write(json.dumps({"doc_id": did, "text": text}, ensure_ascii=False) + "\n")
+
+# %% ../nbs/27_graphrag.ipynb #d95fbfcf
+def _build_cost(n_facts: int, t0: float, ca, ea, n_failed: int) -> dict:
+    "The cost of a build of `n_facts` facts started at `t0`: from its chat and embedder accounts `ca`, `ea`, and the replies the proxy left empty."
+    stages, emb = _stage_cost(ca), _stage_cost(ea)
+    tot = lambda f: sum(v[f] for v in stages.values())
+    return dict(n_facts=n_facts, wall_seconds=round(time.perf_counter() - t0, 3), llm_calls=int(tot("calls")), llm_failed_replies=n_failed,
+                prompt_tokens=int(tot("prompt_tokens")), completion_tokens=int(tot("completion_tokens")), llm_seconds=round(tot("model_seconds"), 3),
+                model_calls_now=int(tot("model_calls")), embed_texts=int(sum(v["calls"] for v in emb.values())),
+                embed_seconds=round(sum(v["model_seconds"] for v in emb.values()), 3), stages=stages)
+
+# %% ../nbs/27_graphrag.ipynb #b82b54da
+def _table_counts(d: Path) -> dict[str, int]:
+    "Rows of each GraphRAG output table in folder `d` (those that exist)."
+    counts = {}
+    for n in ("documents", "text_units", "entities", "relationships", "communities", "community_reports"):
+        p = d/"output"/f"{n}.parquet"
+        if p.exists():
+            import pyarrow.parquet as pq
+            counts[n] = pq.ParquetFile(p).metadata.num_rows
+    return counts
+
 # %% ../nbs/27_graphrag.ipynb #f4289760
 class GraphRAGStore:
     "Disk-backed GraphRAG indexes, one folder per instance under `root`."
@@ -242,63 +327,31 @@ class GraphRAGStore:
         import graphrag
         return dict(facts_sha256=facts_sha256(_check_facts(facts)), chat=model_identity(self.cm), embedder=embedder_fingerprint(self.embedder),
                     graphrag=getattr(graphrag, "__version__", None) or _dist_version(), max_tokens=self.config.max_tokens)
-
-def _dist_version() -> str | None:
-    from importlib.metadata import version, PackageNotFoundError
-    try: return version("graphrag")
-    except PackageNotFoundError: return None
-
-# %% ../nbs/27_graphrag.ipynb #8d467559
-def _gr_get(self: GraphRAGStore, instance_id: str, facts) -> GraphRAGIndex:
-    "The index of `instance_id`: from memory, from disk when its manifest matches, else built with GraphRAG's standard pipeline."
-    key = self.key(facts)
-    hit = self._mem.get(instance_id)
-    if hit is not None and hit[0] == key: return hit[1]
-    d = self.path(instance_id)
-    try:
-        man = json.loads((d/"manifest.json").read_text())
-        if {k: man.get(k) for k in key} == key:
-            idx = GraphRAGIndex(d, man, "loaded"); self._mem[instance_id] = (key, idx); return idx
-        _log.warning("GraphRAG index %s is stale (%s): rebuilding", d, ", ".join(k for k in key if man.get(k) != key[k]))
-    except (OSError, ValueError): pass
-    idx = self.build(instance_id, facts, key)
-    self._mem[instance_id] = (key, idx)
-    return idx
-
-# %% ../nbs/27_graphrag.ipynb #f8df377c
-def _gr_build(self: GraphRAGStore, instance_id: str, facts, key: dict) -> GraphRAGIndex:
-    _graphrag_env()
-    import graphrag.api as api
-    d = self.path(instance_id)
-    (d/"manifest.json").unlink(missing_ok=True)
-    shutil.rmtree(d/"output", ignore_errors=True)
-    (d/"input").mkdir(parents=True, exist_ok=True)
-    with open(d/"input"/"docs.jsonl", "w", encoding="utf-8") as f:
-        for did, text in _check_facts(facts): f.write(json.dumps({"doc_id": did, "text": text}, ensure_ascii=False) + "\n")
-    t0 = time.perf_counter()
-    with own_accounts(self.cm, self.embedder) as (ca, ea), ModelProxy(self.cm, self.embedder, max_tokens=self.config.max_tokens) as px:
-        cfg = _load_config(graphrag_settings(d, px, self.embedder.dim))
-        outs = _run_async(lambda: api.build_index(config=cfg))
-        n_failed = px.n_failed
-    errs = [f"{o.workflow}: {o.error}" for o in outs if o.error is not None]
-    if errs: raise RuntimeError(f"GraphRAG indexing of {instance_id} failed: " + "; ".join(map(str, errs)))
-    stages, emb = _stage_cost(ca), _stage_cost(ea)
-    tot = lambda f: sum(v[f] for v in stages.values())
-    cost = dict(n_facts=len(facts), wall_seconds=round(time.perf_counter() - t0, 3), llm_calls=int(tot("calls")), llm_failed_replies=n_failed,
-                prompt_tokens=int(tot("prompt_tokens")), completion_tokens=int(tot("completion_tokens")), llm_seconds=round(tot("model_seconds"), 3),
-                model_calls_now=int(tot("model_calls")), embed_texts=int(sum(v["calls"] for v in emb.values())),
-                embed_seconds=round(sum(v["model_seconds"] for v in emb.values()), 3), stages=stages)
-    counts = {}
-    for n in ("documents", "text_units", "entities", "relationships", "communities", "community_reports"):
-        p = d/"output"/f"{n}.parquet"
-        if p.exists():
-            import pyarrow.parquet as pq
-            counts[n] = pq.ParquetFile(p).metadata.num_rows
-    man = dict(key, stats=counts, cost=cost, config=self.config.model_dump(), workflows=[o.workflow for o in outs])
-    tmp = d/"manifest.json.tmp"; tmp.write_text(json.dumps(man, indent=1)); os.replace(tmp, d/"manifest.json")
-    return GraphRAGIndex(d, man, "built")
-
-GraphRAGStore.get, GraphRAGStore.build = _gr_get, _gr_build
+    def get(self, instance_id: str, facts) -> GraphRAGIndex:
+        "The index of `instance_id`: from memory, from disk when its manifest matches, else built with GraphRAG's standard pipeline."
+        key = self.key(facts)
+        hit = self._mem.get(instance_id)
+        if hit is not None and hit[0] == key: return hit[1]
+        idx = _stored_index(self.path(instance_id), key) or self.build(instance_id, facts, key)
+        self._mem[instance_id] = (key, idx)
+        return idx
+    def build(self, instance_id: str, facts, key: dict) -> GraphRAGIndex:
+        "Run GraphRAG's indexing pipeline for `instance_id`, its models behind a proxy, and save the manifest (last) with the cost."
+        _graphrag_env()
+        import graphrag.api as api
+        d = self.path(instance_id)
+        _write_input(d, facts)
+        t0 = time.perf_counter()
+        with own_accounts(self.cm, self.embedder) as (ca, ea), ModelProxy(self.cm, self.embedder, max_tokens=self.config.max_tokens) as px:
+            cfg = _load_config(graphrag_settings(d, px, self.embedder.dim))
+            outs = _run_async(lambda: api.build_index(config=cfg))
+            n_failed = px.n_failed
+        errs = [f"{o.workflow}: {o.error}" for o in outs if o.error is not None]
+        if errs: raise RuntimeError(f"GraphRAG indexing of {instance_id} failed: " + "; ".join(map(str, errs)))
+        cost = _build_cost(len(facts), t0, ca, ea, n_failed)
+        man = dict(key, stats=_table_counts(d), cost=cost, config=self.config.model_dump(), workflows=[o.workflow for o in outs])
+        tmp = d/"manifest.json.tmp"; tmp.write_text(json.dumps(man, indent=1)); os.replace(tmp, d/"manifest.json")
+        return GraphRAGIndex(d, man, "built")
 
 # %% ../nbs/27_graphrag.ipynb #3816812a
 def source_doc_ids(context: dict, text_units) -> list[str]:
@@ -325,6 +378,63 @@ def local_search(idx: GraphRAGIndex, query: str, proxy: ModelProxy, embed_dim: i
                                               text_units=t["text_units"], relationships=t["relationships"], covariates=t["covariates"],
                                               community_level=cfg.community_level, response_type=cfg.response_type, query=query), cfg.timeout)
 
+# %% ../nbs/27_graphrag.ipynb #5d059143
+def _check_runnable(store):
+    "Raise when GraphRAG cannot run: the `graphrag` extra is missing, or there is no `store` (no embedder or folder)."
+    why = graphrag_missing()
+    if why: raise ModuleNotFoundError(why)
+    if store is None: raise ValueError("graphrag needs an embedder and a folder for its indexes: embedder= and root=, or an IndexStore as the index")
+
+# %% ../nbs/27_graphrag.ipynb #840fe2ef
+def _index_or_error(store, errors: dict, iid: str, kb):
+    "The index of instance `iid`, or None when its build failed (now or before: `errors` maps instance ids to why)."
+    if iid in errors: return None
+    try: return store.get(iid, kb)
+    except Exception as e:   # a failed build (e.g. a model that extracts no entity) fails this instance's queries, not the run
+        errors[iid] = f"GraphRAG indexing failed: {type(e).__name__}: {e}"
+        _log.error("%s", errors[iid])
+
+# %% ../nbs/27_graphrag.ipynb #60c6b2b2
+def _search(idx, query: str, cm, embedder, config: GraphRAGConfig, error: str | None = None) -> tuple[str | None, dict, list[str], AgentCall]:
+    "(response, context tables, cited doc ids, the search's call record) for `query` on `idx`; `error`: why the index is missing."
+    rec = AgentCall(stage="graphrag_search", ok=True)
+    try:
+        if error: raise RuntimeError(error)
+        with ModelProxy(cm, embedder, max_tokens=config.max_tokens) as px:
+            response, ctx = local_search(idx, query, px, embedder.dim, config)
+        ids = source_doc_ids(ctx, idx.tables()["text_units"])
+    except (TimeoutError, asyncio.TimeoutError):
+        response, ctx, ids = None, {}, []
+        rec.ok, rec.error, rec.fallback = False, f"local search timed out after {config.timeout:g} s", "no context"
+    except Exception as e:
+        response, ctx, ids = None, {}, []
+        rec.ok, rec.error, rec.fallback = False, f"{type(e).__name__}: {e}", "no context"
+    rec.text = response
+    return response, ctx, ids, rec
+
+# %% ../nbs/27_graphrag.ipynb #ff47f717
+def _search_details(response: str | None, ctx: dict, ids: list[str], idx, error: str | None) -> dict:
+    "The trace's details of a search on `idx` (`error`: why there is no index)."
+    counts = {k: int(len(v)) for k, v in (ctx or {}).items() if hasattr(v, "__len__")}
+    ixd = dict(error=error) if error else dict(idx.manifest.get("stats", {}), status=idx.status)
+    return dict(response=response, context_records=counts, sources=ids, index=ixd)
+
+# %% ../nbs/27_graphrag.ipynb #1efa8212
+def _policy(use_resp: bool, top_k: int) -> str:
+    "The trace's policy: local search's response as the answer's context (`use_resp`), or its first `top_k` cited facts."
+    return ("local search's response as the answer's context; the ranking is the text units (facts) it cited, in context order"
+            if use_resp else f"the first {top_k} facts local search cited, in context order")
+
+# %% ../nbs/27_graphrag.ipynb #29f211a6
+def _answer_from(cm, query, instance, kb, response: str | None, ids: list[str], cfg: GraphRAGConfig, tr: BaselineTrace) -> tuple[str, list[str] | None]:
+    "(answer, the cited ids it used: None with the response as context); its call goes into `tr`."
+    use_resp = cfg.answer_context == "response"
+    texts = {f.doc_id: f.text for f in kb}
+    ctx_facts = ([response] if response else []) if use_resp else [texts[i] for i in ids[:cfg.top_k]]
+    ans, arec = generate_answer(cm, query.query, query.ref_date, persona_name(instance), ctx_facts, stage="answer", max_tokens=cfg.answer_max_tokens)
+    tr.calls.append(arec); tr.answer_facts_used = arec.notes.get("n_facts_used", 0)
+    return ans, None if use_resp else ids[:tr.answer_facts_used]
+
 # %% ../nbs/27_graphrag.ipynb #df474f00
 class GraphRAG:
     "Microsoft GraphRAG (standard indexing, local search) behind the `Method` interface."
@@ -337,53 +447,28 @@ class GraphRAG:
         if answer_max_tokens is not None: cfg = cfg.model_copy(update=dict(answer_max_tokens=answer_max_tokens))
         if cfg.answer_context not in ("response", "sources"): raise ValueError(f"answer_context must be 'response' or 'sources', got {cfg.answer_context!r}")
         self.cm, self.embedder, self.config = chat_model, embedder, cfg
-        # a missing extra, embedder or folder is reported when the method runs, so that listing the methods never fails
         self.store = GraphRAGStore(root, chat_model, embedder, cfg) if embedder is not None and root is not None else None
         self._index_errors = {}   # instance id -> why its index could not be built (in this process)
 
     def run(self, query, instance, kb, answer: bool = True) -> MethodResult:
-        why = graphrag_missing()
-        if why: raise ModuleNotFoundError(why)
-        if self.store is None: raise ValueError("graphrag needs an embedder and a folder for its indexes: embedder= and root=, or an IndexStore as the index")
+        "Index the instance if needed, run local search for the request, rank the facts it cited, and answer."
+        _check_runnable(self.store)
         t0 = time.perf_counter()
         iid = instance.instance_id
-        if iid not in self._index_errors:
-            try: idx = self.store.get(iid, kb)
-            except Exception as e:   # a failed build (e.g. a model that extracts no entity) fails this instance's queries, not the run
-                self._index_errors[iid] = f"GraphRAG indexing failed: {type(e).__name__}: {e}"
-                _log.error("%s", self._index_errors[iid])
+        idx = _index_or_error(self.store, self._index_errors, iid, kb)
         snap = self.cm.accounts.snapshot()
         tr = BaselineTrace(method=self.name, query_id=getattr(query, "query_id", None))
         t1 = time.perf_counter()
-        rec = AgentCall(stage="graphrag_search", ok=True)
-        try:
-            if iid in self._index_errors: raise RuntimeError(self._index_errors[iid])
-            with ModelProxy(self.cm, self.embedder, max_tokens=self.config.max_tokens) as px:
-                response, ctx = local_search(idx, query.query, px, self.embedder.dim, self.config)
-            ids = source_doc_ids(ctx, idx.tables()["text_units"])
-        except (TimeoutError, asyncio.TimeoutError):
-            response, ctx, ids = None, {}, []
-            rec.ok, rec.error, rec.fallback = False, f"local search timed out after {self.config.timeout:g} s", "no context"
-        except Exception as e:
-            response, ctx, ids = None, {}, []
-            rec.ok, rec.error, rec.fallback = False, f"{type(e).__name__}: {e}", "no context"
-        rec.text = response
+        response, ctx, ids, rec = _search(idx, query.query, self.cm, self.embedder, self.config, self._index_errors.get(iid))
         tr.calls.append(rec)
         tr.timings["index"], tr.timings["retrieval"] = t1 - t0, time.perf_counter() - t1
-        counts = {k: int(len(v)) for k, v in (ctx or {}).items() if hasattr(v, "__len__")}
-        ixd = dict(error=self._index_errors[iid]) if iid in self._index_errors else dict(idx.manifest.get("stats", {}), status=idx.status)
-        tr.details = dict(response=response, context_records=counts, sources=ids, index=ixd)
+        tr.details = _search_details(response, ctx, ids, idx, self._index_errors.get(iid))
         use_resp = self.config.answer_context == "response"
-        tr.policy = ("local search's response as the answer's context; the ranking is the text units (facts) it cited, in context order"
-                     if use_resp else f"the first {self.config.top_k} facts local search cited, in context order")
+        tr.policy = _policy(use_resp, self.config.top_k)
         ev, ans = dict(final=list(ids)), None
         if answer:
-            texts = {f.doc_id: f.text for f in kb}
-            ctx_facts = ([response] if response else []) if use_resp else [texts[i] for i in ids[:self.config.top_k]]
-            ans, arec = generate_answer(self.cm, query.query, query.ref_date, persona_name(instance), ctx_facts, stage="answer",
-                                        max_tokens=self.config.answer_max_tokens)
-            tr.calls.append(arec); tr.answer_facts_used = arec.notes.get("n_facts_used", 0)
-            if not use_resp: ev["answer"] = ids[:tr.answer_facts_used]
+            ans, used = _answer_from(self.cm, query, instance, kb, response, ids, self.config, tr)
+            if used is not None: ev["answer"] = used
         tr.context_ids = ids if use_resp else ids[:self.config.top_k]
         tr.stages = self.cm.accounts.since(snap)
         tr.timings["total"] = time.perf_counter() - t0

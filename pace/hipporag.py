@@ -51,6 +51,7 @@ def text_processing(text) -> str:
     if isinstance(text, (list, tuple)): return [text_processing(t) for t in text]
     return re.sub(r"[^A-Za-z0-9 ]", " ", str(text).lower()).strip()
 
+# %% ../nbs/26_hipporag.ipynb #272fd619
 def valid_triples(triples) -> list[list[str]]:
     "Triples with exactly three parts, as strings, first occurrence kept (the official `filter_invalid_triples`)."
     out, seen = [], set()
@@ -60,10 +61,12 @@ def valid_triples(triples) -> list[list[str]]:
         if tuple(t) not in seen: seen.add(tuple(t)); out.append(t)
     return out
 
+# %% ../nbs/26_hipporag.ipynb #c792a089
 def graph_triples(triples) -> list[tuple[str, str, str]]:
     "Valid triples, normalised, without those whose subject or object normalises to nothing."
     return [tuple(p) for p in (text_processing(t) for t in valid_triples(triples)) if p[0] and p[2]]
 
+# %% ../nbs/26_hipporag.ipynb #ddd9cbb1
 def min_max(x: np.ndarray) -> np.ndarray:
     "Scores scaled to [0, 1]; all-equal scores become 1 (the official code divides by zero there)."
     x = np.asarray(x, dtype=np.float64)
@@ -106,6 +109,7 @@ def ner_messages(passage: str) -> list[dict]:
     return [dict(role="system", content=NER_SYSTEM), dict(role="user", content=f"Note: {_EXAMPLE_NOTE}"),
             dict(role="assistant", content=json.dumps(_EXAMPLE_NER)), dict(role="user", content=f"Note: {passage}")]
 
+# %% ../nbs/26_hipporag.ipynb #9049b87c
 def triple_messages(passage: str, entities: list[str]) -> list[dict]:
     "Chat messages for the triple step, given the note's named entities."
     ex = json.dumps(_EXAMPLE_NER["named_entities"])
@@ -131,6 +135,7 @@ def _parsed(r, key: str) -> list:
     v = p.get(key) if isinstance(p, dict) else None
     return v if isinstance(v, list) else []
 
+# %% ../nbs/26_hipporag.ipynb #cdbebd4e
 def _usage(r) -> dict:
     return dict(ok=bool(r.ok), error=r.error, prompt_tokens=r.usage.prompt_tokens, completion_tokens=r.usage.completion_tokens,
                 seconds=round(float(getattr(r, "seconds", 0.0) or 0.0), 4), cached=bool(getattr(r, "cached", False)))
@@ -150,15 +155,29 @@ def read_openie(path) -> dict[str, dict]:
         out[r["doc_id"]] = r
     return out
 
+# %% ../nbs/26_hipporag.ipynb #b89e1fc7
+def _cut_partial_line(path):
+    "Truncate the file at `path` after its last newline (a kill mid-write leaves a partial line)."
+    raw = Path(path).read_bytes()
+    if raw and not raw.endswith(b"\n"):
+        with open(path, "r+b") as f: f.truncate(raw.rfind(b"\n") + 1)
+
+# %% ../nbs/26_hipporag.ipynb #ee82427a
+def _extract_batch(cm, chunk, cfg: HippoRAGConfig) -> list[dict]:
+    "The extraction rows of the facts `chunk`: NER for all, then triples given each fact's entities (two chat batches)."
+    ner = cm.chat_batch([dict(messages=ner_messages(f.text), schema=NER_SCHEMA, max_tokens=cfg.ner_max_tokens) for f in chunk], stage="hippo_ner")
+    ents = [list(dict.fromkeys(str(e) for e in _parsed(r, "named_entities"))) for r in ner]
+    tri = cm.chat_batch([dict(messages=triple_messages(f.text, e), schema=TRIPLE_SCHEMA, max_tokens=cfg.triple_max_tokens)
+                         for f, e in zip(chunk, ents)], stage="hippo_triples")
+    return [dict(doc_id=f.doc_id, passage=f.text, extracted_entities=e, extracted_triples=valid_triples(_parsed(rt, "triples")),
+                 usage=dict(ner=_usage(rn), triples=_usage(rt))) for f, rn, e, rt in zip(chunk, ner, ents, tri)]
+
 # %% ../nbs/26_hipporag.ipynb #92faf801
 def extract_openie(cm, facts, path=None, *, config: HippoRAGConfig | None = None, progress: bool = False) -> list[dict]:
     "NER then triple extraction for every fact (resuming from `path`); one row per fact, in fact order."
     cfg, facts = config or HippoRAGConfig(), list(facts)
     done = read_openie(path) if path else {}
-    if path and Path(path).exists():   # cut a half-written last line (a kill mid-write) before appending
-        raw = Path(path).read_bytes()
-        if raw and not raw.endswith(b"\n"):
-            with open(path, "r+b") as f: f.truncate(raw.rfind(b"\n") + 1)
+    if path and Path(path).exists(): _cut_partial_line(path)   # a kill mid-write, before appending
     todo = [f for f in facts if done.get(f.doc_id, {}).get("passage") != f.text]
     f_out = open(path, "a", encoding="utf-8") if path else None
     try:
@@ -166,14 +185,8 @@ def extract_openie(cm, facts, path=None, *, config: HippoRAGConfig | None = None
         bar = tqdm(total=len(todo), disable=not progress or not todo, desc="HippoRAG 2 OpenIE", unit="fact")
         for s in range(0, len(todo), cfg.openie_batch):
             chunk = todo[s:s + cfg.openie_batch]
-            ner = cm.chat_batch([dict(messages=ner_messages(f.text), schema=NER_SCHEMA, max_tokens=cfg.ner_max_tokens) for f in chunk], stage="hippo_ner")
-            ents = [list(dict.fromkeys(str(e) for e in _parsed(r, "named_entities"))) for r in ner]
-            tri = cm.chat_batch([dict(messages=triple_messages(f.text, e), schema=TRIPLE_SCHEMA, max_tokens=cfg.triple_max_tokens)
-                                 for f, e in zip(chunk, ents)], stage="hippo_triples")
-            for f, rn, e, rt in zip(chunk, ner, ents, tri):
-                row = dict(doc_id=f.doc_id, passage=f.text, extracted_entities=e, extracted_triples=valid_triples(_parsed(rt, "triples")),
-                           usage=dict(ner=_usage(rn), triples=_usage(rt)))
-                done[f.doc_id] = row
+            for row in _extract_batch(cm, chunk, cfg):
+                done[row["doc_id"]] = row
                 if f_out: f_out.write(json.dumps(row, ensure_ascii=False) + "\n")
             if f_out: f_out.flush(); os.fsync(f_out.fileno())
             bar.update(len(chunk))
@@ -187,6 +200,7 @@ def chunk_id(passage: str) -> str:
     "The official id of a passage: 'chunk-' + md5 of its text."
     return "chunk-" + hashlib.md5(passage.encode()).hexdigest()
 
+# %% ../nbs/26_hipporag.ipynb #3393650b
 def to_official_openie(rows: list[dict]) -> dict:
     "Extraction rows in the official `openie_results_ner_*.json` layout."
     docs = [dict(idx=chunk_id(r["passage"]), passage=r["passage"], extracted_entities=r["extracted_entities"],
@@ -195,6 +209,7 @@ def to_official_openie(rows: list[dict]) -> dict:
     avg = lambda f: round(sum(map(f, ents)) / len(ents), 4) if ents else 0
     return dict(docs=docs, avg_ent_chars=avg(len), avg_ent_words=avg(lambda e: len(e.split())))
 
+# %% ../nbs/26_hipporag.ipynb #4d7b00fa
 def from_official_openie(obj: dict | str | Path, facts) -> list[dict]:
     "Rows for `facts` from an official extraction file (or its parsed dict); a fact with no entry gets empty lists."
     if not isinstance(obj, dict): obj = json.loads(Path(obj).read_text(encoding="utf-8"))
@@ -217,6 +232,59 @@ def _knn(vecs: np.ndarray, k: int, batch: int = 1024):
             idx = idx[np.lexsort((idx, -row[idx]))]
             yield s + i, idx, row[idx]
 
+# %% ../nbs/26_hipporag.ipynb #de93117c
+def _embed(embedder, texts, stage) -> np.ndarray:
+    if not texts: return np.zeros((0, embedder.dim), np.float32)
+    v = np.asarray(embedder.embed(list(texts), stage=stage), dtype=np.float32)
+    return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+
+# %% ../nbs/26_hipporag.ipynb #057e4e99
+def _triple_edges(rows: list[dict], chunk_triples: list[list[tuple]]) -> tuple[dict, dict]:
+    "(edges, phrase -> doc ids): +1 to (subject, object) and (object, subject) per fact stating a triple, and (passage, phrase) = 1."
+    edges, ent_docs = {}, {}
+    for r, ts in zip(rows, chunk_triples):
+        for s, _, o in ts:
+            if s == o: continue
+            for k in ((f"e:{s}", f"e:{o}"), (f"e:{o}", f"e:{s}")): edges[k] = edges.get(k, 0.0) + 1.0
+        for e in {x for t in ts for x in (t[0], t[2])}:
+            ent_docs.setdefault(e, set()).add(r["doc_id"])
+            edges[(f"p:{r['doc_id']}", f"e:{e}")] = 1.0
+    return edges, ent_docs
+
+# %% ../nbs/26_hipporag.ipynb #6b53d178
+def _node_vectors(embedder, entities: list[str], facts: list[tuple], passages: list[str]) -> dict[str, np.ndarray]:
+    "Unit embeddings of the phrases, the triples and the passages, by kind."
+    return dict(entity=_embed(embedder, entities, "hippo_embed_phrase"), fact=_embed(embedder, [str(f) for f in facts], "hippo_embed_triple"),
+                passage=_embed(embedder, passages, "hippo_embed_passage"))
+
+# %% ../nbs/26_hipporag.ipynb #b782c678
+def _synonymy_edges(entities: list[str], vecs: np.ndarray, cfg: HippoRAGConfig) -> dict:
+    "(phrase, neighbour) -> cosine for the neighbours of each phrase at least `synonymy_threshold` similar, at most `synonymy_max_edges` each."
+    syn = {}
+    for i, idx, sc in _knn(vecs, cfg.synonymy_top_k):
+        if len(re.sub("[^A-Za-z0-9]", "", entities[i])) <= 2: continue
+        n = 0
+        for j, s in zip(idx, sc):
+            if s < cfg.synonymy_threshold or n >= cfg.synonymy_max_edges: break
+            if j != i: syn[(f"e:{entities[i]}", f"e:{entities[j]}")] = float(s); n += 1
+    return syn
+
+# %% ../nbs/26_hipporag.ipynb #d9346dde
+def _igraph(names: list[str], edges: dict):
+    "The undirected igraph graph over the nodes `names`: one edge per key of `edges`, attribute `weight`."
+    import igraph as ig
+    pos = {n: i for i, n in enumerate(names)}
+    g = ig.Graph(n=len(names), directed=False)
+    g.add_edges([(pos[a], pos[b]) for (a, b) in edges]); g.vs["name"] = names; g.es["weight"] = [float(w) for w in edges.values()]
+    return g
+
+# %% ../nbs/26_hipporag.ipynb #a78aaa10
+def _edge_counts(edges: dict, syn: set) -> dict:
+    "Edge keys by kind: passage, synonymy (the keys in `syn`), triple, all."
+    n_syn = sum(1 for (a, b) in edges if a.startswith("e:") and b.startswith("e:") and (a, b) in syn)
+    return dict(passage_edges=sum(1 for (a, b) in edges if a.startswith("p:")), synonymy_edges=n_syn,
+                triple_edges=sum(1 for (a, b) in edges if a.startswith("e:") and b.startswith("e:")) - n_syn, edges=len(edges))
+
 # %% ../nbs/26_hipporag.ipynb #ff0c4b57
 class HippoGraph:
     "HippoRAG 2's phrase/passage graph with its embeddings and bookkeeping."
@@ -235,60 +303,28 @@ class HippoGraph:
 
     def stats(self) -> dict:
         "Counts of nodes and edges by kind (edge keys as the official statistics count them)."
-        syn = sum(1 for (a, b) in self.edges if a.startswith("e:") and b.startswith("e:") and (a, b) in self._syn)
-        return dict(phrase_nodes=len(self.entities), passage_nodes=len(self.passages), triples=len(self.facts),
-                    passage_edges=sum(1 for (a, b) in self.edges if a.startswith("p:")), synonymy_edges=syn,
-                    triple_edges=sum(1 for (a, b) in self.edges if a.startswith("e:") and b.startswith("e:")) - syn,
-                    edges=len(self.edges))
+        return dict(phrase_nodes=len(self.entities), passage_nodes=len(self.passages), triples=len(self.facts), **_edge_counts(self.edges, self._syn))
 
     @property
     def graph(self):
         "The undirected igraph graph: one edge per key of `edges`, attribute `weight`."
-        if self._graph is None:
-            import igraph as ig
-            pos = {n: i for i, n in enumerate(self.names)}
-            g = ig.Graph(n=self.n_nodes, directed=False)
-            es = [(pos[a], pos[b]) for (a, b) in self.edges]
-            g.add_edges(es); g.vs["name"] = self.names; g.es["weight"] = [float(w) for w in self.edges.values()]
-            self._graph = g
+        if self._graph is None: self._graph = _igraph(self.names, self.edges)
         return self._graph
 
-# %% ../nbs/26_hipporag.ipynb #de93117c
-def _embed(embedder, texts, stage) -> np.ndarray:
-    if not texts: return np.zeros((0, embedder.dim), np.float32)
-    v = np.asarray(embedder.embed(list(texts), stage=stage), dtype=np.float32)
-    return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
-
-@classmethod
-def _build(cls, rows: list[dict], embedder, config: HippoRAGConfig | None = None) -> HippoGraph:
-    "The graph of extraction `rows` (one per fact, in KB order)."
-    cfg = config or HippoRAGConfig()
-    chunk_triples = [graph_triples(r["extracted_triples"]) for r in rows]
-    entities = sorted({x for ts in chunk_triples for t in ts for x in (t[0], t[2])})
-    facts = sorted({t for ts in chunk_triples for t in ts})
-    edges, ent_docs = {}, {}
-    for r, ts in zip(rows, chunk_triples):
-        for s, _, o in ts:
-            if s == o: continue
-            for k in ((f"e:{s}", f"e:{o}"), (f"e:{o}", f"e:{s}")): edges[k] = edges.get(k, 0.0) + 1.0
-        for e in {x for t in ts for x in (t[0], t[2])}:
-            ent_docs.setdefault(e, set()).add(r["doc_id"])
-            edges[(f"p:{r['doc_id']}", f"e:{e}")] = 1.0
-    vecs = dict(entity=_embed(embedder, entities, "hippo_embed_phrase"), fact=_embed(embedder, [str(f) for f in facts], "hippo_embed_triple"),
-                passage=_embed(embedder, [r["passage"] for r in rows], "hippo_embed_passage"))
-    syn = set()
-    if entities:
-        for i, idx, sc in _knn(vecs["entity"], cfg.synonymy_top_k):
-            if len(re.sub("[^A-Za-z0-9]", "", entities[i])) <= 2: continue
-            n = 0
-            for j, s in zip(idx, sc):
-                if s < cfg.synonymy_threshold or n >= cfg.synonymy_max_edges: break
-                if j != i:
-                    k = (f"e:{entities[i]}", f"e:{entities[j]}"); edges[k] = float(s); syn.add(k); n += 1
-    g = cls([r["doc_id"] for r in rows], [r["passage"] for r in rows], entities, facts, edges, ent_docs, vecs)
-    g._syn = syn
-    return g
-HippoGraph.build = _build
+    @classmethod
+    def build(cls, rows: list[dict], embedder, config: HippoRAGConfig | None = None) -> HippoGraph:
+        "The graph of extraction `rows` (one per fact, in KB order)."
+        cfg = config or HippoRAGConfig()
+        chunk_triples = [graph_triples(r["extracted_triples"]) for r in rows]
+        entities = sorted({x for ts in chunk_triples for t in ts for x in (t[0], t[2])})
+        facts = sorted({t for ts in chunk_triples for t in ts})
+        edges, ent_docs = _triple_edges(rows, chunk_triples)
+        vecs = _node_vectors(embedder, entities, facts, [r["passage"] for r in rows])
+        syn = _synonymy_edges(entities, vecs["entity"], cfg) if entities else {}
+        edges.update(syn)
+        g = cls([r["doc_id"] for r in rows], [r["passage"] for r in rows], entities, facts, edges, ent_docs, vecs)
+        g._syn = set(syn)
+        return g
 
 # %% ../nbs/26_hipporag.ipynb #00b51de7
 def personalized_pagerank(graph, reset: np.ndarray, damping: float = 0.5) -> np.ndarray:
@@ -304,9 +340,11 @@ Keep the facts that bear on the request: facts about the people, places, times o
 Copy kept facts exactly as they appear among the candidates; never write new ones.
 Answer with JSON only: {{"fact": [["subject", "relation", "object"], ...]}}"""
 
+# %% ../nbs/26_hipporag.ipynb #17e230ab
 class FactFilter(BaseModel):
     fact: list[list[str]]
 
+# %% ../nbs/26_hipporag.ipynb #e7ba52cc
 def link_facts(g: HippoGraph, qvec: np.ndarray, k: int) -> tuple[np.ndarray, list[int]]:
     "(normalised scores of every triple, indices of the top-k triples best first, ties by index)."
     if not g.facts: return np.zeros(0), []
@@ -320,11 +358,13 @@ def filter_messages(query: str, candidates: list[tuple], n: int) -> list[dict]:
     user = f"Request: {query}\nCandidate facts: {json.dumps({'fact': [list(c) for c in candidates]}, ensure_ascii=False)}\nWhich facts should be kept? Answer as JSON."
     return [dict(role="system", content=FILTER_SYSTEM.format(n=n)), dict(role="user", content=user)]
 
+# %% ../nbs/26_hipporag.ipynb #efecefc7
 def filter_schema(candidates: list[tuple], n: int) -> dict:
     "JSON schema admitting only candidate triples, at most `n`."
     return {"type": "object", "required": ["fact"],
             "properties": {"fact": {"type": "array", "maxItems": n, "items": {"enum": [list(c) for c in candidates]}}}}
 
+# %% ../nbs/26_hipporag.ipynb #a9c37acf
 def recognition_filter(cm, query: str, candidates: list[tuple], *, max_kept: int = 4, max_tokens: int = 256,
                        stage: str = "hippo_filter") -> tuple[list[int] | None, AgentCall]:
     "Positions (in `candidates`) of the triples the model keeps, in its order; None when the call failed."
@@ -373,11 +413,13 @@ def graph_ranking(g: HippoGraph, qvec: np.ndarray, kept: list[int], fact_scores:
 # %% ../nbs/26_hipporag.ipynb #274b894e
 FORMAT_VERSION = 1
 
+# %% ../nbs/26_hipporag.ipynb #835f72eb
 def model_identity(m) -> dict:
     "A model's fingerprint (backend, model id, options), or its class and id."
     fp = getattr(m, "fingerprint", None)
     return json.loads(json.dumps(fp() if callable(fp) else dict(backend=type(m).__name__, model_id=getattr(m, "model_id", None)), default=str))
 
+# %% ../nbs/26_hipporag.ipynb #0982cbb7
 @contextmanager
 def own_accounts(*models):
     "Give each model a fresh `Accounts` inside the block (restored after); yields them, so a build's cost is kept apart."
@@ -391,6 +433,7 @@ def own_accounts(*models):
         for m, o in zip(models, olds):
             if m is not None: m.accounts = o
 
+# %% ../nbs/26_hipporag.ipynb #838d2eb5
 def _stage_sum(acc, prefix) -> dict:
     st = {k: v for k, v in acc.by_stage().items() if k.startswith(prefix)}
     return {f: round(sum(d[f] for d in st.values()), 4) for f in ("calls", "cache_hits", "model_calls", "failures", "prompt_tokens", "completion_tokens", "seconds", "model_seconds")}
@@ -403,6 +446,7 @@ def _save_graph(g: HippoGraph, d: Path):
         ent_docs=g.ent_docs), ensure_ascii=False))
     np.savez(d/"vectors.npz", **g.vecs)
 
+# %% ../nbs/26_hipporag.ipynb #7d880570
 def _load_graph(d: Path) -> HippoGraph:
     j = json.loads((d/"graph.json").read_text())
     with np.load(d/"vectors.npz", allow_pickle=False) as z: vecs = {k: z[k] for k in z.files}
@@ -418,6 +462,46 @@ class HippoIndex:
     @property
     def cost(self) -> dict: return self.manifest.get("cost", {})
 
+# %% ../nbs/26_hipporag.ipynb #543f112e
+def _stored_index(d: Path, key: dict) -> HippoIndex | None:
+    "The index saved in folder `d` if its manifest matches `key`; None (with a warning when it is stale) otherwise."
+    try:
+        man = json.loads((d/"manifest.json").read_text())
+        if {k: man.get(k) for k in key} == key:
+            return HippoIndex(_load_graph(d), list(read_openie(d/"openie.jsonl").values()), man, "loaded")
+        why = ", ".join(k for k in key if man.get(k) != key[k])
+        _log.warning("HippoRAG 2 index %s is stale (%s): rebuilding", d, why)
+    except (OSError, ValueError, KeyError): pass
+    return None
+
+# %% ../nbs/26_hipporag.ipynb #a70f90ad
+def _prepare_folder(d: Path, meta: dict) -> int:
+    "Ready folder `d` for a build (made by `meta`: chat model, prompts, graph settings); the number of facts already extracted there."
+    d.mkdir(parents=True, exist_ok=True)
+    (d/"manifest.json").unlink(missing_ok=True)
+    mp = d/"openie.meta.json"
+    try: old = json.loads(mp.read_text())
+    except (OSError, ValueError): old = None
+    if old != meta and (d/"openie.jsonl").exists():
+        stale = d/f"openie.stale-{int(time.time())}.jsonl"
+        os.replace(d/"openie.jsonl", stale); _log.warning("extraction %s was made by another model or prompts: moved to %s", d/"openie.jsonl", stale.name)
+    mp.write_text(json.dumps(meta, indent=1))
+    return len(read_openie(d/"openie.jsonl"))
+
+# %% ../nbs/26_hipporag.ipynb #b16803f5
+def _index_cost(rows: list[dict], ca, ea, n_before: int, t0: float, t1: float, t2: float) -> dict:
+    "The build's cost: `rows` extracted (`n_before` of them resumed), chat and embedder accounts `ca`, `ea`, clock at start, after extraction, after the graph."
+    use = [u for r in rows for u in (r.get("usage") or {}).values()]
+    emb = _stage_sum(ea, "hippo_embed")
+    cost = dict(n_facts=len(rows), llm_calls=len(use), llm_failures=sum(not u["ok"] for u in use),
+                prompt_tokens=sum(u["prompt_tokens"] for u in use), completion_tokens=sum(u["completion_tokens"] for u in use),
+                llm_seconds=round(sum(u["seconds"] for u in use), 3), embed_texts=int(emb["calls"]), embed_seconds=emb["model_seconds"],
+                graph_seconds=round(max(0.0, t2 - t1 - emb["seconds"]), 3),
+                wall_seconds=round(time.perf_counter() - t0, 3), rows_resumed=n_before, model_calls_now=int(_stage_sum(ca, "hippo_")["model_calls"]))
+    cost["index_seconds"] = round(cost["llm_seconds"] + cost["embed_seconds"] + cost["graph_seconds"], 3)
+    return cost
+
+# %% ../nbs/26_hipporag.ipynb #adc10fa0
 class HippoStore:
     "Disk-backed, manifest-checked HippoRAG 2 indexes, one folder per instance under `root`."
     def __init__(self, root, chat_model, embedder, config: HippoRAGConfig | None = None, progress: bool = False):
@@ -434,58 +518,60 @@ class HippoStore:
         return dict(format_version=FORMAT_VERSION, facts_sha256=facts_sha256(_check_facts(facts)), chat=model_identity(self.cm),
                     embedder=embedder_fingerprint(self.embedder), prompts=prompts_sha256(), params=self.config.graph_params())
 
-# %% ../nbs/26_hipporag.ipynb #06b9d6aa
-def _get(self: HippoStore, instance_id: str, facts) -> HippoIndex:
-    "The index of `instance_id` over `facts`: from memory, from disk when its manifest matches, else built (resuming the extraction)."
-    key = self.key(facts)
-    hit = self._mem.get(instance_id)
-    if hit is not None and hit[0] == key: return hit[1]
-    d = self.path(instance_id)
-    try:
-        man = json.loads((d/"manifest.json").read_text())
-        if {k: man.get(k) for k in key} == key:
-            idx = HippoIndex(_load_graph(d), list(read_openie(d/"openie.jsonl").values()), man, "loaded")
-            self._mem[instance_id] = (key, idx); return idx
-        why = ", ".join(k for k in key if man.get(k) != key[k])
-        _log.warning("HippoRAG 2 index %s is stale (%s): rebuilding", d, why)
-    except (OSError, ValueError, KeyError): pass
-    idx = self.build(instance_id, facts, key)
-    self._mem[instance_id] = (key, idx)
-    return idx
+    def get(self, instance_id: str, facts) -> HippoIndex:
+        "The index of `instance_id` over `facts`: from memory, from disk when its manifest matches, else built (resuming the extraction)."
+        key = self.key(facts)
+        hit = self._mem.get(instance_id)
+        if hit is not None and hit[0] == key: return hit[1]
+        idx = _stored_index(self.path(instance_id), key) or self.build(instance_id, facts, key)
+        self._mem[instance_id] = (key, idx)
+        return idx
 
-# %% ../nbs/26_hipporag.ipynb #5961e923
-def _build_index(self: HippoStore, instance_id: str, facts, key: dict) -> HippoIndex:
-    d = self.path(instance_id); d.mkdir(parents=True, exist_ok=True)
-    (d/"manifest.json").unlink(missing_ok=True)
-    meta = dict(chat=key["chat"], prompts=key["prompts"], params=self.config.graph_params())
-    mp = d/"openie.meta.json"
-    try: old = json.loads(mp.read_text())
-    except (OSError, ValueError): old = None
-    if old != meta and (d/"openie.jsonl").exists():
-        stale = d/f"openie.stale-{int(time.time())}.jsonl"
-        os.replace(d/"openie.jsonl", stale); _log.warning("extraction %s was made by another model or prompts: moved to %s", d/"openie.jsonl", stale.name)
-    mp.write_text(json.dumps(meta, indent=1))
-    n_before = len(read_openie(d/"openie.jsonl"))
-    t0 = time.perf_counter()
-    with own_accounts(self.cm, self.embedder) as (ca, ea):
-        rows = extract_openie(self.cm, facts, d/"openie.jsonl", config=self.config, progress=self.progress)
-        t1 = time.perf_counter()
-        g = HippoGraph.build(rows, self.embedder, self.config)
-        t2 = time.perf_counter()
-        _save_graph(g, d)
-    use = [u for r in rows for u in (r.get("usage") or {}).values()]
-    emb = _stage_sum(ea, "hippo_embed")
-    cost = dict(n_facts=len(rows), llm_calls=len(use), llm_failures=sum(not u["ok"] for u in use),
-                prompt_tokens=sum(u["prompt_tokens"] for u in use), completion_tokens=sum(u["completion_tokens"] for u in use),
-                llm_seconds=round(sum(u["seconds"] for u in use), 3), embed_texts=int(emb["calls"]), embed_seconds=emb["model_seconds"],
-                graph_seconds=round(max(0.0, t2 - t1 - emb["seconds"]), 3),
-                wall_seconds=round(time.perf_counter() - t0, 3), rows_resumed=n_before, model_calls_now=int(_stage_sum(ca, "hippo_")["model_calls"]))
-    cost["index_seconds"] = round(cost["llm_seconds"] + cost["embed_seconds"] + cost["graph_seconds"], 3)
-    man = dict(key, stats=g.stats(), cost=cost, config=self.config.model_dump())
-    tmp = d/"manifest.json.tmp"; tmp.write_text(json.dumps(man, indent=1)); os.replace(tmp, d/"manifest.json")
-    return HippoIndex(g, rows, man, "built")
+    def build(self, instance_id: str, facts, key: dict) -> HippoIndex:
+        "Extract, embed and build the graph of `instance_id`, then save it with its manifest (written last)."
+        d = self.path(instance_id)
+        n_before = _prepare_folder(d, dict(chat=key["chat"], prompts=key["prompts"], params=self.config.graph_params()))
+        t0 = time.perf_counter()
+        with own_accounts(self.cm, self.embedder) as (ca, ea):
+            rows = extract_openie(self.cm, facts, d/"openie.jsonl", config=self.config, progress=self.progress)
+            t1 = time.perf_counter()
+            g = HippoGraph.build(rows, self.embedder, self.config)
+            t2 = time.perf_counter()
+            _save_graph(g, d)
+        man = dict(key, stats=g.stats(), cost=_index_cost(rows, ca, ea, n_before, t0, t1, t2), config=self.config.model_dump())
+        tmp = d/"manifest.json.tmp"; tmp.write_text(json.dumps(man, indent=1)); os.replace(tmp, d/"manifest.json")
+        return HippoIndex(g, rows, man, "built")
 
-HippoStore.get, HippoStore.build = _get, _build_index
+# %% ../nbs/26_hipporag.ipynb #4651c759
+def _ranking_details(g: HippoGraph, qvec: np.ndarray, fs: np.ndarray, top: list[int], kept: list[int] | None,
+                     cfg: HippoRAGConfig) -> tuple[list[tuple[str, float]], dict]:
+    "(ranking, details): the candidate triples `top` with their scores `fs`, the `kept` ones, the PPR seeds, and the `fallback` (None for PPR)."
+    cands = [g.facts[i] for i in top]
+    det = dict(candidate_facts=[list(c) for c in cands], candidate_scores=[round(float(fs[i]), 4) for i in top],
+               kept_facts=[list(cands[i]) for i in kept or []])
+    if not cands: ranking, det["fallback"] = dense_ranking(g, qvec), "no triples in the index"
+    elif kept is None: ranking, det["fallback"] = dense_ranking(g, qvec), "filter call failed"
+    elif not kept: ranking, det["fallback"] = dense_ranking(g, qvec), "filter kept no triple"
+    else:
+        ranking, more = graph_ranking(g, qvec, [top[i] for i in kept], fs, cfg)
+        det |= more; det.setdefault("fallback", None)
+    return ranking, det
+
+# %% ../nbs/26_hipporag.ipynb #95f5ec53
+def _top_ids(ranking: list[tuple[str, float]], k: int, tr: BaselineTrace) -> list[str]:
+    "The ids of the top `k` of `ranking`; their scores and the policy (PPR, or dense and why: the details' `fallback`) go into `tr`."
+    fb = tr.details.get("fallback")
+    tr.policy = f"top-{k} passages by " + ("Personalized PageRank" if not fb else f"dense similarity ({fb})")
+    tr.details["scores"] = [[d, round(s, 6)] for d, s in ranking[:k]]
+    return [d for d, _ in ranking[:k]]
+
+# %% ../nbs/26_hipporag.ipynb #e91ed2ff
+def _answer_from(cm, query, instance, kb, ids: list[str], tr: BaselineTrace, max_tokens: int) -> tuple[str, list[str]]:
+    "(answer, ids used): the shared generator's answer to `query` from the facts `ids` of `kb`; its call goes into `tr`."
+    texts = {f.doc_id: f.text for f in kb}
+    ans, rec = generate_answer(cm, query.query, query.ref_date, persona_name(instance), [texts[i] for i in ids], stage="answer", max_tokens=max_tokens)
+    tr.calls.append(rec); tr.answer_facts_used = rec.notes.get("n_facts_used", 0)
+    return ans, ids[:tr.answer_facts_used]
 
 # %% ../nbs/26_hipporag.ipynb #f188001a
 class HippoRAG2:
@@ -498,7 +584,6 @@ class HippoRAG2:
         cfg = config or HippoRAGConfig()
         if answer_max_tokens is not None: cfg = cfg.model_copy(update=dict(answer_max_tokens=answer_max_tokens))
         self.cm, self.embedder, self.config = chat_model, embedder, cfg
-        # what is missing is said when the method runs, so that listing the methods never fails
         self.store = HippoStore(root, chat_model, embedder, cfg, progress=progress) if embedder is not None and root is not None else None
 
     def retrieve(self, query: str, idx: HippoIndex, tr: BaselineTrace) -> list[tuple[str, float]]:
@@ -506,17 +591,9 @@ class HippoRAG2:
         g, cfg = idx.graph, self.config
         qvec = _embed(self.embedder, [query], "hippo_embed_query")[0]
         fs, top = link_facts(g, qvec, cfg.linking_top_k)
-        cands = [g.facts[i] for i in top]
-        kept, rec = recognition_filter(self.cm, query, cands, max_kept=cfg.max_kept_facts, max_tokens=cfg.filter_max_tokens)
-        if cands: tr.calls.append(rec)
-        det = dict(candidate_facts=[list(c) for c in cands], candidate_scores=[round(float(fs[i]), 4) for i in top],
-                   kept_facts=[list(cands[i]) for i in kept or []])
-        if not cands: ranking, det["fallback"] = dense_ranking(g, qvec), "no triples in the index"
-        elif kept is None: ranking, det["fallback"] = dense_ranking(g, qvec), "filter call failed"
-        elif not kept: ranking, det["fallback"] = dense_ranking(g, qvec), "filter kept no triple"
-        else:
-            ranking, more = graph_ranking(g, qvec, [top[i] for i in kept], fs, cfg)
-            det |= more; det.setdefault("fallback", None)
+        kept, rec = recognition_filter(self.cm, query, [g.facts[i] for i in top], max_kept=cfg.max_kept_facts, max_tokens=cfg.filter_max_tokens)
+        if top: tr.calls.append(rec)
+        ranking, det = _ranking_details(g, qvec, fs, top, kept, cfg)
         tr.details = det | dict(index=dict(idx.graph.stats(), status=idx.status))
         return ranking
 
@@ -529,18 +606,10 @@ class HippoRAG2:
         tr = BaselineTrace(method=self.name, query_id=getattr(query, "query_id", None))
         t1 = time.perf_counter()
         ranking = self.retrieve(query.query, idx, tr)
-        ids = [d for d, _ in ranking[:self.config.top_k]]
-        fb = tr.details.get("fallback")
-        tr.policy = f"top-{self.config.top_k} passages by " + ("Personalized PageRank" if not fb else f"dense similarity ({fb})")
-        tr.details["scores"] = [[d, round(s, 6)] for d, s in ranking[:self.config.top_k]]
+        ids = _top_ids(ranking, self.config.top_k, tr)
         tr.timings["index"], tr.timings["retrieval"] = t1 - t0, time.perf_counter() - t1
         tr.context_ids, ev, ans = ids, dict(final=list(ids)), None
-        if answer:
-            texts = {f.doc_id: f.text for f in kb}
-            ans, rec = generate_answer(self.cm, query.query, query.ref_date, persona_name(instance), [texts[i] for i in ids],
-                                       stage="answer", max_tokens=self.config.answer_max_tokens)
-            tr.calls.append(rec); tr.answer_facts_used = rec.notes.get("n_facts_used", 0)
-            ev["answer"] = ids[:tr.answer_facts_used]
+        if answer: ans, ev["answer"] = _answer_from(self.cm, query, instance, kb, ids, tr, self.config.answer_max_tokens)
         tr.stages = self.cm.accounts.since(snap)
         tr.timings["total"] = time.perf_counter() - t0
         return MethodResult(retrieved_ids=ids, ranked=True, answer=ans, evidence=ev, trace=tr.model_dump())

@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_index.ipynb #1b263510
 from __future__ import annotations
-import hashlib, json, logging, os, re, shutil, time
+import hashlib, json, logging, os, re, shutil, threading, time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -245,10 +245,20 @@ class _IndexSearch(_IndexBuilder):
             ii, ss = _topk(self.bm25.get_scores_from_ids(tid), k, positive=True)
             out.append([(ids[i], float(x)) for i, x in zip(ii, ss)])
         return out
+
+# %% ../nbs/10_index.ipynb #fe124ba4
+class _IndexGraph(_IndexSearch):
     def neighbors(self, doc_id: str) -> list[tuple[str, float]]:
         "The doc's k-NN graph row: `(doc_id, cosine)` best first, self excluded."
         p, ids = self._pos(doc_id), self.doc_ids
-        return [(ids[i], float(s)) for i, s in zip(self.graph_ids[p], self.graph_scores[p]) if i >= 0]
+        return [(ids[i], s) for i, s in zip(self.graph_ids[p].tolist(), self.graph_scores[p].tolist()) if i >= 0]
+    def neighbor_ids(self, doc_id: str) -> list[str]:
+        "The ids of `neighbors(doc_id)`, best first (cached per row: do not modify)."
+        if getattr(self, "_nbr_of", None) is not self.graph_ids: self._nbr, self._nbr_of = {}, self.graph_ids
+        p = self._pos(doc_id); row = self._nbr.get(p)
+        if row is None:
+            ids = self.doc_ids; row = self._nbr[p] = [ids[i] for i in self.graph_ids[p].tolist() if i >= 0]
+        return row
 
 # %% ../nbs/10_index.ipynb #668813ba
 def _read(path: Path, embedder, knn_k, approximate):
@@ -278,7 +288,7 @@ def _read(path: Path, embedder, knn_k, approximate):
     return idx, man["facts_sha256"]
 
 # %% ../nbs/10_index.ipynb #08030ea2
-class InstanceIndex(_IndexSearch):
+class InstanceIndex(_IndexGraph):
     "Dense + sparse indexes and the k-NN graph over one instance's facts."
     def save(self, path) -> Path:
         "Write the index to `path` (replaced atomically-ish: the manifest is written last)."
@@ -322,7 +332,8 @@ class IndexStore:
                  embedder, # a `pace.embed` embedder (or anything with model_id, dim, embed)
                  knn_k=10, approximate=False, show_progress=False):
         self.root, self.embedder, self.knn_k, self.approximate, self.show_progress = Path(root), embedder, knn_k, approximate, show_progress
-        self._mem: dict[str, tuple[str, InstanceIndex]] = {}
+        self._mem: dict[str, tuple[str, InstanceIndex, tuple | None]] = {}   # instance -> (facts sha256, index, the facts tuple)
+        self._lock = threading.Lock()   # one build or load at a time: threads of `pace run --workers` share the store
 
     def path(self, instance_id: str) -> Path:
         "Directory for `instance_id` (unsafe characters replaced, plus a short hash to keep names unique)."
@@ -332,11 +343,14 @@ class IndexStore:
         return self.root / safe
 
     def get(self, instance_id: str, facts) -> InstanceIndex:
-        "The index for `instance_id` over `facts` (built, loaded, extended or rebuilt as needed)."
-        sha = facts_sha256(_check_facts(facts))
+        "The index for `instance_id` over `facts` (built, loaded, extended or rebuilt as needed; the same tuple again is not re-hashed)."
         hit = self._mem.get(instance_id)
-        if hit and hit[0] == sha: return hit[1]
-        idx = InstanceIndex.load(self.path(instance_id), facts, self.embedder, knn_k=self.knn_k,
-                                 approximate=self.approximate, show_progress=self.show_progress)
-        self._mem[instance_id] = (sha, idx)
-        return idx
+        if hit and isinstance(facts, tuple) and hit[2] is facts: return hit[1]
+        sha = facts_sha256(_check_facts(facts))
+        with self._lock:
+            hit = self._mem.get(instance_id)
+            if not (hit and hit[0] == sha):
+                hit = (sha, InstanceIndex.load(self.path(instance_id), facts, self.embedder, knn_k=self.knn_k,
+                                               approximate=self.approximate, show_progress=self.show_progress), None)
+            self._mem[instance_id] = (sha, hit[1], facts if isinstance(facts, tuple) else None)
+            return hit[1]

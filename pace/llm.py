@@ -4,7 +4,7 @@
 
 # %% ../nbs/02_llm.ipynb #9c110f32
 from __future__ import annotations
-import hashlib, json, logging, os, re, threading, time, importlib, importlib.util, shutil, urllib.parse
+import functools, hashlib, json, logging, os, re, threading, time, importlib, importlib.util, shutil, urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
@@ -67,6 +67,20 @@ def strip_fence(text:str) -> str:
     m = _FENCE.match(text)
     return (m.group(1) if m else text).strip()
 
+# %% ../nbs/02_llm.ipynb #6af5f746
+@functools.lru_cache(maxsize=512)
+def _validator(schema_text:str):
+    "A jsonschema validator for a schema given as JSON text, the schema checked once (None without jsonschema: only JSON-ness is checked)."
+    try: import jsonschema
+    except ImportError: return None
+    js = json.loads(schema_text); cls = jsonschema.validators.validator_for(js)
+    cls.check_schema(js)
+    return cls(js)
+
+def _best_error(errors):
+    from jsonschema.exceptions import best_match
+    return best_match(errors)
+
 # %% ../nbs/02_llm.ipynb #d222825d
 def parse_structured(text:str, # model reply
                      json_schema:dict, # JSON schema the reply must satisfy
@@ -79,11 +93,9 @@ def parse_structured(text:str, # model reply
     if model_cls is not None:
         try: return model_cls.model_validate(obj), None
         except ValidationError as e: return None, f"reply does not match the schema: {e.errors()[0]['loc']}: {e.errors()[0]['msg']}"
-    try: import jsonschema
-    except ImportError: jsonschema = None  # without jsonschema only JSON-ness is checked
-    if jsonschema is not None:
-        try: jsonschema.validate(obj, json_schema)
-        except jsonschema.ValidationError as e: return None, f"reply does not match the schema: {e.message}"
+    v = _validator(json.dumps(json_schema))
+    err = None if v is None else _best_error(v.iter_errors(obj))
+    if err is not None: return None, f"reply does not match the schema: {err.message}"
     return obj, None
 
 # %% ../nbs/02_llm.ipynb #dd0a992d
@@ -188,6 +200,7 @@ class _ChatBase:
     "What every chat model has: an id, a context window, a cache, accounts, and the backend hooks."
     backend = "base"
     chunk_size = 1 # requests handed to `_complete` at once (and cached together); batching backends raise it
+    concurrent = False # True where one object serves requests from many threads at once (`pace run --workers`)
     def __init__(self, model_id:str, # backend-independent model id (part of the cache key)
                  *, cache=None, # None: default cache file; a path or Cache; False: no cache
                  context_window:int=4096, # tokens the model accepts
@@ -251,6 +264,7 @@ class ChatModel(_ChatBase):
 class FakeChat(ChatModel):
     "Scripted chat model: `respond(messages, json_schema) -> str` (raise to simulate a transport error)."
     backend = "fake"
+    concurrent = True
     def __init__(self, respond=None, # callable(messages, json_schema) -> reply text; default echoes the last message
                  model:str="fake", # the model id
                  **kw):
@@ -551,6 +565,7 @@ class _OpenAILearning(_OpenAIConfig):
 # %% ../nbs/02_llm.ipynb #695d6f33
 class OpenAIChat(_OpenAILearning):
     "Chat through the official openai client against any OpenAI-compatible server."
+    concurrent = True # the client is thread-safe and the server queues or batches what it gets
     def _one(self, r) -> Completion:
         import openai
         t, probed, adjusted = time.perf_counter(), False, set()

@@ -168,7 +168,8 @@ class _Evidence(_Views):
         if not c.use_traversal:
             tr.final_ids, tr.ranking_rule = list(tr.seeds), "pre-hop filter order (no traversal, no post-hop filter)"; return
         t0 = time.perf_counter()
-        tr.pool = [PoolDoc(doc_id=v.doc_id, hop=v.hop, parent=v.parent) for v in bfs_expand(idx.neighbors, tr.seeds, depth=c.hops, m=c.m)]
+        nbr = getattr(idx, 'neighbor_ids', None) or idx.neighbors   # ids only, cached per row, where the index has them
+        tr.pool = [PoolDoc(doc_id=v.doc_id, hop=v.hop, parent=v.parent) for v in bfs_expand(nbr, tr.seeds, depth=c.hops, m=c.m)]
         tr.pool_order = pool_order(tr.pool, c.posthop_order, q)
         tr.timings['traversal'] = time.perf_counter() - t0
         tr.evidence['pool'] = [p.doc_id for p in tr.pool]

@@ -4,7 +4,9 @@
 
 # %% ../nbs/25_run.ipynb #0552f37f
 from __future__ import annotations
-import argparse, hashlib, json, os, re, shutil, sys, time
+import argparse, contextlib, hashlib, json, os, re, shutil, sys, time, weakref
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from itertools import chain
 from pathlib import Path
 from types import SimpleNamespace
 from tqdm.auto import tqdm
@@ -21,7 +23,7 @@ from .pipeline import PaceMakerConfig
 __all__ = ['DEFAULT_DATA', 'DEFAULT_CHAT', 'DEFAULT_METHODS', 'RETRIEVAL_METHODS', 'DEFAULT_LIMIT', 'STRUCTURED_METHODS',
            'METHODS', 'VOLATILE', 'select_queries', 'build_method', 'split_volatile', 'load_done', 'dataset_sha256',
            'prompt_hashes', 'model_fingerprint', 'RunMismatchError', 'check_settings', 'chat_name', 'default_run_name',
-           'public_query', 'public_facts', 'run_experiment', 'add_cli']
+           'public_query', 'public_facts', 'public_kb', 'run_experiment', 'add_cli']
 
 # %% ../nbs/25_run.ipynb #45bcaae8
 DEFAULT_DATA = "data/mini"
@@ -195,6 +197,16 @@ def public_facts(kb, # an instance's `pace.data.Fact`s
     "KB facts with only `doc_id` and `text` (no `meta`)."
     return [SimpleNamespace(doc_id=f.doc_id, text=f.text) for f in kb]
 
+_KBS = weakref.WeakKeyDictionary()   # dataset -> {instance_id: its public facts}
+
+def public_kb(ds, # a `pace.data.PaceDataset`
+              instance_id: str) -> tuple:
+    "`public_facts` of one instance as a tuple, made once per dataset: every pair of the instance gets the same object, which the index store hashes once."
+    try: kbs = _KBS.setdefault(ds, {})
+    except TypeError: return tuple(public_facts(ds.facts(instance_id)))   # a dataset stand-in without weak references
+    if instance_id not in kbs: kbs[instance_id] = tuple(public_facts(ds.facts(instance_id)))
+    return kbs[instance_id]
+
 def _failed(trace: dict, judge: dict | None) -> dict:
     "Which agent stages had a failed call, and whether the judge failed (what `--retry-failed` looks at)."
     agent = sorted({c["stage"] for c in trace.get("calls", []) if not c.get("ok")})
@@ -276,7 +288,7 @@ def _todo(queries, methods, done: dict, retry_failed: bool) -> list[tuple]:
 # %% ../nbs/25_run.ipynb #3f376bfe
 def _run_pair(method, m: str, q, ds, cm, retrieval_only: bool) -> tuple[dict, float]:
     "Run method `m` on query `q`: the result row (not judged yet) and its seconds."
-    inst, kb = ds.instances[q.instance_id], public_facts(ds.facts(q.instance_id))
+    inst, kb = ds.instances[q.instance_id], public_kb(ds, q.instance_id)
     snap, t0 = cm.accounts.snapshot() if cm else {}, time.perf_counter()
     r = method.run(q if m == "oracle" else public_query(q), inst, kb, answer=not retrieval_only)
     usage, secs = cm.accounts.since(snap) if cm else {}, time.perf_counter() - t0
@@ -285,28 +297,63 @@ def _run_pair(method, m: str, q, ds, cm, retrieval_only: bool) -> tuple[dict, fl
                 retrieved_ids=r.retrieved_ids, evidence=r.evidence, funnel=funnel(r.evidence, q.gold_doc_ids), answer=r.answer,
                 usage=usage, trace=r.trace), secs
 
-def _record(fr, ft, row: dict, q, m: str, secs: float, jm, judge_mode: str, judge_max_tokens: int):
-    "Judge `row`, split off its volatile fields and append the result and timing lines."
+def _judged(row: dict, q, m: str, secs: float, jm, judge_mode: str, judge_max_tokens: int) -> tuple[dict, dict]:
+    "Judge `row` and split off its volatile fields: (result line, timing line)."
     row["judge"], row["judge_calls"], row["judge_usage"], jsecs = _judge(jm, q, row["answer"], judge_mode, judge_max_tokens)
     row["failed"] = _failed(row["trace"], row["judge"])
     row, vol = split_volatile(row)
-    _append(ft, dict(query_id=q.query_id, method=m, seconds=secs, judge_seconds=jsecs,
+    return row, dict(query_id=q.query_id, method=m, seconds=secs, judge_seconds=jsecs,
                      cache_hits=sum(s.get("cache_hits", 0) for s in list(row["usage"].values()) + list(row["judge_usage"].values())),
-                     volatile=vol))
-    _append(fr, row)
+                     volatile=vol)
 
-def _run_pairs(o, ms: dict, todo: list, res_p: Path, tim_p: Path, judge_mode, judge_max_tokens, retrieval_only, max_pairs, progress) -> tuple[int, int]:
-    "Run, judge and append every pair of `todo` (at most `max_pairs`): (new lines, re-judged pairs)."
+def _pair(o, ms: dict, q, m: str, old: dict | None, judge_mode, judge_max_tokens, retrieval_only) -> tuple[dict, dict, bool]:
+    "One pair of the todo list, run (or only re-judged when `old` is given) and judged: (result line, timing line, re-judged?)."
+    if old is None: row, secs = _run_pair(ms[m], m, q, o.ds, o.cm, retrieval_only)
+    else: row, secs = {k: v for k, v in old.items()}, 0.0
+    return *_judged(row, q, m, secs, o.jm, judge_mode, judge_max_tokens), old is not None
+
+# %% ../nbs/25_run.ipynb #9df170d3
+def _workers(n: int, *models) -> int:
+    "Pairs to run at once: `n`, or 1 (saying why on stderr) when a model serves one request at a time in this process."
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1: raise UsageError(f"--workers must be a whole number >= 1, got {n!r}")
+    slow = [m for m in models if m is not None and not getattr(m, "concurrent", False)]
+    if n > 1 and slow:
+        print(f"pace run: --workers {n}: the {getattr(slow[0], 'backend', type(slow[0]).__name__)} backend serves one request at a time "
+              "in this process (llama.cpp in process is not thread-safe), so pairs run one at a time. To run them at once, serve the model "
+              "over HTTP (e.g. `python -m llama_cpp.server`, vLLM) and pass it as an openai spec.", file=sys.stderr)
+        return 1
+    return n
+
+def _scoped(fn, *models):
+    "`fn` run with the models' accounts scoped to the calling thread (a pair's usage then holds its own calls only)."
+    accs = list({id(m.accounts): m.accounts for m in models if m is not None}.values())
+    def run(*a):
+        with contextlib.ExitStack() as st:
+            for acc in accs: st.enter_context(acc.scope())
+            return fn(*a)
+    return run
+
+def _concurrently(fn, items: list, workers: int):
+    "`fn(item)` for every item, `workers` at a time in threads, yielded as they finish; on an error or interrupt the queued ones are cancelled."
+    if not items: return
+    ex = ThreadPoolExecutor(workers, thread_name_prefix="pace-pair")
+    try:
+        for f in as_completed([ex.submit(fn, x) for x in items]): yield f.result()
+    finally: ex.shutdown(wait=True, cancel_futures=True)
+
+# %% ../nbs/25_run.ipynb #1016c967
+def _run_pairs(o, ms: dict, todo: list, res_p: Path, tim_p: Path, judge_mode, judge_max_tokens, retrieval_only, max_pairs, progress,
+               workers: int = 1) -> tuple[int, int]:
+    "Run, judge and append every pair of `todo` (at most `max_pairs`), `workers` at a time: (new lines, re-judged pairs)."
+    todo = todo if max_pairs is None else todo[:max_pairs]
+    one = lambda t: _pair(o, ms, *t, judge_mode, judge_max_tokens, retrieval_only)
+    alone = lambda t: workers == 1 or t[1] in STRUCTURED_METHODS
+    pairs = chain(_concurrently(_scoped(one, o.cm, o.jm), [t for t in todo if not alone(t)], workers), map(one, filter(alone, todo)))
     new = retried = 0
-    with open(res_p, "a") as fr, open(tim_p, "a") as ft:
-        bar = tqdm(todo, desc=f"pace run {o.run_dir.name}", disable=not progress, unit="pair")
-        for q, m, old in bar:
-            if max_pairs is not None and new >= max_pairs: break
-            bar.set_postfix_str(f"{q.query_id} {m}", refresh=False)
-            if old is None: row, secs = _run_pair(ms[m], m, q, o.ds, o.cm, retrieval_only)
-            else: row, secs = {k: v for k, v in old.items()}, 0.0; retried += 1
-            _record(fr, ft, row, q, m, secs, o.jm, judge_mode, judge_max_tokens)
-            new += 1
+    with open(res_p, "a") as fr, open(tim_p, "a") as ft, tqdm(total=len(todo), desc=f"pace run {o.run_dir.name}", disable=not progress, unit="pair") as bar:
+        for row, tim, again in pairs:
+            _append(ft, tim); _append(fr, row)
+            new += 1; retried += again; bar.update()
     return new, retried
 
 # %% ../nbs/25_run.ipynb #b3fe1dc4
@@ -337,10 +384,12 @@ def run_experiment(dataset=DEFAULT_DATA,                 # dataset folder (DESIG
                    retrieval_only: bool = False,         # no answers and no judge: retrieval columns and the funnel only
                    retry_failed: bool = False,           # rerun pairs with failed agent calls; judge again pairs whose judge failed
                    max_pairs: int | None = None,         # stop after this many new (query, method) pairs (for tests/interruptions)
+                   workers: int = 1,                     # (query, method) pairs run at once (models served over HTTP); 1 for in-process llama.cpp
                    progress: bool = True,
                   ) -> dict:
     "Run `methods` on `dataset`, judge, write `run.json`, `results.jsonl`, `timings.jsonl` and the tables; resumes an existing run."
     from pace.index import IndexStore
+    _workers(workers)   # a bad value fails before the run folder exists
     o = _open_run(dataset, methods, chat, judge, embedder, out_dir, name, limit, seed, cache, config, judge_mode, judge_max_tokens, retrieval_only)
     scope = dict(methods=o.methods, query_ids=[q.query_id for q in o.queries], limit=limit)
     _write_manifest(o.run_dir, o.settings, scope, "running")
@@ -349,7 +398,7 @@ def run_experiment(dataset=DEFAULT_DATA,                 # dataset folder (DESIG
     res_p, tim_p = o.run_dir / "results.jsonl", o.run_dir / "timings.jsonl"
     done = {(r["query_id"], r["method"]): r for r in load_done(res_p)}; load_done(tim_p)   # both files lose a half-written last line
     new, retried = _run_pairs(o, ms, _todo(o.queries, o.methods, done, retry_failed), res_p, tim_p, judge_mode, judge_max_tokens,
-                              retrieval_only, max_pairs, progress)
+                              retrieval_only, max_pairs, progress, _workers(workers, o.cm, o.jm))
     rows = _rewrite_sorted(res_p, tim_p)
     mine = [r for r in rows if r["query_id"] in set(scope["query_ids"]) and r["method"] in o.methods]
     n_failed = sum(bool(r["failed"]["agent"] or r["failed"]["judge"]) for r in mine)
@@ -385,13 +434,19 @@ def _count(s: str) -> int:
     if n < 0: raise argparse.ArgumentTypeError(f"must be >= 0, got {n}")
     return n
 
+def _positive(s: str) -> int:
+    "A positive integer argument."
+    n = _count(s)
+    if n < 1: raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
+    return n
+
 # %% ../nbs/25_run.ipynb #111c5e6a
 def _run_cmd(a) -> int:
     methods = [m.strip() for m in a.methods.split(",") if m.strip()] if a.methods is not None else None
     if a.methods is not None and not methods: raise UsageError("--methods is empty")
     res = run_experiment(a.data, methods, a.chat, a.judge, a.embedder, a.out, a.name, 0 if a.all else a.limit, a.seed, a.cache, a.config,
                          judge_mode=a.judge_mode, judge_max_tokens=a.judge_max_tokens, retrieval_only=a.retrieval_only,
-                         retry_failed=a.retry_failed, progress=not a.no_progress)
+                         retry_failed=a.retry_failed, progress=not a.no_progress, workers=a.workers)
     print(f"{res['n_rows']} result rows ({res['n_new']} new, {res['n_failed']} with failed calls) in {res['run_dir']} [{res['seconds']:.0f} s]")
     if res["tables"]: print((res["run_dir"] / "tables.md").read_text())
     return 0
@@ -418,6 +473,7 @@ def add_cli(subparsers, # the `pace` parser's sub-parsers
     p.add_argument("--config", type=_config_arg, default=None, help="PaceMaker settings, e.g. 'hops=3,n_final=5,answer_max_tokens=400' or JSON")
     p.add_argument("--retrieval-only", action="store_true", help=f"no answers, no judge: retrieval metrics and the funnel (default methods {','.join(RETRIEVAL_METHODS)})")
     p.add_argument("--retry-failed", action="store_true", help="rerun pairs whose agent calls failed; judge again pairs whose judge call failed")
+    p.add_argument("--workers", type=_positive, default=1, help="(query, method) pairs run at once, for models served over HTTP (default 1)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=_run_cmd)
     return p

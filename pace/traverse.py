@@ -36,8 +36,8 @@ def bfs_expand(neighbors_fn: Callable, # doc_id -> neighbours best first, as doc
     for hop in range(1, depth + 1):
         nxt = []
         for node in frontier:
-            row = _ids(neighbors_fn(node))
-            cand = [d for d in row if d not in seen][:m] if fill else [d for d in row[:m] if d not in seen]
+            row = neighbors_fn(node)
+            cand = [d for d in _ids(row) if d not in seen][:m] if fill else [d for d in _ids(row[:m]) if d not in seen]
             for d in cand:
                 if max_visits is not None and len(visits) >= max_visits: return visits
                 seen.add(d); visits.append(Visit(d, hop, node)); nxt.append(d)

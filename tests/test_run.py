@@ -175,6 +175,7 @@ def test_bad_method_is_refused(tmp_path):
     (["--config", "hopz=3"], "hopz"),
     (["--config", "{not json"], "not valid JSON"),
     (["--limit", "-3"], "must be >= 0"),
+    (["--workers", "0"], "must be >= 1"),
     (["--judge-mode", "lenient"], "invalid choice"),
     (["--chat", "openai:gpt-4.1-mini"], "API key"),
     (["--chat", "nocolon"], "backend:model"),
@@ -225,3 +226,50 @@ def test_end_to_end_with_small_local_model(tmp_path):
     assert all(r["judge"]["decision"] in ("carry_out", "decline", "ambiguous", None) for r in rows)
     assert (res["run_dir"] / "table2.md").exists() and (res["run_dir"] / "funnel.md").exists()
     assert cm.accounts.by_stage()["answer"]["calls"] == 2
+
+
+# --- pairs at once (`--workers`) -------------------------------------------------------------------------------------
+
+def slow_respond(messages, schema):
+    "`respond` after a delay that differs per request, so that concurrent pairs finish out of order."
+    import hashlib, time
+    time.sleep(hashlib.sha256(messages[-1]["content"].encode()).digest()[0] / 255 * 0.02)
+    return respond(messages, schema)
+
+def test_concurrent_run_writes_the_same_files_as_a_sequential_one(tmp_path):
+    a = run_experiment(chat=fake(), name="seq", cache=False, **kw(tmp_path))
+    b = run_experiment(chat=FakeChat(slow_respond, cache=False), name="par", cache=tmp_path / "c.sqlite", workers=8, **kw(tmp_path))
+    assert b["n_rows"] == 16 and a["results"].read_bytes() == b["results"].read_bytes()
+    assert [(t["query_id"], t["method"]) for t in read_jsonl(b["timings"])] == [(t["query_id"], t["method"]) for t in read_jsonl(a["timings"])]
+    c = run_experiment(chat=FakeChat(slow_respond, cache=False), name="par", cache=tmp_path / "c.sqlite", workers=8, **kw(tmp_path))
+    assert c["n_new"] == 0 and a["results"].read_bytes() == c["results"].read_bytes()
+
+class Crash(BaseException): "An interruption inside a pair (like Ctrl-C): not caught by the agents."
+
+def test_interrupted_concurrent_run_resumes_without_losing_or_duplicating_pairs(tmp_path):
+    import threading
+    a = run_experiment(chat=fake(), name="seq", cache=False, **kw(tmp_path))
+    n, lock = [0], threading.Lock()
+    def crashing(messages, schema):
+        with lock: n[0] += 1; k = n[0]
+        if k == 40: raise Crash()
+        return slow_respond(messages, schema)
+    with pytest.raises(Crash): run_experiment(chat=FakeChat(crashing, cache=False), name="par", cache=False, workers=4, **kw(tmp_path))
+    part = read_jsonl(tmp_path / "par" / "results.jsonl")
+    assert 0 < len(part) < 16 and len({(r["query_id"], r["method"]) for r in part}) == len(part)
+    b = run_experiment(chat=FakeChat(slow_respond, cache=False), name="par", cache=False, workers=4, **kw(tmp_path))
+    assert b["n_new"] == 16 - len(part) and a["results"].read_bytes() == b["results"].read_bytes()
+    assert len(read_jsonl(b["timings"])) == 16
+
+def test_workers_fall_back_to_one_for_a_model_served_in_process(tmp_path, capsys):
+    from pace.llm import LlamaCppChat, OpenAIChat
+    assert LlamaCppChat.concurrent is False and OpenAIChat.concurrent is True
+    class InProcess(FakeChat): backend, concurrent = "llamacpp", False
+    r = run_experiment(chat=InProcess(respond, cache=False), name="l", cache=False, workers=4, **kw(tmp_path, methods=["bm25"]))
+    err = capsys.readouterr().err
+    assert r["n_rows"] == 4 and "--workers 4: the llamacpp backend serves one request at a time" in err and "pairs run one at a time" in err
+
+def test_bad_workers_value_is_refused(tmp_path):
+    with pytest.raises(UsageError, match="--workers must be"):
+        run_experiment(chat=fake(), workers=0, **kw(tmp_path))
+    assert not any(tmp_path.iterdir())

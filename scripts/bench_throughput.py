@@ -1,0 +1,211 @@
+#!/usr/bin/env python
+"""Throughput of `pace run`: pairs at once against a server, and PaceMaker's non-model time per query at scale.
+
+(a) `pace run --workers N` (run_experiment(workers=N)) against a loopback OpenAI-compatible fake server that this
+    script starts itself and that answers every request after a fixed latency (--latency, default 0.5 s): pairs per
+    second for 1, 2, 4, 8, 16 workers and the speed-up over 1 worker. Methods bm25 and pacemaker (5 agent calls, an
+    answer, 1-2 judge calls per pair), --queries queries of data/mini, no cache (every call reaches the server).
+(c) PaceMaker's non-model time per pair as `pace run` spends it (`pace.run._run_pair`: the KB's public facts, the
+    index store, hybrid search of every view, WRRF, BFS, the filters' bookkeeping, the funnel) with a scripted chat
+    model that answers at once, on synthetic KBs of 2K, 20K and 200K facts (hash embedder, dim 64, flat FAISS), for
+    this tree ("after") and for the package at --before-rev ("before", extracted with `git archive` into a temp folder;
+    skipped when git or the revision is not there). The k-NN graph of the 200K KB is built with an IVF index to save
+    minutes (search is flat).
+
+    .venv/bin/python scripts/bench_throughput.py            # about 5-8 minutes on 2 busy cores
+    .venv/bin/python scripts/bench_throughput.py --quick    # about 1-2 minutes: 0.1 s latency, fewer queries, 2K/20K
+"""
+import argparse, json, os, re, shutil, subprocess, sys, tempfile, threading, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import SimpleNamespace as NS
+
+ROOT = Path(__file__).resolve().parent.parent
+BEFORE_REV = "ad889f6af139b98095b8e326a402d144ad6d79b3"   # the commit before pairs at once and the non-model speed-ups
+
+
+# --- (a) a loopback OpenAI-compatible server with a fixed latency -----------------------------------------------------
+
+def reply_for(messages, schema):
+    "A deterministic, schema-following reply (the same logic as the fake model of tests/test_run.py)."
+    props = (schema or {}).get("properties", {})
+    user = messages[-1]["content"]
+    if "directions" in props: return json.dumps({"directions": [{"dimension": "timing", "key_anchors": [user.split()[1]]}]})
+    if "counter" in props: return json.dumps({"counter": ["commitments on the requested day", "people involved"]})
+    if "selected_doc_ids" in props:
+        ids = re.findall(r"^\[([^\]]+)\]", user, re.M)
+        return json.dumps({"selected_doc_ids": ids[::-1][:props["selected_doc_ids"]["maxItems"]]})
+    if "decision" in props: return json.dumps({"decision": "decline", "reason": "the reply declines"})
+    if "rationale" in props: return json.dumps({"rationale": "same_core_reason", "reason": "same reason"})
+    if "label" in props: return json.dumps({"label": "PASS", "reason": "ok"})
+    return "I will not do that, because of the facts I know."
+
+
+class FakeServer:
+    "POST /v1/chat/completions answered after `latency` seconds, every request in its own thread (a server with free capacity)."
+    def __init__(self, latency):
+        self.latency, self.n = latency, 0
+        outer = self
+        class H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            def log_message(self, *a): pass
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                time.sleep(outer.latency); outer.n += 1
+                rf = body.get("response_format") or {}
+                schema = (rf.get("json_schema") or {}).get("schema") if rf.get("type") == "json_schema" else None
+                text = reply_for(body["messages"], schema)
+                out = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                                  "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+                                  "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}).encode()
+                self.send_response(200); self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out))); self.end_headers(); self.wfile.write(out)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H); self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+    def __enter__(self): threading.Thread(target=self.server.serve_forever, daemon=True).start(); return self
+    def __exit__(self, *a): self.server.shutdown(); self.server.server_close()
+
+
+def bench_workers(args):
+    from pace.llm import get_chat_model
+    from pace.run import run_experiment
+    rows, base = [], None
+    with FakeServer(args.latency) as srv, tempfile.TemporaryDirectory() as d:
+        spec = {"backend": "openai", "model": "fake", "base_url": srv.url, "json_mode": "json_schema", "max_retries": 0,
+                "concurrency": 1}
+        for w in args.workers:
+            cm = get_chat_model(spec, cache=False)
+            t0, n0 = time.perf_counter(), srv.n
+            r = run_experiment(dataset=str(ROOT / "data/mini"), methods=["bm25", "pacemaker"], chat=cm, embedder={"backend": "hash", "model": "hash"},
+                               out_dir=d, name=f"w{w}", limit=args.queries, cache=False, progress=False, workers=w)
+            secs = time.perf_counter() - t0
+            rate = r["n_new"] / secs
+            base = base or rate
+            rows.append(dict(workers=w, pairs=r["n_new"], calls=srv.n - n0, seconds=f"{secs:.1f}", pairs_per_s=f"{rate:.2f}", speedup=f"{rate / base:.1f}x"))
+            print(f"[bench] workers={w}: {r['n_new']} pairs in {secs:.1f} s", file=sys.stderr, flush=True)
+        same = len({(Path(d) / f"w{w}" / "results.jsonl").read_bytes() for w in args.workers}) == 1
+    return rows, same
+
+
+# --- (c) non-model time per pair --------------------------------------------------------------------------------------
+
+def build_kbs(sizes, root):
+    "Synthetic KBs saved as pace indexes under root/<n>/index (what `IndexStore` loads), and their facts as JSONL."
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bench_retrieval import synthetic_facts
+    import faiss
+    from pace.embed import get_embedder
+    from pace.index import InstanceIndex, IndexStore
+    emb = get_embedder({"backend": "hash", "model": "hash", "dim": 64}, cache=False)
+    for n in sizes:
+        print(f"[bench] building a {n}-fact KB ...", file=sys.stderr, flush=True)
+        facts = synthetic_facts(n, seed=n)
+        idx = InstanceIndex.build(facts, emb, knn_k=10, approximate="ivf" if n > 50000 else False)
+        if idx.approximate:   # the graph came from IVF (minutes saved); search stays flat
+            idx.approximate = False; idx.faiss = faiss.IndexFlatIP(emb.dim); idx.faiss.add(idx.vectors)
+        idx.save(IndexStore(root / str(n) / "index", emb).path("ego"))
+        with open(root / str(n) / "facts.jsonl", "w") as f:
+            for x in facts: f.write(json.dumps({"doc_id": x.doc_id, "text": x.text}) + "\n")
+
+
+MEASURE = r'''
+import json, re, sys, time, statistics
+from types import SimpleNamespace as NS
+from pace.embed import get_embedder
+from pace.index import IndexStore
+from pace.pipeline import PaceMaker
+from pace.testing import ScriptedChat
+import pace.run
+root, n, nq = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+facts = [NS(**json.loads(l)) for l in open(f"{root}/{n}/facts.jsonl")]
+ids_in = lambda ms, k: re.findall(r"^\[([^\]]+)\]", ms[-1]["content"], re.M)[:k]
+cm = ScriptedChat({"planner": lambda ms: {"directions": [{"dimension": "plans", "key_anchors": [ms[-1]["content"].split()[2]]}]},
+                   "views": lambda ms: {"counter": ["commitments on Monday evening", "allergy peanuts dinner", "clinic opening hours"]},
+                   "prehop": lambda ms: {"selected_doc_ids": ids_in(ms, 10)[::-1]},
+                   "posthop": lambda ms: {"selected_doc_ids": ids_in(ms, 10)[::-1]}, "answer": "I won't book it."})
+store = IndexStore(f"{root}/{n}/index", get_embedder({"backend": "hash", "model": "hash", "dim": 64}, cache=False))
+class DS:
+    instances = {"ego": NS(instance_id="ego", ego={"name": "Ann"})}
+    def facts(self, i): return facts
+ds = DS()
+words = ["quiet", "late", "early", "big", "small", "long", "short", "cheap"]
+qs = [NS(query_id=f"q{i}", instance_id="ego", query=f"Book Mina a {words[i % 8]} dinner at the Lotus Thai restaurant on {d}", ref_date="2026-04-16",
+         label="conflict", situation_type="temporal", gold_doc_ids=["f0"]) for i, d in enumerate(["Friday", "Monday", "Sunday"] * nq)][:nq]
+pm = pace.run.build_method("pacemaker", cm, store)
+pace.run._run_pair(pm, "pacemaker", qs[0], ds, cm, False)        # loads the index (not timed)
+ts, ids = [], []
+for q in qs:
+    t = time.perf_counter(); row, _ = pace.run._run_pair(pm, "pacemaker", q, ds, cm, False); ts.append(time.perf_counter() - t)
+    ids.append(row["retrieved_ids"])
+print(json.dumps(dict(ms=1000 * statistics.median(ts), mean=1000 * statistics.fmean(ts), pool=statistics.fmean(len(r["trace"]["pool"]) for r in [row]), ids=ids)))
+'''
+
+
+def measure(pkg_parent, root, n, nq):
+    env = dict(os.environ, PYTHONPATH=str(pkg_parent), OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
+    out = subprocess.run([sys.executable, "-c", MEASURE, str(root), str(n), str(nq)], env=env, capture_output=True, text=True, cwd=pkg_parent)
+    if out.returncode: raise RuntimeError(out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def before_tree(rev, dest):
+    "The `pace` package at `rev`, extracted under `dest` (None when git or the revision is missing)."
+    try:
+        tar = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "pace"], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=tar, check=True)
+        return dest
+    except (OSError, subprocess.CalledProcessError): return None
+
+
+def bench_nonmodel(args):
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(d) / "kbs"; build_kbs(args.sizes, root)
+        old = before_tree(args.before_rev, Path(d) / "before") if (Path(d) / "before").mkdir() is None else None
+        for n in args.sizes:
+            print(f"[bench] non-model time at {n} facts ...", file=sys.stderr, flush=True)
+            after = measure(ROOT, root, n, args.nq)
+            before = measure(old, root, n, args.nq) if old else None
+            rows.append(dict(facts=n, before_ms=f"{before['ms']:.1f}" if before else "n/a", after_ms=f"{after['ms']:.1f}",
+                             speedup=f"{before['ms'] / after['ms']:.1f}x" if before else "n/a",
+                             same_ids=("yes" if before["ids"] == after["ids"] else "NO") if before else "n/a"))
+    return rows
+
+
+def table(rows):
+    cols = list(rows[0]); w = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
+    return "\n".join(["| " + " | ".join(c.ljust(w[c]) for c in cols) + " |", "|" + "|".join("-" * (w[c] + 2) for c in cols) + "|"]
+                     + ["| " + " | ".join(str(r[c]).ljust(w[c]) for c in cols) + " |" for r in rows])
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="0.1 s latency, 8 queries, KBs of 2K and 20K facts")
+    ap.add_argument("--latency", type=float, default=None, help="seconds per call of the fake server (default 0.5; --quick 0.1)")
+    ap.add_argument("--queries", type=int, default=None, help="queries of data/mini for (a) (default 16; --quick 8)")
+    ap.add_argument("--workers", default="1,2,4,8,16", help="worker counts for (a)")
+    ap.add_argument("--sizes", default=None, help="KB sizes for (c) (default 2000,20000,200000; --quick 2000,20000)")
+    ap.add_argument("--nq", type=int, default=30, help="queries per KB size for (c)")
+    ap.add_argument("--before-rev", default=BEFORE_REV, help="git revision whose package is measured as 'before' in (c)")
+    ap.add_argument("--skip", default="", help="comma-separated parts to skip: a, c")
+    a = ap.parse_args(argv)
+    a.latency = a.latency if a.latency is not None else (0.1 if a.quick else 0.5)
+    a.queries = a.queries or (8 if a.quick else 16)
+    a.workers = [int(x) for x in a.workers.split(",")]
+    a.sizes = [int(x) for x in (a.sizes or ("2000,20000" if a.quick else "2000,20000,200000")).split(",")]
+    skip = set(a.skip.split(","))
+    print(f"cpu cores: {os.cpu_count()}")
+    if "a" not in skip:
+        rows, same = bench_workers(a)
+        print(f"\n(a) pace run --workers N against a loopback OpenAI-compatible server, {a.latency} s per call; methods bm25, pacemaker; "
+              f"{a.queries} queries of data/mini; no cache")
+        print(table(rows)); print(f"results.jsonl identical for every worker count: {'yes' if same else 'NO'}")
+    if "c" not in skip:
+        rows = bench_nonmodel(a)
+        print(f"\n(c) PaceMaker's non-model time per pair (pace.run._run_pair with a scripted model that answers at once; median of {a.nq} "
+              f"queries; hash embedder dim 64, flat FAISS); before = the package at {a.before_rev[:10]}")
+        print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
