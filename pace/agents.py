@@ -10,11 +10,12 @@ from pydantic import BaseModel, Field, ValidationError
 from .cache import Accounts
 
 # %% auto #0
-__all__ = ['PLANNER_SYSTEM', 'VIEWS_SYSTEM', 'FILTER_SYSTEM', 'ANSWER_SYSTEM', 'AgentCall', 'call_agent', 'persona_name',
-           'as_date', 'date_hints', 'Direction', 'ConflictPlan', 'planner_messages', 'plan_conflicts', 'CounterQueries',
-           'views_messages', 'generate_views', 'Selection', 'filter_messages', 'selection_schema', 'clean_selection',
-           'prompt_budget', 'SelectionReport', 'select_evidence', 'answer_messages', 'fit_facts', 'tidy_answer',
-           'generate_answer']
+__all__ = ['STAGE_ORDER', 'PLANNER_SYSTEM', 'VIEWS_SYSTEM', 'FILTER_SYSTEM', 'ANSWER_SYSTEM', 'AgentCall', 'agent_request',
+           'chat_one', 'read_reply', 'call_agent', 'run_steps', 'run_steps_batch', 'persona_name', 'as_date',
+           'date_hints', 'Direction', 'ConflictPlan', 'planner_messages', 'plan_steps', 'plan_conflicts',
+           'CounterQueries', 'views_messages', 'views_steps', 'generate_views', 'Selection', 'filter_messages',
+           'selection_schema', 'clean_selection', 'prompt_budget', 'SelectionReport', 'select_steps', 'select_evidence',
+           'answer_messages', 'fit_facts', 'tidy_answer', 'answer_steps', 'generate_answer']
 
 # %% ../nbs/20_agents.ipynb #0a9ed9e3
 class AgentCall(BaseModel):
@@ -43,16 +44,25 @@ def _json_from(r) -> dict | None:
     except ValueError: return None
 
 # %% ../nbs/20_agents.ipynb #e0d800fe
-def call_agent(cm,                       # chat model (`pace.llm.ChatModel` or anything with its `chat`)
-               messages: list[dict],     # the prompt
-               *, stage: str,            # stage tag (accounts, traces)
-               schema=None,              # JSON schema or pydantic class sent to the model
+def agent_request(messages: list[dict],     # the prompt
+                  *, stage: str,            # stage tag (accounts, traces)
+                  schema=None,              # JSON schema or pydantic class sent to the model
+                  max_tokens: int = 512, seed: int = 0) -> dict:
+    "One agent call as a request: the keyword arguments of `chat` (and an item of `chat_batch`), at temperature 0."
+    return dict(messages=messages, schema=schema, stage=stage, temperature=0.0, max_tokens=max_tokens, seed=seed)
+
+def chat_one(cm, req: dict):
+    "The result of `req` through `cm.chat`, or the Exception it raised (a backend bug must not stop an experiment)."
+    try: return cm.chat(req['messages'], **{k: v for k, v in req.items() if k != 'messages'})
+    except Exception as e: return e
+
+# %% ../nbs/20_agents.ipynb #1fdce7bb
+def read_reply(r,                          # a chat result, or the Exception its call raised
+               stage: str,                 # the call's stage
                model: type[BaseModel] | None = None, # pydantic class the answer is validated into; None: plain text
-               max_tokens: int = 512, seed: int = 0) -> tuple[Any, AgentCall]:
-    "Call `cm`; return (validated `model` instance, or the text when `model` is None; or None on failure) and the record."
-    try: r = cm.chat(messages, schema=schema, stage=stage, temperature=0.0, max_tokens=max_tokens, seed=seed)
-    except Exception as e:  # a backend bug must not stop an experiment; it is recorded
-        return None, AgentCall(stage=stage, ok=False, error=f"{type(e).__name__}: {e}")
+              ) -> tuple[Any, AgentCall]:
+    "(validated `model` instance, or the text when `model` is None; or None on failure) and the call record."
+    if isinstance(r, Exception): return None, AgentCall(stage=stage, ok=False, error=f"{type(r).__name__}: {r}")
     rec = AgentCall(stage=stage, ok=bool(r.ok), error=r.error, text=r.text, prompt_tokens=r.usage.prompt_tokens,
                     completion_tokens=r.usage.completion_tokens, cached=bool(getattr(r, 'cached', False)),
                     seconds=float(getattr(r, 'seconds', 0.0) or 0.0))
@@ -66,6 +76,65 @@ def call_agent(cm,                       # chat model (`pace.llm.ChatModel` or a
     except ValidationError as e:
         rec.ok, rec.error = False, f"schema: {str(e).splitlines()[0]}"
         return None, rec
+
+# %% ../nbs/20_agents.ipynb #4af3ca39
+def call_agent(cm,                       # chat model (`pace.llm.ChatModel` or anything with its `chat`)
+               messages: list[dict],     # the prompt
+               *, stage: str,            # stage tag (accounts, traces)
+               schema=None,              # JSON schema or pydantic class sent to the model
+               model: type[BaseModel] | None = None, # pydantic class the answer is validated into; None: plain text
+               max_tokens: int = 512, seed: int = 0) -> tuple[Any, AgentCall]:
+    "Call `cm`; return (validated `model` instance, or the text when `model` is None; or None on failure) and the record."
+    req = agent_request(messages, stage=stage, schema=schema, max_tokens=max_tokens, seed=seed)
+    return read_reply(chat_one(cm, req), stage, model)
+
+# %% ../nbs/20_agents.ipynb #3531a6bc
+def run_steps(cm,    # chat model
+              steps, # generator: yields lists of requests (`agent_request`), is sent their results, returns the value
+             ):
+    "Drive `steps` one request at a time through `cm.chat`; its return value."
+    try:
+        reqs = next(steps)
+        while True: reqs = steps.send([chat_one(cm, r) for r in reqs])
+    except StopIteration as e: return e.value
+
+# %% ../nbs/20_agents.ipynb #17f184ce
+STAGE_ORDER = ("planner", "views", "prehop", "posthop", "answer")   # the order of PaceMaker's stages
+
+def _chat_many(cm, reqs: list[dict]) -> list:
+    "Results of `reqs` from one `cm.chat_batch` call; when the batch raises, `chat_one` for each."
+    try: return cm.chat_batch(reqs)
+    except Exception: return [chat_one(cm, r) for r in reqs]
+
+def _tally(acc: Accounts, reqs: list[dict], results: list):
+    "Record `results` in `acc` the way `chat_batch` records them in the model's accounts (an Exception is not recorded)."
+    for q, r in zip(reqs, results):
+        if isinstance(r, Exception): continue
+        acc.record(q['stage'], cached=r.cached, ok=r.ok, prompt_tokens=r.usage.prompt_tokens, completion_tokens=r.usage.completion_tokens,
+                   model_calls=r.attempts, seconds=0.0 if r.cached else r.seconds, model_seconds=r.seconds)
+
+# %% ../nbs/20_agents.ipynb #8784479e
+def run_steps_batch(cm,            # chat model
+                    steps: list,   # generators as for `run_steps`
+                    order=STAGE_ORDER, # stages in the order they are served (others last)
+                   ) -> tuple[list, list[dict]]:
+    "Drive all `steps` stage by stage, one `chat_batch` call per round: (their values, each one's accounts by stage)."
+    vals, accs, counts, wait = [None] * len(steps), [Accounts() for _ in steps], [{} for _ in steps], {}
+    def advance(i, res):
+        try:
+            reqs = steps[i].send(res)
+            while not reqs: reqs = steps[i].send([])
+        except StopIteration as e: vals[i] = e.value; return
+        st = reqs[0]['stage']; counts[i][st] = counts[i].get(st, 0) + 1
+        wait[i] = ((order.index(st) if st in order else len(order), counts[i][st]), reqs)
+    for i in range(len(steps)): advance(i, None)
+    while wait:
+        key = min(k for k, _ in wait.values())
+        now = [(i, wait.pop(i)[1]) for i in sorted(wait) if wait[i][0] == key]
+        res = iter(_chat_many(cm, [r for _, reqs in now for r in reqs]))
+        for i, reqs in now:
+            mine = [next(res) for _ in reqs]; _tally(accs[i], reqs, mine); advance(i, mine)
+    return vals, [a.by_stage() for a in accs]
 
 # %% ../nbs/20_agents.ipynb #7426a3de
 def persona_name(instance, # a `pace.data.Instance`, or anything with `ego`
@@ -127,13 +196,13 @@ class _PlanAny(BaseModel):
 
 def _anchor_ok(a: str, query: str) -> bool: return bool(a.strip()) and a.strip().lower() in query.lower()
 
-def plan_conflicts(cm,                       # chat model
-                   query: str,               # the request
-                   ref_date,                 # the date it is made
-                   *, max_directions: int = 3, # keep at most this many directions
-                   stage: str = "planner", max_tokens: int = 200) -> tuple[ConflictPlan | None, AgentCall]:
-    "Run the conflict planner; anchors not found verbatim in `query` are dropped. Fallback: no plan (counter queries then come from the request alone)."
-    plan, rec = call_agent(cm, planner_messages(query, ref_date), stage=stage, schema=ConflictPlan, model=_PlanAny, max_tokens=max_tokens)
+def plan_steps(query: str,               # the request
+               ref_date,                 # the date it is made
+               *, max_directions: int = 3, # keep at most this many directions
+               stage: str = "planner", max_tokens: int = 200):
+    "The conflict planner as steps (see `run_steps`): one request; returns (plan or None, record)."
+    r, = yield [agent_request(planner_messages(query, ref_date), stage=stage, schema=ConflictPlan, max_tokens=max_tokens)]
+    plan, rec = read_reply(r, stage, _PlanAny)
     if plan is None:
         rec.fallback = "no plan"
         return None, rec
@@ -146,6 +215,14 @@ def plan_conflicts(cm,                       # chat model
         rec.ok, rec.error, rec.fallback = False, "no usable direction", "no plan"
         return None, rec
     return ConflictPlan(directions=dirs), rec
+
+def plan_conflicts(cm,                       # chat model
+                   query: str,               # the request
+                   ref_date,                 # the date it is made
+                   *, max_directions: int = 3, # keep at most this many directions
+                   stage: str = "planner", max_tokens: int = 200) -> tuple[ConflictPlan | None, AgentCall]:
+    "Run the conflict planner; anchors not found verbatim in `query` are dropped. Fallback: no plan (counter queries then come from the request alone)."
+    return run_steps(cm, plan_steps(query, ref_date, max_directions=max_directions, stage=stage, max_tokens=max_tokens))
 
 # %% ../nbs/20_agents.ipynb #4471a98f
 VIEWS_SYSTEM = """You write search queries for a personal assistant's memory of facts about its user.
@@ -184,17 +261,12 @@ def _clean_counters(counters: list[str], query: str, n: int) -> list[str]:
         if c and _norm(c) and _norm(c) not in seen: out.append(c); seen.add(_norm(c))
     return out[:n]
 
-def generate_views(cm,                        # chat model
-                   query: str,                # the request
-                   ref_date,                  # the date it is made
-                   plan: ConflictPlan | None, # the planner's output
-                   *, max_counter: int = 3,   # at most this many counter queries
-                   stage: str = "views", max_tokens: int = 200) -> tuple[list[str], AgentCall]:
-    "Counter queries for `query` (cleaned, at most `max_counter`). Fallback: none (the original view alone)."
+def views_steps(query: str, ref_date, plan: ConflictPlan | None, *, max_counter: int = 3, stage: str = "views", max_tokens: int = 200):
+    "The multi-view generator as steps (see `run_steps`): one request; returns (counter queries, record)."
     sch = {"type": "object", "properties": {"counter": {"type": "array", "items": {"type": "string"}, "maxItems": max_counter}},
            "required": ["counter"]}
-    out, rec = call_agent(cm, views_messages(query, ref_date, plan, max_counter), stage=stage, schema=sch,
-                          model=CounterQueries, max_tokens=max_tokens)
+    r, = yield [agent_request(views_messages(query, ref_date, plan, max_counter), stage=stage, schema=sch, max_tokens=max_tokens)]
+    out, rec = read_reply(r, stage, CounterQueries)
     if out is None:
         rec.fallback = "original query only"
         return [], rec
@@ -202,6 +274,15 @@ def generate_views(cm,                        # chat model
     rec.notes = dict(n_returned=len(out.counter), n_kept=len(cs))
     if not cs: rec.fallback = "original query only"
     return cs, rec
+
+def generate_views(cm,                        # chat model
+                   query: str,                # the request
+                   ref_date,                  # the date it is made
+                   plan: ConflictPlan | None, # the planner's output
+                   *, max_counter: int = 3,   # at most this many counter queries
+                   stage: str = "views", max_tokens: int = 200) -> tuple[list[str], AgentCall]:
+    "Counter queries for `query` (cleaned, at most `max_counter`). Fallback: none (the original view alone)."
+    return run_steps(cm, views_steps(query, ref_date, plan, max_counter=max_counter, stage=stage, max_tokens=max_tokens))
 
 # %% ../nbs/20_agents.ipynb #e52cbe99
 class Selection(BaseModel):
@@ -293,11 +374,15 @@ class SelectionReport(BaseModel):
     note: str = ""
 
 # %% ../nbs/20_agents.ipynb #8568252e
-def _judge_chunk(cm, query, ref_date, ch, top_n, stage, max_tokens, rep, how, seen, n_chunks) -> tuple[list[str], AgentCall]:
-    "One call over a chunk of more than `top_n` candidates: the ids it keeps (fallback: the first `top_n`) and the call record."
+def _chunk_request(query, ref_date, ch, top_n, stage, max_tokens) -> dict:
+    "The request of one call over a chunk of candidates."
+    return agent_request(filter_messages(query, ref_date, ch, top_n), stage=stage, schema=selection_schema([i for i, _ in ch], top_n),
+                         max_tokens=max_tokens)
+
+def _judge_chunk(r, ch, top_n, stage, rep, how, seen, n_chunks) -> tuple[list[str], AgentCall]:
+    "Read one call over a chunk of more than `top_n` candidates: the ids it keeps (fallback: the first `top_n`) and the call record."
     ids = [i for i, _ in ch]
-    sel, rec = call_agent(cm, filter_messages(query, ref_date, ch, top_n), stage=stage, schema=selection_schema(ids, top_n),
-                          model=Selection, max_tokens=max_tokens)
+    sel, rec = read_reply(r, stage, Selection)
     seen.update(ids); rep.n_calls += 1
     got, notes = clean_selection(sel.selected_doc_ids if sel else [], ids, top_n)
     how.update(dict.fromkeys(got, 'model'))
@@ -308,42 +393,45 @@ def _judge_chunk(cm, query, ref_date, ch, top_n, stage, max_tokens, rep, how, se
     rec.notes = dict(notes, n_fallback=0 if sel else len(got), round=rep.rounds, chunk_size=len(ch), n_chunks=n_chunks)
     return got, rec
 
-def _tournament(cm, query, ref_date, cands, top_n, stage, max_tokens, max_rounds, rep, how, seen) -> tuple[list, list[AgentCall]]:
-    "Rounds of chunked selection until at most `top_n` candidates remain (or `max_rounds` ran out): (the remaining candidates, call records)."
+# %% ../nbs/20_agents.ipynb #8f799278
+def _tournament(cm, query, ref_date, cands, top_n, stage, max_tokens, max_rounds, rep, how, seen):
+    "Steps: rounds of chunked selection until at most `top_n` candidates remain (or `max_rounds` ran out); returns (the remaining candidates, call records)."
     cur, recs, texts, budget = list(cands), [], dict(cands), prompt_budget(cm, max_tokens)
     while len(cur) > top_n and (max_rounds is None or rep.rounds < max_rounds):
         chunks = _chunks(cm, query, ref_date, cur, top_n, budget)
         if len(chunks) > 1 and all(len(ch) <= top_n for ch in chunks):
             rep.note = f"the context window holds at most {max(map(len, chunks))} candidates per call: no selection possible"; break
         rep.rounds += 1; winners = []
+        big = [ch for ch in chunks if len(ch) > top_n]
+        res = iter((yield [_chunk_request(query, ref_date, ch, top_n, stage, max_tokens) for ch in big]) if big else [])
         for ch in chunks:
             if len(ch) <= top_n:
                 ids = [i for i, _ in ch]; winners += ids; how.update(dict.fromkeys(ids, 'bye')); continue
-            got, rec = _judge_chunk(cm, query, ref_date, ch, top_n, stage, max_tokens, rep, how, seen, len(chunks))
+            got, rec = _judge_chunk(next(res), ch, top_n, stage, rep, how, seen, len(chunks))
             recs.append(rec); winners += got
         cur = [(i, texts[i]) for i in winners]
     return cur, recs
 
 # %% ../nbs/20_agents.ipynb #684e94d5
-def select_evidence(cm,                                 # chat model
-                    query: str,                         # the request
-                    ref_date,                           # the date it is made
-                    candidates: list[tuple[str, str]],  # (doc_id, text), in the order the model should see them
-                    top_n: int,                         # how many to keep
-                    *, stage: str = "filter",           # 'prehop' or 'posthop' in PaceMaker
-                    max_candidates: int | None = None,  # cut the candidates first (counted as unseen drops)
-                    max_tokens: int = 160,              # completion budget per call
-                    max_rounds: int | None = None,      # bound on tournament rounds (None: until one call sees all winners)
-                    pad: bool = True,                   # fill a short selection from the order given (counted)
-                   ) -> tuple[list[str], list[AgentCall], SelectionReport]:
-    "Choose `top_n` ids from `candidates` [(doc_id, text)] by tournament over context-sized chunks; everything counted in the report."
+def select_steps(cm,                                 # chat model (its context window and token counter)
+                 query: str,                         # the request
+                 ref_date,                           # the date it is made
+                 candidates: list[tuple[str, str]],  # (doc_id, text), in the order the model should see them
+                 top_n: int,                         # how many to keep
+                 *, stage: str = "filter",           # 'prehop' or 'posthop' in PaceMaker
+                 max_candidates: int | None = None,  # cut the candidates first (counted as unseen drops)
+                 max_tokens: int = 160,              # completion budget per call
+                 max_rounds: int | None = None,      # bound on tournament rounds (None: until one call sees all winners)
+                 pad: bool = True,                   # fill a short selection from the order given (counted)
+                ):
+    "`select_evidence` as steps (see `run_steps`): a step per tournament round; returns (ids, call records, report)."
     cands = list({i: (i, t) for i, t in reversed(candidates)}.items())[::-1]
     cands = [c for _, c in cands]                       # distinct ids, first occurrence kept, order kept
     rep, order = SelectionReport(n_candidates=len(cands)), [i for i, _ in cands]
     if max_candidates is not None and len(cands) > max_candidates:
         cands, rep.note = cands[:max_candidates], f"cut to the first {max_candidates} candidates"
     texts, seen, how = dict(cands), set(), {}
-    cur, recs = _tournament(cm, query, ref_date, cands, top_n, stage, max_tokens, max_rounds, rep, how, seen)
+    cur, recs = yield from _tournament(cm, query, ref_date, cands, top_n, stage, max_tokens, max_rounds, rep, how, seen)
     out = [i for i, _ in cur]
     if len(out) > top_n:
         rep.n_cut_unjudged = len(out) - top_n if rep.rounds else 0
@@ -359,6 +447,17 @@ def select_evidence(cm,                                 # chat model
     rep.n_unseen_dropped = len(set(order) - seen - set(out))
     if recs: recs[-1].notes['n_padded'] = rep.n_padded     # padding happens once, after the last call
     return out, recs, rep
+
+# %% ../nbs/20_agents.ipynb #8c2d62d2
+def select_evidence(cm,                                 # chat model
+                    query: str,                         # the request
+                    ref_date,                           # the date it is made
+                    candidates: list[tuple[str, str]],  # (doc_id, text), in the order the model should see them
+                    top_n: int,                         # how many to keep
+                    **kw,                               # options of `select_steps`: stage, max_candidates, max_tokens, max_rounds, pad
+                   ) -> tuple[list[str], list[AgentCall], SelectionReport]:
+    "Choose `top_n` ids from `candidates` [(doc_id, text)] by tournament over context-sized chunks; everything counted in the report."
+    return run_steps(cm, select_steps(cm, query, ref_date, candidates, top_n, **kw))
 
 # %% ../nbs/20_agents.ipynb #adadd809
 ANSWER_SYSTEM = """You are the personal assistant of {name}. Today is {date} ({weekday}).
@@ -408,15 +507,12 @@ def tidy_answer(text: str, # the model's reply
     return ' '.join(list(dict.fromkeys(sents))[:max_sentences])
 
 # %% ../nbs/20_agents.ipynb #b7374235
-def generate_answer(cm,                  # chat model
-                    query: str,          # the request
-                    ref_date,            # the date it is made
-                    persona: str,        # the ego's name
-                    facts: list[str],    # the evidence, most important first (cut to what fits)
-                    *, stage: str = "answer", max_tokens: int = 200) -> tuple[str, AgentCall]:
-    "The assistant's reply to `query` given `facts` (cut to fit the context), tidied to at most 4 sentences. Fallback: empty answer."
+def answer_steps(cm,                  # chat model (its context window and token counter)
+                 query: str, ref_date, persona: str, facts: list[str], *, stage: str = "answer", max_tokens: int = 200):
+    "The answer generator as steps (see `run_steps`): one request; returns (answer, record)."
     kept = fit_facts(cm, query, ref_date, persona, facts, max_tokens)
-    txt, rec = call_agent(cm, answer_messages(query, ref_date, persona, kept), stage=stage, max_tokens=max_tokens)
+    r, = yield [agent_request(answer_messages(query, ref_date, persona, kept), stage=stage, max_tokens=max_tokens)]
+    txt, rec = read_reply(r, stage)
     rec.notes = dict(n_facts=len(facts), n_facts_used=len(kept))
     if txt is None:
         rec.fallback = "empty answer"
@@ -424,6 +520,15 @@ def generate_answer(cm,                  # chat model
     out = tidy_answer(txt)
     rec.notes['tidied'] = out != ' '.join(txt.split())
     return out, rec
+
+def generate_answer(cm,                  # chat model
+                    query: str,          # the request
+                    ref_date,            # the date it is made
+                    persona: str,        # the ego's name
+                    facts: list[str],    # the evidence, most important first (cut to what fits)
+                    *, stage: str = "answer", max_tokens: int = 200) -> tuple[str, AgentCall]:
+    "The assistant's reply to `query` given `facts` (cut to fit the context), tidied to at most 4 sentences. Fallback: empty answer."
+    return run_steps(cm, answer_steps(cm, query, ref_date, persona, facts, stage=stage, max_tokens=max_tokens))
 
 # %% ../nbs/20_agents.ipynb #a119acec
 def __getattr__(name):

@@ -139,7 +139,11 @@ class PaceMakerMethod:
     def name(self): return self.pm.name
     def run(self, query, instance, kb, answer: bool = True) -> MethodResult:
         "Run PaceMaker on one query; its trace is the dumped `pace.pipeline.Trace`."
-        tr = self.pm.run(query, instance, kb=kb, answer=answer)
+        return self._result(self.pm.run(query, instance, kb=kb, answer=answer))
+    def run_batch(self, queries: list, instances: list, kbs: list | None = None, answer: bool = True) -> list[MethodResult]:
+        "Run PaceMaker on many queries stage by stage (`PaceMaker.run_batch`): the same results as `run` one by one."
+        return [self._result(tr) for tr in self.pm.run_batch(queries, instances, kbs, answer=answer)]
+    def _result(self, tr) -> MethodResult:
         return MethodResult(retrieved_ids=tr.final_ids, ranked=True, answer=tr.answer, evidence=tr.evidence, trace=tr.model_dump())
 
 # %% ../nbs/22_baselines.ipynb #176e2b3b

@@ -7,8 +7,8 @@ from __future__ import annotations
 import random, time
 from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
-from .agents import (AgentCall, ConflictPlan, SelectionReport, plan_conflicts, generate_views, select_evidence, generate_answer,
-                         as_date, persona_name)
+from .agents import (AgentCall, ConflictPlan, SelectionReport, plan_steps, views_steps, select_steps, answer_steps, run_steps,
+                         run_steps_batch, as_date, persona_name)
 from .retrieve import hybrid_search
 from .traverse import bfs_expand
 
@@ -126,13 +126,14 @@ def resolve_index(index, # an index, an `IndexStore` (anything with `get`) or a 
 # %% ../nbs/21_pipeline.ipynb #03ef6223
 class _Views:
     "PaceMaker's first stages: the views and the hybrid retrieval over them."
-    def _views(self, q, ref, tr) -> list[View]:
+    def _views(self, q, ref, tr):
+        "Steps (see `pace.agents.run_steps`): planner and view generator; returns the views."
         c = self.config
         views = [View(text=q, kind='original', weight=c.w_original)]
         if not c.use_planning: return views
-        tr.plan, rec = plan_conflicts(self.cm, q, ref, max_directions=c.max_directions, stage='planner', max_tokens=c.planner_max_tokens)
+        tr.plan, rec = yield from plan_steps(q, ref, max_directions=c.max_directions, stage='planner', max_tokens=c.planner_max_tokens)
         tr.calls.append(rec)
-        counters, rec = generate_views(self.cm, q, ref, tr.plan, max_counter=c.max_counter_queries, stage='views', max_tokens=c.views_max_tokens)
+        counters, rec = yield from views_steps(q, ref, tr.plan, max_counter=c.max_counter_queries, stage='views', max_tokens=c.views_max_tokens)
         tr.calls.append(rec)
         return views + [View(text=t, kind='counter', weight=c.w_counter) for t in counters]
 
@@ -150,20 +151,20 @@ class _Views:
 class _Evidence(_Views):
     "PaceMaker's middle stages: pre-hop filter, traversal and post-hop filter (or the ablations' shortcuts)."
     def _filter(self, tr, stage, q, ref, ids, n, text, **kw):
-        "One filter stage: select, and keep its calls and report in the trace."
+        "Steps: one filter stage; its calls and report go into the trace, the ids are returned."
         c = self.config
-        out, recs, rep = select_evidence(self.cm, q, ref, [(i, text(i)) for i in ids], n, stage=stage, max_tokens=c.filter_max_tokens,
+        out, recs, rep = yield from select_steps(self.cm, q, ref, [(i, text(i)) for i in ids], n, stage=stage, max_tokens=c.filter_max_tokens,
                                          pad=c.pad_filters, **kw)
         tr.calls += recs; tr.selection[stage] = rep
         return out
 
     def _evidence(self, idx, hr, q, ref, tr):
-        "Set the final evidence ids and how they are ordered."
+        "Steps: set the final evidence ids and how they are ordered."
         c, text = self.config, idx.text
         if not c.use_traversal and c.no_traversal_evidence == 'fused':
             tr.final_ids = hr.ids(c.n_final)
             tr.ranking_rule = "fused top n_final (no pre-hop filter, no traversal, no post-hop filter)"; return
-        tr.seeds = self._filter(tr, 'prehop', q, ref, tr.seed_candidates, c.n_filter, text)
+        tr.seeds = yield from self._filter(tr, 'prehop', q, ref, tr.seed_candidates, c.n_filter, text)
         tr.evidence['prehop'] = list(tr.seeds)
         if not c.use_traversal:
             tr.final_ids, tr.ranking_rule = list(tr.seeds), "pre-hop filter order (no traversal, no post-hop filter)"; return
@@ -174,12 +175,32 @@ class _Evidence(_Views):
         tr.timings['traversal'] = time.perf_counter() - t0
         tr.evidence['pool'] = [p.doc_id for p in tr.pool]
         if c.use_selection:
-            tr.final_ids = self._filter(tr, 'posthop', q, ref, tr.pool_order, c.n_final, text, max_candidates=c.max_pool_candidates)
+            tr.final_ids = yield from self._filter(tr, 'posthop', q, ref, tr.pool_order, c.n_final, text, max_candidates=c.max_pool_candidates)
             tr.ranking_rule = f"post-hop filter order (most useful first) over the pool in {c.posthop_order} order"
         else: tr.final_ids, tr.ranking_rule = list(tr.pool_order), f"the whole pool in {c.posthop_order} order (no selection)"
 
 # %% ../nbs/21_pipeline.ipynb #f2c6358b
-class PaceMaker(_Evidence):
+class _Steps(_Evidence):
+    "One query's whole run as steps."
+    def _steps(self, query, instance, kb, answer):
+        "Steps (see `pace.agents.run_steps`): PaceMaker on one query; returns its trace (without `stages` and the total time)."
+        c, cm = self.config, self.cm
+        q, ref = query.query, as_date(query.ref_date)
+        idx = resolve_index(self.index, instance.instance_id, kb)
+        tr = Trace(method=self.name, query_id=getattr(query, 'query_id', None), query=q, ref_date=ref.isoformat(), config=c.model_dump())
+        tr.views = yield from self._views(q, ref, tr)
+        yield from self._evidence(idx, self._retrieve(idx, tr), q, ref, tr)
+        tr.evidence['final'] = list(tr.final_ids)
+        if answer:
+            tr.answer, rec = yield from answer_steps(cm, q, ref, persona_name(instance), [idx.text(i) for i in tr.final_ids], stage='answer',
+                                                     max_tokens=c.answer_max_tokens)
+            tr.calls.append(rec); tr.answer_facts_used = rec.notes.get('n_facts_used', 0)
+            tr.evidence['answer'] = tr.final_ids[:tr.answer_facts_used]
+        else: tr.answer = None
+        return tr
+
+# %% ../nbs/21_pipeline.ipynb #6a779fd3
+class PaceMaker(_Steps):
     "Conflict-aware multi-hop retrieval and answering over one instance's knowledge base."
     def __init__(self, chat_model, # the agents' model (`pace.llm` chat model)
                  index, # an `InstanceIndex`, an `IndexStore` or a callable (see `resolve_index`)
@@ -195,23 +216,24 @@ class PaceMaker(_Evidence):
             answer: bool = True, # False stops after retrieval (`pace run --retrieval-only`)
            ) -> Trace:
         "Run PaceMaker for one `query` of `instance`; the trace says what every stage did."
-        c, cm, t_all = self.config, self.cm, time.perf_counter()
+        cm, t_all = self.cm, time.perf_counter()
         snap = cm.accounts.snapshot()
-        q, ref = query.query, as_date(query.ref_date)
-        idx = resolve_index(self.index, instance.instance_id, kb)
-        tr = Trace(method=self.name, query_id=getattr(query, 'query_id', None), query=q, ref_date=ref.isoformat(), config=c.model_dump())
-        tr.views = self._views(q, ref, tr)
-        self._evidence(idx, self._retrieve(idx, tr), q, ref, tr)
-        tr.evidence['final'] = list(tr.final_ids)
-        if answer:
-            tr.answer, rec = generate_answer(cm, q, ref, persona_name(instance), [idx.text(i) for i in tr.final_ids], stage='answer',
-                                             max_tokens=c.answer_max_tokens)
-            tr.calls.append(rec); tr.answer_facts_used = rec.notes.get('n_facts_used', 0)
-            tr.evidence['answer'] = tr.final_ids[:tr.answer_facts_used]
-        else: tr.answer = None
+        tr = run_steps(cm, self._steps(query, instance, kb, answer))
         tr.stages = cm.accounts.since(snap)
         tr.timings['total'] = time.perf_counter() - t_all
         return tr
+
+    def run_batch(self, queries: list, # as for `run`
+                  instances: list, # each query's instance
+                  kbs: list | None = None, # each query's facts (needed when the index is an `IndexStore`)
+                  answer: bool = True, # False stops after retrieval
+                 ) -> list[Trace]:
+        "`run` for many queries, stage by stage: each stage of all queries (each tournament round) in one `chat_batch` call; the same traces."
+        t_all, kbs = time.perf_counter(), [None] * len(queries) if kbs is None else list(kbs)
+        if not len(queries) == len(instances) == len(kbs): raise ValueError("run_batch needs one instance (and kb) per query")
+        trs, usage = run_steps_batch(self.cm, [self._steps(q, i, kb, answer) for q, i, kb in zip(queries, instances, kbs)])
+        for tr, u in zip(trs, usage): tr.stages, tr.timings['total'] = u, time.perf_counter() - t_all
+        return trs
 
 # %% ../nbs/21_pipeline.ipynb #2ea04a3e
 def __getattr__(name):

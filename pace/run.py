@@ -292,10 +292,14 @@ def _run_pair(method, m: str, q, ds, cm, retrieval_only: bool) -> tuple[dict, fl
     snap, t0 = cm.accounts.snapshot() if cm else {}, time.perf_counter()
     r = method.run(q if m == "oracle" else public_query(q), inst, kb, answer=not retrieval_only)
     usage, secs = cm.accounts.since(snap) if cm else {}, time.perf_counter() - t0
+    return _row(q, m, r, usage), secs
+
+def _row(q, m: str, r, usage: dict) -> dict:
+    "The result row of method `m` on query `q` from its `MethodResult` and usage (not judged yet)."
     return dict(query_id=q.query_id, instance_id=q.instance_id, method=m, label=q.label, situation_type=q.situation_type,
                 query=q.query, ref_date=str(q.ref_date), gold_doc_ids=list(q.gold_doc_ids), ranked=r.ranked,
                 retrieved_ids=r.retrieved_ids, evidence=r.evidence, funnel=funnel(r.evidence, q.gold_doc_ids), answer=r.answer,
-                usage=usage, trace=r.trace), secs
+                usage=usage, trace=r.trace)
 
 def _judged(row: dict, q, m: str, secs: float, jm, judge_mode: str, judge_max_tokens: int) -> tuple[dict, dict]:
     "Judge `row` and split off its volatile fields: (result line, timing line)."
@@ -311,6 +315,18 @@ def _pair(o, ms: dict, q, m: str, old: dict | None, judge_mode, judge_max_tokens
     if old is None: row, secs = _run_pair(ms[m], m, q, o.ds, o.cm, retrieval_only)
     else: row, secs = {k: v for k, v in old.items()}, 0.0
     return *_judged(row, q, m, secs, o.jm, judge_mode, judge_max_tokens), old is not None
+
+# %% ../nbs/25_run.ipynb #0e897998
+def _batch_pairs(o, ms: dict, todo: list, judge_mode, judge_max_tokens, retrieval_only, batch: int):
+    "Run the pairs of `todo` (methods with `run_batch`) `batch` queries of one method at a time, and judge each: yields (result line, timing line, False)."
+    for m in dict.fromkeys(t[1] for t in todo):
+        qs = [q for q, mm, _ in todo if mm == m]
+        for s in range(0, len(qs), batch):
+            part, t0 = qs[s:s + batch], time.perf_counter()
+            rs = ms[m].run_batch([public_query(q) for q in part], [o.ds.instances[q.instance_id] for q in part],
+                                 [public_kb(o.ds, q.instance_id) for q in part], answer=not retrieval_only)
+            secs = (time.perf_counter() - t0) / len(part)
+            for q, r in zip(part, rs): yield (*_judged(_row(q, m, r, r.trace.get("stages", {})), q, m, secs, o.jm, judge_mode, judge_max_tokens), False)
 
 # %% ../nbs/25_run.ipynb #9df170d3
 def _workers(n: int, *models) -> int:
@@ -343,14 +359,17 @@ def _concurrently(fn, items: list, workers: int):
 
 # %% ../nbs/25_run.ipynb #1016c967
 def _run_pairs(o, ms: dict, todo: list, res_p: Path, tim_p: Path, judge_mode, judge_max_tokens, retrieval_only, max_pairs, progress,
-               workers: int = 1) -> tuple[int, int]:
-    "Run, judge and append every pair of `todo` (at most `max_pairs`), `workers` at a time: (new lines, re-judged pairs)."
+               workers: int = 1, batch: int = 1) -> tuple[int, int]:
+    "Run, judge and append every pair of `todo` (at most `max_pairs`), `workers` at a time or PaceMaker `batch` at a time: (new lines, re-judged pairs)."
     todo = todo if max_pairs is None else todo[:max_pairs]
+    batched = [t for t in todo if batch > 1 and t[2] is None and hasattr(ms[t[1]], "run_batch")]
+    todo = [t for t in todo if t not in batched]
     one = lambda t: _pair(o, ms, *t, judge_mode, judge_max_tokens, retrieval_only)
     alone = lambda t: workers == 1 or t[1] in STRUCTURED_METHODS
-    pairs = chain(_concurrently(_scoped(one, o.cm, o.jm), [t for t in todo if not alone(t)], workers), map(one, filter(alone, todo)))
+    pairs = chain(_batch_pairs(o, ms, batched, judge_mode, judge_max_tokens, retrieval_only, batch),
+                  _concurrently(_scoped(one, o.cm, o.jm), [t for t in todo if not alone(t)], workers), map(one, filter(alone, todo)))
     new = retried = 0
-    with open(res_p, "a") as fr, open(tim_p, "a") as ft, tqdm(total=len(todo), desc=f"pace run {o.run_dir.name}", disable=not progress, unit="pair") as bar:
+    with open(res_p, "a") as fr, open(tim_p, "a") as ft, tqdm(total=len(todo) + len(batched), desc=f"pace run {o.run_dir.name}", disable=not progress, unit="pair") as bar:
         for row, tim, again in pairs:
             _append(ft, tim); _append(fr, row)
             new += 1; retried += again; bar.update()
@@ -366,6 +385,25 @@ def _rewrite_sorted(res_p: Path, tim_p: Path) -> list[dict]:
         tmp = p.with_suffix(".tmp")
         tmp.write_text("".join(json.dumps(x, ensure_ascii=False, sort_keys=True) + "\n" for x in rs)); tmp.replace(p)
     return rows
+
+# %% ../nbs/25_run.ipynb #11549ee7
+def _check_batch(batch) -> int:
+    "The number of PaceMaker queries run together, checked before the run folder exists."
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1: raise UsageError(f"--batch must be a whole number >= 1, got {batch!r}")
+    return batch
+
+def _finish_run(o, scope: dict, res_p, tim_p, new: int, retried: int) -> dict:
+    "Sort the run's files, write the manifest's final status, the tables and the index costs; return the run's summary."
+    rows = _rewrite_sorted(res_p, tim_p)
+    mine = [r for r in rows if r["query_id"] in set(scope["query_ids"]) and r["method"] in o.methods]
+    n_failed = sum(bool(r["failed"]["agent"] or r["failed"]["judge"]) for r in mine)
+    complete = len(mine) == len(o.queries) * len(o.methods)
+    _write_manifest(o.run_dir, o.settings, scope, "complete" if complete else "partial", n_pairs=len(mine), n_pairs_with_failures=n_failed)
+    tabs = write_tables(res_p) if mine else {}
+    if mine: write_index_costs(o.run_dir)   # what building each method's indexes cost (seconds, LLM calls, tokens): pace.index_cost
+    return dict(run_dir=o.run_dir, results=res_p, timings=tim_p, n_rows=len(mine), n_new=new, n_rejudged=retried, n_failed=n_failed,
+                seconds=time.perf_counter() - o.t_start, tables=tabs,
+                accounts=dict(chat=o.cm.accounts.by_stage() if o.cm else {}, judge=o.jm.accounts.by_stage() if o.jm is not None and o.jm is not o.cm else None))
 
 # %% ../nbs/25_run.ipynb #caeb334a
 def run_experiment(dataset=DEFAULT_DATA,                 # dataset folder (DESIGN.md s3 format)
@@ -385,11 +423,13 @@ def run_experiment(dataset=DEFAULT_DATA,                 # dataset folder (DESIG
                    retry_failed: bool = False,           # rerun pairs with failed agent calls; judge again pairs whose judge failed
                    max_pairs: int | None = None,         # stop after this many new (query, method) pairs (for tests/interruptions)
                    workers: int = 1,                     # (query, method) pairs run at once (models served over HTTP); 1 for in-process llama.cpp
+                   batch: int = 1,                       # PaceMaker queries run together stage by stage (`PaceMaker.run_batch`); 1: one at a time
                    progress: bool = True,
                   ) -> dict:
     "Run `methods` on `dataset`, judge, write `run.json`, `results.jsonl`, `timings.jsonl` and the tables; resumes an existing run."
     from pace.index import IndexStore
     _workers(workers)   # a bad value fails before the run folder exists
+    _check_batch(batch)
     o = _open_run(dataset, methods, chat, judge, embedder, out_dir, name, limit, seed, cache, config, judge_mode, judge_max_tokens, retrieval_only)
     scope = dict(methods=o.methods, query_ids=[q.query_id for q in o.queries], limit=limit)
     _write_manifest(o.run_dir, o.settings, scope, "running")
@@ -398,17 +438,8 @@ def run_experiment(dataset=DEFAULT_DATA,                 # dataset folder (DESIG
     res_p, tim_p = o.run_dir / "results.jsonl", o.run_dir / "timings.jsonl"
     done = {(r["query_id"], r["method"]): r for r in load_done(res_p)}; load_done(tim_p)   # both files lose a half-written last line
     new, retried = _run_pairs(o, ms, _todo(o.queries, o.methods, done, retry_failed), res_p, tim_p, judge_mode, judge_max_tokens,
-                              retrieval_only, max_pairs, progress, _workers(workers, o.cm, o.jm))
-    rows = _rewrite_sorted(res_p, tim_p)
-    mine = [r for r in rows if r["query_id"] in set(scope["query_ids"]) and r["method"] in o.methods]
-    n_failed = sum(bool(r["failed"]["agent"] or r["failed"]["judge"]) for r in mine)
-    complete = len(mine) == len(o.queries) * len(o.methods)
-    _write_manifest(o.run_dir, o.settings, scope, "complete" if complete else "partial", n_pairs=len(mine), n_pairs_with_failures=n_failed)
-    tabs = write_tables(res_p) if mine else {}
-    if mine: write_index_costs(o.run_dir)   # what building each method's indexes cost (seconds, LLM calls, tokens): pace.index_cost
-    return dict(run_dir=o.run_dir, results=res_p, timings=tim_p, n_rows=len(mine), n_new=new, n_rejudged=retried, n_failed=n_failed,
-                seconds=time.perf_counter() - o.t_start, tables=tabs,
-                accounts=dict(chat=o.cm.accounts.by_stage() if o.cm else {}, judge=o.jm.accounts.by_stage() if o.jm is not None and o.jm is not o.cm else None))
+                              retrieval_only, max_pairs, progress, _workers(workers, o.cm, o.jm), batch)
+    return _finish_run(o, scope, res_p, tim_p, new, retried)
 
 # %% ../nbs/25_run.ipynb #4b280b95
 def _config_arg(s: str) -> dict:
@@ -446,7 +477,7 @@ def _run_cmd(a) -> int:
     if a.methods is not None and not methods: raise UsageError("--methods is empty")
     res = run_experiment(a.data, methods, a.chat, a.judge, a.embedder, a.out, a.name, 0 if a.all else a.limit, a.seed, a.cache, a.config,
                          judge_mode=a.judge_mode, judge_max_tokens=a.judge_max_tokens, retrieval_only=a.retrieval_only,
-                         retry_failed=a.retry_failed, progress=not a.no_progress, workers=a.workers)
+                         retry_failed=a.retry_failed, progress=not a.no_progress, workers=a.workers, batch=a.batch)
     print(f"{res['n_rows']} result rows ({res['n_new']} new, {res['n_failed']} with failed calls) in {res['run_dir']} [{res['seconds']:.0f} s]")
     if res["tables"]: print((res["run_dir"] / "tables.md").read_text())
     return 0
@@ -474,6 +505,7 @@ def add_cli(subparsers, # the `pace` parser's sub-parsers
     p.add_argument("--retrieval-only", action="store_true", help=f"no answers, no judge: retrieval metrics and the funnel (default methods {','.join(RETRIEVAL_METHODS)})")
     p.add_argument("--retry-failed", action="store_true", help="rerun pairs whose agent calls failed; judge again pairs whose judge call failed")
     p.add_argument("--workers", type=_positive, default=1, help="(query, method) pairs run at once, for models served over HTTP (default 1)")
+    p.add_argument("--batch", type=_positive, default=1, help="PaceMaker queries run together stage by stage, one batch per stage (vLLM, servers that batch; default 1)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=_run_cmd)
     return p

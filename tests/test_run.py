@@ -273,3 +273,20 @@ def test_bad_workers_value_is_refused(tmp_path):
     with pytest.raises(UsageError, match="--workers must be"):
         run_experiment(chat=fake(), workers=0, **kw(tmp_path))
     assert not any(tmp_path.iterdir())
+
+def test_stage_batched_run_writes_the_same_results_file(tmp_path):
+    class BatchLog(FakeChat):
+        def __init__(self, *a, **k): super().__init__(*a, **k); self.sizes = []
+        def chat_batch(self, reqs, **k): self.sizes.append(len(reqs)); return super().chat_batch(reqs, **k)
+    a = run_experiment(chat=fake(), name="seq", cache=False, **kw(tmp_path, methods=["bm25", "pacemaker", "pacemaker-no_planning"]))
+    cm = BatchLog(respond, cache=False)
+    b = run_experiment(chat=cm, name="bat", cache=False, batch=3, **kw(tmp_path, methods=["bm25", "pacemaker", "pacemaker-no_planning"]))
+    assert b["n_rows"] == 12 and a["results"].read_bytes() == b["results"].read_bytes() and max(cm.sizes) == 3
+    with pytest.raises(UsageError, match="--batch must be"): run_experiment(chat=fake(), batch=0, **kw(tmp_path, name="x"))
+
+def test_cli_batch_gives_the_same_results_file(tmp_path, monkeypatch):
+    import pace.run
+    monkeypatch.setattr(pace.run, "_chat", lambda spec, cache: fake())
+    base = ["run", "--data", TINY, "--methods", "bm25,pacemaker", "--embedder", "hash:hash", "--out", str(tmp_path), "--limit", "0", "--no-progress"]
+    assert main(base + ["--name", "plain"]) == 0 and main(base + ["--name", "batch", "--batch", "4"]) == 0
+    assert (tmp_path / "plain" / "results.jsonl").read_bytes() == (tmp_path / "batch" / "results.jsonl").read_bytes()
