@@ -4,7 +4,7 @@
 
 # %% ../nbs/04_testing.ipynb #8e952675
 from __future__ import annotations
-import hashlib, json
+import hashlib, json, re
 import numpy as np
 from .llm import FakeChat
 from .embed import HashEmbedder
@@ -12,7 +12,7 @@ from .embed import HashEmbedder
 _all_ = ["FakeChat", "HashEmbedder"]
 
 # %% auto #0
-__all__ = ['ScriptedChat', 'RandomEmbedder', 'ToyIndex', 'FakeChat', 'HashEmbedder']
+__all__ = ['ScriptedChat', 'schema_reply', 'RandomEmbedder', 'ToyIndex', 'FakeChat', 'HashEmbedder']
 
 # %% ../nbs/04_testing.ipynb #2316bea8
 class ScriptedChat(FakeChat):
@@ -40,6 +40,22 @@ class ScriptedChat(FakeChat):
     def calls(self, stage:str|None=None) -> list[dict]:
         "The logged requests, all or those of one `stage`."
         return [c for c in self.log if stage is None or c["stage"] == stage]
+
+# %% ../nbs/04_testing.ipynb #afcaae08
+def schema_reply(messages: list[dict], # the request's messages
+                 schema: dict | None,  # its JSON schema, if any
+                ) -> str:
+    "A deterministic reply that fits the schema of any PaceMaker agent or judge prompt (plain text for the answer)."
+    props, user = (schema or {}).get("properties", {}), messages[-1]["content"]
+    if "directions" in props: return json.dumps({"directions": [{"dimension": "timing", "key_anchors": [user.split()[1]]}]})
+    if "counter" in props: return json.dumps({"counter": ["commitments on the requested day", "people involved"]})
+    if "selected_doc_ids" in props:
+        ids = re.findall(r"^\[([^\]]+)\]", user, re.M)
+        return json.dumps({"selected_doc_ids": ids[::-1][:props["selected_doc_ids"]["maxItems"]]})
+    if "decision" in props: return json.dumps({"decision": "decline", "reason": "the reply declines"})
+    if "rationale" in props: return json.dumps({"rationale": "same_core_reason", "reason": "same reason"})
+    if "label" in props: return json.dumps({"label": "PASS", "reason": "ok"})
+    return "I will not do that. " + messages[0]["content"].splitlines()[-1]
 
 # %% ../nbs/04_testing.ipynb #bd2ed524
 class RandomEmbedder(HashEmbedder):

@@ -26,19 +26,8 @@ BEFORE_REV = "ad889f6af139b98095b8e326a402d144ad6d79b3"   # the commit before pa
 
 # --- (a) a loopback OpenAI-compatible server with a fixed latency -----------------------------------------------------
 
-def reply_for(messages, schema):
-    "A deterministic, schema-following reply (the same logic as the fake model of tests/test_run.py)."
-    props = (schema or {}).get("properties", {})
-    user = messages[-1]["content"]
-    if "directions" in props: return json.dumps({"directions": [{"dimension": "timing", "key_anchors": [user.split()[1]]}]})
-    if "counter" in props: return json.dumps({"counter": ["commitments on the requested day", "people involved"]})
-    if "selected_doc_ids" in props:
-        ids = re.findall(r"^\[([^\]]+)\]", user, re.M)
-        return json.dumps({"selected_doc_ids": ids[::-1][:props["selected_doc_ids"]["maxItems"]]})
-    if "decision" in props: return json.dumps({"decision": "decline", "reason": "the reply declines"})
-    if "rationale" in props: return json.dumps({"rationale": "same_core_reason", "reason": "same reason"})
-    if "label" in props: return json.dumps({"label": "PASS", "reason": "ok"})
-    return "I will not do that, because of the facts I know."
+from pace.testing import schema_reply
+reply_for = schema_reply   # the same deterministic, schema-following reply as the tests' fake model
 
 
 class FakeServer:

@@ -2,25 +2,14 @@
 import json, re, shutil
 import pytest
 from pace.llm import FakeChat
+from pace.testing import schema_reply
 from pace.run import run_experiment, select_queries, RunMismatchError
 from pace.cli import UsageError, main
 from pace.evaluate import read_jsonl
 
 TINY = "tests/fixtures/tiny"
 
-def respond(messages, schema):
-    "A deterministic fake LLM behind the real ChatModel machinery (cache, parsing, accounts)."
-    props = (schema or {}).get("properties", {})
-    user = messages[-1]["content"]
-    if "directions" in props: return json.dumps({"directions": [{"dimension": "timing", "key_anchors": [user.split()[1]]}]})
-    if "counter" in props: return json.dumps({"counter": ["commitments on the requested day", "people involved"]})
-    if "selected_doc_ids" in props:
-        ids = re.findall(r"^\[([^\]]+)\]", user, re.M)
-        return json.dumps({"selected_doc_ids": ids[::-1][:props["selected_doc_ids"]["maxItems"]]})
-    if "decision" in props: return json.dumps({"decision": "decline", "reason": "the reply declines"})
-    if "rationale" in props: return json.dumps({"rationale": "same_core_reason", "reason": "same reason"})
-    if "label" in props: return json.dumps({"label": "PASS", "reason": "ok"})
-    return "I will not do that. " + messages[0]["content"].splitlines()[-1]
+respond = schema_reply   # a deterministic fake LLM behind the real ChatModel machinery (cache, parsing, accounts)
 
 def kw(tmp_path, **k):
     return dict(dataset=TINY, methods=["oracle", "bm25", "hybrid", "pacemaker"], embedder="hash:hash", out_dir=tmp_path,
