@@ -30,6 +30,7 @@ class GenConfig(BaseModel):
     days_before: int = Field(14, ge=0)                 # the window starts this many days before the reference date
     days_after: int = Field(42, ge=7)                  # and ends this many days after it
     max_rewrites: int = Field(2, ge=0)                 # rewrite rounds before a failing case is dropped
+    rewrite_temperature: float = Field(0.7, ge=0, le=2)  # rewrites sample with seed = round, so a model that repeats its draft is not asked the same thing twice (0: greedy)
     llm_validator: Literal["enforce", "record"] = "enforce"  # enforce: the blind validator's verdicts send cases to rewrite; record: only counted
     distractors_per_case: int = Field(6, ge=0)        # near-miss facts asked for per case
     everyday_per_call: int = Field(15, ge=1)           # everyday facts asked for per fill call
@@ -101,11 +102,12 @@ def unique_sentences(text: str) -> str:
     return " ".join(dict.fromkeys(split_sentences(text)))
 
 # %% ../nbs/30_gen_base.ipynb #b5f6401f
-def ask_many(cm, conversations: list[list[dict]], schema, *, stage: str, max_tokens: int = 512) -> list[tuple[Any, AgentCall]]:
+def ask_many(cm, conversations: list[list[dict]], schema, *, stage: str, max_tokens: int = 512,
+             temperature: float = 0.0, seed: int = 0) -> list[tuple[Any, AgentCall]]:
     "Send each conversation with `schema` (one pydantic class, or one per conversation); (object or None, record) per conversation, in order."
     schemas = schema if isinstance(schema, list) else [schema] * len(conversations)
     if not conversations: return []
-    reqs = [dict(messages=m, schema=s, temperature=0.0, max_tokens=max_tokens, seed=0) for m, s in zip(conversations, schemas)]
+    reqs = [dict(messages=m, schema=s, temperature=temperature, max_tokens=max_tokens, seed=seed) for m, s in zip(conversations, schemas)]
     try: results = cm.chat_batch(reqs, stage=stage)
     except Exception as e:   # a backend bug must not stop a long run: every request of the batch is a recorded failure
         return [(None, AgentCall(stage=stage, ok=False, error=f"{type(e).__name__}: {e}")) for _ in reqs]

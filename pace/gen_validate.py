@@ -328,10 +328,11 @@ def _ask_reviews(cm, cfg: GenConfig, open_: dict, clean: list[str], probs: dict)
     return failed_review
 
 # %% ../nbs/34_gen_validate.ipynb #c0f425fd
-def _ask_rewrites(cm, inst: dict, open_: dict, probs: dict, redo: list[str], rnd: int, decisions: dict):
+def _ask_rewrites(cm, inst: dict, open_: dict, probs: dict, redo: list[str], rnd: int, decisions: dict, temperature: float = 0.0):
     "Replace the drafts of the `redo` cases by their rewrites; drop (into `decisions`) those whose rewrite failed."
     got = ask_many(cm, [rewrite_messages(inst, open_[c]["slot"], open_[c]["draft"], probs[c]) for c in redo],
-                   [case_schema(open_[c]["slot"]["situation_type"]) for c in redo], stage="gen.rewrite", max_tokens=CASE_MAX_TOKENS)
+                   [case_schema(open_[c]["slot"]["situation_type"]) for c in redo], stage="gen.rewrite", max_tokens=CASE_MAX_TOKENS,
+                   temperature=temperature, seed=rnd + 1)   # round r samples with seed r + 1: never the same request twice
     for cid, (obj, _) in zip(redo, got):
         if obj is None:
             decisions[cid] = dict(case_id=cid, action="drop", rounds=rnd + 1, history=open_[cid]["history"], review=open_[cid].get("review"),
@@ -377,7 +378,7 @@ def validate_cases(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict:
                 decisions[cid] = dict(base, action="keep" if rnd == 0 else "rewritten", reason=None); drafts[cid] = o["draft"]; del open_[cid]
             elif rnd == cfg.max_rewrites: decisions[cid] = dict(base, action="drop", reason=probs[cid][0][0]); del open_[cid]
             else: redo.append(cid)
-        _ask_rewrites(cm, inst, open_, probs, redo, rnd, decisions)
+        _ask_rewrites(cm, inst, open_, probs, redo, rnd, decisions, cfg.rewrite_temperature)
     return _validation_row(inst, cases, decisions, drafts)
 
 # %% ../nbs/34_gen_validate.ipynb #2898036d

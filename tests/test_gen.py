@@ -285,3 +285,23 @@ def test_verify_on_the_bundled_mini_set(capsys):
     out = capsys.readouterr().out
     assert rc == 0 and "0 errors" in out                       # hand-checked arithmetic, dates and weekdays hold
     assert "temporal arithmetic: text: 19 queries" in out and "temporal arithmetic: unchecked: 5 queries" in out
+
+
+def test_rewrite_rounds_never_resend_the_same_request(tmp_path):
+    "A generator that repeats its flawed draft: each rewrite round samples with its own seed, so no round is a cache hit of the one before."
+    def stubborn(ms, js):
+        u = ms[-1]["content"]
+        if "Previous version:\n" in u: return u.split("Previous version:\n", 1)[1].split("\n", 1)[0]   # hands back the draft it was shown
+        r = toy_reply(ms, js)
+        if schema_title(js) == "TemporalCase" and "Label: conflict" in u:
+            d = json.loads(r); d["arithmetic"]["deadline"] = "23:59"; return json.dumps(d)   # the numbers say non_conflict
+        return r
+    res, cm = gen(tmp_path / "ds", stubborn, personas="1", cache=str(tmp_path / "c.sqlite"))
+    drop = [d for d in json.loads((tmp_path / "ds" / "stages" / "4_validate.jsonl").read_text().splitlines()[0])["decisions"] if d["case_id"] == "T-C1"]
+    assert drop and drop[0]["action"] == "drop" and drop[0]["rounds"] == CFG.max_rewrites, drop
+    rw = cm.accounts.by_stage()["gen.rewrite"]
+    assert rw["calls"] == CFG.max_rewrites and rw["cache_hits"] == 0, rw
+    import sqlite3
+    reqs = [json.loads(r) for (r,) in sqlite3.connect(tmp_path / "c.sqlite").execute("select request from entries where stage = 'gen.rewrite'")]
+    assert len(reqs) == 2 and reqs[0]["messages"] == reqs[1]["messages"]          # the same prompt twice: only the seed tells them apart
+    assert sorted(r["seed"] for r in reqs) == [1, 2] and {r["temperature"] for r in reqs} == {CFG.rewrite_temperature}
