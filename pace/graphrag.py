@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from .agents import AgentCall, generate_answer, persona_name
 from .baselines import MethodResult, BaselineTrace
 from .index import facts_sha256, _check_facts, embedder_fingerprint
-from .hipporag import model_identity, own_accounts
+from .hipporag import model_identity, own_accounts, _InstanceStore
 
 _log = logging.getLogger(__name__)
 
@@ -314,27 +314,17 @@ def _table_counts(d: Path) -> dict[str, int]:
     return counts
 
 # %% ../nbs/27_graphrag.ipynb #f4289760
-class GraphRAGStore:
+class GraphRAGStore(_InstanceStore):
     "Disk-backed GraphRAG indexes, one folder per instance under `root`."
     def __init__(self, root, chat_model, embedder, config: GraphRAGConfig | None = None):
         self.root, self.cm, self.embedder, self.config = Path(root), chat_model, embedder, config or GraphRAGConfig()
         self._mem = {}
-    def path(self, instance_id: str) -> Path:
-        from pace.index import IndexStore
-        return IndexStore(self.root, None).path(instance_id)
     def key(self, facts) -> dict:
         _graphrag_env()
         import graphrag
         return dict(facts_sha256=facts_sha256(_check_facts(facts)), chat=model_identity(self.cm), embedder=embedder_fingerprint(self.embedder),
                     graphrag=getattr(graphrag, "__version__", None) or _dist_version(), max_tokens=self.config.max_tokens)
-    def get(self, instance_id: str, facts) -> GraphRAGIndex:
-        "The index of `instance_id`: from memory, from disk when its manifest matches, else built with GraphRAG's standard pipeline."
-        key = self.key(facts)
-        hit = self._mem.get(instance_id)
-        if hit is not None and hit[0] == key: return hit[1]
-        idx = _stored_index(self.path(instance_id), key) or self.build(instance_id, facts, key)
-        self._mem[instance_id] = (key, idx)
-        return idx
+    load = staticmethod(_stored_index)   # the stored index if its manifest matches, else None
     def build(self, instance_id: str, facts, key: dict) -> GraphRAGIndex:
         "Run GraphRAG's indexing pipeline for `instance_id`, its models behind a proxy, and save the manifest (last) with the cost."
         _graphrag_env()

@@ -501,31 +501,36 @@ def _index_cost(rows: list[dict], ca, ea, n_before: int, t0: float, t1: float, t
     cost["index_seconds"] = round(cost["llm_seconds"] + cost["embed_seconds"] + cost["graph_seconds"], 3)
     return cost
 
-# %% ../nbs/26_hipporag.ipynb #adc10fa0
-class HippoStore:
-    "Disk-backed, manifest-checked HippoRAG 2 indexes, one folder per instance under `root`."
-    def __init__(self, root, chat_model, embedder, config: HippoRAGConfig | None = None, progress: bool = False):
-        self.root, self.cm, self.embedder, self.config, self.progress = Path(root), chat_model, embedder, config or HippoRAGConfig(), progress
-        self._mem = {}
-
+# %% ../nbs/26_hipporag.ipynb #02020496
+class _InstanceStore:
+    "Indexes kept per instance under `root`: in memory, on disk while their manifest matches `key(facts)`, else rebuilt (subclasses give `key`, `load`, `build`)."
     def path(self, instance_id: str) -> Path:
         "Folder of `instance_id` (the `pace.index.IndexStore` naming)."
         from pace.index import IndexStore
         return IndexStore(self.root, None).path(instance_id)
+
+    def get(self, instance_id: str, facts):
+        "The index of `instance_id` over `facts`: from memory, from disk when its manifest matches, else built."
+        key = self.key(facts)
+        hit = self._mem.get(instance_id)
+        if hit is not None and hit[0] == key: return hit[1]
+        idx = self.load(self.path(instance_id), key) or self.build(instance_id, facts, key)
+        self._mem[instance_id] = (key, idx)
+        return idx
+
+# %% ../nbs/26_hipporag.ipynb #adc10fa0
+class HippoStore(_InstanceStore):
+    "Disk-backed, manifest-checked HippoRAG 2 indexes, one folder per instance under `root`."
+    def __init__(self, root, chat_model, embedder, config: HippoRAGConfig | None = None, progress: bool = False):
+        self.root, self.cm, self.embedder, self.config, self.progress = Path(root), chat_model, embedder, config or HippoRAGConfig(), progress
+        self._mem = {}
 
     def key(self, facts) -> dict:
         "What the stored index must match."
         return dict(format_version=FORMAT_VERSION, facts_sha256=facts_sha256(_check_facts(facts)), chat=model_identity(self.cm),
                     embedder=embedder_fingerprint(self.embedder), prompts=prompts_sha256(), params=self.config.graph_params())
 
-    def get(self, instance_id: str, facts) -> HippoIndex:
-        "The index of `instance_id` over `facts`: from memory, from disk when its manifest matches, else built (resuming the extraction)."
-        key = self.key(facts)
-        hit = self._mem.get(instance_id)
-        if hit is not None and hit[0] == key: return hit[1]
-        idx = _stored_index(self.path(instance_id), key) or self.build(instance_id, facts, key)
-        self._mem[instance_id] = (key, idx)
-        return idx
+    load = staticmethod(_stored_index)   # the stored index if its manifest matches, else None
 
     def build(self, instance_id: str, facts, key: dict) -> HippoIndex:
         "Extract, embed and build the graph of `instance_id`, then save it with its manifest (written last)."
