@@ -9,7 +9,7 @@ from typing import Protocol, runtime_checkable
 from pydantic import BaseModel
 from .agents import AgentCall, generate_answer, fit_facts, as_date, persona_name
 from .retrieve import hybrid_search
-from .pipeline import PaceMaker, PaceMakerConfig, MethodTrace, resolve_index
+from .pipeline import PaceMaker, PaceMakerConfig, MethodTrace, resolve_index, pacemaker_config, SMALL_SWITCHES
 
 # %% auto #0
 __all__ = ['METHODS', 'LLM_FREE', 'MethodResult', 'Method', 'BaselineTrace', 'Oracle', 'FullKB', 'BM25', 'Dense', 'Hybrid',
@@ -148,7 +148,8 @@ class PaceMakerMethod:
 
 # %% ../nbs/22_baselines.ipynb #176e2b3b
 METHODS = ("oracle", "full_kb", "full_kb_dense", "bm25", "dense", "hybrid", "pacemaker",
-           "pacemaker-no_planning", "pacemaker-no_traversal", "pacemaker-no_selection")
+           "pacemaker-no_planning", "pacemaker-no_traversal", "pacemaker-no_selection",
+           "pacemaker-small", *(f"pacemaker-small-no_{s}" for s in SMALL_SWITCHES))
 LLM_FREE = ("bm25", "dense", "hybrid")   # retrieval without a model call
 
 def make_method(name: str, # one of `METHODS`
@@ -158,9 +159,7 @@ def make_method(name: str, # one of `METHODS`
                 **kw): # baseline options (k, k_rrf, answer_max_tokens, policy)
     "A `Method` from its name (see `METHODS`)."
     if name not in METHODS: raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
-    if name.startswith("pacemaker"):
-        off = {f"use_{n}": False for n in name.split("-no_")[1:]}
-        return PaceMakerMethod(chat_model, index, (config or PaceMakerConfig()).model_copy(update=off))
+    if name.startswith("pacemaker"): return PaceMakerMethod(chat_model, index, pacemaker_config(name, config))
     if config is not None: kw.setdefault('answer_max_tokens', config.answer_max_tokens)
     if name == "full_kb_dense": return FullKB(chat_model, index, policy="dense-fit", **kw)
     return dict(oracle=Oracle, full_kb=FullKB, bm25=BM25, dense=Dense, hybrid=Hybrid)[name](chat_model, index, **kw)

@@ -5,16 +5,18 @@
 # %% ../nbs/21_pipeline.ipynb #4ff55d66
 from __future__ import annotations
 import random, time
-from typing import Literal
+from typing import Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 from .agents import (AgentCall, ConflictPlan, SelectionReport, plan_steps, views_steps, select_steps, answer_steps, run_steps,
                          run_steps_batch, as_date, persona_name)
-from .retrieve import hybrid_search
+from .retrieve import hybrid_search, wrrf
 from .traverse import bfs_expand
+from .index import _tokenize
 
 # %% auto #0
-__all__ = ['EVIDENCE_STAGES', 'PaceMakerConfig', 'MethodTrace', 'View', 'ViewCandidates', 'PoolDoc', 'Trace', 'pool_order',
-           'resolve_index', 'PaceMaker']
+__all__ = ['EVIDENCE_STAGES', 'SMALL_SWITCHES', 'PAPER_ABLATIONS', 'PaceMakerConfig', 'MethodTrace', 'View', 'ViewCandidates',
+           'PoolDoc', 'Trace', 'pool_order', 'resolve_index', 'view_specificity', 'Switch', 'pacemaker_config',
+           'PaceMaker']
 
 # %% ../nbs/21_pipeline.ipynb #456dbf3e
 class PaceMakerConfig(BaseModel):
@@ -43,12 +45,16 @@ class PaceMakerConfig(BaseModel):
     views_max_tokens: int = Field(200, ge=1)
     filter_max_tokens: int = Field(160, ge=1)  # 10 ids need ~80
     answer_max_tokens: int = Field(200, ge=1)  # 2-4 sentences
+    variant: Literal['paper', 'small'] = 'paper'               # 'small': pacemaker-small (its switches below)
+    counter_weighting: Literal['fixed', 'overlap'] = 'fixed'   # 'overlap': a counter view's weight scales with its words from the request
+    anchor_keep: int = Field(0, ge=0)          # the raw query's hybrid top-N, kept through both filters
 
     @property
     def name(self) -> str:
-        "Method name: 'pacemaker', or 'pacemaker-no_planning' etc. for ablations."
+        "Method name: 'pacemaker' or 'pacemaker-small', then '-no_<switch>' for each switch that is off (the ablations)."
         off = [n for n, on in (('planning', self.use_planning), ('traversal', self.use_traversal), ('selection', self.use_selection)) if not on]
-        return 'pacemaker' + ''.join(f'-no_{n}' for n in off)
+        if self.variant == 'small': off += [n for n, sw in SMALL_SWITCHES.items() if not sw.is_on(self)]
+        return ('pacemaker-small' if self.variant == 'small' else 'pacemaker') + ''.join(f'-no_{n}' for n in off)
 
 # %% ../nbs/21_pipeline.ipynb #a7a7e0ba
 class MethodTrace(BaseModel):
@@ -67,7 +73,7 @@ class MethodTrace(BaseModel):
 class View(BaseModel):
     text: str
     kind: Literal['original', 'counter']
-    weight: float
+    weight: float                      # 0: not searched (a counter view with no word from the request, under `counter_weighting='overlap'`)
 
 class ViewCandidates(BaseModel):
     view: int                          # index into `Trace.views`
@@ -91,7 +97,8 @@ class Trace(MethodTrace):
     candidates: list[ViewCandidates] = []
     fused: list[tuple[str, float]] = []   # WRRF over all views and retrievers, best first
     seed_candidates: list[str] = []       # top n_seed fused (pre-hop filter input)
-    seeds: list[str] = []                 # pre-hop filter output
+    anchors: list[str] = []               # the raw query's hybrid top `anchor_keep`, kept through both filters
+    seeds: list[str] = []                 # pre-hop filter output (after the anchors)
     pool: list[PoolDoc] = []              # seeds + BFS discoveries, in BFS order
     pool_order: list[str] = []            # the pool in the order shown to the post-hop filter
     final_ids: list[str] = []             # evidence given to the answer generator, in rank order
@@ -123,6 +130,47 @@ def resolve_index(index, # an index, an `IndexStore` (anything with `get`) or a 
     if callable(index) and not hasattr(index, 'dense'): return index(instance_id, kb)
     return index
 
+# %% ../nbs/21_pipeline.ipynb #1d0045e9
+def view_specificity(view: str, # a counter query
+                     query: str, # the request
+                    ) -> float:
+    "Share of the view's distinct BM25 tokens (stemmed, no stopwords) that also occur in the request; 0 for a view with no token."
+    v, q = (set(t) for t in _tokenize([view, query]))
+    return len(v & q) / len(v) if v else 0.0
+
+# %% ../nbs/21_pipeline.ipynb #13143856
+class Switch(NamedTuple):
+    "One change of pacemaker-small: its settings when on, and the paper's settings (off)."
+    on: dict
+    off: dict
+    def is_on(self, cfg: PaceMakerConfig) -> bool: return any(getattr(cfg, k) != v for k, v in self.off.items())
+
+SMALL_SWITCHES = {
+    'weighting': Switch(dict(counter_weighting='overlap'), dict(counter_weighting='fixed')),
+    'anchors': Switch(dict(anchor_keep=5), dict(anchor_keep=0)),
+    'poolcap': Switch(dict(max_pool_candidates=40), dict(max_pool_candidates=None)),
+}
+PAPER_ABLATIONS = ('planning', 'traversal', 'selection')
+
+# %% ../nbs/21_pipeline.ipynb #15f60d8c
+def pacemaker_config(name: str, # 'pacemaker' or 'pacemaker-small', then any '-no_<switch>'
+                     base: PaceMakerConfig | None = None, # settings to start from (`pace run --config`)
+                    ) -> PaceMakerConfig:
+    "The config a PaceMaker method name stands for; settings given explicitly in `base` win over the small preset."
+    base = base or PaceMakerConfig()
+    head, *offs = name.split('-no_')
+    if head not in ('pacemaker', 'pacemaker-small'): raise ValueError(f"not a PaceMaker method: {name!r}")
+    small, upd = head == 'pacemaker-small', {}
+    if small: upd = dict(variant='small') | {k: v for sw in SMALL_SWITCHES.values() for k, v in sw.on.items() if k not in base.model_fields_set}
+    for o in offs:
+        if o in PAPER_ABLATIONS: upd[f'use_{o}'] = False
+        elif small and o in SMALL_SWITCHES: upd |= SMALL_SWITCHES[o].off
+        else: raise ValueError(f"unknown switch {o!r} in {name!r}; switches: {', '.join(PAPER_ABLATIONS + (tuple(SMALL_SWITCHES) if small else ()))}")
+    cfg = PaceMakerConfig(**(base.model_dump() | upd))
+    parts = lambda n: (n.split('-no_')[0], set(n.split('-no_')[1:]))
+    if parts(cfg.name) != parts(name): raise ValueError(f"the settings given make {name!r} into {cfg.name!r}: run that method, or change the settings")
+    return cfg
+
 # %% ../nbs/21_pipeline.ipynb #03ef6223
 class _Views:
     "PaceMaker's first stages: the views and the hybrid retrieval over them."
@@ -135,14 +183,18 @@ class _Views:
         tr.calls.append(rec)
         counters, rec = yield from views_steps(q, ref, tr.plan, max_counter=c.max_counter_queries, stage='views', max_tokens=c.views_max_tokens)
         tr.calls.append(rec)
-        return views + [View(text=t, kind='counter', weight=c.w_counter) for t in counters]
+        share = (lambda t: view_specificity(t, q)) if c.counter_weighting == 'overlap' else (lambda t: 1.0)
+        return views + [View(text=t, kind='counter', weight=c.w_counter * share(t)) for t in counters]
 
     def _retrieve(self, idx, tr):
         "Hybrid search over the views; the fused ranking, its top `n_seed` and each view's candidates go into the trace."
         c, t0 = self.config, time.perf_counter()
-        hr = hybrid_search(idx, [(v.text, v.weight) for v in tr.views], top_k=c.top_k, k_rrf=c.k_rrf)
-        tr.candidates = [ViewCandidates(view=i, dense=h.dense, sparse=h.sparse) for i, h in enumerate(hr.per_view)]
+        searched = [i for i, v in enumerate(tr.views) if v.weight > 0]
+        hr = hybrid_search(idx, [(tr.views[i].text, tr.views[i].weight) for i in searched], top_k=c.top_k, k_rrf=c.k_rrf)
+        tr.candidates = [ViewCandidates(view=i, dense=h.dense, sparse=h.sparse) for i, h in zip(searched, hr.per_view)]
         tr.fused, tr.seed_candidates = hr.fused, hr.ids(c.n_seed)
+        raw = hr.per_view[0]   # the original view: fused alone, it is exactly the Hybrid baseline's ranking
+        tr.anchors = [d for d, _ in wrrf([([d for d, _ in raw.dense], 1.0), ([d for d, _ in raw.sparse], 1.0)], k=c.k_rrf)][:c.anchor_keep]
         tr.timings['retrieval'] = time.perf_counter() - t0
         tr.evidence['fused'] = list(tr.seed_candidates)
         return hr
@@ -151,12 +203,14 @@ class _Views:
 class _Evidence(_Views):
     "PaceMaker's middle stages: pre-hop filter, traversal and post-hop filter (or the ablations' shortcuts)."
     def _filter(self, tr, stage, q, ref, ids, n, text, **kw):
-        "Steps: one filter stage; its calls and report go into the trace, the ids are returned."
-        c = self.config
+        "Steps: one filter stage; its calls and report go into the trace, the ids are returned. The anchors are kept first and not shown."
+        c, kept = self.config, tr.anchors
+        ids, n = [i for i in ids if i not in kept], n - len(kept)
+        if n <= 0: return list(kept[:n + len(kept)])
         out, recs, rep = yield from select_steps(self.cm, q, ref, [(i, text(i)) for i in ids], n, stage=stage, max_tokens=c.filter_max_tokens,
                                          pad=c.pad_filters, **kw)
         tr.calls += recs; tr.selection[stage] = rep
-        return out
+        return kept + out
 
     def _evidence(self, idx, hr, q, ref, tr):
         "Steps: set the final evidence ids and how they are ordered."
@@ -176,7 +230,8 @@ class _Evidence(_Views):
         tr.evidence['pool'] = [p.doc_id for p in tr.pool]
         if c.use_selection:
             tr.final_ids = yield from self._filter(tr, 'posthop', q, ref, tr.pool_order, c.n_final, text, max_candidates=c.max_pool_candidates)
-            tr.ranking_rule = f"post-hop filter order (most useful first) over the pool in {c.posthop_order} order"
+            tr.ranking_rule = (f"the raw query's hybrid top {len(tr.anchors)}, then " if tr.anchors else "") + \
+                f"post-hop filter order (most useful first) over the pool in {c.posthop_order} order"
         else: tr.final_ids, tr.ranking_rule = list(tr.pool_order), f"the whole pool in {c.posthop_order} order (no selection)"
 
 # %% ../nbs/21_pipeline.ipynb #f2c6358b

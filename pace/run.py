@@ -17,7 +17,7 @@ from .evaluate import write_tables, read_jsonl
 from .index_cost import write_index_costs
 from .judge import JUDGE_MODES, judge_answer
 from .metrics import funnel
-from .pipeline import PaceMakerConfig
+from .pipeline import PaceMakerConfig, pacemaker_config, SMALL_SWITCHES
 
 # %% auto #0
 __all__ = ['DEFAULT_DATA', 'DEFAULT_CHAT', 'DEFAULT_METHODS', 'RETRIEVAL_METHODS', 'DEFAULT_LIMIT', 'STRUCTURED_METHODS',
@@ -238,6 +238,13 @@ def _check_scope(methods, retrieval_only, judge_mode):
     if judge_mode not in JUDGE_MODES: raise UsageError(f"judge mode must be one of {JUDGE_MODES}, got {judge_mode!r}")
     return methods
 
+def _check_pacemaker_names(methods, cfg):
+    "A PaceMaker method name that the --config settings contradict (e.g. pacemaker-small with anchor_keep=0) is a `UsageError`."
+    for m in methods:
+        if m.startswith("pacemaker"):
+            try: pacemaker_config(m, cfg)
+            except ValueError as e: raise UsageError(f"--methods {m} with --config: {e}") from None
+
 # %% ../nbs/25_run.ipynb #354f242a
 def _open_run(dataset, methods, chat, judge, embedder, out_dir, name, limit, seed, cache, config, judge_mode, judge_max_tokens, retrieval_only):
     "Everything a run needs before its first pair: methods, config, dataset, queries, run folder, models and settings."
@@ -245,6 +252,7 @@ def _open_run(dataset, methods, chat, judge, embedder, out_dir, name, limit, see
     from pace.data import load_pace_dataset
     methods = _check_scope(methods or (RETRIEVAL_METHODS if retrieval_only else DEFAULT_METHODS), retrieval_only, judge_mode)
     cfg = _config(config)
+    _check_pacemaker_names(methods, cfg)
     ds = load_pace_dataset(dataset)
     queries = select_queries(ds.queries, limit, seed)
     t_start = time.perf_counter()
@@ -261,7 +269,7 @@ def _open_run(dataset, methods, chat, judge, embedder, out_dir, name, limit, see
                         prompts=prompt_hashes(), chat=model_fingerprint(cm), judge=model_fingerprint(jm),
                         judge_mode=None if retrieval_only else judge_mode, judge_is_agent=jm is not None and jm is cm,
                         judge_max_tokens=None if retrieval_only else judge_max_tokens, embedder=model_fingerprint(emb),
-                        pacemaker=cfg.model_dump(), seed=seed, retrieval_only=retrieval_only)
+                        pacemaker=cfg.model_dump(), small_preset={n: sw.on for n, sw in SMALL_SWITCHES.items()}, seed=seed, retrieval_only=retrieval_only)
         check_settings(run_dir, settings)
     except BaseException:
         if created: shutil.rmtree(run_dir, ignore_errors=True)

@@ -162,6 +162,7 @@ def test_bad_method_is_refused(tmp_path):
     (["--methods", "foo"], "unknown or no methods"),
     (["--config", "hops=abc"], "bad --config: hops"),
     (["--config", "hopz=3"], "hopz"),
+    (["--methods", "pacemaker-small", "--config", "anchor_keep=0"], "'pacemaker-small-no_anchors'"),
     (["--config", "{not json"], "not valid JSON"),
     (["--limit", "-3"], "must be >= 0"),
     (["--workers", "0"], "must be >= 1"),
