@@ -1,10 +1,17 @@
 #!/usr/bin/env python
-"""Throughput of `pace run`: pairs at once against a server, and PaceMaker's non-model time per query at scale.
+"""Throughput of `pace run`: pairs at once against a server, stage batching against a server that batches, and PaceMaker's non-model time per query at scale.
 
 (a) `pace run --workers N` (run_experiment(workers=N)) against a loopback OpenAI-compatible fake server that this
     script starts itself and that answers every request after a fixed latency (--latency, default 0.5 s): pairs per
     second for 1, 2, 4, 8, 16 workers and the speed-up over 1 worker. Methods bm25 and pacemaker (5 agent calls, an
     answer, 1-2 judge calls per pair), --queries queries of data/mini, no cache (every call reaches the server).
+(b) `pace run --batch N` (run_experiment(batch=N), PaceMaker's stage batching) of method pacemaker against a loopback
+    server that batches: the requests arriving within --window (20 ms) of a batch's first one, at most --max-server-batch,
+    are answered together after one --latency, as a server with continuous batching would. Batch 1, 4, 8, 16 with the
+    openai backend's concurrency set in the spec to --concurrency (default 4 x the largest batch, so that a stage's
+    requests are in flight together), and one more row at the largest batch with the backend's default concurrency (4).
+    Pairs per second, requests (of them judge calls: `--batch` does not batch the judge), server batches and their mean
+    and largest size, and whether every run's results.jsonl has batch 1's rows apart from volatile fields.
 (c) PaceMaker's non-model time per pair as `pace run` spends it (`pace.run._run_pair`: the KB's public facts, the
     index store, hybrid search of every view, WRRF, BFS, the filters' bookkeeping, the funnel) with a scripted chat
     model that answers at once, on synthetic KBs of 2K, 20K and 200K facts (hash embedder, dim 64, flat FAISS), for
@@ -12,8 +19,8 @@
     skipped when git or the revision is not there). The k-NN graph of the 200K KB is built with an IVF index to save
     minutes (search is flat).
 
-    .venv/bin/python scripts/bench_throughput.py            # about 5-8 minutes on 2 busy cores
-    .venv/bin/python scripts/bench_throughput.py --quick    # about 1-2 minutes: 0.1 s latency, fewer queries, 2K/20K
+    .venv/bin/python scripts/bench_throughput.py            # about 8-11 minutes on 2 busy cores
+    .venv/bin/python scripts/bench_throughput.py --quick    # about 2 minutes: 0.1 s latency, 8 queries, batches 1-8, 2K/20K
 """
 import argparse, json, os, re, shutil, subprocess, sys, tempfile, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,14 +40,14 @@ reply_for = schema_reply   # the same deterministic, schema-following reply as t
 class FakeServer:
     "POST /v1/chat/completions answered after `latency` seconds, every request in its own thread (a server with free capacity)."
     def __init__(self, latency):
-        self.latency, self.n = latency, 0
+        self.latency, self.n, self._lock = latency, 0, threading.Lock()
         outer = self
         class H(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
             def log_message(self, *a): pass
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                time.sleep(outer.latency); outer.n += 1
+                outer.wait()
                 rf = body.get("response_format") or {}
                 schema = (rf.get("json_schema") or {}).get("schema") if rf.get("type") == "json_schema" else None
                 text = reply_for(body["messages"], schema)
@@ -49,10 +56,38 @@ class FakeServer:
                                   "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}).encode()
                 self.send_response(200); self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(out))); self.end_headers(); self.wfile.write(out)
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H); self.server.daemon_threads = True
+        class S(ThreadingHTTPServer):
+            request_queue_size, daemon_threads = 256, True   # many connections may open at once (the default backlog is 5)
+        self.server = S(("127.0.0.1", 0), H)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+    def wait(self):
+        "Called by every request before it is answered: here one `latency` each."
+        time.sleep(self.latency)
+        with self._lock: self.n += 1
     def __enter__(self): threading.Thread(target=self.server.serve_forever, daemon=True).start(); return self
     def __exit__(self, *a): self.server.shutdown(); self.server.server_close()
+
+
+class BatchingFakeServer(FakeServer):
+    """`FakeServer` that batches like a server with continuous batching: the requests that arrive within `window` seconds
+    of a batch's first one (at most `max_batch`) are answered together, `latency` seconds after the batch closes."""
+    def __init__(self, latency, window=0.02, max_batch=64):
+        super().__init__(latency)
+        self.window, self.max_batch, self.batches, self.largest = window, max_batch, 0, 0
+        self._cond, self._open = threading.Condition(self._lock), None
+    def wait(self):
+        with self._cond:
+            b = self._open
+            if b is None or b["closed"] is not None:   # open a new batch
+                b = self._open = {"opened": time.monotonic(), "closed": None, "n": 0}; self.batches += 1
+            b["n"] += 1; self.n += 1; self.largest = max(self.largest, b["n"])
+            if b["n"] >= self.max_batch: b["closed"] = time.monotonic(); self._cond.notify_all()
+            while b["closed"] is None:
+                left = b["opened"] + self.window - time.monotonic()
+                if left <= 0: b["closed"] = b["opened"] + self.window; self._cond.notify_all(); break
+                self._cond.wait(left)
+            done = b["closed"] + self.latency
+        time.sleep(max(0.0, done - time.monotonic()))   # the whole batch costs one latency
 
 
 def bench_workers(args):
@@ -74,6 +109,43 @@ def bench_workers(args):
             print(f"[bench] workers={w}: {r['n_new']} pairs in {secs:.1f} s", file=sys.stderr, flush=True)
         same = len({(Path(d) / f"w{w}" / "results.jsonl").read_bytes() for w in args.workers}) == 1
     return rows, same
+
+
+# --- (b) stage batching against a server that batches ---------------------------------------------------------------
+
+def bench_batching(args):
+    """`run_experiment(batch=N)` of pacemaker against `BatchingFakeServer`, the openai backend's `concurrency` set in the
+    spec to `args.concurrency` for every row; one more row at the largest batch with the backend's default concurrency.
+    (rows, whether every run's results.jsonl equals batch 1's apart from VOLATILE fields)."""
+    from pace.llm import get_chat_model
+    from pace.run import load_done, run_experiment, split_volatile
+    rows, base, runs = [], None, []
+    plan = [(b, args.concurrency) for b in args.batches] + [(max(args.batches), None)]
+    with BatchingFakeServer(args.latency, args.window, args.max_server_batch) as srv, tempfile.TemporaryDirectory() as d:
+        def run(b, conc, name, limit):
+            spec = {"backend": "openai", "model": "fake", "base_url": srv.url, "json_mode": "json_schema", "max_retries": 0,
+                    **({"concurrency": conc} if conc else {})}
+            cm = get_chat_model(spec, cache=False)
+            return cm, run_experiment(dataset=str(ROOT / "data/mini"), methods=["pacemaker"], chat=cm, embedder={"backend": "hash", "model": "hash"},
+                                      out_dir=d, name=name, limit=limit, cache=False, progress=False, batch=b)
+        run(1, args.concurrency, "warm-up", 1)   # imports, the client, the KB's index: not charged to the first row
+        for b, conc in plan:
+            name = f"b{b}c{conc or 'default'}"
+            with srv._lock: n0, k0 = srv.n, srv.batches; srv.largest = 0
+            t0 = time.perf_counter()
+            cm, r = run(b, conc, name, args.queries)
+            secs = time.perf_counter() - t0
+            rate, reqs, nb = r["n_new"] / secs, srv.n - n0, srv.batches - k0
+            judge = sum(v["model_calls"] for acc in (r["accounts"]["chat"], r["accounts"]["judge"] or {})
+                        for k, v in acc.items() if k.startswith("judge"))
+            base = base or rate
+            rows.append(dict(batch=b, concurrency=f"{cm.concurrency}" + ("" if conc else " (default)"), pairs=r["n_new"], requests=reqs,
+                             judge_requests=judge, server_batches=nb, mean_batch=f"{reqs / max(1, nb):.1f}", largest_batch=srv.largest,
+                             seconds=f"{secs:.1f}", pairs_per_s=f"{rate:.2f}", speedup=f"{rate / base:.1f}x"))
+            runs.append([split_volatile(x)[0] for x in load_done(Path(d) / name / "results.jsonl")])
+            print(f"[bench] batch={b} concurrency={cm.concurrency}: {r['n_new']} pairs in {secs:.1f} s, {reqs} requests in {nb} server batches",
+                  file=sys.stderr, flush=True)
+    return rows, all(x == runs[0] for x in runs[1:])
 
 
 # --- (c) non-model time per pair --------------------------------------------------------------------------------------
@@ -169,18 +241,24 @@ def table(rows):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="0.1 s latency, 8 queries, KBs of 2K and 20K facts")
+    ap.add_argument("--quick", action="store_true", help="0.1 s latency, 8 queries, batches 1,4,8, KBs of 2K and 20K facts")
     ap.add_argument("--latency", type=float, default=None, help="seconds per call of the fake server (default 0.5; --quick 0.1)")
-    ap.add_argument("--queries", type=int, default=None, help="queries of data/mini for (a) (default 16; --quick 8)")
+    ap.add_argument("--queries", type=int, default=None, help="queries of data/mini for (a) and (b) (default 16; --quick 8)")
     ap.add_argument("--workers", default="1,2,4,8,16", help="worker counts for (a)")
+    ap.add_argument("--batches", default=None, help="--batch values for (b) (default 1,4,8,16; --quick 1,4,8)")
+    ap.add_argument("--concurrency", type=int, default=None, help="openai backend concurrency in (b) (default 4 x the largest batch)")
+    ap.add_argument("--window", type=float, default=0.02, help="seconds the batching server of (b) waits for a batch to fill")
+    ap.add_argument("--max-server-batch", type=int, default=64, help="requests per batch of the batching server of (b)")
     ap.add_argument("--sizes", default=None, help="KB sizes for (c) (default 2000,20000,200000; --quick 2000,20000)")
     ap.add_argument("--nq", type=int, default=30, help="queries per KB size for (c)")
     ap.add_argument("--before-rev", default=BEFORE_REV, help="git revision whose package is measured as 'before' in (c)")
-    ap.add_argument("--skip", default="", help="comma-separated parts to skip: a, c")
+    ap.add_argument("--skip", default="", help="comma-separated parts to skip: a, b, c")
     a = ap.parse_args(argv)
     a.latency = a.latency if a.latency is not None else (0.1 if a.quick else 0.5)
     a.queries = a.queries or (8 if a.quick else 16)
     a.workers = [int(x) for x in a.workers.split(",")]
+    a.batches = [int(x) for x in (a.batches or ("1,4,8" if a.quick else "1,4,8,16")).split(",")]
+    a.concurrency = a.concurrency or 4 * max(a.batches)
     a.sizes = [int(x) for x in (a.sizes or ("2000,20000" if a.quick else "2000,20000,200000")).split(",")]
     skip = set(a.skip.split(","))
     print(f"cpu cores: {os.cpu_count()}")
@@ -189,6 +267,12 @@ def main(argv=None):
         print(f"\n(a) pace run --workers N against a loopback OpenAI-compatible server, {a.latency} s per call; methods bm25, pacemaker; "
               f"{a.queries} queries of data/mini; no cache")
         print(table(rows)); print(f"results.jsonl identical for every worker count: {'yes' if same else 'NO'}")
+    if "b" not in skip:
+        rows, same = bench_batching(a)
+        print(f"\n(b) pace run --batch N (methods pacemaker) against a loopback OpenAI-compatible server that answers the requests "
+              f"arriving within {a.window * 1000:.0f} ms (at most {a.max_server_batch}) together after {a.latency} s; {a.queries} queries "
+              f"of data/mini; no cache; judge = the same model")
+        print(table(rows)); print(f"results.jsonl rows the same as batch 1 apart from volatile fields, every row: {'yes' if same else 'NO'}")
     if "c" not in skip:
         rows = bench_nonmodel(a)
         print(f"\n(c) PaceMaker's non-model time per pair (pace.run._run_pair with a scripted model that answers at once; median of {a.nq} "
