@@ -326,7 +326,7 @@ def _pair(o, ms: dict, q, m: str, old: dict | None, judge_mode, judge_max_tokens
 
 # %% ../nbs/25_run.ipynb #0e897998
 def _batch_pairs(o, ms: dict, todo: list, judge_mode, judge_max_tokens, retrieval_only, batch: int):
-    "Run the pairs of `todo` (methods with `run_batch`) `batch` queries of one method at a time, and judge each: yields (result line, timing line, False)."
+    "Run the pairs of `todo` (methods with `run_batch`) `batch` queries of one method at a time, and judge each (a batch's pairs at once when the judge serves concurrent requests): yields (result line, timing line, False)."
     for m in dict.fromkeys(t[1] for t in todo):
         qs = [q for q, mm, _ in todo if mm == m]
         for s in range(0, len(qs), batch):
@@ -334,7 +334,11 @@ def _batch_pairs(o, ms: dict, todo: list, judge_mode, judge_max_tokens, retrieva
             rs = ms[m].run_batch([public_query(q) for q in part], [o.ds.instances[q.instance_id] for q in part],
                                  [public_kb(o.ds, q.instance_id) for q in part], answer=not retrieval_only)
             secs = (time.perf_counter() - t0) / len(part)
-            for q, r in zip(part, rs): yield (*_judged(_row(q, m, r, r.trace.get("stages", {})), q, m, secs, o.jm, judge_mode, judge_max_tokens), False)
+            judge = lambda qr: _judged(_row(qr[0], m, qr[1], qr[1].trace.get("stages", {})), qr[0], m, secs, o.jm, judge_mode, judge_max_tokens)
+            if len(part) > 1 and getattr(o.jm, "concurrent", False):
+                with ThreadPoolExecutor(len(part)) as ex: lines = list(ex.map(_scoped(judge, o.jm), zip(part, rs)))
+            else: lines = map(judge, zip(part, rs))
+            for line in lines: yield (*line, False)
 
 # %% ../nbs/25_run.ipynb #9df170d3
 def _workers(n: int, *models) -> int:
@@ -400,6 +404,15 @@ def _check_batch(batch) -> int:
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1: raise UsageError(f"--batch must be a whole number >= 1, got {batch!r}")
     return batch
 
+def _fit_concurrency(batch: int, *models):
+    "Let a batch's requests be in flight together: raise an HTTP backend's `concurrency` below `batch` to `batch` (saying so on stderr)."
+    for m in {id(m): m for m in models if m is not None}.values():
+        c = getattr(m, "concurrency", None)
+        if batch > 1 and isinstance(c, int) and c < batch:
+            print(f"pace run: --batch {batch}: the {getattr(m, 'backend', type(m).__name__)} model {m.model_id} sent {c} requests at a time; "
+                  f"it sends {batch} now, so a stage's requests reach the server together", file=sys.stderr)
+            m.concurrency, m.chunk_size = batch, max(getattr(m, "chunk_size", 1), batch)
+
 def _finish_run(o, scope: dict, res_p, tim_p, new: int, retried: int) -> dict:
     "Sort the run's files, write the manifest's final status, the tables and the index costs; return the run's summary."
     rows = _rewrite_sorted(res_p, tim_p)
@@ -439,6 +452,7 @@ def run_experiment(dataset=DEFAULT_DATA,                 # dataset folder (DESIG
     _workers(workers)   # a bad value fails before the run folder exists
     _check_batch(batch)
     o = _open_run(dataset, methods, chat, judge, embedder, out_dir, name, limit, seed, cache, config, judge_mode, judge_max_tokens, retrieval_only)
+    _fit_concurrency(batch, o.cm, o.jm)
     scope = dict(methods=o.methods, query_ids=[q.query_id for q in o.queries], limit=limit)
     _write_manifest(o.run_dir, o.settings, scope, "running")
     store = IndexStore(o.run_dir / "index", o.emb, knn_k=o.cfg.knn_k)

@@ -274,6 +274,29 @@ def test_stage_batched_run_writes_the_same_results_file(tmp_path):
     assert b["n_rows"] == 12 and a["results"].read_bytes() == b["results"].read_bytes() and max(cm.sizes) == 3
     with pytest.raises(UsageError, match="--batch must be"): run_experiment(chat=fake(), batch=0, **kw(tmp_path, name="x"))
 
+def test_batched_pairs_are_judged_at_once_and_concurrency_fits_the_batch(tmp_path, capsys):
+    import threading, time
+    class Concurrent(FakeChat):
+        "An HTTP-like model: counts the judge calls in flight at the same time."
+        backend, concurrent = "openai", True
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k); self.concurrency, self.chunk_size, self.lock, self.now, self.peak = 2, 8, threading.Lock(), 0, 0
+        def chat(self, messages, **k):
+            judging = (k.get("stage") or "").startswith("judge")
+            if judging:
+                with self.lock: self.now += 1; self.peak = max(self.peak, self.now)
+                time.sleep(0.05)
+            try: return super().chat(messages, **k)
+            finally:
+                if judging:
+                    with self.lock: self.now -= 1
+    a = run_experiment(chat=fake(), name="seq", cache=False, **kw(tmp_path, methods=["pacemaker"]))
+    cm = Concurrent(respond, cache=False)
+    b = run_experiment(chat=cm, name="bat", cache=False, batch=4, **kw(tmp_path, methods=["pacemaker"]))
+    assert a["results"].read_bytes() == b["results"].read_bytes()     # per-pair judge usage too: each thread counts its own calls
+    assert cm.peak == 4 and cm.concurrency == 4
+    assert "--batch 4: the openai model" in capsys.readouterr().err
+
 def test_cli_batch_gives_the_same_results_file(tmp_path, monkeypatch):
     import pace.run
     monkeypatch.setattr(pace.run, "_chat", lambda spec, cache: fake())
