@@ -14,9 +14,9 @@ from .traverse import bfs_expand
 from .index import _tokenize
 
 # %% auto #0
-__all__ = ['EVIDENCE_STAGES', 'SMALL_SWITCHES', 'PAPER_ABLATIONS', 'PaceMakerConfig', 'MethodTrace', 'View', 'ViewCandidates',
-           'PoolDoc', 'Trace', 'pool_order', 'resolve_index', 'view_specificity', 'Switch', 'pacemaker_config',
-           'PaceMaker']
+__all__ = ['EVIDENCE_STAGES', 'SMALL_SWITCHES', 'SMALL_SIZES', 'PAPER_ABLATIONS', 'PaceMakerConfig', 'MethodTrace', 'View',
+           'ViewCandidates', 'PoolDoc', 'Trace', 'pool_order', 'resolve_index', 'view_specificity', 'Switch',
+           'pacemaker_config', 'PaceMaker']
 
 # %% ../nbs/21_pipeline.ipynb #456dbf3e
 class PaceMakerConfig(BaseModel):
@@ -73,7 +73,7 @@ class MethodTrace(BaseModel):
 class View(BaseModel):
     text: str
     kind: Literal['original', 'counter']
-    weight: float                      # 0: not searched (a counter view with no word from the request, under `counter_weighting='overlap'`)
+    weight: float                      # 0: searched but not fused (a counter view with no word from the request, under `counter_weighting='overlap'`)
 
 class ViewCandidates(BaseModel):
     view: int                          # index into `Trace.views`
@@ -147,9 +147,10 @@ class Switch(NamedTuple):
 
 SMALL_SWITCHES = {
     'weighting': Switch(dict(counter_weighting='overlap'), dict(counter_weighting='fixed')),
-    'anchors': Switch(dict(anchor_keep=5), dict(anchor_keep=0)),
+    'anchors': Switch(dict(anchor_keep=10), dict(anchor_keep=0)),
     'poolcap': Switch(dict(max_pool_candidates=40), dict(max_pool_candidates=None)),
 }
+SMALL_SIZES = dict(n_filter=15, n_final=15)   # pacemaker-small's filters add 5 to the anchors
 PAPER_ABLATIONS = ('planning', 'traversal', 'selection')
 
 # %% ../nbs/21_pipeline.ipynb #15f60d8c
@@ -161,7 +162,9 @@ def pacemaker_config(name: str, # 'pacemaker' or 'pacemaker-small', then any '-n
     head, *offs = name.split('-no_')
     if head not in ('pacemaker', 'pacemaker-small'): raise ValueError(f"not a PaceMaker method: {name!r}")
     small, upd = head == 'pacemaker-small', {}
-    if small: upd = dict(variant='small') | {k: v for sw in SMALL_SWITCHES.values() for k, v in sw.on.items() if k not in base.model_fields_set}
+    if small:
+        preset = SMALL_SIZES | {k: v for sw in SMALL_SWITCHES.values() for k, v in sw.on.items()}
+        upd = dict(variant='small') | {k: v for k, v in preset.items() if k not in base.model_fields_set}
     for o in offs:
         if o in PAPER_ABLATIONS: upd[f'use_{o}'] = False
         elif small and o in SMALL_SWITCHES: upd |= SMALL_SWITCHES[o].off
@@ -189,9 +192,9 @@ class _Views:
     def _retrieve(self, idx, tr):
         "Hybrid search over the views; the fused ranking, its top `n_seed` and each view's candidates go into the trace."
         c, t0 = self.config, time.perf_counter()
-        searched = [i for i, v in enumerate(tr.views) if v.weight > 0]
-        hr = hybrid_search(idx, [(tr.views[i].text, tr.views[i].weight) for i in searched], top_k=c.top_k, k_rrf=c.k_rrf)
-        tr.candidates = [ViewCandidates(view=i, dense=h.dense, sparse=h.sparse) for i, h in zip(searched, hr.per_view)]
+        hr = hybrid_search(idx, [(v.text, v.weight) for v in tr.views], top_k=c.top_k, k_rrf=c.k_rrf)
+        hr.fused = [(d, s) for d, s in hr.fused if s > 0]   # a weight-0 view is searched (its candidates stay in the trace) but adds nothing
+        tr.candidates = [ViewCandidates(view=i, dense=h.dense, sparse=h.sparse) for i, h in enumerate(hr.per_view)]
         tr.fused, tr.seed_candidates = hr.fused, hr.ids(c.n_seed)
         raw = hr.per_view[0]   # the original view: fused alone, it is exactly the Hybrid baseline's ranking
         tr.anchors = [d for d, _ in wrrf([([d for d, _ in raw.dense], 1.0), ([d for d, _ in raw.sparse], 1.0)], k=c.k_rrf)][:c.anchor_keep]
