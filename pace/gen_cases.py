@@ -13,7 +13,7 @@ from .gen_profile import DATE_PATTERN, TIME_PATTERN, profile_text
 __all__ = ['CONTEXT_CHARS', 'REQUEST_CHARS', 'JUDGMENT_CHARS', 'STATE_CONDITIONS', 'CASE_EXAMPLES', 'EXAMPLE_MARKERS',
            'CASE_SYSTEM', 'TYPE_RULES', 'LABEL_RULES', 'CASE_MAX_TOKENS', 'Step', 'Arithmetic', 'recompute',
            'arithmetic_text', 'CaseDraft', 'TemporalCase', 'case_schema', 'focus_candidates', 'pick_focuses',
-           'case_messages', 'plan_cases', 'generate_cases']
+           'pick_examples', 'case_messages', 'plan_cases', 'generate_cases']
 
 # %% ../nbs/33_gen_cases.ipynb #d2310f10
 class Step(BaseModel):
@@ -117,7 +117,7 @@ def _chain(start, start_what, steps, deadline, deadline_what):
     return dict(start=start, start_what=start_what, steps=[dict(what=w, minutes=m) for w, m in steps], deadline=deadline, deadline_what=deadline_what)
 
 # %% ../nbs/33_gen_cases.ipynb #f5d29d5f
-CASE_EXAMPLES = {
+_NOOR = dict(request_date="2026-05-11", cases={
     ("temporal", "conflict"): _ex("2026-05-14", ["Noor Haddad"], ["Riverside Clinic", "Lark Street pool"], "physiotherapy ends at 17:30", ["physiotherapy"],
         "Noor Haddad has a physiotherapy session at Riverside Clinic on 2026-05-14 that ends at 17:30. The bus from Riverside Clinic to the Lark Street pool takes 35 minutes. "
         "Changing at the pool takes about 10 minutes. The adult swimming lesson at Lark Street pool starts at 18:00.",
@@ -136,7 +136,7 @@ CASE_EXAMPLES = {
         "Samir uses a walker and the lookout can only be reached by 140 steps, so the trip as planned does not work for him."),
     ("personal", "non_conflict"): _ex("2026-05-16", ["Noor Haddad", "Samir Haddad"], ["Lakeside promenade"], "Samir walks with a walker", ["walker"],
         "Samir Haddad, Noor Haddad's father, walks with a walker since his hip surgery. The Lakeside promenade is flat and has benches every 100 metres.",
-        "Plan a Saturday morning walk for Dad and me on the Lakeside promenade on 2026-05-16.",
+        "Plan a Saturday morning outing for Dad and me on the Lakeside promenade on 2026-05-16.",
         "The promenade is flat with benches along the way, which suits Samir and his walker."),
     ("state", "conflict"): _ex("2026-05-19", ["Noor Haddad"], ["Al Waha pharmacy"], "Al Waha pharmacy is shut for a refit from 2026-05-18 to 2026-05-22", ["refit"],
         "Al Waha pharmacy posted that it is shut for a refit from 2026-05-18 to 2026-05-22. Noor Haddad's repeat prescriptions are sent to Al Waha pharmacy.",
@@ -146,10 +146,88 @@ CASE_EXAMPLES = {
         "Al Waha pharmacy posted that it is shut for a refit from 2026-05-25 to 2026-05-29. Noor Haddad's repeat prescriptions are sent to Al Waha pharmacy.",
         "Order my repeat prescription for pickup at Al Waha pharmacy on Tuesday 2026-05-19.",
         "The refit starts on 2026-05-25, after the pickup on 2026-05-19, so Al Waha pharmacy is open for it."),
-}
+})
+
+# %% ../nbs/33_gen_cases.ipynb #b02a93a1
+_ILSE = dict(request_date="2026-08-19", cases={
+    ("temporal", "conflict"): _ex("2026-08-21", ["Ilse Brandvold"], ["Fjellvik library", "Sagvann quay", "Holmen chapel"], "library shift ends at 16:00", ["shift"],
+        "Ilse Brandvold's shift at Fjellvik library on 2026-08-21 ends at 16:00. The walk from Fjellvik library to Sagvann quay takes 15 minutes. "
+        "The ferry from Sagvann quay to Holmen island takes 50 minutes. The choir rehearsal at Holmen chapel starts at 17:00.",
+        "Put me down for the 17:00 choir rehearsal at Holmen chapel on Friday 2026-08-21.",
+        "Ilse's shift ends at 16:00; the 15-minute walk and the 50-minute ferry bring her to Holmen at 17:05, after the rehearsal starts.",
+        _chain("16:00", "Ilse's shift at the library ends", [("walk to Sagvann quay", 15), ("ferry to Holmen island", 50)], "17:00", "the choir rehearsal starts")),
+    ("temporal", "non_conflict"): _ex("2026-08-21", ["Ilse Brandvold"], ["Fjellvik library", "Sagvann quay", "Holmen chapel"], "library shift ends at 15:30", ["shift"],
+        "Ilse Brandvold's shift at Fjellvik library on 2026-08-21 ends at 15:30. The walk from Fjellvik library to Sagvann quay takes 15 minutes. "
+        "The ferry from Sagvann quay to Holmen island takes 50 minutes. The choir rehearsal at Holmen chapel starts at 17:00.",
+        "Put me down for the 17:00 choir rehearsal at Holmen chapel on Friday 2026-08-21.",
+        "Ilse's shift ends at 15:30; after the 15-minute walk and the 50-minute ferry she reaches Holmen at 16:35, before the rehearsal starts.",
+        _chain("15:30", "Ilse's shift at the library ends", [("walk to Sagvann quay", 15), ("ferry to Holmen island", 50)], "17:00", "the choir rehearsal starts")),
+    ("personal", "conflict"): _ex("2026-08-23", ["Ilse Brandvold", "Jonas Brandvold"], ["Bakeri Solstua"], "Jonas has coeliac disease", ["coeliac", "gluten"],
+        "Jonas Brandvold, Ilse Brandvold's son, has coeliac disease and must not eat gluten. The birthday party menu at Bakeri Solstua is wheat pizza and wheat cake, with no gluten-free choice.",
+        "Book the birthday party package at Bakeri Solstua for Jonas and six friends on Sunday 2026-08-23.",
+        "Jonas cannot eat gluten and Bakeri Solstua's party menu has nothing gluten-free, so he would have nothing to eat at his own party."),
+    ("personal", "non_conflict"): _ex("2026-08-23", ["Ilse Brandvold", "Jonas Brandvold"], ["Kafe Lyngen"], "Jonas has coeliac disease", ["coeliac", "gluten"],
+        "Jonas Brandvold, Ilse Brandvold's son, has coeliac disease and must not eat gluten. The birthday party menu at Kafe Lyngen has a gluten-free pizza base and a gluten-free cake.",
+        "Book the birthday party package at Kafe Lyngen for Jonas and six friends on Sunday 2026-08-23.",
+        "Kafe Lyngen's party menu has gluten-free pizza and cake, so Jonas can eat with his friends."),
+    ("state", "conflict"): _ex("2026-08-25", ["Ilse Brandvold"], ["Sagvann quay"], "the 07:10 ferry is cancelled from 2026-08-24 to 2026-08-28 for engine repairs", ["cancelled", "repairs"],
+        "The ferry company posted that the 07:10 ferry from Sagvann quay to Holmen island is cancelled from 2026-08-24 to 2026-08-28 for engine repairs. "
+        "Ilse Brandvold takes the ferry to Holmen island on weekday mornings.",
+        "Book me on the 07:10 ferry from Sagvann quay to Holmen island on Tuesday 2026-08-25.",
+        "The 07:10 ferry does not run on 2026-08-25 because of the engine repairs, so Ilse cannot travel on it that morning."),
+    ("state", "non_conflict"): _ex("2026-08-25", ["Ilse Brandvold"], ["Sagvann quay"], "the 07:10 ferry is cancelled from 2026-08-31 to 2026-09-04 for engine repairs", ["cancelled", "repairs"],
+        "The ferry company posted that the 07:10 ferry from Sagvann quay to Holmen island is cancelled from 2026-08-31 to 2026-09-04 for engine repairs. "
+        "Ilse Brandvold takes the ferry to Holmen island on weekday mornings.",
+        "Book me on the 07:10 ferry from Sagvann quay to Holmen island on Tuesday 2026-08-25.",
+        "The repairs start on 2026-08-31, after 2026-08-25, so the 07:10 ferry runs that morning."),
+})
+
+# %% ../nbs/33_gen_cases.ipynb #e577ed9e
+_RAFAEL = dict(request_date="2026-02-10", cases={
+    ("temporal", "conflict"): _ex("2026-02-14", ["Rafael Quispe"], ["Panadería Tres Lomas", "Estadio Vallecito"], "baking shift ends at 06:00", ["shift"],
+        "Rafael Quispe's baking shift at Panadería Tres Lomas on 2026-02-14 ends at 06:00. Showering and changing there take 20 minutes. "
+        "The bus from Tres Lomas to Estadio Vallecito takes 45 minutes, and the walk to the stands 10 minutes. The under-12 football final at Estadio Vallecito kicks off at 07:00.",
+        "Get me a seat for the 07:00 under-12 football final at Estadio Vallecito on Saturday 2026-02-14.",
+        "Rafael's shift ends at 06:00; changing, the bus and the walk take 75 minutes, so he would reach his seat at 07:15, after kick-off.",
+        _chain("06:00", "Rafael's baking shift ends", [("showering and changing", 20), ("bus to Estadio Vallecito", 45), ("walk to the stands", 10)], "07:00", "the final kicks off")),
+    ("temporal", "non_conflict"): _ex("2026-02-14", ["Rafael Quispe"], ["Panadería Tres Lomas", "Estadio Vallecito"], "baking shift ends at 05:30", ["shift"],
+        "Rafael Quispe's baking shift at Panadería Tres Lomas on 2026-02-14 ends at 05:30. Showering and changing there take 20 minutes. "
+        "The bus from Tres Lomas to Estadio Vallecito takes 45 minutes, and the walk to the stands 10 minutes. The under-12 football final at Estadio Vallecito kicks off at 07:00.",
+        "Get me a seat for the 07:00 under-12 football final at Estadio Vallecito on Saturday 2026-02-14.",
+        "Rafael's shift ends at 05:30; changing, the bus and the walk take 75 minutes, so he is in his seat at 06:45, before kick-off.",
+        _chain("05:30", "Rafael's baking shift ends", [("showering and changing", 20), ("bus to Estadio Vallecito", 45), ("walk to the stands", 10)], "07:00", "the final kicks off")),
+    ("personal", "conflict"): _ex("2026-02-13", ["Rafael Quispe", "Lucía Quispe"], ["Cevichería Muelle Rojo"], "Lucía has a severe shellfish allergy", ["shellfish", "allergy"],
+        "Lucía Quispe, Rafael Quispe's wife, has a severe shellfish allergy. Cevichería Muelle Rojo serves only seafood, and every dish of its set menu contains shrimp or scallops.",
+        "Reserve a table for two at Cevichería Muelle Rojo for our anniversary dinner on Friday 2026-02-13.",
+        "Every dish of Muelle Rojo's set menu has shrimp or scallops, which Lucía is severely allergic to, so the dinner there would put her at risk."),
+    ("personal", "non_conflict"): _ex("2026-02-13", ["Rafael Quispe", "Lucía Quispe"], ["Restaurante Huerta Quilla"], "Lucía has a severe shellfish allergy", ["shellfish", "allergy"],
+        "Lucía Quispe, Rafael Quispe's wife, has a severe shellfish allergy. Restaurante Huerta Quilla cooks no seafood at all.",
+        "Reserve a table for two at Restaurante Huerta Quilla for our anniversary dinner on Friday 2026-02-13.",
+        "Huerta Quilla cooks no seafood, so Lucía's shellfish allergy is no risk there."),
+    ("state", "conflict"): _ex("2026-02-18", ["Rafael Quispe"], ["Gimnasio Cóndor"], "the Gimnasio Cóndor pool is closed for tiling repairs from 2026-02-16 to 2026-02-20", ["closed", "tiling"],
+        "Gimnasio Cóndor posted that its pool is closed for tiling repairs from 2026-02-16 to 2026-02-20; the weights room stays open. Rafael Quispe is a member of Gimnasio Cóndor.",
+        "Book me a lane in the Gimnasio Cóndor pool at 07:00 on Wednesday 2026-02-18.",
+        "The pool is closed for tiling repairs on 2026-02-18, so there is no lane to book that morning."),
+    ("state", "non_conflict"): _ex("2026-02-18", ["Rafael Quispe"], ["Gimnasio Cóndor"], "the Gimnasio Cóndor pool is closed for tiling repairs from 2026-02-16 to 2026-02-20", ["closed", "tiling"],
+        "Gimnasio Cóndor posted that its pool is closed for tiling repairs from 2026-02-16 to 2026-02-20; the weights room stays open. Rafael Quispe is a member of Gimnasio Cóndor.",
+        "Book me a session in the Gimnasio Cóndor weights room at 07:00 on Wednesday 2026-02-18.",
+        "Only the pool is closed for the repairs; the weights room Rafael asks for stays open on 2026-02-18."),
+})
+
+# %% ../nbs/33_gen_cases.ipynb #71db812c
+CASE_EXAMPLES = (_NOOR, _ILSE, _RAFAEL)
 
 # %% ../nbs/33_gen_cases.ipynb #85d507a7
-EXAMPLE_MARKERS = ("Noor Haddad", "Samir Haddad", "Al Waha pharmacy", "Lark Street pool", "Castle Hill lookout", "Riverside Clinic", "Lakeside promenade")  # full names: a world may well have a Haddad
+EXAMPLE_MARKERS = tuple(sorted({n for w in CASE_EXAMPLES for ex in w["cases"].values() for n in ex["people"] + ex["places"]}))  # full names: a world may well have a Haddad
+
+# %% ../nbs/33_gen_cases.ipynb #022f365c
+def pick_examples(inst: dict, cfg: GenConfig) -> dict[str, int]:
+    "{case_id: index into CASE_EXAMPLES} for every case of an instance."
+    out, n = {}, len(CASE_EXAMPLES)
+    for t, l in CELLS:
+        first = rng_for(cfg.seed, inst["instance_id"], "example", t, l).randrange(n)
+        for k in range(1, cfg.cases_per_cell + 1): out[case_id(t, l, k)] = (first + k - 1) % n
+    return out
 
 # %% ../nbs/33_gen_cases.ipynb #66c69f53
 CASE_SYSTEM = """You write test cases for a personal assistant that knows facts about its user and the people around them.
@@ -189,12 +267,16 @@ LABEL_RULES = {
 }
 
 # %% ../nbs/33_gen_cases.ipynb #fdfe93e1
-def case_messages(inst: dict, situation_type: str, label: str, ref_date: str, focus: str, window_end: str) -> list[dict]:
-    "Chat messages for one case: an example of the cell from another world, the world, the timeline with its calendar, the cell and the anchor."
+def case_messages(inst: dict, situation_type: str, label: str, ref_date: str, focus: str, window_end: str, example: int | None = 0) -> list[dict]:
+    "Chat messages for one case: an example of the cell from another world (CASE_EXAMPLES[example]; None: no example), the world, the timeline with its calendar, the cell and the anchor."
     days = min(21, (dt.date.fromisoformat(window_end) - dt.date.fromisoformat(ref_date)).days + 1)
-    ex = json.dumps(CASE_EXAMPLES[(situation_type, label)], ensure_ascii=False)
-    user = (f"Example of a {situation_type} {label} case from another user's world (request made on Monday 2026-05-11; do not copy its names, places or details):\n{ex}\n\n"
-            f"The user's world:\n{profile_text(inst)}\n\n"
+    head = ""
+    if example is not None:
+        w = CASE_EXAMPLES[example]
+        ex = json.dumps(w["cases"][(situation_type, label)], ensure_ascii=False)
+        head = (f"Example of a {situation_type} {label} case from another user's world (request made on {dt.date.fromisoformat(w['request_date']):%A} {w['request_date']}; "
+                f"do not copy its names, places or details):\n{ex}\n\n")
+    user = (head + f"The user's world:\n{profile_text(inst)}\n\n"
             f"The request is made on {dt.date.fromisoformat(ref_date):%A} {ref_date}. Calendar from that day:\n{calendar_text(ref_date, days)}\n\n"
             f"{TYPE_RULES[situation_type]}\n{LABEL_RULES[(situation_type, label)]}\nBuild the case around: {focus}\n\nWrite the case as JSON.")
     return [dict(role="system", content=CASE_SYSTEM), dict(role="user", content=user)]
@@ -204,19 +286,19 @@ CASE_MAX_TOKENS = 700
 
 # %% ../nbs/33_gen_cases.ipynb #1b83f153
 def plan_cases(inst: dict, cfg: GenConfig) -> list[dict]:
-    "The case slots of an instance: case_id, situation_type, label, ref_date and focus."
-    fs, refs, out = pick_focuses(inst, cfg), inst["reference_dates"], []
+    "The case slots of an instance: case_id, situation_type, label, ref_date, focus and example (an index into CASE_EXAMPLES)."
+    fs, exs, refs, out = pick_focuses(inst, cfg), pick_examples(inst, cfg), inst["reference_dates"], []
     for i, (t, l) in enumerate((t, l) for t, l in CELLS for _ in range(cfg.cases_per_cell)):
         k = sum(1 for o in out if (o["situation_type"], o["label"]) == (t, l)) + 1
         cid = case_id(t, l, k)
-        out.append(dict(case_id=cid, situation_type=t, label=l, ref_date=refs[i % len(refs)], focus=fs[cid]))
+        out.append(dict(case_id=cid, situation_type=t, label=l, ref_date=refs[i % len(refs)], focus=fs[cid], example=exs[cid]))
     return out
 
 # %% ../nbs/33_gen_cases.ipynb #dd12eec9
 def generate_cases(cm, cfg: GenConfig, inst: dict) -> dict:
     "Stage 3 row: every planned case with its draft (or None and the error)."
     slots = plan_cases(inst, cfg)
-    convs = [case_messages(inst, s["situation_type"], s["label"], s["ref_date"], s["focus"], inst["timeline"]["window_end"]) for s in slots]
+    convs = [case_messages(inst, s["situation_type"], s["label"], s["ref_date"], s["focus"], inst["timeline"]["window_end"], s["example"]) for s in slots]
     got = ask_many(cm, convs, [case_schema(s["situation_type"]) for s in slots], stage="gen.cases", max_tokens=CASE_MAX_TOKENS)
     cases = [dict(s, draft=o.model_dump() if o else None, error=None if o else (r.error or "no reply")[:200]) for s, (o, r) in zip(slots, got)]
     return dict(instance_id=inst["instance_id"], cases=cases, dropped=count(["malformed_output" for c in cases if c["draft"] is None]))

@@ -14,11 +14,12 @@ from .gen_cases import (CASE_MAX_TOKENS, CASE_SYSTEM, CONTEXT_CHARS, EXAMPLE_MAR
                             case_messages, case_schema, recompute)
 
 # %% auto #0
-__all__ = ['VERDICT_WORDS', 'HINT_PHRASES', 'CHECK_ORDER', 'VALIDATOR_SYSTEM', 'REWRITE_NOTE', 'REVIEW_MAX_TOKENS',
-           'PRONOUN_START', 'RELATIVE_DATE', 'verdict_words', 'date_mentions', 'date_problems', 'weekday_problems',
-           'text_chains', 'arithmetic_problems', 'times_in', 'durations_in', 'numbers_missing', 'term_hits',
-           'leaked_terms', 'case_problems', 'Review', 'review_messages', 'review_problems', 'rewrite_messages',
-           'validate_cases', 'fact_problems', 'verify_dataset', 'verify_markdown', 'data_verify']
+__all__ = ['VERDICT_WORDS', 'HINT_PHRASES', 'CHECK_ORDER', 'VALIDATOR_SYSTEM', 'REWRITE_NOTE', 'FRESH_NOTE', 'REWRITE_HINTS',
+           'FRESH_DETAILS', 'REVIEW_MAX_TOKENS', 'PRONOUN_START', 'RELATIVE_DATE', 'verdict_words', 'date_mentions',
+           'date_problems', 'weekday_problems', 'text_chains', 'arithmetic_problems', 'times_in', 'durations_in',
+           'numbers_missing', 'term_hits', 'leaked_terms', 'case_problems', 'Review', 'review_messages',
+           'review_problems', 'fresh_problem_lines', 'rewrite_messages', 'validate_cases', 'fact_problems',
+           'verify_dataset', 'verify_markdown', 'data_verify']
 
 # %% ../nbs/34_gen_validate.ipynb #bb97969c
 VERDICT_WORDS = ("conflict", "compatible", "feasible", "suitable", "cannot be carried out", "should not", "clash")
@@ -300,12 +301,49 @@ def review_problems(rv: Review, label: str) -> list[tuple[str, str]]:
 # %% ../nbs/34_gen_validate.ipynb #3a5e00af
 REWRITE_NOTE = """The previous version of this case failed review. Rewrite it: keep its idea, situation type and label, fix every problem listed, and change as little else as needed."""
 
+# %% ../nbs/34_gen_validate.ipynb #ef71459f
+FRESH_NOTE = """An earlier attempt at this case was rejected for the problems listed below. Write a new case for the same situation type, label and anchor that avoids them."""
+
+# %% ../nbs/34_gen_validate.ipynb #8c8fe579
+REWRITE_HINTS = {
+    "empty_field": "a field was left empty",
+    "truncated": "a text ran into its length limit: write shorter",
+    "copies_example": "it reused names, places or details of the example: write about this user's world only",
+    "date_invalid_or_outside": "a date did not exist or lay outside the calendar",
+    "date_before_request": "the requested day came before the request date",
+    "weekday_mismatch": "a weekday did not match its date: take both from the calendar",
+    "arithmetic_label": "its arithmetic gave the other label: check the minutes against the deadline",
+    "arithmetic_not_in_context": "the context did not state every time and duration of the arithmetic",
+    "verdict_word_in_context": "the context judged the request instead of stating facts",
+    "request_leak": "the request named or hinted at the deciding fact",
+    "reason_not_in_context": "the context did not state the deciding fact with its hidden_terms",
+    "duplicate_reason": "another case of this world already rests on the same deciding fact: choose another",
+    "validator_label": "a reader of the context alone reached the other decision: make the deciding fact plain",
+    "validator_leak": "a reader found that the request hints at the problem",
+    "validator_unrealistic": "a reader found the case unrealistic",
+}
+
+# %% ../nbs/34_gen_validate.ipynb #d891ba79
+FRESH_DETAILS = ("empty_field", "truncated", "date_invalid_or_outside", "date_before_request", "weekday_mismatch", "arithmetic_not_in_context",
+                 "verdict_word_in_context", "request_leak", "reason_not_in_context", "duplicate_reason")
+
+# %% ../nbs/34_gen_validate.ipynb #2f7bf59e
+def fresh_problem_lines(problems: list[tuple[str, str]]) -> list[str]:
+    "The problems of a rejected attempt as lines for a fresh rewrite: one per code, in order, with the findings of FRESH_DETAILS codes."
+    by = {}
+    for code, msg in problems: by.setdefault(code, []).append(msg)
+    return [f"- {REWRITE_HINTS.get(code, code)}" + (f" ({'; '.join(m[:160] for m in msgs[:2])})" if code in FRESH_DETAILS else "") for code, msgs in by.items()]
+
 # %% ../nbs/34_gen_validate.ipynb #45c0f5e8
-def rewrite_messages(inst: dict, slot: dict, draft: dict, problems: list[tuple[str, str]]) -> list[dict]:
-    "Messages asking for a corrected version of `draft`."
-    base = case_messages(inst, slot["situation_type"], slot["label"], slot["ref_date"], slot["focus"], inst["timeline"]["window_end"])
-    user = (base[1]["content"].rsplit("\n\n", 1)[0] + f"\n\n{REWRITE_NOTE}\nPrevious version:\n{json.dumps(draft, ensure_ascii=False)}\n"
-            "Problems:\n" + "\n".join(f"- {m}" for _, m in problems) + "\n\nWrite the corrected case as JSON.")
+def rewrite_messages(inst: dict, slot: dict, draft: dict, problems: list[tuple[str, str]], mode: str = "revise", copied: bool = False) -> list[dict]:
+    "Messages asking for a rewrite: 'revise' shows `draft` and its problems; 'fresh' asks for a new case for the slot, with the problems only (no example once one was `copied`)."
+    if mode not in ("revise", "fresh"): raise ValueError(f"rewrite mode {mode!r}: use 'revise' or 'fresh'")
+    example = None if mode == "fresh" and copied else slot.get("example", 0)
+    base = case_messages(inst, slot["situation_type"], slot["label"], slot["ref_date"], slot["focus"], inst["timeline"]["window_end"], example)
+    head = base[1]["content"].rsplit("\n\n", 1)[0]
+    if mode == "fresh": user = head + f"\n\n{FRESH_NOTE}\n" + "\n".join(fresh_problem_lines(problems)) + "\n\nWrite the case as JSON."
+    else: user = (head + f"\n\n{REWRITE_NOTE}\nPrevious version:\n{json.dumps(draft, ensure_ascii=False)}\n"
+                  "Problems:\n" + "\n".join(f"- {m}" for _, m in problems) + "\n\nWrite the corrected case as JSON.")
     return [base[0], dict(role="user", content=user)]
 
 # %% ../nbs/34_gen_validate.ipynb #75155aa4
@@ -328,9 +366,10 @@ def _ask_reviews(cm, cfg: GenConfig, open_: dict, clean: list[str], probs: dict)
     return failed_review
 
 # %% ../nbs/34_gen_validate.ipynb #c0f425fd
-def _ask_rewrites(cm, inst: dict, open_: dict, probs: dict, redo: list[str], rnd: int, decisions: dict, temperature: float = 0.0):
-    "Replace the drafts of the `redo` cases by their rewrites; drop (into `decisions`) those whose rewrite failed."
-    got = ask_many(cm, [rewrite_messages(inst, open_[c]["slot"], open_[c]["draft"], probs[c]) for c in redo],
+def _ask_rewrites(cm, inst: dict, open_: dict, probs: dict, redo: list[str], rnd: int, decisions: dict, temperature: float = 0.0, mode: str = "revise"):
+    "Replace the drafts of the `redo` cases by their rewrites (`mode`: see `rewrite_messages`); drop (into `decisions`) those whose rewrite failed."
+    got = ask_many(cm, [rewrite_messages(inst, open_[c]["slot"], open_[c]["draft"], probs[c], mode, copied=any("copies_example" in h for h in open_[c]["history"]))
+                        for c in redo],
                    [case_schema(open_[c]["slot"]["situation_type"]) for c in redo], stage="gen.rewrite", max_tokens=CASE_MAX_TOKENS,
                    temperature=temperature, seed=rnd + 1)   # round r samples with seed r + 1: never the same request twice
     for cid, (obj, _) in zip(redo, got):
@@ -378,7 +417,7 @@ def validate_cases(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict:
                 decisions[cid] = dict(base, action="keep" if rnd == 0 else "rewritten", reason=None); drafts[cid] = o["draft"]; del open_[cid]
             elif rnd == cfg.max_rewrites: decisions[cid] = dict(base, action="drop", reason=probs[cid][0][0]); del open_[cid]
             else: redo.append(cid)
-        _ask_rewrites(cm, inst, open_, probs, redo, rnd, decisions, cfg.rewrite_temperature)
+        _ask_rewrites(cm, inst, open_, probs, redo, rnd, decisions, cfg.rewrite_temperature, cfg.rewrite_mode)
     return _validation_row(inst, cases, decisions, drafts)
 
 # %% ../nbs/34_gen_validate.ipynb #2898036d

@@ -157,13 +157,13 @@ GEN_MODULES = ("pace.gen_persona", "pace.gen_profile", "pace.gen_cases", "pace.g
 
 # %% ../nbs/38_generate.ipynb #a1199c90
 def gen_prompt_hashes() -> dict[str, str]:
-    "sha256 (first 16 hex) of every prompt constant (*_SYSTEM, *_RULES, *_NOTE) of the generation modules."
+    "sha256 (first 16 hex) of every prompt constant (*_SYSTEM, *_RULES, *_NOTE, *_EXAMPLES, *_HINTS, ...) of the generation modules."
     import importlib
     out = {}
     for name in GEN_MODULES:
         mod = importlib.import_module(name)
         for k, v in sorted(vars(mod).items()):
-            if k.isupper() and k.endswith(("_SYSTEM", "_RULES", "_NOTE", "_TOPICS", "_CONDITIONS")):
+            if k.isupper() and k.endswith(("_SYSTEM", "_RULES", "_NOTE", "_TOPICS", "_CONDITIONS", "_EXAMPLES", "_HINTS", "_DETAILS")):
                 out[f"{name.split('.')[-1]}.{k}"] = hashlib.sha256(repr(sorted(v.items()) if isinstance(v, dict) else v).encode()).hexdigest()[:16]
     return out
 
@@ -391,7 +391,7 @@ def _card_stages(cfg: GenConfig) -> str:
             f"{cfg.min_alters}-{cfg.max_alters} alters and a timeline (window and three reference dates, drawn by code) are synthesised; "
             "(3) cases are written per situation type and label, anchored on a commitment, a need or a place of the profile; "
             "(4) deterministic checks (dates, weekdays, recomputed temporal arithmetic, verdict words, leaking requests) and a blind LLM validator "
-            f"(it never sees the label; mode `{cfg.llm_validator}`) keep, rewrite (at most {cfg.max_rewrites} rounds) or drop each case; "
+            f"(it never sees the label; mode `{cfg.llm_validator}`) keep, rewrite (at most {cfg.max_rewrites} rounds, `{cfg.rewrite_mode}` mode) or drop each case; "
             "(5) near-miss distractor facts are written per case; (6) contexts are split into atomic facts and the decisive atoms become the gold facts, "
             "profile facts are written by code, near-duplicates are merged; (7) everyday facts fill each KB towards the target, and the KB is shuffled with the seed.")
 
@@ -466,7 +466,7 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of timelines, anchors, fill topics and the KB shuffle")
     p.add_argument("--embedder", default="onnx:all-MiniLM-L6-v2", help="embedder spec for near-duplicate merging")
     p.add_argument("--cache", default=None, help="cache file (default: <out>/cache.sqlite)")
-    p.add_argument("--set", type=_setting_arg, default=None, dest="settings", help="other settings, e.g. 'max_rewrites=1,dedup_threshold=0.9,llm_validator=record'")
+    p.add_argument("--set", type=_setting_arg, default=None, dest="settings", help="other GenConfig settings, e.g. 'max_rewrites=1,rewrite_mode=fresh,llm_validator=record'")
     p.add_argument("--card-note", default="", help="a paragraph for the dataset card (e.g. about the generator's quality)")
     p.add_argument("--stop-after", choices=STAGES, default=None, help="stop after this stage")
     p.add_argument("--no-progress", action="store_true")

@@ -1,4 +1,4 @@
-"`pace generate`: an end-to-end scripted run passes the strict loader, each deterministic check catches its bad case, a resumed run equals an uninterrupted one, junk and disagreeing models are counted, the CLI."
+"`pace generate`: an end-to-end scripted run passes the strict loader, each deterministic check catches its bad case, a resumed run equals an uninterrupted one, junk and disagreeing models are counted, fresh rewrites never show the draft, a copied prompt example is caught whichever was shown, the CLI."
 import json, re, shutil
 from pathlib import Path
 import pytest
@@ -305,3 +305,113 @@ def test_rewrite_rounds_never_resend_the_same_request(tmp_path):
     reqs = [json.loads(r) for (r,) in sqlite3.connect(tmp_path / "c.sqlite").execute("select request from entries where stage = 'gen.rewrite'")]
     assert len(reqs) == 2 and reqs[0]["messages"] == reqs[1]["messages"]          # the same prompt twice: only the seed tells them apart
     assert sorted(r["seed"] for r in reqs) == [1, 2] and {r["temperature"] for r in reqs} == {CFG.rewrite_temperature}
+
+
+# ---------------------------------------------------------------- rewrite_mode 'fresh' and the varied prompt examples
+
+FRESH = CFG.model_copy(update=dict(rewrite_mode="fresh"))
+
+def cell_of(u):
+    return re.search(r"Situation type: (\w+)", u).group(1), re.search(r"Label: (non_conflict|conflict)", u).group(1)
+
+def shown_example(u):
+    "The example case a generation or rewrite prompt shows, as JSON text (None when it shows none)."
+    m = re.search(r"^Example of .*?:\n(\{.*\})$", u, re.M)
+    return m.group(1) if m else None
+
+def test_fresh_rewrites_show_the_problems_but_never_the_draft(tmp_path):
+    "First drafts that copy the example, contradict their label, leak or judge; fresh rewrites fix them without ever seeing them, and the dataset passes the strict loader."
+    from pace.gen_validate import FRESH_NOTE, REWRITE_HINTS
+    from pace.gen_cases import EXAMPLE_MARKERS
+    drafts, rewrites = {}, []
+    def flawed(ms, js):
+        u = ms[-1]["content"]
+        if schema_title(js) not in ("TemporalCase", "CaseDraft"): return toy_reply(ms, js)
+        if FRESH_NOTE in u: rewrites.append(u); return toy_reply(ms, js)       # rewrites come back right
+        t, l = cell_of(u)
+        d = json.loads(toy_reply(ms, js))
+        if (t, l) == ("temporal", "conflict"): d = json.loads(shown_example(u))                  # pastes the example
+        elif (t, l) == ("temporal", "non_conflict"): d["arithmetic"]["deadline"] = "18:10"       # the numbers say conflict
+        elif (t, l) == ("personal", "conflict"): d["request"] = d["request"].replace("Book a table", "Given the peanut allergy, book a table")
+        elif (t, l) == ("state", "conflict"): d["context"] += " The session is not feasible then."
+        else: return json.dumps(d)
+        drafts[(t, l)] = d
+        return json.dumps(d)
+    res, _ = gen(tmp_path / "ds", flawed, personas="1", cfg=FRESH)
+    v = res["report"]["validation"]
+    assert v["actions"] == {"keep": 2, "rewritten": 4} and len(rewrites) == 4, v
+    assert {"copies_example", "arithmetic_label", "request_leak", "verdict_word_in_context"} <= set(v["rewrite_reasons"])
+    for u in rewrites:
+        d = drafts[cell_of(u)]
+        assert "Previous version" not in u and json.dumps(d, ensure_ascii=False) not in u
+        for k in ("request", "context", "judgment"):
+            assert not any(s in u for s in d[k].split(". ") if len(s) > 12), (cell_of(u), k)
+    by_cell = {cell_of(u): u for u in rewrites}
+    assert REWRITE_HINTS["copies_example"] in by_cell["temporal", "conflict"] and not any(m in by_cell["temporal", "conflict"] for m in EXAMPLE_MARKERS)
+    assert REWRITE_HINTS["arithmetic_label"] in by_cell["temporal", "non_conflict"]
+    assert "'peanut'" in by_cell["personal", "conflict"] and "'feasible'" in by_cell["state", "conflict"]
+    ds = load_pace_dataset(tmp_path / "ds")
+    assert len(ds.queries) == 6 and verify_dataset(tmp_path / "ds")["errors"] == 0
+    assert "`fresh` mode" in (tmp_path / "ds" / "README.md").read_text()
+
+@pytest.mark.parametrize("mode", ["revise", "fresh"])
+def test_a_generator_that_pastes_what_it_sees_is_dropped_for_copying(tmp_path, mode):
+    "It hands back any draft it is shown, else the example it is shown, else the last example it pasted for that cell: every case copies an example and is dropped for it."
+    pasted, prompts = {}, []
+    def paster(ms, js):
+        u = ms[-1]["content"]
+        if schema_title(js) not in ("TemporalCase", "CaseDraft"): return toy_reply(ms, js)
+        prompts.append(u)
+        if "Previous version:\n" in u: return u.split("Previous version:\n", 1)[1].split("\n", 1)[0]
+        if shown_example(u): pasted[cell_of(u)] = shown_example(u)
+        return pasted[cell_of(u)]
+    with pytest.raises(GenerationError, match="no case survived"): gen(tmp_path / "ds", paster, personas="1", cfg=CFG.model_copy(update=dict(rewrite_mode=mode)))
+    rep = json.loads((tmp_path / "ds" / "report.json").read_text())
+    assert rep["validation"]["dropped"] == {"copies_example": 6} and rep["validation"]["rounds"] == 12
+    rewrites = prompts[6:]
+    assert len(rewrites) == 12
+    if mode == "fresh": assert not any("Previous version" in u or shown_example(u) for u in rewrites)   # nothing to paste, and still caught
+    else: assert all("Previous version" in u and shown_example(u) for u in rewrites)
+
+def test_each_slot_shows_the_example_it_records_and_the_examples_vary(tmp_path):
+    from pace.gen_cases import CASE_EXAMPLES
+    seen = []
+    def spy(ms, js):
+        if schema_title(js) in ("TemporalCase", "CaseDraft"): seen.append(ms[-1]["content"])
+        return toy_reply(ms, js)
+    gen(tmp_path / "ds", spy, cfg=CFG.model_copy(update=dict(cases_per_cell=2)))
+    slots = [c for r in (json.loads(l) for l in (tmp_path / "ds" / "stages" / "3_cases.jsonl").read_text().splitlines()) for c in r["cases"]]
+    assert len(slots) == len(seen) == 24
+    for c in slots:   # the prompt of each slot holds the example its slot records, whole
+        ex = json.dumps(CASE_EXAMPLES[c["example"]]["cases"][(c["situation_type"], c["label"])], ensure_ascii=False)
+        assert sum(ex in u and f"Build the case around: {c['focus']}\n" in u for u in seen) >= 1
+    assert {c["example"] for c in slots} == {0, 1, 2}
+    by_cell = {}   # the two cases of a cell see two different examples
+    for r in (json.loads(l) for l in (tmp_path / "ds" / "stages" / "3_cases.jsonl").read_text().splitlines()):
+        for c in r["cases"]: by_cell.setdefault((r["instance_id"], c["situation_type"], c["label"]), []).append(c["example"])
+    assert all(len(set(v)) == 2 for v in by_cell.values()), by_cell
+
+def test_a_resumed_run_refuses_another_rewrite_mode_or_other_examples(tmp_path):
+    gen(tmp_path / "ds", stop_after="3_cases")
+    with pytest.raises(RunMismatchError, match='config.rewrite_mode: "revise" -> "fresh"'): gen(tmp_path / "ds", cfg=FRESH)
+    import pace.gen_cases
+    old = pace.gen_cases.CASE_EXAMPLES
+    try:
+        pace.gen_cases.CASE_EXAMPLES = old[:2]
+        with pytest.raises(RunMismatchError, match="prompts.gen_cases.CASE_EXAMPLES"): gen(tmp_path / "ds")
+    finally: pace.gen_cases.CASE_EXAMPLES = old
+    res, _ = gen(tmp_path / "ds")                                   # the same settings resume
+    assert res["status"] == "complete"
+
+def test_cli_sets_the_rewrite_mode(tmp_path, monkeypatch, capsys):
+    import pace.run
+    monkeypatch.setattr(pace.run, "_chat", lambda spec, cache: toy_chat(cache=cache))
+    out = tmp_path / "ds"
+    args = ["generate", "--out", str(out), "--personas", "1", "--chat", "fake:toy", "--cases-per-cell", "1", "--facts", "60", "--embedder", "hash:hash", "--no-progress"]
+    assert main(args + ["--set", "rewrite_mode=fresh", "--stop-after", "2_profile"]) == 0
+    assert json.loads((out / "generate.json").read_text())["settings"]["config"]["rewrite_mode"] == "fresh"
+    assert main(args + ["--stop-after", "2_profile"]) == 2 and "config.rewrite_mode" in capsys.readouterr().err   # resumed without it: refused
+    assert main(args + ["--set", "rewrite_mode=fresh"]) == 0 and load_pace_dataset(out).queries
+    assert main(["generate", "--out", str(tmp_path / "bad"), "--personas", "1", "--embedder", "hash:hash", "--set", "rewrite_mode=sometimes"]) == 2
+    err = capsys.readouterr().err
+    assert "rewrite_mode" in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "bad").exists()
