@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The runs behind nbs/experiments/03_pacemaker_small.ipynb: retrieval-only `pace run`s on data/mini with the local
-# llama.cpp models (CPU). Times on 2 CPU cores: about 25 min for the first run, 45 min for the second, 20 min each for
-# the last two. The calls are cached per model (cache-*.sqlite, not committed), so a rerun after an interruption
+# llama.cpp models (CPU). Times measured on 2 CPU cores: 42 min for the first run (shared with other jobs), 38 min for
+# the second, about 20 min for the ablations and 17 min for the 1.5B run. The calls are cached per model (cache-*.sqlite, not committed), so a rerun after an interruption
 # continues, and the runs share the planner and view-generator calls they have in common.
 #   bash results/pacemaker_small/run.sh [path/to/pace]
 set -euo pipefail
