@@ -158,8 +158,8 @@ def pacemaker_config(name: str, # 'pacemaker' or 'pacemaker-small', then any '-n
                      base: PaceMakerConfig | None = None, # settings to start from (`pace run --config`)
                     ) -> PaceMakerConfig:
     "The config a PaceMaker method name stands for; settings given explicitly in `base` win over the small preset."
-    base = base or PaceMakerConfig()
-    head, *offs = name.split('-no_')
+    base, parts = base or PaceMakerConfig(), lambda n: (n.split('-no_')[0], n.split('-no_')[1:])
+    head, offs = parts(name)
     if head not in ('pacemaker', 'pacemaker-small'): raise ValueError(f"not a PaceMaker method: {name!r}")
     small, upd = head == 'pacemaker-small', {}
     if small:
@@ -170,8 +170,7 @@ def pacemaker_config(name: str, # 'pacemaker' or 'pacemaker-small', then any '-n
         elif small and o in SMALL_SWITCHES: upd |= SMALL_SWITCHES[o].off
         else: raise ValueError(f"unknown switch {o!r} in {name!r}; switches: {', '.join(PAPER_ABLATIONS + (tuple(SMALL_SWITCHES) if small else ()))}")
     cfg = PaceMakerConfig(**(base.model_dump() | upd))
-    parts = lambda n: (n.split('-no_')[0], set(n.split('-no_')[1:]))
-    if parts(cfg.name) != parts(name): raise ValueError(f"the settings given make {name!r} into {cfg.name!r}: run that method, or change the settings")
+    if (parts(cfg.name)[0], set(parts(cfg.name)[1])) != (head, set(offs)): raise ValueError(f"the settings given make {name!r} into {cfg.name!r}: run that method, or change the settings")
     return cfg
 
 # %% ../nbs/21_pipeline.ipynb #03ef6223
@@ -196,8 +195,8 @@ class _Views:
         hr.fused = [(d, s) for d, s in hr.fused if s > 0]   # a weight-0 view is searched (its candidates stay in the trace) but adds nothing
         tr.candidates = [ViewCandidates(view=i, dense=h.dense, sparse=h.sparse) for i, h in enumerate(hr.per_view)]
         tr.fused, tr.seed_candidates = hr.fused, hr.ids(c.n_seed)
-        raw = hr.per_view[0]   # the original view: fused alone, it is exactly the Hybrid baseline's ranking
-        tr.anchors = [d for d, _ in wrrf([([d for d, _ in raw.dense], 1.0), ([d for d, _ in raw.sparse], 1.0)], k=c.k_rrf)][:c.anchor_keep]
+        if c.anchor_keep:   # the original view fused alone (weight 1) is exactly the Hybrid baseline's ranking
+            tr.anchors = [d for d, _ in wrrf(hr.per_view[0].runs(1.0), k=c.k_rrf)][:c.anchor_keep]
         tr.timings['retrieval'] = time.perf_counter() - t0
         tr.evidence['fused'] = list(tr.seed_candidates)
         return hr
@@ -208,9 +207,9 @@ class _Evidence(_Views):
     def _filter(self, tr, stage, q, ref, ids, n, text, **kw):
         "Steps: one filter stage; its calls and report go into the trace, the ids are returned. The anchors are kept first and not shown."
         c, kept = self.config, tr.anchors
-        ids, n = [i for i in ids if i not in kept], n - len(kept)
-        if n <= 0: return list(kept[:n + len(kept)])
-        out, recs, rep = yield from select_steps(self.cm, q, ref, [(i, text(i)) for i in ids], n, stage=stage, max_tokens=c.filter_max_tokens,
+        slots = n - len(kept)
+        if slots <= 0: return kept[:n]
+        out, recs, rep = yield from select_steps(self.cm, q, ref, [(i, text(i)) for i in ids if i not in kept], slots, stage=stage, max_tokens=c.filter_max_tokens,
                                          pad=c.pad_filters, **kw)
         tr.calls += recs; tr.selection[stage] = rep
         return kept + out

@@ -40,6 +40,10 @@ class ViewHits:
     weight: float
     dense: list[tuple[str, float]]
     sparse: list[tuple[str, float]]
+    def runs(self, weight: float | None = None) -> list[tuple[list[str], float]]:
+        "The view's dense and sparse rankings as WRRF runs, with its weight (or `weight`)."
+        w = self.weight if weight is None else weight
+        return [([d for d, _ in self.dense], w), ([d for d, _ in self.sparse], w)]
 
 @dataclass
 class HybridResult:
@@ -69,5 +73,4 @@ def hybrid_search(idx: InstanceIndex,             # the instance's index
     else: dense = idx.dense_by_vector(query_vectors, top_k)
     sparse = idx.sparse(texts, top_k)
     per = [ViewHits(t, float(w), d, s) for (t, w), d, s in zip(views, dense, sparse)]
-    runs = [(ids, h.weight) for h in per for ids in ([d for d, _ in h.dense], [d for d, _ in h.sparse])]
-    return HybridResult(wrrf(runs, k=k_rrf)[:n_fused], per)
+    return HybridResult(wrrf([r for h in per for r in h.runs()], k=k_rrf)[:n_fused], per)

@@ -97,13 +97,13 @@ def bench_workers(args):
     with FakeServer(args.latency) as srv, tempfile.TemporaryDirectory() as d:
         spec = {"backend": "openai", "model": "fake", "base_url": srv.url, "json_mode": "json_schema", "max_retries": 0,
                 "concurrency": 1}
-        run_experiment(dataset=str(ROOT / "data/mini"), methods=["bm25", "pacemaker"], chat=get_chat_model(spec, cache=False),
-                       embedder={"backend": "hash", "model": "hash"}, out_dir=d, name="warm-up", limit=1, cache=False, progress=False)
-        for w in args.workers:   # after a warm-up run: imports, the client and the KB's index are not charged to the first row
-            cm = get_chat_model(spec, cache=False)
+        def run(w, name, limit):
+            return run_experiment(dataset=str(ROOT / "data/mini"), methods=["bm25", "pacemaker"], chat=get_chat_model(spec, cache=False),
+                                  embedder={"backend": "hash", "model": "hash"}, out_dir=d, name=name, limit=limit, cache=False, progress=False, workers=w)
+        run(1, "warm-up", 1)   # imports, the client and the KB's index: not charged to the first row
+        for w in args.workers:
             t0, n0 = time.perf_counter(), srv.n
-            r = run_experiment(dataset=str(ROOT / "data/mini"), methods=["bm25", "pacemaker"], chat=cm, embedder={"backend": "hash", "model": "hash"},
-                               out_dir=d, name=f"w{w}", limit=args.queries, cache=False, progress=False, workers=w)
+            r = run(w, f"w{w}", args.queries)
             secs = time.perf_counter() - t0
             rate = r["n_new"] / secs
             base = base or rate
