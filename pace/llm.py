@@ -68,14 +68,25 @@ def strip_fence(text:str) -> str:
     return (m.group(1) if m else text).strip()
 
 # %% ../nbs/02_llm.ipynb #6af5f746
+def _shape(js):
+    "`js` with every `enum` list emptied: what decides whether a schema is valid."
+    if isinstance(js, dict): return {k: [] if k == 'enum' and isinstance(v, list) else _shape(v) for k, v in js.items()}
+    return [_shape(x) for x in js] if isinstance(js, list) else js
+
+@functools.lru_cache(maxsize=256)
+def _check_shape(shape_text:str):
+    "Check one schema shape against its metaschema (raises `jsonschema.SchemaError`)."
+    import jsonschema
+    js = json.loads(shape_text); jsonschema.validators.validator_for(js).check_schema(js)
+
 @functools.lru_cache(maxsize=512)
 def _validator(schema_text:str):
-    "A jsonschema validator for a schema given as JSON text, the schema checked once (None without jsonschema: only JSON-ness is checked)."
+    "A jsonschema validator for a schema given as JSON text, its shape checked once (None without jsonschema: only JSON-ness is checked)."
     try: import jsonschema
     except ImportError: return None
-    js = json.loads(schema_text); cls = jsonschema.validators.validator_for(js)
-    cls.check_schema(js)
-    return cls(js)
+    js = json.loads(schema_text)
+    _check_shape(json.dumps(_shape(js), sort_keys=True))
+    return jsonschema.validators.validator_for(js)(js)
 
 def _best_error(errors):
     from jsonschema.exceptions import best_match

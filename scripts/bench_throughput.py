@@ -153,7 +153,7 @@ def bench_batching(args):
 # --- (c) non-model time per pair --------------------------------------------------------------------------------------
 
 def build_kbs(sizes, root):
-    "Synthetic KBs saved as pace indexes under root/<n>/index (what `IndexStore` loads), and their facts as JSONL."
+    "Synthetic KBs saved as pace indexes under root/<n>/index (what `IndexStore` loads), and their facts as JSONL; sizes already there are kept."
     sys.path.insert(0, str(ROOT / "scripts"))
     from bench_retrieval import synthetic_facts
     import faiss
@@ -161,6 +161,7 @@ def build_kbs(sizes, root):
     from pace.index import InstanceIndex, IndexStore
     emb = get_embedder({"backend": "hash", "model": "hash", "dim": 64}, cache=False)
     for n in sizes:
+        if (root / str(n) / "facts.jsonl").exists(): continue   # written last: the KB is complete
         print(f"[bench] building a {n}-fact KB ...", file=sys.stderr, flush=True)
         facts = synthetic_facts(n, seed=n)
         idx = InstanceIndex.build(facts, emb, knn_k=10, approximate="ivf" if n > 50000 else False)
@@ -223,7 +224,7 @@ def before_tree(rev, dest):
 def bench_nonmodel(args):
     rows = []
     with tempfile.TemporaryDirectory() as d:
-        root = Path(d) / "kbs"; build_kbs(args.sizes, root)
+        root = Path(args.kb_dir) if args.kb_dir else Path(d) / "kbs"; build_kbs(args.sizes, root)
         old = before_tree(args.before_rev, Path(d) / "before") if (Path(d) / "before").mkdir() is None else None
         for n in args.sizes:
             print(f"[bench] non-model time at {n} facts ...", file=sys.stderr, flush=True)
@@ -253,6 +254,7 @@ def main(argv=None):
     ap.add_argument("--max-server-batch", type=int, default=64, help="requests per batch of the batching server of (b)")
     ap.add_argument("--sizes", default=None, help="KB sizes for (c) (default 2000,20000,200000; --quick 2000,20000)")
     ap.add_argument("--nq", type=int, default=30, help="queries per KB size for (c)")
+    ap.add_argument("--kb-dir", default=None, help="keep (c)'s synthetic KBs here and reuse them in later runs (default: a temporary folder)")
     ap.add_argument("--before-rev", default=BEFORE_REV, help="git revision whose package is measured as 'before' in (c)")
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: a, b, c")
     a = ap.parse_args(argv)
