@@ -14,8 +14,8 @@ __all__ = ['STAGE_ORDER', 'PLANNER_SYSTEM', 'VIEWS_SYSTEM', 'FILTER_SYSTEM', 'AN
            'chat_one', 'read_reply', 'call_agent', 'run_steps', 'run_steps_batch', 'persona_name', 'as_date',
            'date_hints', 'Direction', 'ConflictPlan', 'planner_messages', 'plan_steps', 'plan_conflicts',
            'CounterQueries', 'views_messages', 'views_steps', 'generate_views', 'Selection', 'filter_messages',
-           'selection_schema', 'clean_selection', 'prompt_budget', 'SelectionReport', 'select_steps', 'select_evidence',
-           'answer_messages', 'fit_facts', 'tidy_answer', 'answer_steps', 'generate_answer']
+           'selection_schema', 'clean_selection', 'prompt_budget', 'shown_labels', 'SelectionReport', 'select_steps',
+           'select_evidence', 'answer_messages', 'fit_facts', 'tidy_answer', 'answer_steps', 'generate_answer']
 
 # %% ../nbs/20_agents.ipynb #0a9ed9e3
 class AgentCall(BaseModel):
@@ -344,12 +344,20 @@ def prompt_budget(cm, # chat model (its context window)
     "Tokens left for the prompt in `cm`'s context window after the answer and a safety margin."
     return max(64, int(cm.context_window) - max_tokens - margin)
 
-def _chunks(cm, query, ref_date, cands, top_n, budget):
+def shown_labels(chunk: list[tuple[str, str]], # (doc_id, text) of one call
+                 labels: str = "doc_id", # 'doc_id': the model sees the doc ids; 'position': 1..n in the order shown
+                ) -> list[tuple[str, str]]:
+    "(label, text) as one filter call shows `chunk`: a doc id like `mini-01-f0451` costs 11 tokens, a position 2-3."
+    if labels == "doc_id": return list(chunk)
+    if labels == "position": return [(str(k), t) for k, (_, t) in enumerate(chunk, 1)]
+    raise ValueError(f"labels must be 'doc_id' or 'position', got {labels!r}")
+
+def _chunks(cm, query, ref_date, cands, top_n, budget, labels="doc_id"):
     "Greedy split of `cands` into consecutive chunks whose filter prompt fits `budget` tokens."
     base = sum(cm.count_tokens(m['content']) for m in filter_messages(query, ref_date, [], top_n))
     out, cur, used = [], [], base
     for c in cands:
-        t = cm.count_tokens(f"[{c[0]}] {c[1]}") + 1
+        t = cm.count_tokens(f"[{c[0] if labels == 'doc_id' else len(cur) + 1}] {c[1]}") + 1
         if cur and (used + t > budget or len(cur) >= 400): out.append(cur); cur, used = [], base
         cur.append(c); used += t
     if cur: out.append(cur)
@@ -374,17 +382,20 @@ class SelectionReport(BaseModel):
     note: str = ""
 
 # %% ../nbs/20_agents.ipynb #8568252e
-def _chunk_request(query, ref_date, ch, top_n, stage, max_tokens) -> dict:
+def _chunk_request(query, ref_date, ch, top_n, stage, max_tokens, labels="doc_id") -> dict:
     "The request of one call over a chunk of candidates."
-    return agent_request(filter_messages(query, ref_date, ch, top_n), stage=stage, schema=selection_schema([i for i, _ in ch], top_n),
+    shown = shown_labels(ch, labels)
+    return agent_request(filter_messages(query, ref_date, shown, top_n), stage=stage, schema=selection_schema([i for i, _ in shown], top_n),
                          max_tokens=max_tokens)
 
-def _judge_chunk(r, ch, top_n, stage, rep, how, seen, n_chunks) -> tuple[list[str], AgentCall]:
+def _judge_chunk(r, ch, top_n, stage, rep, how, seen, n_chunks, labels="doc_id") -> tuple[list[str], AgentCall]:
     "Read one call over a chunk of more than `top_n` candidates: the ids it keeps (fallback: the first `top_n`) and the call record."
     ids = [i for i, _ in ch]
+    to_id = {lab: i for (lab, _), i in zip(shown_labels(ch, labels), ids)}
     sel, rec = read_reply(r, stage, Selection)
     seen.update(ids); rep.n_calls += 1
-    got, notes = clean_selection(sel.selected_doc_ids if sel else [], ids, top_n)
+    got, notes = clean_selection(sel.selected_doc_ids if sel else [], list(to_id), top_n)
+    got = [to_id[g] for g in got]                       # invalid labels stay as the model wrote them, in the notes
     how.update(dict.fromkeys(got, 'model'))
     if sel is None:
         rep.n_failed_calls += 1; rec.fallback = "first candidates of the chunk, in the order shown"
@@ -394,20 +405,20 @@ def _judge_chunk(r, ch, top_n, stage, rep, how, seen, n_chunks) -> tuple[list[st
     return got, rec
 
 # %% ../nbs/20_agents.ipynb #8f799278
-def _tournament(cm, query, ref_date, cands, top_n, stage, max_tokens, max_rounds, rep, how, seen):
+def _tournament(cm, query, ref_date, cands, top_n, stage, max_tokens, max_rounds, rep, how, seen, labels="doc_id"):
     "Steps: rounds of chunked selection until at most `top_n` candidates remain (or `max_rounds` ran out); returns (the remaining candidates, call records)."
     cur, recs, texts, budget = list(cands), [], dict(cands), prompt_budget(cm, max_tokens)
     while len(cur) > top_n and (max_rounds is None or rep.rounds < max_rounds):
-        chunks = _chunks(cm, query, ref_date, cur, top_n, budget)
+        chunks = _chunks(cm, query, ref_date, cur, top_n, budget, labels)
         if len(chunks) > 1 and all(len(ch) <= top_n for ch in chunks):
             rep.note = f"the context window holds at most {max(map(len, chunks))} candidates per call: no selection possible"; break
         rep.rounds += 1; winners = []
         big = [ch for ch in chunks if len(ch) > top_n]
-        res = iter((yield [_chunk_request(query, ref_date, ch, top_n, stage, max_tokens) for ch in big]) if big else [])
+        res = iter((yield [_chunk_request(query, ref_date, ch, top_n, stage, max_tokens, labels) for ch in big]) if big else [])
         for ch in chunks:
             if len(ch) <= top_n:
                 ids = [i for i, _ in ch]; winners += ids; how.update(dict.fromkeys(ids, 'bye')); continue
-            got, rec = _judge_chunk(next(res), ch, top_n, stage, rep, how, seen, len(chunks))
+            got, rec = _judge_chunk(next(res), ch, top_n, stage, rep, how, seen, len(chunks), labels)
             recs.append(rec); winners += got
         cur = [(i, texts[i]) for i in winners]
     return cur, recs
@@ -423,6 +434,7 @@ def select_steps(cm,                                 # chat model (its context w
                  max_tokens: int = 160,              # completion budget per call
                  max_rounds: int | None = None,      # bound on tournament rounds (None: until one call sees all winners)
                  pad: bool = True,                   # fill a short selection from the order given (counted)
+                 labels: str = "doc_id",             # what the model sees and answers with: 'doc_id', or 'position' (1..n per call, fewer tokens)
                 ):
     "`select_evidence` as steps (see `run_steps`): a step per tournament round; returns (ids, call records, report)."
     cands = list({i: (i, t) for i, t in reversed(candidates)}.items())[::-1]
@@ -431,7 +443,7 @@ def select_steps(cm,                                 # chat model (its context w
     if max_candidates is not None and len(cands) > max_candidates:
         cands, rep.note = cands[:max_candidates], f"cut to the first {max_candidates} candidates"
     texts, seen, how = dict(cands), set(), {}
-    cur, recs = yield from _tournament(cm, query, ref_date, cands, top_n, stage, max_tokens, max_rounds, rep, how, seen)
+    cur, recs = yield from _tournament(cm, query, ref_date, cands, top_n, stage, max_tokens, max_rounds, rep, how, seen, labels)
     out = [i for i, _ in cur]
     if len(out) > top_n:
         rep.n_cut_unjudged = len(out) - top_n if rep.rounds else 0
@@ -454,7 +466,7 @@ def select_evidence(cm,                                 # chat model
                     ref_date,                           # the date it is made
                     candidates: list[tuple[str, str]],  # (doc_id, text), in the order the model should see them
                     top_n: int,                         # how many to keep
-                    **kw,                               # options of `select_steps`: stage, max_candidates, max_tokens, max_rounds, pad
+                    **kw,                               # options of `select_steps`: stage, max_candidates, max_tokens, max_rounds, pad, labels
                    ) -> tuple[list[str], list[AgentCall], SelectionReport]:
     "Choose `top_n` ids from `candidates` [(doc_id, text)] by tournament over context-sized chunks; everything counted in the report."
     return run_steps(cm, select_steps(cm, query, ref_date, candidates, top_n, **kw))

@@ -44,6 +44,7 @@ class PaceMakerConfig(BaseModel):
     planner_max_tokens: int = Field(200, ge=1) # completion budgets per stage
     views_max_tokens: int = Field(200, ge=1)
     filter_max_tokens: int = Field(160, ge=1)  # 10 ids need ~80
+    filter_labels: Literal['doc_id', 'position'] = 'doc_id'    # what the filters see and answer with ('position': 1..n per call)
     answer_max_tokens: int = Field(200, ge=1)  # 2-4 sentences
     variant: Literal['paper', 'small'] = 'paper'               # 'small': pacemaker-small (its switches below)
     counter_weighting: Literal['fixed', 'overlap'] = 'fixed'   # 'overlap': a counter view's weight scales with its words from the request
@@ -210,7 +211,7 @@ class _Evidence(_Views):
         slots = n - len(kept)
         if slots <= 0: return kept[:n]
         out, recs, rep = yield from select_steps(self.cm, q, ref, [(i, text(i)) for i in ids if i not in kept], slots, stage=stage, max_tokens=c.filter_max_tokens,
-                                         pad=c.pad_filters, **kw)
+                                         pad=c.pad_filters, labels=c.filter_labels, **kw)
         tr.calls += recs; tr.selection[stage] = rep
         return kept + out
 
