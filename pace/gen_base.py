@@ -32,6 +32,7 @@ class GenConfig(BaseModel):
     max_rewrites: int = Field(2, ge=0)                 # rewrite rounds before a failing case is dropped
     rewrite_temperature: float = Field(0.7, ge=0, le=2)  # rewrites sample with seed = round, so a model that repeats its draft is not asked the same thing twice (0: greedy)
     rewrite_mode: Literal["revise", "fresh"] = "revise"  # revise: the rewrite sees its failed draft (the paper); fresh: a new case for the slot, told only what went wrong
+    repair_weekdays: bool = True                      # set a weekday written beside a date to that date's weekday before the checks (counted)
     llm_validator: Literal["enforce", "record"] = "enforce"  # enforce: the blind validator's verdicts send cases to rewrite; record: only counted
     distractors_per_case: int = Field(6, ge=0)        # near-miss facts asked for per case
     everyday_per_call: int = Field(15, ge=1)           # everyday facts asked for per fill call

@@ -14,12 +14,12 @@ from .gen_cases import (CASE_MAX_TOKENS, CASE_SYSTEM, CONTEXT_CHARS, EXAMPLE_MAR
                             case_messages, case_schema, recompute)
 
 # %% auto #0
-__all__ = ['VERDICT_WORDS', 'HINT_PHRASES', 'CHECK_ORDER', 'VALIDATOR_SYSTEM', 'REWRITE_NOTE', 'FRESH_NOTE', 'REWRITE_HINTS',
-           'FRESH_DETAILS', 'REVIEW_MAX_TOKENS', 'PRONOUN_START', 'RELATIVE_DATE', 'verdict_words', 'date_mentions',
-           'date_problems', 'weekday_problems', 'text_chains', 'arithmetic_problems', 'times_in', 'durations_in',
-           'numbers_missing', 'term_hits', 'leaked_terms', 'case_problems', 'Review', 'review_messages',
-           'review_problems', 'fresh_problem_lines', 'rewrite_messages', 'validate_cases', 'fact_problems',
-           'verify_dataset', 'verify_markdown', 'data_verify']
+__all__ = ['VERDICT_WORDS', 'REPAIRED_FIELDS', 'HINT_PHRASES', 'CHECK_ORDER', 'VALIDATOR_SYSTEM', 'REWRITE_NOTE', 'FRESH_NOTE',
+           'REWRITE_HINTS', 'FRESH_DETAILS', 'REVIEW_MAX_TOKENS', 'PRONOUN_START', 'RELATIVE_DATE', 'verdict_words',
+           'date_mentions', 'date_problems', 'weekday_problems', 'fix_weekdays', 'repair_draft', 'text_chains',
+           'arithmetic_problems', 'times_in', 'durations_in', 'numbers_missing', 'term_hits', 'leaked_terms',
+           'case_problems', 'Review', 'review_messages', 'review_problems', 'fresh_problem_lines', 'rewrite_messages',
+           'validate_cases', 'fact_problems', 'verify_dataset', 'verify_markdown', 'data_verify']
 
 # %% ../nbs/34_gen_validate.ipynb #bb97969c
 VERDICT_WORDS = ("conflict", "compatible", "feasible", "suitable", "cannot be carried out", "should not", "clash")
@@ -105,6 +105,34 @@ def weekday_problems(text: str, window: dict) -> list[str]:
         if not any(x.day == d and x.weekday() == wd for x in days):
             out.append(f"{wm.group(0)!r}: no {wm.group(1)} the {d}th in the timeline ({lo} to {hi})")
     return out
+
+# %% ../nbs/34_gen_validate.ipynb #ddc9c29c
+def fix_weekdays(text: str, window: dict) -> tuple[str, list[str]]:
+    "`text` with each weekday written right beside a date set to that date's weekday, and the changes made."
+    text = text or ""
+    subs, ms = [], date_mentions(text, window)   # subs: (start, end, new weekday, message)
+    before = [(_WD_BEFORE.search(text[max(0, m["span"][0] - 16):m["span"][0]]), max(0, m["span"][0] - 16)) for m in ms]
+    owned = {off + wm.start(1) for wm, off in before if wm}   # as in weekday_problems: a weekday right before a date is that date's
+    for m, bef in zip(ms, before):
+        if m["date"] is None: continue
+        aft = (_WD_AFTER.match(text[m["span"][1]:m["span"][1] + 16]), m["span"][1])
+        for wm, off in (bef, aft):
+            if wm and not (wm is aft[0] and off + wm.start(1) in owned) and _WD[wm.group(1).lower()] != m["date"].weekday():
+                s, e, new = off + wm.start(1), off + wm.end(1), f"{m['date']:%A}"
+                if not any(s == x[0] for x in subs): subs.append((s, e, new, f"{wm.group(1)!r} -> {new!r} beside {m['text']!r}"))
+    for s, e, new, _ in sorted(subs, reverse=True): text = text[:s] + new + text[e:]
+    return text, [x[3] for x in sorted(subs)]
+
+# %% ../nbs/34_gen_validate.ipynb #dcd0b7b1
+REPAIRED_FIELDS = ("request", "context", "judgment", "hidden_reason")
+
+def repair_draft(draft: dict, window: dict) -> tuple[dict, list[str]]:
+    "A case draft with its weekdays fixed (`fix_weekdays`) in every text field, and the changes as 'field: change'."
+    out, notes = dict(draft), []
+    for k in REPAIRED_FIELDS:
+        if isinstance(out.get(k), str):
+            out[k], ch = fix_weekdays(out[k], window); notes += [f"{k}: {c}" for c in ch]
+    return out, notes
 
 # %% ../nbs/34_gen_validate.ipynb #4485db07
 _TOK = re.compile(r"(?P<date>\b\d{4}-\d{2}-\d{2}\b)|(?P<time>\b\d{1,2}:\d{2}\b)|(?P<dur>\+\s*~?\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>min|minutes|mins|h|hrs|hours|hour)\b)"
@@ -388,7 +416,8 @@ def _validation_row(inst: dict, cases: list[dict], decisions: dict, drafts: dict
     return dict(instance_id=inst["instance_id"], decisions=decisions, kept=kept,
                 actions=count(d["action"] for d in decisions),
                 dropped=count(d["reason"] for d in decisions if d["action"] == "drop"),
-                rewrite_reasons=count(code for d in decisions for h in d["history"][:d["rounds"]] for code in h))
+                rewrite_reasons=count(code for d in decisions for h in d["history"][:d["rounds"]] for code in h),
+                repaired=count("weekday" for d in decisions if d.get("repairs")))
 
 # %% ../nbs/34_gen_validate.ipynb #00161cf3
 def validate_cases(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict:
@@ -400,6 +429,9 @@ def validate_cases(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict:
     kept_reasons, drafts = [], {}
     for rnd in range(cfg.max_rewrites + 1):
         if not open_: break
+        if cfg.repair_weekdays:
+            for o in open_.values():
+                o["draft"], notes = repair_draft(o["draft"], win); o.setdefault("repairs", []).extend(notes)
         probs = {cid: case_problems(o["draft"], o["slot"]["situation_type"], o["slot"]["label"], o["slot"]["ref_date"], win) for cid, o in open_.items()}
         clean = [cid for cid in open_ if not probs[cid]]
         failed_review = _ask_reviews(cm, cfg, open_, clean, probs)
@@ -411,7 +443,7 @@ def validate_cases(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict:
         redo = []
         for cid in list(open_):
             o = open_[cid]; o["history"].append([c for c, _ in probs[cid]] + (["validator_failed"] if cid in failed_review else []))
-            base = dict(case_id=cid, rounds=rnd, history=o["history"], review=o.get("review"))
+            base = dict(case_id=cid, rounds=rnd, history=o["history"], review=o.get("review"), repairs=o.get("repairs", []))
             if cid in failed_review: decisions[cid] = dict(base, action="drop", reason="validator_failed"); del open_[cid]
             elif not probs[cid]:
                 decisions[cid] = dict(base, action="keep" if rnd == 0 else "rewritten", reason=None); drafts[cid] = o["draft"]; del open_[cid]

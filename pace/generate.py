@@ -200,6 +200,7 @@ def generation_report(root, ids: list[str]) -> dict:
                    cells_planned={f"{t}/{l}": sum((c["situation_type"], c["label"]) == (t, l) for c in cases) for t, l in CELLS}),
         validation=dict(decided=len(dec), actions=add_counts(*[r["actions"] for r in get("4_validate")]),
                         dropped=add_counts(*[r["dropped"] for r in get("4_validate")]), rewrite_reasons=add_counts(*[r["rewrite_reasons"] for r in get("4_validate")]),
+                        repaired=add_counts(*[r.get("repaired", {}) for r in get("4_validate")]),
                         rounds=sum(d["rounds"] for d in dec)),
         distractors=dict(cases=dist_cases, kept=sum(len(v) for r in get("5_distractors") for v in r["distractors"].values()),
                          dropped=add_counts(*[r["dropped"] for r in get("5_distractors")])),
@@ -364,7 +365,8 @@ def report_markdown(report: dict) -> str:
           f"malformed at generation: {report['cases']['malformed']}.", "",
           f"Validation of {n} cases: {_counts_md(v['actions'], n)}; rewrite rounds: {v['rounds']}.", "",
           f"- dropped, by reason: {_counts_md(v['dropped'])}",
-          f"- problems that sent a case to a rewrite: {_counts_md(v['rewrite_reasons'])}", "",
+          f"- problems that sent a case to a rewrite: {_counts_md(v['rewrite_reasons'])}",
+          f"- cases repaired before the checks (weekday beside a date): {v.get('repaired', {}).get('weekday', 0)}", "",
           "## Facts", "",
           f"- distractors: {report['distractors']['kept']} kept for {report['distractors']['cases']} cases; dropped: {_counts_md(report['distractors']['dropped'])}",
           f"- atomization: {report['atomization']['facts']} facts after merging {report['atomization']['merged']} near-duplicates "
@@ -402,7 +404,7 @@ def _card_outcomes(report: dict) -> list[str]:
             f"- instances: {report['instances']['seeds']} seeds, dropped: {_counts_md(report['instances']['dropped'])}",
             f"- cases: {report['cases']['planned']} planned, {report['cases']['malformed']} malformed at generation; of {n} validated: {_counts_md(v['actions'], n)}",
             f"- dropped cases by reason: {_counts_md(v['dropped'])}",
-            f"- rewrite triggers: {_counts_md(v['rewrite_reasons'])}",
+            f"- rewrite triggers: {_counts_md(v['rewrite_reasons'])}; cases with a weekday repaired: {v.get('repaired', {}).get('weekday', 0)}",
             f"- after atomization: {_counts_md({k: x for k, x in report['atomization']['dropped'].items() if k.startswith('case:')}) } cases dropped",
             f"- facts dropped: distractors {_counts_md(report['distractors']['dropped'])}; atoms {_counts_md({k: x for k, x in report['atomization']['dropped'].items() if not k.startswith('case:')})}; "
             f"everyday {_counts_md(report['fill']['dropped'])}; near-duplicates merged: {report['atomization']['merged']}", ""]

@@ -166,13 +166,30 @@ def test_bad_cases_are_rewritten_with_their_problems_or_dropped(tmp_path):
         return r
     res, _ = gen(tmp_path / "ds", flawed, personas="1")
     v = res["report"]["validation"]
-    assert v["rewrite_reasons"] == {"arithmetic_label": 1, "arithmetic_not_in_context": 1, "request_leak": 1, "verdict_word_in_context": 1, "weekday_mismatch": 1}
-    assert v["actions"] == {"keep": 2, "rewritten": 4} and len(prompts) == 4
+    # the wrong weekday is repaired before the checks (no rewrite); the other flaws are rewritten with their problems
+    assert v["rewrite_reasons"] == {"arithmetic_label": 1, "arithmetic_not_in_context": 1, "request_leak": 1, "verdict_word_in_context": 1}
+    assert v["actions"] == {"keep": 3, "rewritten": 3} and len(prompts) == 3 and v["repaired"] == {"weekday": 1}
     fixes = prompts
-    assert any("'Monday' next to" in p or "'Tuesday' next to" in p for p in fixes)
+    assert not any("next to" in p for p in fixes)
+    assert "cases with a weekday repaired: 1" in (tmp_path / "ds" / "README.md").read_text()
     assert any("gives conflict, the label is non_conflict" in p for p in fixes)
     assert any("gives the hidden reason away: 'peanut'" in p for p in fixes)
     assert any("the context says 'feasible'" in p for p in fixes)
+
+
+def test_without_the_repair_a_wrong_weekday_is_rewritten(tmp_path):
+    prompts = []
+    def wrong_day(ms, js):
+        r, u = toy_reply(ms, js), ms[-1]["content"]
+        if "Previous version" in u: prompts.append(u); return r
+        if schema_title(js) == "TemporalCase" and "Label: conflict" in u:
+            d = json.loads(r); d["request"] = re.sub(r"on \w+day", "on Someday", d["request"]).replace("Someday", "Monday" if "Monday" not in d["request"] else "Tuesday")
+            return json.dumps(d)
+        return r
+    res, _ = gen(tmp_path / "ds", wrong_day, personas="1", cfg=CFG.model_copy(update=dict(repair_weekdays=False)))
+    v = res["report"]["validation"]
+    assert v["rewrite_reasons"] == {"weekday_mismatch": 1} and v["repaired"] == {} and len(prompts) == 1
+    assert "'Monday' next to" in prompts[0] or "'Tuesday' next to" in prompts[0]
 
 def test_a_disagreeing_validator_drops_after_bounded_rewrites_unless_it_only_records(tmp_path):
     def contrary(ms, js):
