@@ -4,15 +4,15 @@
 
 # %% ../nbs/20_agents.ipynb #377baa39
 from __future__ import annotations
-import datetime as dt, json, re
+import datetime as dt, itertools, json, random, re, string
 from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 from .cache import Accounts
 
 # %% auto #0
-__all__ = ['STAGE_ORDER', 'PLANNER_SYSTEM', 'VIEWS_SYSTEM', 'FILTER_SYSTEM', 'ANSWER_SYSTEM', 'AgentCall', 'agent_request',
-           'chat_one', 'read_reply', 'call_agent', 'run_steps', 'run_steps_batch', 'persona_name', 'as_date',
-           'date_hints', 'Direction', 'ConflictPlan', 'planner_messages', 'plan_steps', 'plan_conflicts',
+__all__ = ['STAGE_ORDER', 'PLANNER_SYSTEM', 'VIEWS_SYSTEM', 'FILTER_SYSTEM', 'LABEL_CODES', 'ANSWER_SYSTEM', 'AgentCall',
+           'agent_request', 'chat_one', 'read_reply', 'call_agent', 'run_steps', 'run_steps_batch', 'persona_name',
+           'as_date', 'date_hints', 'Direction', 'ConflictPlan', 'planner_messages', 'plan_steps', 'plan_conflicts',
            'CounterQueries', 'views_messages', 'views_steps', 'generate_views', 'Selection', 'filter_messages',
            'selection_schema', 'clean_selection', 'prompt_budget', 'shown_labels', 'SelectionReport', 'select_steps',
            'select_evidence', 'answer_messages', 'fit_facts', 'tidy_answer', 'answer_steps', 'generate_answer']
@@ -344,20 +344,27 @@ def prompt_budget(cm, # chat model (its context window)
     "Tokens left for the prompt in `cm`'s context window after the answer and a safety margin."
     return max(64, int(cm.context_window) - max_tokens - margin)
 
+LABEL_CODES = ["".join(p) for p in itertools.product(string.ascii_lowercase, repeat=2)]
+random.Random(0).shuffle(LABEL_CODES)   # 676 two-letter codes in a fixed order that cannot be counted
+
 def shown_labels(chunk: list[tuple[str, str]], # (doc_id, text) of one call
-                 labels: str = "doc_id", # 'doc_id': the model sees the doc ids; 'position': 1..n in the order shown
+                 labels: str = "doc_id", # 'doc_id' (the doc ids), 'position' (1..n in the order shown) or 'code' (LABEL_CODES in order)
                 ) -> list[tuple[str, str]]:
-    "(label, text) as one filter call shows `chunk`: a doc id like `mini-01-f0451` costs 11 tokens, a position 2-3."
+    "(label, text) as one filter call shows `chunk`: a doc id like `mini-01-f0451` costs 11 Qwen tokens, a position about 4, a code 3."
     if labels == "doc_id": return list(chunk)
     if labels == "position": return [(str(k), t) for k, (_, t) in enumerate(chunk, 1)]
-    raise ValueError(f"labels must be 'doc_id' or 'position', got {labels!r}")
+    if labels == "code":
+        if len(chunk) > len(LABEL_CODES): raise ValueError(f"at most {len(LABEL_CODES)} candidates per call with labels='code'")
+        return [(c, t) for c, (_, t) in zip(LABEL_CODES, chunk)]
+    raise ValueError(f"labels must be 'doc_id', 'position' or 'code', got {labels!r}")
 
 def _chunks(cm, query, ref_date, cands, top_n, budget, labels="doc_id"):
     "Greedy split of `cands` into consecutive chunks whose filter prompt fits `budget` tokens."
     base = sum(cm.count_tokens(m['content']) for m in filter_messages(query, ref_date, [], top_n))
     out, cur, used = [], [], base
     for c in cands:
-        t = cm.count_tokens(f"[{c[0] if labels == 'doc_id' else len(cur) + 1}] {c[1]}") + 1
+        lab = c[0] if labels == 'doc_id' else len(cur) + 1 if labels == 'position' else LABEL_CODES[len(cur) % len(LABEL_CODES)]
+        t = cm.count_tokens(f"[{lab}] {c[1]}") + 1
         if cur and (used + t > budget or len(cur) >= 400): out.append(cur); cur, used = [], base
         cur.append(c); used += t
     if cur: out.append(cur)

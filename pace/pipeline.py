@@ -44,7 +44,7 @@ class PaceMakerConfig(BaseModel):
     planner_max_tokens: int = Field(200, ge=1) # completion budgets per stage
     views_max_tokens: int = Field(200, ge=1)
     filter_max_tokens: int = Field(160, ge=1)  # 10 ids need ~80
-    filter_labels: Literal['doc_id', 'position'] = 'doc_id'    # what the filters see and answer with ('position': 1..n per call)
+    filter_labels: Literal['doc_id', 'position', 'code'] = 'doc_id'   # what the filters see and answer with (see pace.agents.shown_labels)
     answer_max_tokens: int = Field(200, ge=1)  # 2-4 sentences
     variant: Literal['paper', 'small'] = 'paper'               # 'small': pacemaker-small (its switches below)
     counter_weighting: Literal['fixed', 'overlap'] = 'fixed'   # 'overlap': a counter view's weight scales with its words from the request
