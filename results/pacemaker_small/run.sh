@@ -14,3 +14,4 @@ run --name q05-small-all --all --methods hybrid,pacemaker-small --chat llamacpp:
 run --name q05-ablations-n12 --limit 12 --methods hybrid,pacemaker-small,pacemaker-small-no_weighting,pacemaker-small-no_anchors,pacemaker-small-no_poolcap \
     --chat llamacpp:qwen2.5-0.5b --cache $OUT/cache-q05.sqlite
 run --name q15-small-n12 --limit 12 --methods hybrid,pacemaker-small --chat llamacpp:qwen2.5-1.5b --cache $OUT/cache-q15.sqlite
+run --name q15-paper-n12 --limit 12 --methods hybrid,pacemaker --chat llamacpp:qwen2.5-1.5b --cache $OUT/cache-q15.sqlite
