@@ -351,20 +351,20 @@ def shown_labels(chunk: list[tuple[str, str]], # (doc_id, text) of one call
                  labels: str = "doc_id", # 'doc_id' (the doc ids), 'position' (1..n in the order shown) or 'code' (LABEL_CODES in order)
                 ) -> list[tuple[str, str]]:
     "(label, text) as one filter call shows `chunk`: a doc id like `mini-01-f0451` costs 11 Qwen tokens, a position about 4, a code 3."
-    if labels == "doc_id": return list(chunk)
-    if labels == "position": return [(str(k), t) for k, (_, t) in enumerate(chunk, 1)]
-    if labels == "code":
-        if len(chunk) > len(LABEL_CODES): raise ValueError(f"at most {len(LABEL_CODES)} candidates per call with labels='code'")
-        return [(c, t) for c, (_, t) in zip(LABEL_CODES, chunk)]
-    raise ValueError(f"labels must be 'doc_id', 'position' or 'code', got {labels!r}")
+    if labels not in ("doc_id", "position", "code"): raise ValueError(f"labels must be 'doc_id', 'position' or 'code', got {labels!r}")
+    if labels == "code" and len(chunk) > len(LABEL_CODES): raise ValueError(f"at most {len(LABEL_CODES)} candidates per call with labels='code'")
+    return [(_label(labels, k, i), t) for k, (i, t) in enumerate(chunk)]
+
+def _label(labels, k, doc_id) -> str:
+    "The label of the `k`-th candidate (from 0) of a call."
+    return doc_id if labels == "doc_id" else str(k + 1) if labels == "position" else LABEL_CODES[k]
 
 def _chunks(cm, query, ref_date, cands, top_n, budget, labels="doc_id"):
     "Greedy split of `cands` into consecutive chunks whose filter prompt fits `budget` tokens."
     base = sum(cm.count_tokens(m['content']) for m in filter_messages(query, ref_date, [], top_n))
     out, cur, used = [], [], base
     for c in cands:
-        lab = c[0] if labels == 'doc_id' else len(cur) + 1 if labels == 'position' else LABEL_CODES[len(cur) % len(LABEL_CODES)]
-        t = cm.count_tokens(f"[{lab}] {c[1]}") + 1
+        t = cm.count_tokens(f"[{_label(labels, len(cur) % len(LABEL_CODES), c[0])}] {c[1]}") + 1
         if cur and (used + t > budget or len(cur) >= 400): out.append(cur); cur, used = [], base
         cur.append(c); used += t
     if cur: out.append(cur)

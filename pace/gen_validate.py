@@ -81,23 +81,24 @@ def date_problems(text: str, window: dict) -> list[str]:
     return out
 
 # %% ../nbs/34_gen_validate.ipynb #590545a9
+def _weekdays_beside(text: str, window: dict) -> list[tuple[int, int, str, dict]]:
+    "(start, end, weekday as written, date mention) for each weekday written right beside a real date."
+    ms = date_mentions(text, window)
+    before = [(_WD_BEFORE.search(text[max(0, m["span"][0] - 16):m["span"][0]]), max(0, m["span"][0] - 16)) for m in ms]
+    owned = {off + wm.start(1) for wm, off in before if wm}   # a weekday right before a date belongs to that date, not to the one before it
+    out = []
+    for m, (bw, boff) in zip(ms, before):
+        if m["date"] is None: continue
+        b = m["span"][1]; aw = _WD_AFTER.match(text[b:b + 16])
+        if aw and b + aw.start(1) in owned: aw = None
+        out += [(off + wm.start(1), off + wm.end(1), wm.group(1), m) for wm, off in ((bw, boff), (aw, b)) if wm]
+    return out
+
 def weekday_problems(text: str, window: dict) -> list[str]:
     "Weekday names written next to a date that do not match it, as messages."
-    text, out = text or "", []
-    ms = date_mentions(text, window)
-    owned = set()   # a weekday right before a date belongs to that date, not to the one before it
-    for m in ms:
-        a = m["span"][0]
-        wm = _WD_BEFORE.search(text[max(0, a - 16):a])
-        if wm: owned.add(max(0, a - 16) + wm.start(1))
-    for m in ms:
-        if m["date"] is None: continue
-        a, b = m["span"]
-        before, after = _WD_BEFORE.search(text[max(0, a - 16):a]), _WD_AFTER.match(text[b:b + 16])
-        if after and b + after.start(1) in owned: after = None
-        for wm in (before, after):
-            if wm and _WD[wm.group(1).lower()] != m["date"].weekday():
-                out.append(f"{wm.group(1)!r} next to {m['text']!r}, but {m['date']} is a {m['date']:%A}")
+    text = text or ""
+    out = [f"{w!r} next to {m['text']!r}, but {m['date']} is a {m['date']:%A}"
+           for _, _, w, m in _weekdays_beside(text, window) if _WD[w.lower()] != m["date"].weekday()]
     lo, hi = _window(window)
     days = [lo + dt.timedelta(i) for i in range((hi - lo).days + 1)]
     for wm in _WD_DAY.finditer(text):
@@ -110,18 +111,10 @@ def weekday_problems(text: str, window: dict) -> list[str]:
 def fix_weekdays(text: str, window: dict) -> tuple[str, list[str]]:
     "`text` with each weekday written right beside a date set to that date's weekday, and the changes made."
     text = text or ""
-    subs, ms = [], date_mentions(text, window)   # subs: (start, end, new weekday, message)
-    before = [(_WD_BEFORE.search(text[max(0, m["span"][0] - 16):m["span"][0]]), max(0, m["span"][0] - 16)) for m in ms]
-    owned = {off + wm.start(1) for wm, off in before if wm}   # as in weekday_problems: a weekday right before a date is that date's
-    for m, bef in zip(ms, before):
-        if m["date"] is None: continue
-        aft = (_WD_AFTER.match(text[m["span"][1]:m["span"][1] + 16]), m["span"][1])
-        for wm, off in (bef, aft):
-            if wm and not (wm is aft[0] and off + wm.start(1) in owned) and _WD[wm.group(1).lower()] != m["date"].weekday():
-                s, e, new = off + wm.start(1), off + wm.end(1), f"{m['date']:%A}"
-                if not any(s == x[0] for x in subs): subs.append((s, e, new, f"{wm.group(1)!r} -> {new!r} beside {m['text']!r}"))
-    for s, e, new, _ in sorted(subs, reverse=True): text = text[:s] + new + text[e:]
-    return text, [x[3] for x in sorted(subs)]
+    subs = {s: (e, f"{m['date']:%A}", f"{w!r} -> '{m['date']:%A}' beside {m['text']!r}")   # by start: each weekday changed once
+            for s, e, w, m in _weekdays_beside(text, window) if _WD[w.lower()] != m["date"].weekday()}
+    for s in sorted(subs, reverse=True): text = text[:s] + subs[s][1] + text[subs[s][0]:]
+    return text, [subs[s][2] for s in sorted(subs)]
 
 # %% ../nbs/34_gen_validate.ipynb #dcd0b7b1
 REPAIRED_FIELDS = ("request", "context", "judgment", "hidden_reason")

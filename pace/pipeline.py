@@ -159,8 +159,8 @@ def pacemaker_config(name: str, # 'pacemaker' or 'pacemaker-small', then any '-n
                      base: PaceMakerConfig | None = None, # settings to start from (`pace run --config`)
                     ) -> PaceMakerConfig:
     "The config a PaceMaker method name stands for; settings given explicitly in `base` win over the small preset."
-    base, parts = base or PaceMakerConfig(), lambda n: (n.split('-no_')[0], n.split('-no_')[1:])
-    head, offs = parts(name)
+    base = base or PaceMakerConfig()
+    head, *offs = name.split('-no_')
     if head not in ('pacemaker', 'pacemaker-small'): raise ValueError(f"not a PaceMaker method: {name!r}")
     small, upd = head == 'pacemaker-small', {}
     if small:
@@ -171,7 +171,8 @@ def pacemaker_config(name: str, # 'pacemaker' or 'pacemaker-small', then any '-n
         elif small and o in SMALL_SWITCHES: upd |= SMALL_SWITCHES[o].off
         else: raise ValueError(f"unknown switch {o!r} in {name!r}; switches: {', '.join(PAPER_ABLATIONS + (tuple(SMALL_SWITCHES) if small else ()))}")
     cfg = PaceMakerConfig(**(base.model_dump() | upd))
-    if (parts(cfg.name)[0], set(parts(cfg.name)[1])) != (head, set(offs)): raise ValueError(f"the settings given make {name!r} into {cfg.name!r}: run that method, or change the settings")
+    got_head, *got_offs = cfg.name.split('-no_')
+    if (got_head, set(got_offs)) != (head, set(offs)): raise ValueError(f"the settings given make {name!r} into {cfg.name!r}: run that method, or change the settings")
     return cfg
 
 # %% ../nbs/21_pipeline.ipynb #03ef6223
