@@ -32,9 +32,11 @@ class GenConfig(BaseModel):
     max_rewrites: int = Field(2, ge=0)                 # rewrite rounds before a failing case is dropped
     rewrite_temperature: float = Field(0.7, ge=0, le=2)  # rewrites sample with seed = round, so a model that repeats its draft is not asked the same thing twice (0: greedy)
     rewrite_mode: Literal["revise", "fresh"] = "revise"  # revise: the rewrite sees its failed draft (the paper); fresh: a new case for the slot, told only what went wrong
+    temporal_arithmetic: Literal["model", "code"] = "model"  # model: the model writes a temporal case's times and minutes (the paper); code: code draws them to fit the label, the model names the steps
     repair_weekdays: bool = True                      # set a weekday written beside a date to that date's weekday before the checks (counted)
     llm_validator: Literal["enforce", "record"] = "enforce"  # enforce: the blind validator's verdicts send cases to rewrite; record: only counted
     distractors_per_case: int = Field(6, ge=0)        # near-miss facts asked for per case
+    distractors_see_context: bool = True              # show the distractor writer the decisive facts (the paper); False: only the words to avoid, for small models that copy what they see
     everyday_per_call: int = Field(15, ge=1)           # everyday facts asked for per fill call
     max_fill_calls: int | None = None                  # cap on fill calls per instance (default: twice what the target needs)
     dedup_threshold: float = Field(0.92, gt=0, le=1)   # cosine at or above which two facts are merged as near-duplicates

@@ -4,16 +4,18 @@
 
 # %% ../nbs/33_gen_cases.ipynb #94dd500d
 from __future__ import annotations
-import datetime as dt, json
-from pydantic import BaseModel, Field
+import datetime as dt, functools, json, re
+from pydantic import BaseModel, Field, create_model
 from .gen_base import CELLS, GenConfig, Text, ask_many, calendar_text, case_id, count, hhmm, rng_for, to_minutes
 from .gen_profile import DATE_PATTERN, TIME_PATTERN, profile_text
 
 # %% auto #0
 __all__ = ['CONTEXT_CHARS', 'REQUEST_CHARS', 'JUDGMENT_CHARS', 'STATE_CONDITIONS', 'CASE_EXAMPLES', 'EXAMPLE_MARKERS',
-           'CASE_SYSTEM', 'TYPE_RULES', 'LABEL_RULES', 'CASE_MAX_TOKENS', 'Step', 'Arithmetic', 'recompute',
-           'arithmetic_text', 'CaseDraft', 'TemporalCase', 'case_schema', 'focus_candidates', 'pick_focuses',
-           'pick_examples', 'case_messages', 'plan_cases', 'generate_cases']
+           'CASE_SYSTEM', 'TYPE_RULES', 'LABEL_RULES', 'CHAIN_MINUTES', 'TIME_IN_TEXT', 'CHAIN_RULES',
+           'CASE_MAX_TOKENS', 'Step', 'Arithmetic', 'recompute', 'arithmetic_text', 'CaseDraft', 'TemporalCase',
+           'case_schema', 'focus_candidates', 'pick_focuses', 'pick_examples', 'case_messages', 'plan_chain',
+           'ChainNames', 'FixedTemporalCase', 'fixed_temporal_schema', 'fill_chain', 'chain_names', 'chain_rules',
+           'plan_cases', 'slot_schema', 'slot_draft', 'generate_cases']
 
 # %% ../nbs/33_gen_cases.ipynb #d2310f10
 class Step(BaseModel):
@@ -70,9 +72,10 @@ class TemporalCase(BaseModel):
     judgment: Text(JUDGMENT_CHARS)
 
 # %% ../nbs/33_gen_cases.ipynb #48fe2fe5
-def case_schema(situation_type: str) -> type[BaseModel]:
-    "The schema a case of this type is written in."
-    return TemporalCase if situation_type == "temporal" else CaseDraft
+def case_schema(situation_type: str, chain: dict | None = None) -> type[BaseModel]:
+    "The schema a case of this type is written in (a temporal case whose times code chose, `chain`: see `fixed_temporal_schema` below)."
+    if situation_type == "temporal": return fixed_temporal_schema(len(chain["minutes"])) if chain else TemporalCase
+    return CaseDraft
 
 # %% ../nbs/33_gen_cases.ipynb #fbebe47b
 STATE_CONDITIONS = ("a posted partial closure", "roadworks or a diversion", "changed opening hours", "a lift, door or facility out of service",
@@ -267,38 +270,118 @@ LABEL_RULES = {
 }
 
 # %% ../nbs/33_gen_cases.ipynb #fdfe93e1
-def case_messages(inst: dict, situation_type: str, label: str, ref_date: str, focus: str, window_end: str, example: int | None = 0) -> list[dict]:
-    "Chat messages for one case: an example of the cell from another world (CASE_EXAMPLES[example]; None: no example), the world, the timeline with its calendar, the cell and the anchor."
+def case_messages(inst: dict, situation_type: str, label: str, ref_date: str, focus: str, window_end: str, example: int | None = 0,
+                  chain: dict | None = None) -> list[dict]:
+    "Chat messages for one case: an example of the cell from another world (CASE_EXAMPLES[example]; None: no example), the world, the timeline with its calendar, the cell and the anchor; `chain`: the times code chose for a temporal case."
     days = min(21, (dt.date.fromisoformat(window_end) - dt.date.fromisoformat(ref_date)).days + 1)
     head = ""
     if example is not None:
         w = CASE_EXAMPLES[example]
-        ex = json.dumps(w["cases"][(situation_type, label)], ensure_ascii=False)
+        ex = w["cases"][(situation_type, label)]
+        ex = json.dumps(chain_names(ex) if chain else ex, ensure_ascii=False)
         head = (f"Example of a {situation_type} {label} case from another user's world (request made on {dt.date.fromisoformat(w['request_date']):%A} {w['request_date']}; "
                 f"do not copy its names, places or details):\n{ex}\n\n")
     user = (head + f"The user's world:\n{profile_text(inst)}\n\n"
             f"The request is made on {dt.date.fromisoformat(ref_date):%A} {ref_date}. Calendar from that day:\n{calendar_text(ref_date, days)}\n\n"
-            f"{TYPE_RULES[situation_type]}\n{LABEL_RULES[(situation_type, label)]}\nBuild the case around: {focus}\n\nWrite the case as JSON.")
+            f"{chain_rules(chain) if chain else TYPE_RULES[situation_type]}\n{LABEL_RULES[(situation_type, label)]}\nBuild the case around: {focus}\n\nWrite the case as JSON.")
     return [dict(role="system", content=CASE_SYSTEM), dict(role="user", content=user)]
+
+# %% ../nbs/33_gen_cases.ipynb #a77a5f2b
+CHAIN_MINUTES = (10, 15, 20, 25, 30, 35, 40, 45, 50, 60)   # the lengths a step is drawn from
+TIME_IN_TEXT = re.compile(r"\b(?:[01]\d|2[0-3]):[0-5]\d\b")
+
+def plan_chain(label: str, focus: str, rng) -> dict:
+    "Times of a temporal chain that give `label`: {start, minutes (2 or 3 distinct steps), deadline}; the deadline is the focus's first HH:MM, else drawn."
+    m = TIME_IN_TEXT.search(focus)
+    deadline = to_minutes(m.group(0)) if m else 15 * rng.randrange(32, 81)
+    minutes = rng.sample(CHAIN_MINUTES, rng.choice((2, 3)))   # distinct: each step's number is its own
+    end = deadline + rng.choice((5, 10, 15, 20)) if label == "conflict" else deadline - rng.choice((0, 5, 10, 15))
+    if end - sum(minutes) < 0 or end >= 24 * 60: return plan_chain(label, "", rng)   # the chain would cross midnight: draw the deadline
+    return dict(start=hhmm(end - sum(minutes)), minutes=minutes, deadline=hhmm(deadline))
+
+# %% ../nbs/33_gen_cases.ipynb #e1daf566
+class ChainNames(BaseModel):
+    "What a code-timed chain's start, steps (in order) and deadline are."
+    start_what: Text(120)
+    steps: list[Text(100)]
+    deadline_what: Text(120)
+
+class FixedTemporalCase(BaseModel):
+    "A temporal case whose times code chose: the model names the chain and writes the prose."
+    date: str = Field(pattern=DATE_PATTERN)
+    people: list[Text(60)] = Field(max_length=4)
+    places: list[Text(80)] = Field(max_length=4)
+    hidden_reason: Text(160)
+    hidden_terms: list[Text(30)] = Field(min_length=1, max_length=4)
+    chain: ChainNames
+    context: Text(CONTEXT_CHARS)
+    request: Text(REQUEST_CHARS)
+    judgment: Text(JUDGMENT_CHARS)
+
+@functools.lru_cache
+def fixed_temporal_schema(n_steps: int) -> type[BaseModel]:
+    "`FixedTemporalCase` whose chain names exactly `n_steps` steps."
+    names = create_model("ChainNames", __base__=ChainNames, steps=(list[Text(100)], Field(min_length=n_steps, max_length=n_steps)))
+    return create_model("FixedTemporalCase", __base__=FixedTemporalCase, chain=(names, ...))
+
+# %% ../nbs/33_gen_cases.ipynb #548718a6
+def fill_chain(written: dict, chain: dict) -> dict:
+    "A `FixedTemporalCase` reply as a `TemporalCase` draft: its chain names with code's times."
+    n = written["chain"]
+    arith = dict(start=chain["start"], start_what=n["start_what"], steps=[dict(what=w, minutes=m) for w, m in zip(n["steps"], chain["minutes"], strict=True)],
+                 deadline=chain["deadline"], deadline_what=n["deadline_what"])
+    return {("arithmetic" if k == "chain" else k): (arith if k == "chain" else v) for k, v in written.items()}
+
+def chain_names(draft: dict) -> dict:
+    "A `TemporalCase` draft as a code-timed case is written: the arithmetic's names, no numbers."
+    a = draft["arithmetic"]
+    names = dict(start_what=a["start_what"], steps=[s["what"] for s in a["steps"]], deadline_what=a["deadline_what"])
+    return {("chain" if k == "arithmetic" else k): (names if k == "arithmetic" else v) for k, v in draft.items()}
+
+# %% ../nbs/33_gen_cases.ipynb #f7389dfe
+CHAIN_RULES = ("Situation type: temporal. The decision turns on time: schedules, durations, travel, preparation or the order of things.\n"
+               "The times of this case are fixed: something ends or starts at {start}; then {n} steps take {minutes} minutes, in this order, so the chain "
+               "ends at {end}; it has to be done by {deadline}, when something else starts. Fill `chain`: what happens at {start} (start_what), what each "
+               "step is (steps, in order) and what starts at {deadline} (deadline_what), all on `date`. The context must state {start}, every step's "
+               "minutes and {deadline}, with exactly these numbers.")
+
+def chain_rules(chain: dict) -> str:
+    "The temporal rule of a prompt whose times code chose."
+    ms = [str(m) for m in chain["minutes"]]
+    end = to_minutes(chain["start"]) + sum(chain["minutes"])
+    return CHAIN_RULES.format(start=chain["start"], n=len(ms), minutes=", ".join(ms[:-1]) + " and " + ms[-1], end=hhmm(end), deadline=chain["deadline"])
 
 # %% ../nbs/33_gen_cases.ipynb #649e03c7
 CASE_MAX_TOKENS = 700
 
 # %% ../nbs/33_gen_cases.ipynb #1b83f153
 def plan_cases(inst: dict, cfg: GenConfig) -> list[dict]:
-    "The case slots of an instance: case_id, situation_type, label, ref_date, focus and example (an index into CASE_EXAMPLES)."
+    "The case slots of an instance: case_id, situation_type, label, ref_date, focus, example (an index into CASE_EXAMPLES) and, for a temporal slot under `temporal_arithmetic='code'`, its chain."
     fs, exs, refs, out = pick_focuses(inst, cfg), pick_examples(inst, cfg), inst["reference_dates"], []
     for i, (t, l) in enumerate((t, l) for t, l in CELLS for _ in range(cfg.cases_per_cell)):
         k = sum(1 for o in out if (o["situation_type"], o["label"]) == (t, l)) + 1
         cid = case_id(t, l, k)
-        out.append(dict(case_id=cid, situation_type=t, label=l, ref_date=refs[i % len(refs)], focus=fs[cid], example=exs[cid]))
+        slot = dict(case_id=cid, situation_type=t, label=l, ref_date=refs[i % len(refs)], focus=fs[cid], example=exs[cid])
+        if t == "temporal" and cfg.temporal_arithmetic == "code": slot["chain"] = plan_chain(l, fs[cid], rng_for(cfg.seed, inst["instance_id"], "chain", cid))
+        out.append(slot)
     return out
+
+# %% ../nbs/33_gen_cases.ipynb #6d398a3b
+def slot_schema(slot: dict) -> type[BaseModel]:
+    "The schema the case of `slot` is written in."
+    return case_schema(slot["situation_type"], slot.get("chain"))
+
+def slot_draft(slot: dict, reply: BaseModel) -> dict:
+    "The draft a parsed reply gives for `slot` (code's times joined in)."
+    d = reply.model_dump()
+    return fill_chain(d, slot["chain"]) if slot.get("chain") else d
 
 # %% ../nbs/33_gen_cases.ipynb #dd12eec9
 def generate_cases(cm, cfg: GenConfig, inst: dict) -> dict:
     "Stage 3 row: every planned case with its draft (or None and the error)."
     slots = plan_cases(inst, cfg)
-    convs = [case_messages(inst, s["situation_type"], s["label"], s["ref_date"], s["focus"], inst["timeline"]["window_end"], s["example"]) for s in slots]
-    got = ask_many(cm, convs, [case_schema(s["situation_type"]) for s in slots], stage="gen.cases", max_tokens=CASE_MAX_TOKENS)
-    cases = [dict(s, draft=o.model_dump() if o else None, error=None if o else (r.error or "no reply")[:200]) for s, (o, r) in zip(slots, got)]
+    convs = [case_messages(inst, s["situation_type"], s["label"], s["ref_date"], s["focus"], inst["timeline"]["window_end"], s["example"], s.get("chain"))
+             for s in slots]
+    got = ask_many(cm, convs, [slot_schema(s) for s in slots], stage="gen.cases", max_tokens=CASE_MAX_TOKENS)
+    cases = [dict(s, draft=slot_draft(s, o) if o else None, error=None if o else (r.error or "no reply")[:200]) for s, (o, r) in zip(slots, got)]
     return dict(instance_id=inst["instance_id"], cases=cases, dropped=count(["malformed_output" for c in cases if c["draft"] is None]))

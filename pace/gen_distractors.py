@@ -49,13 +49,15 @@ class NearMisses(BaseModel):
     facts: list[Text(FACT_CHARS)] = Field(min_length=1, max_length=12)
 
 # %% ../nbs/35_gen_distractors.ipynb #1597ca81
-def distractor_messages(inst: dict, case: dict, n: int) -> list[dict]:
-    "Messages asking for `n` near-miss facts for one kept case (slot with its final draft)."
+def distractor_messages(inst: dict, case: dict, n: int, see_context: bool = True) -> list[dict]:
+    "Messages asking for `n` near-miss facts for one kept case (slot with its final draft); without `see_context` the decisive facts are not shown, only the words to avoid."
     d, ref = case["draft"], case["ref_date"]
     user = (f"The user's world:\n{profile_text(inst)}\n\nCalendar from the request date:\n{calendar_text(ref, 21)}\n\n"
             f"Request (made on {dt.date.fromisoformat(ref):%A} {ref}): {d['request']}\n"
             f"People: {', '.join(d['people']) or 'none named'}. Places: {', '.join(d['places']) or 'none named'}. Day: {d['date']}.\n"
-            f"Decisive facts (do not repeat, paraphrase or contradict them): {d['context']}\n\nWrite {n} near-miss facts as JSON.")
+            + (f"Decisive facts (do not repeat, paraphrase or contradict them): {d['context']}" if see_context else
+               f"What decides the request is not shown; do not mention: {', '.join(d['hidden_terms'])}.")
+            + f"\n\nWrite {n} near-miss facts as JSON.")
     return [dict(role="system", content=DISTRACTOR_SYSTEM), dict(role="user", content=user)]
 
 # %% ../nbs/35_gen_distractors.ipynb #95a7112f
@@ -65,7 +67,7 @@ DISTRACTOR_MAX_TOKENS = 600
 def make_distractors(cm, cfg: GenConfig, inst: dict, kept: list[dict]) -> dict:
     "Stage 5 row: {case_id: [near-miss facts]} for the kept cases of one instance, and what was dropped."
     if cfg.distractors_per_case == 0 or not kept: return dict(instance_id=inst["instance_id"], distractors={c["case_id"]: [] for c in kept}, dropped={})
-    got = ask_many(cm, [distractor_messages(inst, c, cfg.distractors_per_case) for c in kept], NearMisses, stage="gen.distractors",
+    got = ask_many(cm, [distractor_messages(inst, c, cfg.distractors_per_case, cfg.distractors_see_context) for c in kept], NearMisses, stage="gen.distractors",
                    max_tokens=DISTRACTOR_MAX_TOKENS)
     out, why = {}, []
     for c, (obj, _) in zip(kept, got):

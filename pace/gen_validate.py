@@ -11,15 +11,15 @@ from typing import Literal
 from pydantic import BaseModel
 from .gen_base import GenConfig, Text, add_counts, ask_many, count, truncated
 from .gen_cases import (CASE_MAX_TOKENS, CASE_SYSTEM, CONTEXT_CHARS, EXAMPLE_MARKERS, JUDGMENT_CHARS, REQUEST_CHARS, arithmetic_text,
-                            case_messages, case_schema, recompute)
+                            case_messages, chain_names, recompute, slot_draft, slot_schema)
 
 # %% auto #0
 __all__ = ['VERDICT_WORDS', 'REPAIRED_FIELDS', 'HINT_PHRASES', 'CHECK_ORDER', 'VALIDATOR_SYSTEM', 'REWRITE_NOTE', 'FRESH_NOTE',
            'REWRITE_HINTS', 'FRESH_DETAILS', 'REVIEW_MAX_TOKENS', 'PRONOUN_START', 'RELATIVE_DATE', 'verdict_words',
            'date_mentions', 'date_problems', 'weekday_problems', 'fix_weekdays', 'repair_draft', 'text_chains',
-           'arithmetic_problems', 'times_in', 'durations_in', 'numbers_missing', 'term_hits', 'leaked_terms',
-           'case_problems', 'Review', 'review_messages', 'review_problems', 'fresh_problem_lines', 'rewrite_messages',
-           'validate_cases', 'fact_problems', 'verify_dataset', 'verify_markdown', 'data_verify']
+           'arithmetic_problems', 'times_in', 'duration_counts', 'durations_in', 'numbers_missing', 'term_hits',
+           'leaked_terms', 'case_problems', 'Review', 'review_messages', 'review_problems', 'fresh_problem_lines',
+           'rewrite_messages', 'validate_cases', 'fact_problems', 'verify_dataset', 'verify_markdown', 'data_verify']
 
 # %% ../nbs/34_gen_validate.ipynb #bb97969c
 VERDICT_WORDS = ("conflict", "compatible", "feasible", "suitable", "cannot be carried out", "should not", "clash")
@@ -207,20 +207,25 @@ def times_in(text: str) -> set[int]:
     return out
 
 # %% ../nbs/34_gen_validate.ipynb #846ac590
+def duration_counts(text: str) -> Counter:
+    "Durations written in `text`, in minutes, with how often each is written."
+    low = (text or "").lower()
+    out = Counter(round(float(n) * (60 if u.lower().startswith("h") else 1)) for n, u in _DUR.findall(low))
+    for k in sorted(_WORD_DUR, key=len, reverse=True):   # longest first: "half an hour" is not also "an hour"
+        if k in low: out[_WORD_DUR[k]] += low.count(k); low = low.replace(k, " ")
+    return out
+
 def durations_in(text: str) -> set[int]:
     "Durations written in `text`, in minutes."
-    low = (text or "").lower()
-    out = {round(float(n) * (60 if u.lower().startswith("h") else 1)) for n, u in _DUR.findall(low)}
-    for k in sorted(_WORD_DUR, key=len, reverse=True):   # longest first: "half an hour" is not also "an hour"
-        if k in low: out.add(_WORD_DUR[k]); low = low.replace(k, " ")
-    return out
+    return set(duration_counts(text))
 
 # %% ../nbs/34_gen_validate.ipynb #d4c42065
 def numbers_missing(arith: dict, text: str) -> list[str]:
-    "The numbers of a structured chain that `text` does not state."
-    ts, ds = times_in(text), durations_in(text)
+    "The numbers of a structured chain that `text` does not state; a duration two steps share must be written twice."
+    ts, ds = times_in(text), duration_counts(text)
     miss = [arith[k] for k in ("start", "deadline") if _min(arith[k]) not in ts]
-    return miss + [f"{s['minutes']} min" for s in arith["steps"] if s["minutes"] not in ds]
+    need = Counter(s["minutes"] for s in arith["steps"])
+    return miss + [f"{m} min" + (f" (x{k})" if k > 1 else "") for m, k in need.items() if ds[m] < k]
 
 # %% ../nbs/34_gen_validate.ipynb #1cb0d870
 HINT_PHRASES = ("despite", "even though", "although", "regardless of", "check whether", "check if", "make sure", "in case")
@@ -360,10 +365,10 @@ def rewrite_messages(inst: dict, slot: dict, draft: dict, problems: list[tuple[s
     "Messages asking for a rewrite: 'revise' shows `draft` and its problems; 'fresh' asks for a new case for the slot, with the problems only (no example once one was `copied`)."
     if mode not in ("revise", "fresh"): raise ValueError(f"rewrite mode {mode!r}: use 'revise' or 'fresh'")
     example = None if mode == "fresh" and copied else slot.get("example", 0)
-    base = case_messages(inst, slot["situation_type"], slot["label"], slot["ref_date"], slot["focus"], inst["timeline"]["window_end"], example)
+    base = case_messages(inst, slot["situation_type"], slot["label"], slot["ref_date"], slot["focus"], inst["timeline"]["window_end"], example, slot.get("chain"))
     head = base[1]["content"].rsplit("\n\n", 1)[0]
     if mode == "fresh": user = head + f"\n\n{FRESH_NOTE}\n" + "\n".join(fresh_problem_lines(problems)) + "\n\nWrite the case as JSON."
-    else: user = (head + f"\n\n{REWRITE_NOTE}\nPrevious version:\n{json.dumps(draft, ensure_ascii=False)}\n"
+    else: user = (head + f"\n\n{REWRITE_NOTE}\nPrevious version:\n{json.dumps(chain_names(draft) if slot.get('chain') else draft, ensure_ascii=False)}\n"
                   "Problems:\n" + "\n".join(f"- {m}" for _, m in problems) + "\n\nWrite the corrected case as JSON.")
     return [base[0], dict(role="user", content=user)]
 
@@ -391,13 +396,13 @@ def _ask_rewrites(cm, inst: dict, open_: dict, probs: dict, redo: list[str], rnd
     "Replace the drafts of the `redo` cases by their rewrites (`mode`: see `rewrite_messages`); drop (into `decisions`) those whose rewrite failed."
     got = ask_many(cm, [rewrite_messages(inst, open_[c]["slot"], open_[c]["draft"], probs[c], mode, copied=any("copies_example" in h for h in open_[c]["history"]))
                         for c in redo],
-                   [case_schema(open_[c]["slot"]["situation_type"]) for c in redo], stage="gen.rewrite", max_tokens=CASE_MAX_TOKENS,
+                   [slot_schema(open_[c]["slot"]) for c in redo], stage="gen.rewrite", max_tokens=CASE_MAX_TOKENS,
                    temperature=temperature, seed=rnd + 1)   # round r samples with seed r + 1: never the same request twice
     for cid, (obj, _) in zip(redo, got):
         if obj is None:
             decisions[cid] = dict(case_id=cid, action="drop", rounds=rnd + 1, history=open_[cid]["history"], review=open_[cid].get("review"),
                                   reason="rewrite_malformed_output"); del open_[cid]
-        else: open_[cid]["draft"] = obj.model_dump()
+        else: open_[cid]["draft"] = slot_draft(open_[cid]["slot"], obj)
 
 # %% ../nbs/34_gen_validate.ipynb #785ab866
 def _validation_row(inst: dict, cases: list[dict], decisions: dict, drafts: dict) -> dict:

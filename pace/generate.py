@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse, datetime as dt, hashlib, json, math, os, re, shutil, sys, time
 from pathlib import Path
 from .data import UsageError
-from .gen_base import CELLS, STAGES, GenConfig, add_counts, read_accounts, read_stage, run_stage
+from .gen_base import CELLS, STAGES, GenConfig, add_counts, hhmm, read_accounts, read_stage, run_stage, to_minutes
 from .gen_persona import expand_personas, instance_id_of, load_personas, persona_source
 from .gen_profile import synthesize_profile
 from .gen_cases import generate_cases
@@ -69,8 +69,8 @@ def toy_reply(messages: list[dict], schema: dict | None) -> str:
     if title == "PersonaText": return json.dumps(_toy_persona(u))
     if title == "EgoProfile": return json.dumps(_toy_ego(u))
     if title == "AlterList": return json.dumps(_toy_alters(sys_, u))
-    if title in ("TemporalCase", "CaseDraft"):
-        return json.dumps(_toy_case(u, title == "TemporalCase", h))
+    if title in ("TemporalCase", "FixedTemporalCase", "CaseDraft"):
+        return json.dumps(_toy_case(u, title != "CaseDraft", h))
     if title == "Review":
         return json.dumps(_toy_review(u))
     if title == "NearMisses":
@@ -115,6 +115,17 @@ def _toy_case(u: str, temporal: bool, h: int) -> dict:
     day = ref + dt.timedelta(days=9 + (h % 5))
     ds, wd = day.isoformat(), f"{day:%A}"
     conflict = label == "conflict"
+    fixed = re.search(r"fixed: something ends or starts at (\d\d:\d\d); then \d+ steps take ([\d, and]+) minutes.*?done by (\d\d:\d\d)", u)
+    if temporal and fixed:   # code chose the times: name the steps, state every number
+        start, mins, dl = fixed.group(1), [int(x) for x in re.findall(r"\d+", fixed.group(2))], fixed.group(3)
+        names = ["walk to Casa Prana", "wait at the front desk", "change for class"][:len(mins)]
+        return dict(date=ds, people=[ego], places=["Estudio Norte", "Casa Prana"], hidden_reason=f"the workshop {tag} runs until {start} (variant {v})",
+                    hidden_terms=["workshop"], chain=dict(start_what="the workshop ends", steps=names, deadline_what="the yoga class starts"),
+                    context=f"{ego}'s workshop {tag} at Estudio Norte on {ds} runs until {start}. " + " ".join(f"The {n} takes {m} minutes." for n, m in zip(names, mins))
+                            + f" The yoga class at Casa Prana on {ds} starts at {dl}.",
+                    request=f"Book me the {dl} yoga class at Casa Prana on {wd} {ds}.",
+                    judgment=f"After the {start} finish the steps take {sum(mins)} minutes, so {ego} is ready at {hhmm(to_minutes(start) + sum(mins))}, "
+                             + ("after the class starts." if conflict else "in time for the class."))
     if temporal:
         dl = "18:15" if conflict else "18:40"
         return dict(date=ds, people=[ego], places=["Estudio Norte", "Casa Prana"], hidden_reason=f"the workshop {tag} runs until 18:00 (variant {v})",
@@ -144,8 +155,8 @@ def _toy_case(u: str, temporal: bool, h: int) -> dict:
 def _toy_review(u: str) -> dict:
     ctx, req = _find(r"Facts the assistant knows: (.*?)\nReview", u, ""), _find(r"\): (.*?)\nFacts", u, "")
     hold = False
-    m = re.search(r"runs until (\d\d:\d\d).*?takes (\d+) minutes.*?starts at (\d\d:\d\d)", ctx)
-    if m: hold = int(m.group(1)[:2]) * 60 + int(m.group(1)[3:]) + int(m.group(2)) > int(m.group(3)[:2]) * 60 + int(m.group(3)[3:])
+    m = re.search(r"runs until (\d\d:\d\d)(.*?)starts at (\d\d:\d\d)", ctx)
+    if m: hold = to_minutes(m.group(1)) + sum(int(x) for x in re.findall(r"takes (\d+) minutes", m.group(2))) > to_minutes(m.group(3))
     if "with peanuts" in ctx: hold = True
     m = re.search(r"from (\d{4}-\d{2}-\d{2}) to (\d{4}-\d{2}-\d{2})", ctx)
     day = _find(r"(\d{4}-\d{2}-\d{2})", req)
@@ -389,9 +400,10 @@ def _write_report(out: Path, report: dict, cfg, settings, ds):
 
 # %% ../nbs/38_generate.ipynb #ce63d19b
 def _card_stages(cfg: GenConfig) -> str:
+    timed = "; the times and minutes of temporal cases were drawn by code to fit their label, the model named the steps" if cfg.temporal_arithmetic == "code" else ""
     return ("Stages: (1) each one-line seed persona is expanded into a narrative; (2) a structured ego profile, "
             f"{cfg.min_alters}-{cfg.max_alters} alters and a timeline (window and three reference dates, drawn by code) are synthesised; "
-            "(3) cases are written per situation type and label, anchored on a commitment, a need or a place of the profile; "
+            f"(3) cases are written per situation type and label, anchored on a commitment, a need or a place of the profile{timed}; "
             "(4) deterministic checks (dates, weekdays, recomputed temporal arithmetic, verdict words, leaking requests) and a blind LLM validator "
             f"(it never sees the label; mode `{cfg.llm_validator}`) keep, rewrite (at most {cfg.max_rewrites} rounds, `{cfg.rewrite_mode}` mode) or drop each case; "
             "(5) near-miss distractor facts are written per case; (6) contexts are split into atomic facts and the decisive atoms become the gold facts, "

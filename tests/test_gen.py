@@ -432,3 +432,65 @@ def test_cli_sets_the_rewrite_mode(tmp_path, monkeypatch, capsys):
     assert main(["generate", "--out", str(tmp_path / "bad"), "--personas", "1", "--embedder", "hash:hash", "--set", "rewrite_mode=sometimes"]) == 2
     err = capsys.readouterr().err
     assert "rewrite_mode" in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "bad").exists()
+
+# ---------------------------------------------------------------- temporal times chosen by code
+
+CODE_CFG = CFG.model_copy(update=dict(temporal_arithmetic="code"))
+
+def planned_chains(root):
+    rows = [json.loads(l) for l in (Path(root) / "stages" / "3_cases.jsonl").read_text().splitlines()]
+    return {(r["instance_id"], c["case_id"]): c["chain"] for r in rows for c in r["cases"] if "chain" in c}
+
+def numbers(a): return a["start"], [s["minutes"] for s in a["steps"]], a["deadline"]
+
+def test_code_timed_cases_carry_the_planned_numbers_whatever_the_model_adds(tmp_path):
+    seen = []
+    def meddler(ms, js):   # names the chain, and also slips in its own arithmetic with other numbers
+        r = toy_reply(ms, js)
+        if schema_title(js) == "FixedTemporalCase":
+            seen.append(ms[-1]["content"]); d = json.loads(r)
+            d["arithmetic"] = dict(start="06:00", start_what="x", steps=[dict(what="y", minutes=1)], deadline="23:00", deadline_what="z")
+            return json.dumps(d)
+        assert schema_title(js) != "TemporalCase"   # no temporal prompt asks the model for numbers
+        return r
+    res, _ = gen(tmp_path / "ds", meddler, cfg=CODE_CFG)
+    ds, plan = load_pace_dataset(tmp_path / "ds"), planned_chains(tmp_path / "ds")
+    assert res["status"] == "complete" and len(plan) == 4 and len(seen) == 4
+    temporal = [q for q in ds.queries if q.situation_type == "temporal"]
+    assert len(temporal) == 4
+    for q in temporal:
+        c = plan[(q.instance_id, q.meta["case_id"])]
+        assert numbers(q.meta["arithmetic"]) == (c["start"], c["minutes"], c["deadline"]) and recompute(q.meta["arithmetic"])[1] == q.label
+    for u, c in zip(seen, [c for _, c in sorted(plan.items())]):
+        assert f"starts at {c['start']}" in u and f"done by {c['deadline']}" in u and '"minutes"' not in u
+    assert verify_dataset(tmp_path / "ds")["errors"] == 0
+
+def test_a_code_timed_context_with_other_numbers_is_rewritten_then_kept(tmp_path):
+    rewrites = []
+    def drifter(ms, js):   # the first draft of the non-conflict case states one step 7 minutes longer than code chose
+        r, u = toy_reply(ms, js), ms[-1]["content"]
+        if "Previous version" in u: rewrites.append(u); return r
+        if schema_title(js) == "FixedTemporalCase" and "Label: non_conflict" in u:
+            d = json.loads(r); d["context"] = re.sub(r"takes (\d+) minutes", lambda m: f"takes {int(m.group(1)) + 7} minutes", d["context"], count=1)
+            return json.dumps(d)
+        return r
+    res, _ = gen(tmp_path / "ds", drifter, personas="1", cfg=CODE_CFG)
+    v = res["report"]["validation"]
+    assert v["rewrite_reasons"] == {"arithmetic_not_in_context": 1} and v["actions"] == {"keep": 5, "rewritten": 1} and len(rewrites) == 1
+    c = planned_chains(tmp_path / "ds")[("gen-p01", "T-N1")]
+    prev = json.loads(rewrites[0].split("Previous version:\n")[1].split("\nProblems:")[0])
+    assert "chain" in prev and "arithmetic" not in prev and "minutes" not in json.dumps(prev["chain"])   # shown as the model writes it
+    assert f"starts at {c['start']}" in rewrites[0] and "does not state" in rewrites[0]
+    q = [q for q in load_pace_dataset(tmp_path / "ds").queries if q.meta["case_id"] == "T-N1"][0]
+    assert numbers(q.meta["arithmetic"]) == (c["start"], c["minutes"], c["deadline"])
+
+def test_a_code_timed_reply_naming_the_wrong_number_of_steps_is_dropped_and_counted(tmp_path):
+    def miscount(ms, js):
+        r = toy_reply(ms, js)
+        if schema_title(js) == "FixedTemporalCase" and "Label: conflict" in ms[1]["content"]:   # on the retry too
+            d = json.loads(r); d["chain"]["steps"] = d["chain"]["steps"] + ["one step too many"]; return json.dumps(d)
+        return r
+    res, _ = gen(tmp_path / "ds", miscount, personas="1", cfg=CODE_CFG)
+    v = res["report"]["validation"]
+    assert v["dropped"] == {"malformed_output": 1} and v["actions"] == {"keep": 5, "drop": 1}
+    assert {q.meta["case_id"] for q in load_pace_dataset(tmp_path / "ds").queries} == {"T-N1", "P-C1", "P-N1", "S-C1", "S-N1"}
