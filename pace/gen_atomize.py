@@ -32,7 +32,7 @@ class Atom(BaseModel):
     decisive: bool
 
 class Atoms(BaseModel):
-    facts: list[Atom] = Field(min_length=1, max_length=6)
+    facts: list[Atom] = Field(min_length=1, max_length=8)   # a code-timed temporal context: up to 3 facts of the model, 5 sentences of code
 
 # %% ../nbs/36_gen_atomize.ipynb #9f0a1c46
 def atomize_messages(case: dict) -> list[dict]:

@@ -6,16 +6,17 @@
 from __future__ import annotations
 import datetime as dt, functools, json, re
 from pydantic import BaseModel, Field, create_model
-from .gen_base import CELLS, GenConfig, Text, ask_many, calendar_text, case_id, count, hhmm, rng_for, to_minutes
+from .gen_base import CELLS, GenConfig, Text, ask_many, calendar_text, case_id, count, hhmm, rng_for, split_sentences, to_minutes
 from .gen_profile import DATE_PATTERN, TIME_PATTERN, profile_text
 
 # %% auto #0
 __all__ = ['CONTEXT_CHARS', 'REQUEST_CHARS', 'JUDGMENT_CHARS', 'STATE_CONDITIONS', 'CASE_EXAMPLES', 'EXAMPLE_MARKERS',
-           'CASE_SYSTEM', 'TYPE_RULES', 'LABEL_RULES', 'CHAIN_MINUTES', 'TIME_IN_TEXT', 'CHAIN_RULES',
-           'CASE_MAX_TOKENS', 'Step', 'Arithmetic', 'recompute', 'arithmetic_text', 'CaseDraft', 'TemporalCase',
-           'case_schema', 'focus_candidates', 'pick_focuses', 'pick_examples', 'case_messages', 'plan_chain',
-           'ChainNames', 'FixedTemporalCase', 'fixed_temporal_schema', 'fill_chain', 'chain_names', 'chain_rules',
-           'plan_cases', 'slot_schema', 'slot_draft', 'generate_cases']
+           'CASE_SYSTEM', 'TYPE_RULES', 'LABEL_RULES', 'CHAIN_MINUTES', 'TIME_IN_TEXT', 'FIXED_CONTEXT_CHARS',
+           'CHAIN_CONTEXT_EXAMPLES', 'CHAIN_RULES', 'CASE_MAX_TOKENS', 'Step', 'Arithmetic', 'recompute',
+           'arithmetic_text', 'CaseDraft', 'TemporalCase', 'case_schema', 'focus_candidates', 'pick_focuses',
+           'pick_examples', 'case_messages', 'plan_chain', 'ChainNames', 'FixedTemporalCase', 'fixed_temporal_schema',
+           'without_times', 'chain_text', 'chain_judgment', 'fill_chain', 'chain_names', 'chain_rules', 'plan_cases',
+           'slot_schema', 'slot_draft', 'generate_cases']
 
 # %% ../nbs/33_gen_cases.ipynb #d2310f10
 class Step(BaseModel):
@@ -278,7 +279,7 @@ def case_messages(inst: dict, situation_type: str, label: str, ref_date: str, fo
     if example is not None:
         w = CASE_EXAMPLES[example]
         ex = w["cases"][(situation_type, label)]
-        ex = json.dumps(chain_names(ex) if chain else ex, ensure_ascii=False)
+        ex = json.dumps(chain_names(ex, CHAIN_CONTEXT_EXAMPLES[ex["people"][0]]) if chain else ex, ensure_ascii=False)
         head = (f"Example of a {situation_type} {label} case from another user's world (request made on {dt.date.fromisoformat(w['request_date']):%A} {w['request_date']}; "
                 f"do not copy its names, places or details):\n{ex}\n\n")
     user = (head + f"The user's world:\n{profile_text(inst)}\n\n"
@@ -300,50 +301,86 @@ def plan_chain(label: str, focus: str, rng) -> dict:
     return dict(start=hhmm(end - sum(minutes)), minutes=minutes, deadline=hhmm(deadline))
 
 # %% ../nbs/33_gen_cases.ipynb #e1daf566
+FIXED_CONTEXT_CHARS = 300   # the model's part of a code-timed context; code's sentences (at most about 400 characters) come after it
+
 class ChainNames(BaseModel):
-    "What a code-timed chain's start, steps (in order) and deadline are."
-    start_what: Text(120)
-    steps: list[Text(100)]
-    deadline_what: Text(120)
+    "What a code-timed chain's start, steps (in order) and deadline are, without times."
+    start_what: Text(80)           # e.g. "the dentist appointment on Calle Ocho ends"
+    steps: list[Text(50)]          # e.g. "the tram from the clinic to the pool"
+    deadline_what: Text(80)        # e.g. "the swimming lesson starts"
 
 class FixedTemporalCase(BaseModel):
-    "A temporal case whose times code chose: the model names the chain and writes the prose."
+    "A temporal case whose times code chose: the model names the chain and writes the other facts and the request."
     date: str = Field(pattern=DATE_PATTERN)
     people: list[Text(60)] = Field(max_length=4)
     places: list[Text(80)] = Field(max_length=4)
     hidden_reason: Text(160)
     hidden_terms: list[Text(30)] = Field(min_length=1, max_length=4)
     chain: ChainNames
-    context: Text(CONTEXT_CHARS)
+    context: Text(FIXED_CONTEXT_CHARS)
     request: Text(REQUEST_CHARS)
-    judgment: Text(JUDGMENT_CHARS)
 
 @functools.lru_cache
 def fixed_temporal_schema(n_steps: int) -> type[BaseModel]:
     "`FixedTemporalCase` whose chain names exactly `n_steps` steps."
-    names = create_model("ChainNames", __base__=ChainNames, steps=(list[Text(100)], Field(min_length=n_steps, max_length=n_steps)))
+    names = create_model("ChainNames", __base__=ChainNames, steps=(list[Text(50)], Field(min_length=n_steps, max_length=n_steps)))
     return create_model("FixedTemporalCase", __base__=FixedTemporalCase, chain=(names, ...))
 
 # %% ../nbs/33_gen_cases.ipynb #548718a6
-def fill_chain(written: dict, chain: dict) -> dict:
-    "A `FixedTemporalCase` reply as a `TemporalCase` draft: its chain names with code's times."
-    n = written["chain"]
-    arith = dict(start=chain["start"], start_what=n["start_what"], steps=[dict(what=w, minutes=m) for w, m in zip(n["steps"], chain["minutes"], strict=True)],
-                 deadline=chain["deadline"], deadline_what=n["deadline_what"])
-    return {("arithmetic" if k == "chain" else k): (arith if k == "chain" else v) for k, v in written.items()}
+_NUMBERED = re.compile(r"\b\d{1,2}:\d{2}\b|\b\d{1,2}\s*[ap]\.?m\b|\b\d+(?:\.\d+)?[\s-]*(?:min|mins|minute|minutes|h|hr|hrs|hour|hours)\b|\bhalf an hour\b|\ban hour\b", re.I)
 
-def chain_names(draft: dict) -> dict:
-    "A `TemporalCase` draft as a code-timed case is written: the arithmetic's names, no numbers."
+def without_times(text: str) -> str:
+    "`text` without its sentences that state a clock time or a duration, nor a last sentence cut short."
+    ss = [s for s in split_sentences(text) if not _NUMBERED.search(s)]
+    return " ".join(ss[:-1] if ss and ss[-1][-1:] not in ".!?" else ss)
+
+def _name(s: str) -> str:
+    "A chain name as a sentence's subject: no time in it, no final full stop."
+    return re.sub(r"\s*\b(?:at|by|until|from)?\s*\d{1,2}:\d{2}\b", "", s).strip().rstrip(".;, ").strip()
+
+def _cap(s: str) -> str: return s[:1].upper() + s[1:]
+
+def chain_text(a: dict) -> str:
+    "The chain as sentences of fact: when it starts, how long each step takes, when the deadline falls."
+    steps = " ".join(f"{_cap(s['what'])} takes {s['minutes']} minutes." for s in a["steps"])
+    return f"{_cap(a['start_what'])} at {a['start']}. {steps} {_cap(a['deadline_what'])} at {a['deadline']}."
+
+def chain_judgment(a: dict) -> str:
+    "What the numbers give, in one sentence."
+    end, label = recompute(a)
+    return (f"{_cap(a['start_what'])} at {a['start']} and the {len(a['steps'])} steps after it take {sum(s['minutes'] for s in a['steps'])} minutes, "
+            f"so they end at {hhmm(end)}, {'after' if label == 'conflict' else 'no later than'} {a['deadline']}, when {a['deadline_what']}.")
+
+# %% ../nbs/33_gen_cases.ipynb #eab18aad
+def fill_chain(written: dict, chain: dict) -> dict:
+    "A `FixedTemporalCase` reply as a `TemporalCase` draft: the model's names and facts, code's times, chain sentences and judgment."
+    n = written["chain"]
+    arith = dict(start=chain["start"], start_what=_name(n["start_what"]), steps=[dict(what=_name(w), minutes=m) for w, m in zip(n["steps"], chain["minutes"], strict=True)],
+                 deadline=chain["deadline"], deadline_what=_name(n["deadline_what"]))
+    d = {("arithmetic" if k == "chain" else k): (arith if k == "chain" else v) for k, v in written.items()}
+    return dict(d, context=(without_times(written["context"]) + " " + chain_text(arith)).strip(), judgment=chain_judgment(arith))
+
+def chain_names(draft: dict, context: str | None = None) -> dict:
+    "A `TemporalCase` draft as a code-timed case is written: the arithmetic's names, `context` (default: the draft's without numbered sentences), no judgment."
     a = draft["arithmetic"]
     names = dict(start_what=a["start_what"], steps=[s["what"] for s in a["steps"]], deadline_what=a["deadline_what"])
-    return {("chain" if k == "arithmetic" else k): (names if k == "arithmetic" else v) for k, v in draft.items()}
+    ctx = without_times(draft["context"]) if context is None else context
+    return {("chain" if k == "arithmetic" else k): (names if k == "arithmetic" else ctx if k == "context" else v) for k, v in draft.items() if k != "judgment"}
 
-# %% ../nbs/33_gen_cases.ipynb #f7389dfe
+# %% ../nbs/33_gen_cases.ipynb #93485da3
+CHAIN_CONTEXT_EXAMPLES = {
+    "Noor Haddad": "Noor Haddad has a physiotherapy session at Riverside Clinic on 2026-05-14. Lark Street pool runs an adult swimming lesson that evening.",
+    "Ilse Brandvold": "Ilse Brandvold works a shift at Fjellvik library on 2026-08-21. Ilse Brandvold sings in the choir that rehearses at Holmen chapel.",
+    "Rafael Quispe": "Rafael Quispe works the early baking shift at Panadería Tres Lomas on 2026-02-14. The under-12 football final is played at Estadio Vallecito that morning."}
+
+# %% ../nbs/33_gen_cases.ipynb #e006f3d4
 CHAIN_RULES = ("Situation type: temporal. The decision turns on time: schedules, durations, travel, preparation or the order of things.\n"
-               "The times of this case are fixed: something ends or starts at {start}; then {n} steps take {minutes} minutes, in this order, so the chain "
-               "ends at {end}; it has to be done by {deadline}, when something else starts. Fill `chain`: what happens at {start} (start_what), what each "
-               "step is (steps, in order) and what starts at {deadline} (deadline_what), all on `date`. The context must state {start}, every step's "
-               "minutes and {deadline}, with exactly these numbers.")
+               "The times of this case are fixed, and code writes them into the context: something ends or starts at {start}; then {n} steps "
+               "take {minutes} minutes, in this order, so the chain ends at {end}; it has to be done by {deadline}, when something else starts.\n"
+               "Fill `chain` with short phrases that hold no time: start_what says what ends or starts at {start} (like \"the dentist appointment "
+               "on Calle Ocho ends\"), steps name each step in order (like \"the tram from the clinic to the pool\"), and deadline_what says what "
+               "starts at {deadline} (like \"the swimming lesson starts\"). The context gives the other facts of the case in 1 to 3 sentences "
+               "with no clock times and no minutes. Code also writes the judgment.")
 
 def chain_rules(chain: dict) -> str:
     "The temporal rule of a prompt whose times code chose."

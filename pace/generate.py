@@ -115,17 +115,15 @@ def _toy_case(u: str, temporal: bool, h: int) -> dict:
     day = ref + dt.timedelta(days=9 + (h % 5))
     ds, wd = day.isoformat(), f"{day:%A}"
     conflict = label == "conflict"
-    fixed = re.search(r"fixed: something ends or starts at (\d\d:\d\d); then \d+ steps take ([\d, and]+) minutes.*?done by (\d\d:\d\d)", u)
-    if temporal and fixed:   # code chose the times: name the steps, state every number
-        start, mins, dl = fixed.group(1), [int(x) for x in re.findall(r"\d+", fixed.group(2))], fixed.group(3)
-        names = ["walk to Casa Prana", "wait at the front desk", "change for class"][:len(mins)]
-        return dict(date=ds, people=[ego], places=["Estudio Norte", "Casa Prana"], hidden_reason=f"the workshop {tag} runs until {start} (variant {v})",
-                    hidden_terms=["workshop"], chain=dict(start_what="the workshop ends", steps=names, deadline_what="the yoga class starts"),
-                    context=f"{ego}'s workshop {tag} at Estudio Norte on {ds} runs until {start}. " + " ".join(f"The {n} takes {m} minutes." for n, m in zip(names, mins))
-                            + f" The yoga class at Casa Prana on {ds} starts at {dl}.",
-                    request=f"Book me the {dl} yoga class at Casa Prana on {wd} {ds}.",
-                    judgment=f"After the {start} finish the steps take {sum(mins)} minutes, so {ego} is ready at {hhmm(to_minutes(start) + sum(mins))}, "
-                             + ("after the class starts." if conflict else "in time for the class."))
+    fixed = re.search(r"something ends or starts at (\d\d:\d\d); then \d+ steps take ([\d, and]+) minutes.*?done by (\d\d:\d\d)", u)
+    if temporal and fixed:   # code chose the times and writes every number: name the chain, give the other facts
+        n = len(re.findall(r"\d+", fixed.group(2)))
+        return dict(date=ds, people=[ego], places=["Estudio Norte", "Casa Prana"], hidden_reason=f"the workshop {tag} at Estudio Norte (variant {v})",
+                    hidden_terms=["workshop"], chain=dict(start_what=f"{ego}'s workshop {tag} at Estudio Norte ends",
+                                                          steps=["the walk to Casa Prana", "the wait at the front desk", "changing for class"][:n],
+                                                          deadline_what="the yoga class at Casa Prana starts"),
+                    context=f"{ego} runs a workshop {tag} at Estudio Norte on {ds}. Casa Prana holds a yoga class that evening.",
+                    request=f"Book me the {fixed.group(3)} yoga class at Casa Prana on {wd} {ds}.")
     if temporal:
         dl = "18:15" if conflict else "18:40"
         return dict(date=ds, people=[ego], places=["Estudio Norte", "Casa Prana"], hidden_reason=f"the workshop {tag} runs until 18:00 (variant {v})",
@@ -155,7 +153,7 @@ def _toy_case(u: str, temporal: bool, h: int) -> dict:
 def _toy_review(u: str) -> dict:
     ctx, req = _find(r"Facts the assistant knows: (.*?)\nReview", u, ""), _find(r"\): (.*?)\nFacts", u, "")
     hold = False
-    m = re.search(r"runs until (\d\d:\d\d)(.*?)starts at (\d\d:\d\d)", ctx)
+    m = re.search(r"(?:runs until|ends at) (\d\d:\d\d)(.*?)starts at (\d\d:\d\d)", ctx)
     if m: hold = to_minutes(m.group(1)) + sum(int(x) for x in re.findall(r"takes (\d+) minutes", m.group(2))) > to_minutes(m.group(3))
     if "with peanuts" in ctx: hold = True
     m = re.search(r"from (\d{4}-\d{2}-\d{2}) to (\d{4}-\d{2}-\d{2})", ctx)

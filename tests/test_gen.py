@@ -445,44 +445,52 @@ def numbers(a): return a["start"], [s["minutes"] for s in a["steps"]], a["deadli
 
 def test_code_timed_cases_carry_the_planned_numbers_whatever_the_model_adds(tmp_path):
     seen = []
-    def meddler(ms, js):   # names the chain, and also slips in its own arithmetic with other numbers
+    def meddler(ms, js):   # names the chain, but states its own minutes and times, and slips in an arithmetic and a judgment of its own
         r = toy_reply(ms, js)
         if schema_title(js) == "FixedTemporalCase":
             seen.append(ms[-1]["content"]); d = json.loads(r)
+            d["context"] += " The walk takes 52 minutes. The class starts at 23:10. The studio is bright."
+            d["chain"]["start_what"] += " at 05:55."
             d["arithmetic"] = dict(start="06:00", start_what="x", steps=[dict(what="y", minutes=1)], deadline="23:00", deadline_what="z")
+            d["judgment"] = "It fits easily."
             return json.dumps(d)
         assert schema_title(js) != "TemporalCase"   # no temporal prompt asks the model for numbers
         return r
     res, _ = gen(tmp_path / "ds", meddler, cfg=CODE_CFG)
     ds, plan = load_pace_dataset(tmp_path / "ds"), planned_chains(tmp_path / "ds")
     assert res["status"] == "complete" and len(plan) == 4 and len(seen) == 4
+    assert res["report"]["validation"]["actions"] == {"keep": 12}            # nothing to rewrite: code wrote every number
     temporal = [q for q in ds.queries if q.situation_type == "temporal"]
     assert len(temporal) == 4
     for q in temporal:
-        c = plan[(q.instance_id, q.meta["case_id"])]
-        assert numbers(q.meta["arithmetic"]) == (c["start"], c["minutes"], c["deadline"]) and recompute(q.meta["arithmetic"])[1] == q.label
+        c, a = plan[(q.instance_id, q.meta["case_id"])], q.meta["arithmetic"]
+        assert numbers(a) == (c["start"], c["minutes"], c["deadline"]) and recompute(a)[1] == q.label
+        assert "52 minutes" not in q.context and "23:10" not in q.context and "05:55" not in q.context and "The studio is bright." in q.context
+        assert sorted(durations(q.context)) == sorted(c["minutes"]) and q.judgment != "It fits easily."
+        assert (", after " in q.judgment) == (q.label == "conflict")
     for u, c in zip(seen, [c for _, c in sorted(plan.items())]):
-        assert f"starts at {c['start']}" in u and f"done by {c['deadline']}" in u and '"minutes"' not in u
+        assert f"ends or starts at {c['start']}" in u and f"done by {c['deadline']}" in u and '"minutes"' not in u
     assert verify_dataset(tmp_path / "ds")["errors"] == 0
 
-def test_a_code_timed_context_with_other_numbers_is_rewritten_then_kept(tmp_path):
+def durations(text): return [int(m) for m in re.findall(r"(\d+) minutes", text)]
+
+def test_a_revised_code_timed_case_is_shown_as_the_model_wrote_it(tmp_path):
     rewrites = []
-    def drifter(ms, js):   # the first draft of the non-conflict case states one step 7 minutes longer than code chose
+    def leaky(ms, js):   # the first draft of the non-conflict case names its hidden reason in the request
         r, u = toy_reply(ms, js), ms[-1]["content"]
         if "Previous version" in u: rewrites.append(u); return r
         if schema_title(js) == "FixedTemporalCase" and "Label: non_conflict" in u:
-            d = json.loads(r); d["context"] = re.sub(r"takes (\d+) minutes", lambda m: f"takes {int(m.group(1)) + 7} minutes", d["context"], count=1)
-            return json.dumps(d)
+            d = json.loads(r); d["request"] = d["request"].replace("Book me", "Despite the workshop, book me"); return json.dumps(d)
         return r
-    res, _ = gen(tmp_path / "ds", drifter, personas="1", cfg=CODE_CFG)
+    res, _ = gen(tmp_path / "ds", leaky, personas="1", cfg=CODE_CFG)
     v = res["report"]["validation"]
-    assert v["rewrite_reasons"] == {"arithmetic_not_in_context": 1} and v["actions"] == {"keep": 5, "rewritten": 1} and len(rewrites) == 1
+    assert v["rewrite_reasons"] == {"request_leak": 1} and v["actions"] == {"keep": 5, "rewritten": 1} and len(rewrites) == 1
     c = planned_chains(tmp_path / "ds")[("gen-p01", "T-N1")]
     prev = json.loads(rewrites[0].split("Previous version:\n")[1].split("\nProblems:")[0])
-    assert "chain" in prev and "arithmetic" not in prev and "minutes" not in json.dumps(prev["chain"])   # shown as the model writes it
-    assert f"starts at {c['start']}" in rewrites[0] and "does not state" in rewrites[0]
+    assert "chain" in prev and not {"arithmetic", "judgment"} & set(prev) and not re.search(r"\d\d:\d\d|minutes", prev["context"])
+    assert f"ends or starts at {c['start']}" in rewrites[0] and "workshop" in rewrites[0].split("Problems:")[1]
     q = [q for q in load_pace_dataset(tmp_path / "ds").queries if q.meta["case_id"] == "T-N1"][0]
-    assert numbers(q.meta["arithmetic"]) == (c["start"], c["minutes"], c["deadline"])
+    assert numbers(q.meta["arithmetic"]) == (c["start"], c["minutes"], c["deadline"]) and "Despite" not in q.query
 
 def test_a_code_timed_reply_naming_the_wrong_number_of_steps_is_dropped_and_counted(tmp_path):
     def miscount(ms, js):
