@@ -13,10 +13,10 @@ from .gen_profile import DATE_PATTERN, TIME_PATTERN, profile_text
 __all__ = ['CONTEXT_CHARS', 'REQUEST_CHARS', 'JUDGMENT_CHARS', 'STATE_CONDITIONS', 'CASE_EXAMPLES', 'EXAMPLE_MARKERS',
            'CASE_SYSTEM', 'TYPE_RULES', 'LABEL_RULES', 'CHAIN_MINUTES', 'TIME_IN_TEXT', 'FIXED_CONTEXT_CHARS',
            'CHAIN_CONTEXT_EXAMPLES', 'CHAIN_RULES', 'CASE_MAX_TOKENS', 'Step', 'Arithmetic', 'recompute',
-           'arithmetic_text', 'CaseDraft', 'TemporalCase', 'case_schema', 'focus_candidates', 'pick_focuses',
-           'pick_examples', 'case_messages', 'plan_chain', 'ChainNames', 'FixedTemporalCase', 'fixed_temporal_schema',
-           'without_times', 'chain_text', 'chain_judgment', 'fill_chain', 'chain_names', 'chain_rules', 'plan_cases',
-           'slot_schema', 'slot_draft', 'generate_cases']
+           'arithmetic_text', 'CaseHead', 'CaseDraft', 'TemporalCase', 'case_schema', 'focus_candidates',
+           'pick_focuses', 'pick_examples', 'case_messages', 'plan_chain', 'ChainNames', 'FixedTemporalCase',
+           'fixed_temporal_schema', 'without_times', 'chain_text', 'chain_judgment', 'fill_chain', 'chain_names',
+           'chain_rules', 'plan_cases', 'slot_schema', 'slot_draft', 'generate_cases']
 
 # %% ../nbs/33_gen_cases.ipynb #d2310f10
 class Step(BaseModel):
@@ -48,25 +48,23 @@ def arithmetic_text(a: dict) -> str:
 CONTEXT_CHARS, REQUEST_CHARS, JUDGMENT_CHARS = 700, 300, 400
 
 # %% ../nbs/33_gen_cases.ipynb #489e7fed
-class CaseDraft(BaseModel):
-    "A personal or state case as the model writes it."
+class CaseHead(BaseModel):
+    "The fields every case starts with: its anchor and its hidden reason."
     date: str = Field(pattern=DATE_PATTERN)    # the day the request is about (after the request date)
     people: list[Text(60)] = Field(max_length=4)    # people involved, full names
     places: list[Text(80)] = Field(max_length=4)
     hidden_reason: Text(160)                   # the fact that decides it, in a short phrase
     hidden_terms: list[Text(30)] = Field(min_length=1, max_length=4)  # words naming the hidden reason; the request must not use them
+
+class CaseDraft(CaseHead):
+    "A personal or state case as the model writes it."
     context: Text(CONTEXT_CHARS)               # 2-5 neutral sentences of facts
     request: Text(REQUEST_CHARS)               # what the user asks the assistant
     judgment: Text(JUDGMENT_CHARS)             # 1-2 sentences: why it should (not) go ahead
 
 # %% ../nbs/33_gen_cases.ipynb #b68f50a3
-class TemporalCase(BaseModel):
+class TemporalCase(CaseHead):
     "A temporal case: a `CaseDraft` with its arithmetic."
-    date: str = Field(pattern=DATE_PATTERN)
-    people: list[Text(60)] = Field(max_length=4)
-    places: list[Text(80)] = Field(max_length=4)
-    hidden_reason: Text(160)
-    hidden_terms: list[Text(30)] = Field(min_length=1, max_length=4)
     arithmetic: Arithmetic
     context: Text(CONTEXT_CHARS)
     request: Text(REQUEST_CHARS)
@@ -309,13 +307,8 @@ class ChainNames(BaseModel):
     steps: list[Text(50)]          # e.g. "the tram from the clinic to the pool"
     deadline_what: Text(80)        # e.g. "the swimming lesson starts"
 
-class FixedTemporalCase(BaseModel):
+class FixedTemporalCase(CaseHead):
     "A temporal case whose times code chose: the model names the chain and writes the other facts and the request."
-    date: str = Field(pattern=DATE_PATTERN)
-    people: list[Text(60)] = Field(max_length=4)
-    places: list[Text(80)] = Field(max_length=4)
-    hidden_reason: Text(160)
-    hidden_terms: list[Text(30)] = Field(min_length=1, max_length=4)
     chain: ChainNames
     context: Text(FIXED_CONTEXT_CHARS)
     request: Text(REQUEST_CHARS)
