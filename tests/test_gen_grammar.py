@@ -4,7 +4,7 @@ import pytest
 from pace.llm import ModelNotFoundError, resolve_gguf
 
 SCHEMAS = ["pace.gen_persona:PersonaText", "pace.gen_profile:EgoProfile", "pace.gen_profile:AlterList", "pace.gen_cases:TemporalCase",
-           "pace.gen_cases:CaseDraft", "pace.gen_validate:Review", "pace.gen_distractors:NearMisses", "pace.gen_atomize:Atoms", "pace.gen_kb:Everyday"]
+           "pace.gen_cases:CaseDraft", "pace.gen_cases:fixed_temporal_schema(2)", "pace.gen_cases:fixed_temporal_schema(3)", "pace.gen_validate:Review", "pace.gen_distractors:NearMisses", "pace.gen_atomize:Atoms", "pace.gen_kb:Everyday"]
 
 CHILD = """
 import importlib, sys
@@ -12,7 +12,9 @@ from llama_cpp import Llama
 llm = Llama(model_path=sys.argv[1], n_ctx=256, n_threads=1, verbose=False)
 for spec in sys.argv[2:]:
     mod, name = spec.split(":")
-    schema = getattr(importlib.import_module(mod), name).model_json_schema()
+    obj = getattr(importlib.import_module(mod), name.split("(")[0])
+    if "(" in name: obj = obj(int(name.split("(")[1].rstrip(")")))   # a schema built per case, e.g. by the number of steps
+    schema = obj.model_json_schema()
     llm.create_chat_completion(messages=[{"role": "user", "content": "hi"}], max_tokens=2, response_format={"type": "json_object", "schema": schema})
     print("ok", name, flush=True)
 """
