@@ -15,8 +15,8 @@ from .run import load_done, _append
 
 # %% auto #0
 __all__ = ['SITUATION_TYPES', 'LABELS', 'CELLS', 'MAX_TEXT', 'STAGES', 'GenConfig', 'case_id', 'calendar_text', 'to_minutes',
-           'hhmm', 'rng_for', 'Text', 'truncated', 'split_sentences', 'unique_sentences', 'ask_many', 'stage_path',
-           'read_stage', 'run_stage', 'read_accounts', 'count', 'add_counts']
+           'hhmm', 'rng_for', 'Text', 'truncated', 'split_sentences', 'states_time', 'unique_sentences', 'ask_many',
+           'stage_path', 'read_stage', 'run_stage', 'read_accounts', 'count', 'add_counts']
 
 # %% ../nbs/30_gen_base.ipynb #65fc339e
 class GenConfig(BaseModel):
@@ -99,6 +99,16 @@ def split_sentences(text: str) -> list[str]:
         if out and _ABBR.search(out[-1]): out[-1] += " " + p
         elif p: out.append(p)
     return out
+
+# %% ../nbs/30_gen_base.ipynb #1e252d83
+_TIME12 = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*([ap])\.?\s?m\b\.?", re.I)
+_TIME24 = re.compile(r"\b(\d{1,2}):(\d{2})\b")
+_DUR = re.compile(r"\b(\d+(?:\.\d+)?)[\s-]*(min|mins|minute|minutes|h|hr|hrs|hour|hours)\b", re.I)
+_WORD_DUR = {"half an hour": 30, "an hour and a half": 90, "one and a half hours": 90, "an hour": 60, "one hour": 60, "a quarter of an hour": 15}
+
+def states_time(text: str) -> bool:
+    "Whether `text` states a clock time or a duration."
+    return bool(_TIME24.search(text) or _TIME12.search(text) or _DUR.search(text)) or any(k in text.lower() for k in _WORD_DUR)
 
 # %% ../nbs/30_gen_base.ipynb #89345d65
 def unique_sentences(text: str) -> str:

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import datetime as dt, functools, json, re
 from pydantic import BaseModel, Field, create_model
-from .gen_base import CELLS, GenConfig, Text, ask_many, calendar_text, case_id, count, hhmm, rng_for, split_sentences, to_minutes
+from .gen_base import CELLS, GenConfig, Text, ask_many, calendar_text, case_id, count, hhmm, rng_for, split_sentences, states_time, to_minutes
 from .gen_profile import DATE_PATTERN, TIME_PATTERN, profile_text
 
 # %% auto #0
@@ -320,11 +320,9 @@ def fixed_temporal_schema(n_steps: int) -> type[BaseModel]:
     return create_model("FixedTemporalCase", __base__=FixedTemporalCase, chain=(names, ...))
 
 # %% ../nbs/33_gen_cases.ipynb #548718a6
-_NUMBERED = re.compile(r"\b\d{1,2}:\d{2}\b|\b\d{1,2}\s*[ap]\.?m\b|\b\d+(?:\.\d+)?[\s-]*(?:min|mins|minute|minutes|h|hr|hrs|hour|hours)\b|\bhalf an hour\b|\ban hour\b", re.I)
-
 def without_times(text: str) -> str:
     "`text` without its sentences that state a clock time or a duration, nor a last sentence cut short."
-    ss = [s for s in split_sentences(text) if not _NUMBERED.search(s)]
+    ss = [s for s in split_sentences(text) if not states_time(s)]
     return " ".join(ss[:-1] if ss and ss[-1][-1:] not in ".!?" else ss)
 
 def _name(s: str) -> str:

@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Literal
 from pydantic import BaseModel
-from .gen_base import GenConfig, Text, add_counts, ask_many, count, truncated
+from .gen_base import _DUR, _TIME12, _TIME24, _WORD_DUR, GenConfig, Text, add_counts, ask_many, count, truncated
 from .gen_cases import (CASE_MAX_TOKENS, CASE_SYSTEM, CONTEXT_CHARS, EXAMPLE_MARKERS, JUDGMENT_CHARS, REQUEST_CHARS, arithmetic_text,
                             case_messages, chain_names, recompute, slot_draft, slot_schema)
 
@@ -189,12 +189,6 @@ def arithmetic_problems(arith, label: str) -> tuple[str, list[str]]:
         probs.append(f"the comparisons ({', '.join(c['result'] + ' ' + c['op'] + ' ' + c['deadline'] for c in compared)}) say "
                      f"{'conflict' if late else 'non_conflict'}, the label is {label}")
     return "text", probs
-
-# %% ../nbs/34_gen_validate.ipynb #537bde40
-_TIME12 = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*([ap])\.?\s?m\b\.?", re.I)
-_TIME24 = re.compile(r"\b(\d{1,2}):(\d{2})\b")
-_DUR = re.compile(r"\b(\d+(?:\.\d+)?)[\s-]*(min|mins|minute|minutes|h|hr|hrs|hour|hours)\b", re.I)
-_WORD_DUR = {"half an hour": 30, "an hour and a half": 90, "one and a half hours": 90, "an hour": 60, "one hour": 60, "a quarter of an hour": 15}
 
 # %% ../nbs/34_gen_validate.ipynb #4a286d7a
 def times_in(text: str) -> set[int]:
