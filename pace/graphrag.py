@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
 from pathlib import Path
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from .agents import AgentCall, generate_answer, persona_name
 from .baselines import MethodResult, BaselineTrace
 from .index import facts_sha256, _check_facts, embedder_fingerprint
@@ -117,8 +117,9 @@ def _handler(proxy) -> type:
 class ModelProxy:
     "An OpenAI-compatible HTTP endpoint on 127.0.0.1 answering with a `pace.llm` chat model and a `pace.embed` embedder."
     def __init__(self, chat_model=None, embedder=None, *, host: str = "127.0.0.1", port: int = 0,
-                 max_tokens: int = 1024): # completion budget when a request sets none
-        self.cm, self.embedder, self.max_tokens = chat_model, embedder, max_tokens
+                 max_tokens: int = 1024, # completion budget when a request sets none
+                 stage_max_tokens: dict[str, int] | None = None): # the same for the requests of some stages (stage -> budget)
+        self.cm, self.embedder, self.max_tokens, self.stage_max_tokens = chat_model, embedder, max_tokens, dict(stage_max_tokens or {})
         self.n_chat = self.n_embed = self.n_failed = 0
         self._lock = threading.Lock()
         self.server = _Server((host, port), _handler(self))
@@ -138,7 +139,7 @@ class ModelProxy:
 
     def _chat(self, h, body: dict, stage: str):
         "Answer the chat completion request `body` on handler `h` with the chat model (an empty reply when its call failed)."
-        msgs, kw = _chat_request(body, self.max_tokens)
+        msgs, kw = _chat_request(body, self.stage_max_tokens.get(stage, self.max_tokens))
         r = self.cm.chat(msgs, stage=stage, **kw)
         with self._lock: self.n_chat += 1; self.n_failed += 0 if r.ok else 1
         text = (r.text or "") if r.ok else ""
@@ -162,9 +163,13 @@ class GraphRAGConfig(BaseModel):
     response_type: str = "Multiple Paragraphs" # local search's response type (the `graphrag query` default)
     timeout: float = 300.0                     # seconds per local search (the paper's); a timed-out query has no context
     max_tokens: int = 1024                     # completion budget of a GraphRAG request that sets none
+    extract_max_tokens: int | None = Field(None, ge=1)  # the same for entity extraction and its gleaning (None: max_tokens); a small model can loop until the budget
     answer_context: str = "response"           # 'response': local search's output is the answer's context (the paper); 'sources': the facts it cited
     top_k: int = 10                            # facts given to the answer with answer_context='sources'
     answer_max_tokens: int = 200
+    def proxy_budgets(self) -> dict:
+        "`ModelProxy`'s completion budgets under this config."
+        return dict(max_tokens=self.max_tokens, stage_max_tokens={} if self.extract_max_tokens is None else {"graphrag_extract": self.extract_max_tokens})
 
 # %% ../nbs/27_graphrag.ipynb #a508bff6
 GRAPHRAG_STAGES = {"extract_graph": "graphrag_extract", "summarize_descriptions": "graphrag_summarize", "extract_claims": "graphrag_claims",
@@ -323,7 +328,8 @@ class GraphRAGStore(_InstanceStore):
         _graphrag_env()
         import graphrag
         return dict(facts_sha256=facts_sha256(_check_facts(facts)), chat=model_identity(self.cm), embedder=embedder_fingerprint(self.embedder),
-                    graphrag=getattr(graphrag, "__version__", None) or _dist_version(), max_tokens=self.config.max_tokens)
+                    graphrag=getattr(graphrag, "__version__", None) or _dist_version(), max_tokens=self.config.max_tokens,
+                    **({} if self.config.extract_max_tokens is None else dict(extract_max_tokens=self.config.extract_max_tokens)))
     load = staticmethod(_stored_index)   # the stored index if its manifest matches, else None
     def build(self, instance_id: str, facts, key: dict) -> GraphRAGIndex:
         "Run GraphRAG's indexing pipeline for `instance_id`, its models behind a proxy, and save the manifest (last) with the cost."
@@ -332,7 +338,7 @@ class GraphRAGStore(_InstanceStore):
         d = self.path(instance_id)
         _write_input(d, facts)
         t0 = time.perf_counter()
-        with own_accounts(self.cm, self.embedder) as (ca, ea), ModelProxy(self.cm, self.embedder, max_tokens=self.config.max_tokens) as px:
+        with own_accounts(self.cm, self.embedder) as (ca, ea), ModelProxy(self.cm, self.embedder, **self.config.proxy_budgets()) as px:
             cfg = _load_config(graphrag_settings(d, px, self.embedder.dim))
             outs = _run_async(lambda: api.build_index(config=cfg))
             n_failed = px.n_failed
@@ -390,7 +396,7 @@ def _search(idx, query: str, cm, embedder, config: GraphRAGConfig, error: str | 
     rec = AgentCall(stage="graphrag_search", ok=True)
     try:
         if error: raise RuntimeError(error)
-        with ModelProxy(cm, embedder, max_tokens=config.max_tokens) as px:
+        with ModelProxy(cm, embedder, **config.proxy_budgets()) as px:
             response, ctx = local_search(idx, query, px, embedder.dim, config)
         ids = source_doc_ids(ctx, idx.tables()["text_units"])
     except (TimeoutError, asyncio.TimeoutError):

@@ -451,7 +451,8 @@ class LlamaCppChat(ChatModel):
             t = time.perf_counter()
             try:
                 llm = self.llm
-                with self._lock: resp = llm.create_chat_completion(**_llama_request(r))
+                with self._lock:   # the clock starts when this call has the model: time spent queued behind other threads is not its own
+                    t = time.perf_counter(); resp = llm.create_chat_completion(**_llama_request(r))
                 out.append(_llama_completion(resp, t))
             except Exception as e: out.append(Completion(error=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - t))
         return out

@@ -57,6 +57,7 @@ def build_method(name: str, # one of `METHODS`
                  chat_model, # the agents' and answer model
                  index, # an index or `IndexStore`
                  config: PaceMakerConfig | None = None, # PaceMaker's base config
+                 graphrag_config: dict | None = None, # `pace.graphrag.GraphRAGConfig` settings (graphrag only)
                  **kw): # options of the method's class
     "A `Method` from its name: the structured baselines here, the others by `pace.baselines.make_method`."
     if name not in STRUCTURED_METHODS: return make_method(name, chat_model, index, config, **kw)
@@ -64,8 +65,8 @@ def build_method(name: str, # one of `METHODS`
     if name == "hipporag2":
         from pace.hipporag import HippoRAG2
         return HippoRAG2(chat_model, index, **kw)
-    from pace.graphrag import GraphRAG
-    return GraphRAG(chat_model, index, **kw)
+    from pace.graphrag import GraphRAG, GraphRAGConfig
+    return GraphRAG(chat_model, index, config=GraphRAGConfig(**graphrag_config) if graphrag_config else None, **kw)
 
 # %% ../nbs/25_run.ipynb #5a31be6f
 VOLATILE = frozenset({"seconds", "model_seconds", "model_calls", "cache_hits", "cached", "timings"})
@@ -220,13 +221,19 @@ def _judge(jm, q, answer, mode, max_tokens):
     return verdict.model_dump(), [r.model_dump() for r in recs], jm.accounts.since(snap), time.perf_counter() - t0
 
 # %% ../nbs/25_run.ipynb #45cfe910
-def _config(config) -> PaceMakerConfig:
-    if isinstance(config, PaceMakerConfig): return config
-    try: return PaceMakerConfig(**(config or {}))
+def _validated(cls, config, flag: str):
+    "`config` (a dict or a `cls`) as a `cls`; a `UsageError` naming `flag` and the bad settings otherwise."
+    if isinstance(config, cls): return config
+    try: return cls(**(config or {}))
     except ValidationError as e:
         bad = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" + (f" (got {x['input']!r})" if x.get('type') != 'extra_forbidden' else "")
                         for x in e.errors())
-        raise UsageError(f"bad --config: {bad} (settings: {', '.join(PaceMakerConfig.model_fields)})") from None
+        raise UsageError(f"bad {flag}: {bad} (settings: {', '.join(cls.model_fields)})") from None
+
+def _config(config) -> PaceMakerConfig: return _validated(PaceMakerConfig, config, "--config")
+def _graphrag_config(config):
+    from pace.graphrag import GraphRAGConfig
+    return _validated(GraphRAGConfig, config, "--graphrag-config")
 
 def _check_scope(methods, retrieval_only, judge_mode):
     methods = list(methods)
@@ -246,12 +253,13 @@ def _check_pacemaker_names(methods, cfg):
             except ValueError as e: raise UsageError(f"--methods {m} with --config: {e}") from None
 
 # %% ../nbs/25_run.ipynb #354f242a
-def _open_run(dataset, methods, chat, judge, embedder, out_dir, name, limit, seed, cache, config, judge_mode, judge_max_tokens, retrieval_only):
+def _open_run(dataset, methods, chat, judge, embedder, out_dir, name, limit, seed, cache, config, judge_mode, judge_max_tokens, retrieval_only,
+              graphrag_config=None):
     "Everything a run needs before its first pair: methods, config, dataset, queries, run folder, models and settings."
     from pace import __version__
     from pace.data import load_pace_dataset
     methods = _check_scope(methods or (RETRIEVAL_METHODS if retrieval_only else DEFAULT_METHODS), retrieval_only, judge_mode)
-    cfg = _config(config)
+    cfg, gcfg = _config(config), _graphrag_config(graphrag_config)
     _check_pacemaker_names(methods, cfg)
     ds = load_pace_dataset(dataset)
     queries = select_queries(ds.queries, limit, seed)
@@ -269,12 +277,13 @@ def _open_run(dataset, methods, chat, judge, embedder, out_dir, name, limit, see
                         prompts=prompt_hashes(), chat=model_fingerprint(cm), judge=model_fingerprint(jm),
                         judge_mode=None if retrieval_only else judge_mode, judge_is_agent=jm is not None and jm is cm,
                         judge_max_tokens=None if retrieval_only else judge_max_tokens, embedder=model_fingerprint(emb),
-                        pacemaker=cfg.model_dump(), small_preset={n: sw.on for n, sw in SMALL_SWITCHES.items()}, seed=seed, retrieval_only=retrieval_only)
+                        pacemaker=cfg.model_dump(), small_preset={n: sw.on for n, sw in SMALL_SWITCHES.items()}, seed=seed, retrieval_only=retrieval_only,
+                        graphrag=gcfg.model_dump(exclude_defaults=True) or None)   # only what differs from the defaults: runs made before the option still resume
         check_settings(run_dir, settings)
     except BaseException:
         if created: shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    return SimpleNamespace(methods=methods, cfg=cfg, ds=ds, queries=queries, t_start=t_start, run_dir=run_dir, cm=cm, jm=jm, emb=emb, settings=settings)
+    return SimpleNamespace(methods=methods, cfg=cfg, gcfg=gcfg, ds=ds, queries=queries, t_start=t_start, run_dir=run_dir, cm=cm, jm=jm, emb=emb, settings=settings)
 
 def _write_manifest(run_dir: Path, settings: dict, scope: dict, status: str, **extra):
     "Write `run.json` (atomically): the settings, the scope and the status."
@@ -445,18 +454,20 @@ def run_experiment(dataset=DEFAULT_DATA,                 # dataset folder (DESIG
                    max_pairs: int | None = None,         # stop after this many new (query, method) pairs (for tests/interruptions)
                    workers: int = 1,                     # (query, method) pairs run at once (models served over HTTP); 1 for in-process llama.cpp
                    batch: int = 1,                       # PaceMaker queries run together stage by stage (`PaceMaker.run_batch`); 1: one at a time
+                   graphrag_config: dict | None = None,  # GraphRAG settings (`pace.graphrag.GraphRAGConfig`), e.g. {'extract_max_tokens': 384}
                    progress: bool = True,
                   ) -> dict:
     "Run `methods` on `dataset`, judge, write `run.json`, `results.jsonl`, `timings.jsonl` and the tables; resumes an existing run."
     from pace.index import IndexStore
     _workers(workers)   # a bad value fails before the run folder exists
     _check_batch(batch)
-    o = _open_run(dataset, methods, chat, judge, embedder, out_dir, name, limit, seed, cache, config, judge_mode, judge_max_tokens, retrieval_only)
+    o = _open_run(dataset, methods, chat, judge, embedder, out_dir, name, limit, seed, cache, config, judge_mode, judge_max_tokens, retrieval_only,
+                  graphrag_config)
     _fit_concurrency(batch, o.cm, o.jm)
     scope = dict(methods=o.methods, query_ids=[q.query_id for q in o.queries], limit=limit)
     _write_manifest(o.run_dir, o.settings, scope, "running")
     store = IndexStore(o.run_dir / "index", o.emb, knn_k=o.cfg.knn_k)
-    ms = {m: build_method(m, o.cm, store, o.cfg) for m in o.methods}
+    ms = {m: build_method(m, o.cm, store, o.cfg, o.gcfg.model_dump() if m == 'graphrag' else None) for m in o.methods}
     res_p, tim_p = o.run_dir / "results.jsonl", o.run_dir / "timings.jsonl"
     done = {(r["query_id"], r["method"]): r for r in load_done(res_p)}; load_done(tim_p)   # both files lose a half-written last line
     new, retried = _run_pairs(o, ms, _todo(o.queries, o.methods, done, retry_failed), res_p, tim_p, judge_mode, judge_max_tokens,
@@ -499,7 +510,8 @@ def _run_cmd(a) -> int:
     if a.methods is not None and not methods: raise UsageError("--methods is empty")
     res = run_experiment(a.data, methods, a.chat, a.judge, a.embedder, a.out, a.name, 0 if a.all else a.limit, a.seed, a.cache, a.config,
                          judge_mode=a.judge_mode, judge_max_tokens=a.judge_max_tokens, retrieval_only=a.retrieval_only,
-                         retry_failed=a.retry_failed, progress=not a.no_progress, workers=a.workers, batch=a.batch)
+                         retry_failed=a.retry_failed, progress=not a.no_progress, workers=a.workers, batch=a.batch,
+                         graphrag_config=a.graphrag_config)
     print(f"{res['n_rows']} result rows ({res['n_new']} new, {res['n_failed']} with failed calls) in {res['run_dir']} [{res['seconds']:.0f} s]")
     if res["tables"]: print((res["run_dir"] / "tables.md").read_text())
     return 0
@@ -524,6 +536,7 @@ def add_cli(subparsers, # the `pace` parser's sub-parsers
     p.add_argument("--seed", type=int, default=0, help="seed of the query subset")
     p.add_argument("--cache", default=None, help="cache file (default: <run>/cache.sqlite)")
     p.add_argument("--config", type=_config_arg, default=None, help="PaceMaker settings, e.g. 'hops=3,n_final=5,answer_max_tokens=400' or JSON")
+    p.add_argument("--graphrag-config", type=_config_arg, default=None, help="GraphRAG settings, e.g. 'extract_max_tokens=384' or JSON")
     p.add_argument("--retrieval-only", action="store_true", help=f"no answers, no judge: retrieval metrics and the funnel (default methods {','.join(RETRIEVAL_METHODS)})")
     p.add_argument("--retry-failed", action="store_true", help="rerun pairs whose agent calls failed; judge again pairs whose judge call failed")
     p.add_argument("--workers", type=_positive, default=1, help="(query, method) pairs run at once, for models served over HTTP (default 1)")

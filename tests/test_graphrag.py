@@ -112,13 +112,20 @@ def test_reload_sources_context_and_timeout(built):
     m3.store._mem["ego/1"] = (m3.store.key(KB), m2.store.get("ego/1", KB))
     r3 = m3.run(QRY, INST, KB)
     assert r3.retrieved_ids == [] and r3.trace["calls"][0]["ok"] is False and "timed out" in r3.trace["calls"][0]["error"]
+    # a cap on extraction is part of the index's key: the uncapped index is stale for it, and the default key has no such entry
+    m4 = GraphRAG(fc, embedder=emb, root=d / "idx", config=GraphRAGConfig(extract_max_tokens=300))
+    assert "extract_max_tokens" not in m.store.key(KB) and m4.store.key(KB)["extract_max_tokens"] == 300
+    assert m4.store.load(m4.store.path("ego/1"), m4.store.key(KB)) is None
 
 @needs_graphrag
 def test_pace_run_wiring(tmp_path):
     from pace.run import run_experiment
     res = run_experiment("tests/fixtures/tiny", ["graphrag"], chat=model(False), embedder="hash:hash", out_dir=tmp_path, name="r", limit=1,
-                         cache=False, retrieval_only=True, progress=False)
+                         cache=False, retrieval_only=True, progress=False, graphrag_config={"extract_max_tokens": 300})
     rows = [json.loads(l) for l in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 1 and rows[0]["method"] == "graphrag" and rows[0]["retrieved_ids"]
     assert set(rows[0]["usage"]) == {"graphrag_search"}
     assert "graphrag,tiny-maya,40," in (tmp_path / "r" / "index_cost.csv").read_text()
+    assert json.loads((tmp_path / "r" / "run.json").read_text())["settings"]["graphrag"] == {"extract_max_tokens": 300}
+    man = json.loads(next((tmp_path / "r" / "index" / "@graphrag").glob("*/manifest.json")).read_text())
+    assert man["config"]["extract_max_tokens"] == 300 and man["extract_max_tokens"] == 300

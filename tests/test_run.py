@@ -67,6 +67,11 @@ def test_resume_is_refused_on_a_changed_config_dataset_prompt_or_judge(tmp_path,
     run_experiment(chat=fake(), name="s", cache=False, **k)
     with pytest.raises(RunMismatchError, match="pacemaker.hops"):
         run_experiment(chat=fake(), name="s", cache=False, config={"hops": 2}, **k)
+    with pytest.raises(RunMismatchError, match="graphrag: null -> "):
+        run_experiment(chat=fake(), name="s", cache=False, graphrag_config={"extract_max_tokens": 384}, **k)
+    # GraphRAG's settings at their defaults are recorded as null, the value of runs made before the option: those resume
+    assert json.loads((tmp_path / "s" / "run.json").read_text())["settings"]["graphrag"] is None
+    assert run_experiment(chat=fake(), name="s", cache=False, graphrag_config={"max_tokens": 1024}, **k)["n_new"] == 0
     with pytest.raises(RunMismatchError, match="judge_mode"):
         run_experiment(chat=fake(), name="s", cache=False, judge_mode="paper", **k)
     with pytest.raises(RunMismatchError, match="judge.model_id"):
@@ -164,6 +169,8 @@ def test_bad_method_is_refused(tmp_path):
     (["--config", "hopz=3"], "hopz"),
     (["--methods", "pacemaker-small", "--config", "anchor_keep=0"], "'pacemaker-small-no_anchors'"),
     (["--config", "{not json"], "not valid JSON"),
+    (["--graphrag-config", "extract_max_tokens=0"], "bad --graphrag-config: extract_max_tokens"),
+    (["--graphrag-config", "extract_tokens=3"], "extract_tokens"),
     (["--limit", "-3"], "must be >= 0"),
     (["--workers", "0"], "must be >= 1"),
     (["--judge-mode", "lenient"], "invalid choice"),
