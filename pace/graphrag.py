@@ -191,6 +191,8 @@ def graphrag_settings(root, proxy: ModelProxy, dim: int) -> dict:
          "cache": {"type": "none"},
          "vector_store": {"db_uri": str(root/"output"/"lancedb"), "vector_size": int(dim)},
          "embed_text": {"embedding_model_id": "graphrag_embed"}}
+    if proxy.cm is not None and not getattr(proxy.cm, "concurrent", False):
+        s["concurrent_requests"] = 1   # a model that serves one request at a time: GraphRAG's 25 would queue past its client's timeout and be sent again
     for wf, st in GRAPHRAG_STAGES.items():
         s[wf] = {"completion_model_id": st} | ({"embedding_model_id": "graphrag_embed"} if wf in ("local_search", "drift_search", "basic_search") else {})
     return s
