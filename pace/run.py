@@ -57,7 +57,7 @@ def build_method(name: str, # one of `METHODS`
                  chat_model, # the agents' and answer model
                  index, # an index or `IndexStore`
                  config: PaceMakerConfig | None = None, # PaceMaker's base config
-                 graphrag_config: dict | None = None, # `pace.graphrag.GraphRAGConfig` settings (graphrag only)
+                 graphrag_config=None, # a `pace.graphrag.GraphRAGConfig` or its settings as a dict (graphrag only)
                  **kw): # options of the method's class
     "A `Method` from its name: the structured baselines here, the others by `pace.baselines.make_method`."
     if name not in STRUCTURED_METHODS: return make_method(name, chat_model, index, config, **kw)
@@ -65,8 +65,8 @@ def build_method(name: str, # one of `METHODS`
     if name == "hipporag2":
         from pace.hipporag import HippoRAG2
         return HippoRAG2(chat_model, index, **kw)
-    from pace.graphrag import GraphRAG, GraphRAGConfig
-    return GraphRAG(chat_model, index, config=GraphRAGConfig(**graphrag_config) if graphrag_config else None, **kw)
+    from pace.graphrag import GraphRAG
+    return GraphRAG(chat_model, index, config=_graphrag_config(graphrag_config), **kw)
 
 # %% ../nbs/25_run.ipynb #5a31be6f
 VOLATILE = frozenset({"seconds", "model_seconds", "model_calls", "cache_hits", "cached", "timings"})
@@ -467,7 +467,7 @@ def run_experiment(dataset=DEFAULT_DATA,                 # dataset folder (DESIG
     scope = dict(methods=o.methods, query_ids=[q.query_id for q in o.queries], limit=limit)
     _write_manifest(o.run_dir, o.settings, scope, "running")
     store = IndexStore(o.run_dir / "index", o.emb, knn_k=o.cfg.knn_k)
-    ms = {m: build_method(m, o.cm, store, o.cfg, o.gcfg.model_dump() if m == 'graphrag' else None) for m in o.methods}
+    ms = {m: build_method(m, o.cm, store, o.cfg, o.gcfg) for m in o.methods}
     res_p, tim_p = o.run_dir / "results.jsonl", o.run_dir / "timings.jsonl"
     done = {(r["query_id"], r["method"]): r for r in load_done(res_p)}; load_done(tim_p)   # both files lose a half-written last line
     new, retried = _run_pairs(o, ms, _todo(o.queries, o.methods, done, retry_failed), res_p, tim_p, judge_mode, judge_max_tokens,

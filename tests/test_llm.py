@@ -88,6 +88,22 @@ class EchoGGUF(LlamaCppChat):
         return [Completion(text=f"{self.path.parent.name}: {r['messages'][-1]['content']}") for r in reqs]
 
 
+def test_llamacpp_seconds_are_the_calls_own_not_its_wait_for_the_model(tmp_path):
+    "Threads share one in-process model: a call queued behind another must not count the wait as its own seconds."
+    import threading, time as _time
+    class SlowLlama:
+        def create_chat_completion(self, **kw):
+            _time.sleep(0.5)
+            return {"choices": [{"message": {"content": "ok"}}], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
+    m = LlamaCppChat(str(_fake_gguf(tmp_path / "model.gguf", 1)), cache=False)
+    m._llm = SlowLlama()
+    out = []
+    ts = [threading.Thread(target=lambda i=i: out.append(m.chat(msgs(f"q{i}")))) for i in range(2)]
+    t0 = _time.perf_counter(); [t.start() for t in ts]; [t.join() for t in ts]
+    assert _time.perf_counter() - t0 >= 1.0                    # the model served them one after the other
+    assert len(out) == 2 and all(r.ok and 0.45 <= r.seconds < 0.8 for r in out), [r.seconds for r in out]
+
+
 def test_two_gguf_files_with_one_name_never_share_entries(tmp_path):
     a, b = _fake_gguf(tmp_path / "a" / "model.gguf", 1), _fake_gguf(tmp_path / "b" / "model.gguf", 2)
     assert a.stat().st_size == b.stat().st_size
