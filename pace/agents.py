@@ -5,17 +5,18 @@
 # %% ../nbs/20_agents.ipynb #377baa39
 from __future__ import annotations
 import datetime as dt, itertools, json, random, re, string
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 from pydantic import BaseModel, Field, ValidationError
 from .cache import Accounts
 
 # %% auto #0
-__all__ = ['STAGE_ORDER', 'PLANNER_SYSTEM', 'VIEWS_SYSTEM', 'FILTER_SYSTEM', 'LABEL_CODES', 'ANSWER_SYSTEM', 'AgentCall',
-           'agent_request', 'chat_one', 'read_reply', 'call_agent', 'run_steps', 'run_steps_batch', 'persona_name',
-           'as_date', 'date_hints', 'Direction', 'ConflictPlan', 'planner_messages', 'plan_steps', 'plan_conflicts',
-           'CounterQueries', 'views_messages', 'views_steps', 'generate_views', 'Selection', 'filter_messages',
-           'selection_schema', 'clean_selection', 'prompt_budget', 'shown_labels', 'SelectionReport', 'select_steps',
-           'select_evidence', 'answer_messages', 'fit_facts', 'tidy_answer', 'answer_steps', 'generate_answer']
+__all__ = ['STAGE_ORDER', 'PLANNER_SYSTEM', 'VIEWS_SYSTEM', 'FILTER_SYSTEM', 'LABEL_CODES', 'ANSWER_SYSTEM', 'ANSWER_FORMATS',
+           'ANSWER_JSON_SYSTEM', 'AgentCall', 'agent_request', 'chat_one', 'read_reply', 'call_agent', 'run_steps',
+           'run_steps_batch', 'persona_name', 'as_date', 'date_hints', 'Direction', 'ConflictPlan', 'planner_messages',
+           'plan_steps', 'plan_conflicts', 'CounterQueries', 'views_messages', 'views_steps', 'generate_views',
+           'Selection', 'filter_messages', 'selection_schema', 'clean_selection', 'prompt_budget', 'shown_labels',
+           'SelectionReport', 'select_steps', 'select_evidence', 'answer_messages', 'AnswerWithDecision', 'fit_facts',
+           'tidy_answer', 'read_structured_answer', 'answer_steps', 'generate_answer']
 
 # %% ../nbs/20_agents.ipynb #0a9ed9e3
 class AgentCall(BaseModel):
@@ -374,17 +375,18 @@ def _chunks(cm, query, ref_date, cands, top_n, budget, labels="doc_id"):
 class SelectionReport(BaseModel):
     "What one filter stage did with its candidates, over all its calls."
     n_candidates: int = 0       # distinct candidates given
-    n_shown: int = 0            # candidates at least one call saw
+    n_shown: int = 0            # candidates a model read (a call that never reached a model shows nothing)
     n_calls: int = 0
     n_failed_calls: int = 0
     rounds: int = 0
     n_invalid: int = 0          # ids the model returned that were not among those shown (all calls)
-    n_final: int = 0
+    n_final: int = 0            # = n_chosen + n_fallback + n_bye + n_padded + n_passed_uncalled
     n_chosen: int = 0           # final ids the model chose
     n_fallback: int = 0         # final ids kept because a call failed (first of the chunk)
     n_bye: int = 0              # final ids kept without a call (too few in their chunk to choose from)
     n_padded: int = 0           # final ids added to reach top_n
-    n_unseen_dropped: int = 0   # candidates no call saw and that are not in the output
+    n_passed_uncalled: int = 0  # final ids passed on as given: no call could select (context too small, max_rounds=0)
+    n_unseen_dropped: int = 0   # candidates no model read and that are not in the output
     n_cut_unjudged: int = 0     # winners cut without a final call (only when `max_rounds` ran out)
     note: str = ""
 
@@ -395,12 +397,17 @@ def _chunk_request(query, ref_date, ch, top_n, stage, max_tokens, labels="doc_id
     return agent_request(filter_messages(query, ref_date, shown, top_n), stage=stage, schema=selection_schema([i for i, _ in shown], top_n),
                          max_tokens=max_tokens)
 
+def _reached_model(r) -> bool:
+    "Whether a model read the request of result `r`: it replied, usable or not (not so after an exception or transport error)."
+    return not isinstance(r, Exception) and (bool(r.ok) or r.text is not None or r.usage.prompt_tokens > 0)
+
 def _judge_chunk(r, ch, top_n, stage, rep, how, seen, n_chunks, labels="doc_id") -> tuple[list[str], AgentCall]:
     "Read one call over a chunk of more than `top_n` candidates: the ids it keeps (fallback: the first `top_n`) and the call record."
     ids = [i for i, _ in ch]
     to_id = {lab: i for (lab, _), i in zip(shown_labels(ch, labels), ids)}
     sel, rec = read_reply(r, stage, Selection)
-    seen.update(ids); rep.n_calls += 1
+    rep.n_calls += 1
+    if _reached_model(r): seen.update(ids)
     got, notes = clean_selection(sel.selected_doc_ids if sel else [], list(to_id), top_n)
     got = [to_id[g] for g in got]                       # invalid labels stay as the model wrote them, in the notes
     how.update(dict.fromkeys(got, 'model'))
@@ -444,8 +451,9 @@ def select_steps(cm,                                 # chat model (its context w
                  labels: str = "doc_id",             # what the model sees and answers with: 'doc_id', or 'position' (1..n per call, fewer tokens)
                 ):
     "`select_evidence` as steps (see `run_steps`): a step per tournament round; returns (ids, call records, report)."
-    cands = list({i: (i, t) for i, t in reversed(candidates)}.items())[::-1]
-    cands = [c for _, c in cands]                       # distinct ids, first occurrence kept, order kept
+    first = {}
+    for i, t in candidates: first.setdefault(i, t)      # distinct ids, in order of first occurrence, with that text
+    cands = list(first.items())
     rep, order = SelectionReport(n_candidates=len(cands)), [i for i, _ in cands]
     if max_candidates is not None and len(cands) > max_candidates:
         cands, rep.note = cands[:max_candidates], f"cut to the first {max_candidates} candidates"
@@ -456,13 +464,14 @@ def select_steps(cm,                                 # chat model (its context w
         rep.n_cut_unjudged = len(out) - top_n if rep.rounds else 0
         rep.note = rep.note or f"{max_rounds} rounds were not enough: kept the first {top_n} winners"; out = out[:top_n]
     if len(cur) <= top_n and not recs: how.update(dict.fromkeys(out, 'bye'))   # nothing to choose from: no call
+    how.update({i: 'passed' for i in out if i not in how})   # more than top_n, and no call could select
     if pad:
         for i in order:
             if len(out) >= min(top_n, len(cands)): break
             if i not in out and i in texts: out.append(i); how[i] = 'pad'
     rep.n_shown, rep.n_final = len(seen), len(out)
-    for k in ('chosen', 'fallback', 'bye', 'padded'):
-        setattr(rep, f"n_{k}", sum(how.get(i) == {'chosen': 'model', 'padded': 'pad'}.get(k, k) for i in out))
+    fates = dict(chosen='model', fallback='fallback', bye='bye', padded='pad', passed_uncalled='passed')
+    for k, v in fates.items(): setattr(rep, f"n_{k}", sum(how.get(i) == v for i in out))
     rep.n_unseen_dropped = len(set(order) - seen - set(out))
     if recs: recs[-1].notes['n_padded'] = rep.n_padded     # padding happens once, after the last call
     return out, recs, rep
@@ -491,27 +500,52 @@ Rules:
 
 Facts you know:
 {facts}"""
+ANSWER_FORMATS = ("free_text", "structured")   # the paper's reply, or `AnswerWithDecision` (below) as JSON
 
 def answer_messages(query: str, # the request
                     ref_date, # the date it is made
                     persona: str, # the ego's name
                     facts: list[str], # the evidence, in the order given
+                    answer_format: str = "free_text", # 'free_text' (the paper's) or 'structured' (JSON: decision, reply)
                    ) -> list[dict]:
     "Chat messages for the answer generator."
+    if answer_format not in ANSWER_FORMATS: raise ValueError(f"answer_format must be one of {ANSWER_FORMATS}: {answer_format!r}")
     d = as_date(ref_date)
     fs = "\n".join(f"- {f}" for f in facts) or "- (none)"
-    return [dict(role='system', content=ANSWER_SYSTEM.format(name=persona, date=d.isoformat(), weekday=f"{d:%A}", facts=fs)),
+    system = ANSWER_SYSTEM if answer_format == "free_text" else ANSWER_JSON_SYSTEM
+    return [dict(role='system', content=system.format(name=persona, date=d.isoformat(), weekday=f"{d:%A}", facts=fs)),
             dict(role='user', content=query)]
+
+# %% ../nbs/20_agents.ipynb #c2463fd2
+class AnswerWithDecision(BaseModel):
+    "The structured answer: a decision in the judge's vocabulary, and the reply to the user."
+    decision: Literal['carry_out', 'decline', 'ambiguous']
+    reply: str
+
+ANSWER_JSON_SYSTEM = """You are the personal assistant of {name}. Today is {date} ({weekday}).
+You can act for {name}: book, buy, message people and arrange things. Below are facts you already know about {name} and their world.
+Decide whether you should carry out {name}'s request, and reply to {name} directly.
+
+Answer with one JSON object and nothing else: {{"decision": "carry_out" | "decline" | "ambiguous", "reply": "..."}}
+- decision: "carry_out" if you go ahead as asked; "decline" if you will not do it as asked
+  (you refuse, advise against it, or only offer something different); "ambiguous" if you cannot commit either way.
+- reply: 2 to 4 sentences of plain prose to {name} saying what you will do and why,
+  using only the facts below and the request. The reply must agree with the decision.
+- Do not talk about "context", "facts provided" or "data", and do not decline for lack of permission.
+
+Facts you know:
+{facts}"""
 
 # %% ../nbs/20_agents.ipynb #4084b033
 def fit_facts(cm, # chat model (its context window and token counter)
               query: str, ref_date, persona: str,
               facts: list[str], # the evidence, most important first
               max_tokens: int = 200, # room kept for the answer
+              answer_format: str = "free_text", # the prompt the facts go into (see `answer_messages`)
              ) -> list[str]:
     "The longest prefix of `facts` whose answer prompt fits `cm.context_window`."
     budget = prompt_budget(cm, max_tokens)
-    used = sum(cm.count_tokens(m['content']) for m in answer_messages(query, ref_date, persona, []))
+    used = sum(cm.count_tokens(m['content']) for m in answer_messages(query, ref_date, persona, [], answer_format))
     out = []
     for f in facts:
         used += cm.count_tokens(f"- {f}") + 1
@@ -525,14 +559,42 @@ def tidy_answer(text: str, # the model's reply
     sents = [s.strip() for s in re.split(r'(?<=[.!?])\s+', ' '.join(text.split())) if s.strip()]
     return ' '.join(list(dict.fromkeys(sents))[:max_sentences])
 
+# %% ../nbs/20_agents.ipynb #74fcc3b0
+def _json_string(s: str) -> str:
+    "The text of a JSON string body, escapes decoded where they parse (`s` may be cut off)."
+    try: return json.loads(f'"{s}"')
+    except ValueError: return s.replace('\\"', '"')
+
+def read_structured_answer(r, # a chat result, or the Exception its call raised
+                           stage: str = "answer") -> tuple[str | None, str | None, AgentCall]:
+    "(reply or None, decision or None, record) of a structured answer; output that is not the JSON asked for is salvaged."
+    ans, rec = read_reply(r, stage, AnswerWithDecision)
+    if ans is not None and ans.reply.strip(): return ans.reply.strip(), ans.decision, rec
+    text = (rec.text or '').strip()
+    if not text: return None, None, rec
+    dec, vocab = re.search(r'"decision"\s*:\s*"([a-z_]+)"', text), get_args(AnswerWithDecision.model_fields['decision'].annotation)
+    dec = dec.group(1) if dec and dec.group(1) in vocab else None
+    rep = re.search(r'"reply"\s*:\s*"((?:[^"\\]|\\.)*)', text, re.S)
+    reply = _json_string(rep.group(1)).strip() if rep else ("" if text.startswith("{") else text)
+    rec.ok, rec.error = False, rec.error or "empty reply"
+    if reply: rec.fallback = "salvaged: " + ("the reply field of output that does not fit the schema" if rep else
+                                             "the text as the reply, no decision")
+    return reply or None, dec, rec
+
 # %% ../nbs/20_agents.ipynb #b7374235
 def answer_steps(cm,                  # chat model (its context window and token counter)
-                 query: str, ref_date, persona: str, facts: list[str], *, stage: str = "answer", max_tokens: int = 200):
+                 query: str, ref_date, persona: str, facts: list[str], *, stage: str = "answer", max_tokens: int = 200,
+                 answer_format: str = "free_text"): # 'structured': JSON, a decision beside the reply
     "The answer generator as steps (see `run_steps`): one request; returns (answer, record)."
-    kept = fit_facts(cm, query, ref_date, persona, facts, max_tokens)
-    r, = yield [agent_request(answer_messages(query, ref_date, persona, kept), stage=stage, max_tokens=max_tokens)]
-    txt, rec = read_reply(r, stage)
-    rec.notes = dict(n_facts=len(facts), n_facts_used=len(kept))
+    kept = fit_facts(cm, query, ref_date, persona, facts, max_tokens, answer_format)
+    schema = AnswerWithDecision if answer_format == "structured" else None
+    msgs = answer_messages(query, ref_date, persona, kept, answer_format)
+    r, = yield [agent_request(msgs, stage=stage, schema=schema, max_tokens=max_tokens)]
+    if schema is None: (txt, rec), extra = read_reply(r, stage), {}
+    else:
+        txt, dec, rec = read_structured_answer(r, stage)
+        extra = dict(answer_format=answer_format, decision=dec)   # as stated, even against the reply
+    rec.notes = dict(n_facts=len(facts), n_facts_used=len(kept), **extra)
     if txt is None:
         rec.fallback = "empty answer"
         return "", rec
@@ -545,9 +607,12 @@ def generate_answer(cm,                  # chat model
                     ref_date,            # the date it is made
                     persona: str,        # the ego's name
                     facts: list[str],    # the evidence, most important first (cut to what fits)
-                    *, stage: str = "answer", max_tokens: int = 200) -> tuple[str, AgentCall]:
+                    *, stage: str = "answer", max_tokens: int = 200,
+                    answer_format: str = "free_text", # 'structured': the decision goes to `record.notes['decision']`
+                   ) -> tuple[str, AgentCall]:
     "The assistant's reply to `query` given `facts` (cut to fit the context), tidied to at most 4 sentences. Fallback: empty answer."
-    return run_steps(cm, answer_steps(cm, query, ref_date, persona, facts, stage=stage, max_tokens=max_tokens))
+    return run_steps(cm, answer_steps(cm, query, ref_date, persona, facts, stage=stage, max_tokens=max_tokens,
+                                      answer_format=answer_format))
 
 # %% ../nbs/20_agents.ipynb #a119acec
 def __getattr__(name):

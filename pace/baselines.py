@@ -4,16 +4,16 @@
 
 # %% ../nbs/22_baselines.ipynb #c1954e94
 from __future__ import annotations
-import time
+import re, time
 from typing import Protocol, runtime_checkable
 from pydantic import BaseModel
 from .agents import AgentCall, generate_answer, fit_facts, as_date, persona_name
-from .retrieve import hybrid_search
-from .pipeline import PaceMaker, PaceMakerConfig, MethodTrace, resolve_index, pacemaker_config, SMALL_SWITCHES
+from .pipeline import (PaceMaker, PaceMakerConfig, MethodTrace, resolve_index, pacemaker_config, hybrid_ranking, HYBRID_K,
+                           SMALL_SWITCHES, SMALL_SIZES)
 
 # %% auto #0
-__all__ = ['METHODS', 'LLM_FREE', 'MethodResult', 'Method', 'BaselineTrace', 'Oracle', 'FullKB', 'BM25', 'Dense', 'Hybrid',
-           'PaceMakerMethod', 'make_method']
+__all__ = ['SIZED', 'METHODS', 'LLM_FREE', 'MethodResult', 'Method', 'BaselineTrace', 'Oracle', 'FullKB', 'BM25', 'Dense',
+           'Hybrid', 'PaceMakerMethod', 'method_size', 'make_method']
 
 # %% ../nbs/22_baselines.ipynb #959cfe02
 class MethodResult(BaseModel):
@@ -43,8 +43,10 @@ class _Base:
     name, ranked, retrieves = "base", True, True
     def __init__(self, chat_model, # the answer model (None for a retrieval-only run)
                  index=None, # an index, `IndexStore` or callable (see `pace.pipeline.resolve_index`)
-                 *, answer_max_tokens: int = 200):
-        self.cm, self.index, self.answer_max_tokens = chat_model, index, answer_max_tokens
+                 *, answer_max_tokens: int = 200,
+                 answer_format: str = "free_text"): # 'structured': a decision field beside the reply
+        self.cm, self.index = chat_model, index
+        self.answer_max_tokens, self.answer_format = answer_max_tokens, answer_format
     def select(self, query, instance, kb, tr: BaselineTrace) -> list[str]: raise NotImplementedError
     def run(self, query, # the request (a `pace.data.Query`, or its public part)
             instance, # its instance
@@ -60,7 +62,7 @@ class _Base:
         tr.context_ids, ev, ans = ids, dict(final=list(ids)), None
         if answer:
             ans, rec = generate_answer(self.cm, query.query, query.ref_date, persona_name(instance), [texts[i] for i in ids], stage='answer',
-                                       max_tokens=self.answer_max_tokens)
+                                       max_tokens=self.answer_max_tokens, answer_format=self.answer_format)
             tr.calls.append(rec); tr.answer_facts_used = rec.notes.get('n_facts_used', 0)
             ev['answer'] = ids[:tr.answer_facts_used]
             tr.stages = self.cm.accounts.since(snap)
@@ -92,7 +94,8 @@ class FullKB(_Base):
             idx = resolve_index(self.index, instance.instance_id, kb)
             ids = [i for i, _ in idx.dense([query.query], len(ids))[0]]
         texts = {f.doc_id: f.text for f in kb}
-        n = len(fit_facts(self.cm, query.query, query.ref_date, persona_name(instance), [texts[i] for i in ids], self.answer_max_tokens))
+        facts = [texts[i] for i in ids]
+        n = len(fit_facts(self.cm, query.query, query.ref_date, persona_name(instance), facts, self.answer_max_tokens, self.answer_format))
         order = "sorted by dense similarity to the request" if self.policy == "dense-fit" else "in KB order"
         tr.policy = f"{self.policy}: the first {n} of {len(ids)} facts {order} fit the context window of {self.cm.context_window} tokens"
         tr.details = dict(policy=self.policy, n_facts=len(ids), n_kept=n, truncated=n < len(ids))
@@ -101,7 +104,7 @@ class FullKB(_Base):
 # %% ../nbs/22_baselines.ipynb #3115b184
 class _Retriever(_Base):
     def __init__(self, chat_model, index, *,
-                 k: int = 10, # facts retrieved
+                 k: int = HYBRID_K, # facts retrieved
                  **kw):
         if index is None: raise ValueError(f"{self.name} needs an index")
         super().__init__(chat_model, index, **kw); self.k = k
@@ -121,11 +124,11 @@ class Dense(_Retriever):
 
 class Hybrid(_Retriever):
     name = "hybrid"
-    def __init__(self, chat_model, index, *, k: int = 10,
+    def __init__(self, chat_model, index, *, k: int = HYBRID_K,
                  k_rrf: int = 60, # WRRF's k
                  **kw):
         super().__init__(chat_model, index, k=k, **kw); self.k_rrf = k_rrf
-    def search(self, idx, q): return hybrid_search(idx, [(q, 1.0)], top_k=self.k, k_rrf=self.k_rrf).fused[:self.k]
+    def search(self, idx, q): return hybrid_ranking(idx, q, self.k, self.k_rrf)
 
 # %% ../nbs/22_baselines.ipynb #f63068c6
 class PaceMakerMethod:
@@ -147,19 +150,37 @@ class PaceMakerMethod:
         return MethodResult(retrieved_ids=tr.final_ids, ranked=True, answer=tr.answer, evidence=tr.evidence, trace=tr.model_dump())
 
 # %% ../nbs/22_baselines.ipynb #176e2b3b
-METHODS = ("oracle", "full_kb", "full_kb_dense", "bm25", "dense", "hybrid", "pacemaker",
-           "pacemaker-no_planning", "pacemaker-no_traversal", "pacemaker-no_selection",
+SIZED = ("bm25", "dense", "hybrid")   # retrievers that take an evidence size in their name: 'hybrid@15'
+METHODS = ("oracle", "full_kb", "full_kb_dense", "bm25", "dense", "hybrid", f"hybrid@{SMALL_SIZES['n_final']}",
+           "pacemaker", "pacemaker-no_planning", "pacemaker-no_traversal", "pacemaker-no_selection",
            "pacemaker-small", *(f"pacemaker-small-no_{s}" for s in SMALL_SWITCHES))
-LLM_FREE = ("bm25", "dense", "hybrid")   # retrieval without a model call
+LLM_FREE = ("bm25", "dense", "hybrid", f"hybrid@{SMALL_SIZES['n_final']}")   # retrieval without a model call
 
-def make_method(name: str, # one of `METHODS`
+def method_size(name: str, # a method name, e.g. 'hybrid' or 'hybrid@15'
+               ) -> tuple[str, int | None]:
+    "(base name, evidence size or None) of a method name; a size on a method not in `SIZED`, or not >= 1, is an error."
+    base, at, n = name.partition("@")
+    if not at: return name, None
+    if base not in SIZED or not re.fullmatch(r"[1-9][0-9]*", n):
+        raise ValueError(f"bad method {name!r}: an evidence size goes on {', '.join(SIZED)} only, "
+                         "as a whole number >= 1 (e.g. 'hybrid@15')")
+    return base, int(n)
+
+def make_method(name: str, # one of `METHODS`, or a `SIZED` retriever with any size ('hybrid@20')
                 chat_model, # the agents' and answer model
                 index, # an index, `IndexStore` or callable
-                config: PaceMakerConfig | None = None, # PaceMaker's base config (its `answer_max_tokens` also sets the baselines')
-                **kw): # baseline options (k, k_rrf, answer_max_tokens, policy)
+                config: PaceMakerConfig | None = None, # PaceMaker's base config (its answer settings and k_rrf set the baselines' too)
+                **kw): # baseline options (k, k_rrf, answer_max_tokens, answer_format, policy)
     "A `Method` from its name (see `METHODS`)."
-    if name not in METHODS: raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
+    base, n = method_size(name)
+    if name not in METHODS and n is None: raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
     if name.startswith("pacemaker"): return PaceMakerMethod(chat_model, index, pacemaker_config(name, config))
-    if config is not None: kw.setdefault('answer_max_tokens', config.answer_max_tokens)
+    if config is not None:
+        kw.setdefault('answer_max_tokens', config.answer_max_tokens)
+        kw.setdefault('answer_format', config.answer_format)
+        if base == "hybrid": kw.setdefault('k_rrf', config.k_rrf)
+    if n is not None: kw['k'] = n
     if name == "full_kb_dense": return FullKB(chat_model, index, policy="dense-fit", **kw)
-    return dict(oracle=Oracle, full_kb=FullKB, bm25=BM25, dense=Dense, hybrid=Hybrid)[name](chat_model, index, **kw)
+    m = dict(oracle=Oracle, full_kb=FullKB, bm25=BM25, dense=Dense, hybrid=Hybrid)[base](chat_model, index, **kw)
+    if n is not None: m.name = name
+    return m

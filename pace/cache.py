@@ -8,10 +8,11 @@ import contextvars, hashlib, json, os, sqlite3, threading, time, argparse, sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
+from .data import UsageError
 
 # %% auto #0
-__all__ = ['CACHE_VERSION', 'canonical_json', 'request_key', 'default_cache_path', 'Entry', 'Cache', 'as_cache', 'export_cache',
-           'import_cache', 'Accounts', 'add_cli']
+__all__ = ['CACHE_VERSION', 'canonical_json', 'request_key', 'default_cache_path', 'CacheFileError', 'Entry', 'Cache', 'as_cache',
+           'export_cache', 'CacheImportError', 'read_export', 'add_entries', 'import_cache', 'Accounts', 'add_cli']
 
 # %% ../nbs/01_cache.ipynb #61433b83
 CACHE_VERSION = 2 # 2: requests carry the backend's fingerprint, not just the model id
@@ -34,11 +35,18 @@ def default_cache_path() -> Path:
     return Path(p).expanduser() if p else Path.home()/".cache"/"pace"/"cache.sqlite"
 
 # %% ../nbs/01_cache.ipynb #17f0d459
+class CacheFileError(UsageError):
+    "A cache path that cannot hold a cache: a folder, a file that is not SQLite, a SQLite file of something else."
+
 class _SQLiteFile:
     "A SQLite file shared by threads and processes: one connection per thread and process, WAL, short write transactions."
     def __init__(self, path:Path, timeout:float=60.0):
         self.path, self.timeout, self._local = Path(path), timeout, threading.local()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_dir(): raise CacheFileError(f"cache {self.path} is a folder: give a file, e.g. {self.path / 'cache.sqlite'}")
+        up = next((p for p in self.path.parents if p.exists()), None)   # the nearest folder that exists must be one
+        if up is not None and not up.is_dir(): raise CacheFileError(f"cannot make the folder of cache {self.path}: {up} is a file")
+        try: self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e: raise CacheFileError(f"cannot make the folder of cache {self.path}: {e.strerror}") from None
 
     def _con(self) -> sqlite3.Connection:
         "This thread's (and this process's) connection, opened on first use."
@@ -99,11 +107,27 @@ def _entry2row(e:Entry) -> tuple:
             int(e.prompt_tokens), int(e.completion_tokens), float(e.seconds), time.time(), CACHE_VERSION)
 
 # %% ../nbs/01_cache.ipynb #e591babc
+_SQLITE_MAGIC = b"SQLite format 3\x00"   # the first 16 bytes of every SQLite file
+
+def _check_store(path: Path):
+    "Refuse (`CacheFileError`) a file that is not SQLite, or a SQLite file of something else; a missing or empty file is a new cache."
+    if not path.is_file() or path.stat().st_size == 0: return
+    with open(path, "rb") as f: head = f.read(len(_SQLITE_MAGIC))
+    if head != _SQLITE_MAGIC: raise CacheFileError(f"{path} is not a SQLite file, so not a pace cache")
+    con = sqlite3.connect(path)
+    try: tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.DatabaseError as e: raise CacheFileError(f"{path} cannot be read as SQLite: {e}") from None
+    finally: con.close()
+    if tables and "entries" not in tables:
+        raise CacheFileError(f"{path} is a SQLite file of something else (tables: {', '.join(sorted(tables))}), not a pace cache")
+
 class _EntryStore(_SQLiteFile):
     "The `entries` table of a SQLite file: read and write `Entry`s."
     def __init__(self, path:Path, timeout:float=60.0):
         super().__init__(path, timeout)
-        self._con().executescript(_SCHEMA)
+        _check_store(self.path)
+        try: self._con().executescript(_SCHEMA)
+        except sqlite3.DatabaseError as e: raise CacheFileError(f"cache {self.path} cannot be opened: {e}") from None
 
     def get_many(self, keys:list[str]) -> dict[str, Entry]:
         "Entries for those `keys` that are cached, as {key: Entry}."
@@ -199,14 +223,44 @@ def export_cache(cache:Cache, # the cache to read
         for r in rows: f.write(canonical_json(asdict(_row2entry(r))) + "\n")
     return len(rows)
 
+class CacheImportError(UsageError):
+    "An export file that cannot be imported; the message names the file and line."
+
+def _export_line(path: Path, n: int, line: bytes) -> Entry:
+    "The `Entry` on line `n` of an export file, or a `CacheImportError` that says what is wrong with it."
+    where = f"{path}:{n}"
+    try: obj = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError as e: raise CacheImportError(f"{where}: not UTF-8 text (byte 0x{line[e.start]:02x} at column {e.start + 1})") from None
+    except json.JSONDecodeError as e: raise CacheImportError(f"{where}: invalid JSON: {e.msg} at column {e.colno}") from None
+    if not isinstance(obj, dict): raise CacheImportError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    try: e = Entry(**obj); _entry2row(e)   # every field present and of a storable type
+    except (TypeError, ValueError) as x: raise CacheImportError(f"{where}: not a cache entry ({x})") from None
+    return e
+
+def read_export(path:str|Path, # JSONL file written by `export_cache`
+               ) -> list[Entry]:
+    "Every entry of an export file, each line checked before any is used (`CacheImportError` names the bad one)."
+    path = Path(path)
+    try: raw = path.read_bytes()
+    except OSError as e: raise CacheImportError(f"{path}: {e.strerror}") from None
+    return [_export_line(path, n, l) for n, l in enumerate(raw.split(b"\n"), 1) if l.strip()]
+
+def _key_matches(e: Entry) -> bool:
+    try: return e.kind in ("chat", "embed") and request_key(e.kind, e.request) == e.key
+    except ValueError: return False   # a request that is not plain JSON (NaN)
+
+def add_entries(cache:Cache, # the cache to fill
+                entries:list[Entry], # e.g. from `read_export`
+               ) -> dict:
+    "Add the entries whose key matches their request; {'read', 'added', 'skipped'}."
+    ok = [e for e in entries if _key_matches(e)]
+    return dict(read=len(entries), added=cache.put_many(ok), skipped=len(entries) - len(ok))
+
 def import_cache(cache:Cache, # the cache to fill
                  path:str|Path, # JSONL file written by `export_cache`
                 ) -> dict:
     "Add the entries of `path` whose key matches their request; {'read', 'added', 'skipped'}."
-    lines = [l for l in Path(path).read_text(encoding="utf-8").splitlines() if l.strip()]
-    es = [Entry(**json.loads(l)) for l in lines]
-    ok = [e for e in es if e.kind in ("chat", "embed") and request_key(e.kind, e.request) == e.key]
-    return dict(read=len(es), added=cache.put_many(ok), skipped=len(es) - len(ok))
+    return add_entries(cache, read_export(path))
 
 # %% ../nbs/01_cache.ipynb #0236f2d2
 _FIELDS = ("calls", "cache_hits", "failures", "model_calls", "prompt_tokens", "completion_tokens", "seconds", "model_seconds")
@@ -278,23 +332,41 @@ def _print_stats(s:dict, file=None):
     from tabulate import tabulate
     print(tabulate(s["groups"], headers="keys", tablefmt="github"), file=file)
 
+def _cache_path(args) -> Path:
+    "The cache file a command names (`--cache`, else the default); not opened."
+    return Path(args.cache).expanduser() if args.cache else default_cache_path()
+
+def _no_cache(args, path: Path) -> int:
+    "A command on a cache file that does not exist: stats and clear say so and create nothing; export is a mistake."
+    if args.cache_cmd == "export": raise UsageError(f"no cache file at {path}")
+    if args.cache_cmd == "stats":
+        s = dict(path=str(path), version=CACHE_VERSION, entries=0, file_bytes=0, groups=[])
+        if args.json: print(json.dumps(s, indent=1))
+        else: print(f"cache {path}: no such file (0 entries)")
+    else: print(f"deleted 0 entries from {path} (no such file)")
+    return 0
+
 def _run_cache_cmd(args) -> int:
-    c = Cache(args.cache) if args.cache else Cache()
+    path = _cache_path(args)
+    if args.cache_cmd == "clear" and args.stage is None and args.model is None and args.kind is None and not args.all:
+        print("pace: error: refusing to clear every entry: give --stage, --model, --kind or --all", file=sys.stderr); return 2
+    if args.cache_cmd == "import":
+        es = read_export(args.file)   # the whole file is checked before the cache is opened: a bad file leaves no cache behind
+        r = add_entries(Cache(path), es)
+        print(f"read {r['read']} entries from {args.file}: {r['added']} added, {r['skipped']} skipped (key does not match the request)")
+        return 0
+    if not path.exists(): return _no_cache(args, path)
+    c = Cache(path)
     if args.cache_cmd == "stats":
         s = c.stats()
         if args.json: print(json.dumps(s, indent=1))
         else: _print_stats(s)
     elif args.cache_cmd == "clear":
-        if args.stage is None and args.model is None and args.kind is None and not args.all:
-            print("refusing to clear everything: give --stage, --model, --kind or --all", file=sys.stderr); return 2
         n = c.clear(stage=args.stage, model=args.model, kind=args.kind)
         print(f"deleted {n} entries from {c.path}")
     elif args.cache_cmd == "export":
         n = export_cache(c, args.file, stage=args.stage, model=args.model, kind=args.kind)
         print(f"wrote {n} entries to {args.file}")
-    elif args.cache_cmd == "import":
-        r = import_cache(c, args.file)
-        print(f"read {r['read']} entries from {args.file}: {r['added']} added, {r['skipped']} skipped (key does not match the request)")
     return 0
 
 # %% ../nbs/01_cache.ipynb #b1378bf8

@@ -4,7 +4,7 @@
 
 # %% ../nbs/90_cli.ipynb #41698665
 from __future__ import annotations
-import argparse, importlib, os, sys
+import argparse, contextlib, importlib, os, shutil, sys
 from pathlib import Path
 
 # %% auto #0
@@ -12,13 +12,13 @@ __all__ = ['USER_ERRORS', 'CLI_MODULES', 'data_check', 'build_parser', 'main', '
 
 # %% ../nbs/90_cli.ipynb #d3fb7e34
 def data_check(path: str, out=None) -> int:
-    "Validate the dataset at `path`; print its problems (return 1) or its statistics (return 0)."
+    "Validate the dataset at `path`; print its problems (return 1) or its warnings and statistics (return 0)."
     from pace.data import load_pace_dataset, DatasetError, stats_markdown
     out = out or sys.stdout
     try: ds = load_pace_dataset(path)
     except DatasetError as e:
         print(e, file=out); return 1
-    print(f"{path}: OK ({len(ds.instances)} instances, {len(ds.queries)} queries)\n", file=out)
+    print(f"{path}: OK ({len(ds.instances)} instances, {len(ds.queries)} queries)" + "".join(f"\n  warning: {w}" for w in ds.warnings) + "\n", file=out)
     print(stats_markdown(ds.stats()), file=out)
     return 0
 
@@ -38,11 +38,11 @@ def _add_data(sub):
 
 # %% ../nbs/90_cli.ipynb #3888ed74
 from .data import DatasetError, UsageError   # UsageError lives in pace.data, so modules below the CLI can raise it; `pace.cli.UsageError` still works
-from .llm import ModelNotFoundError
+from .llm import ModelNotFoundError, ModelUnusableError
 _all_ = ["UsageError"]
 
 # Problems a user fixes are reported in one line instead of a traceback; `PACE_DEBUG=1` shows the traceback.
-USER_ERRORS = (DatasetError, ModelNotFoundError, ImportError, UsageError)
+USER_ERRORS = (DatasetError, ModelNotFoundError, ModelUnusableError, ImportError, UsageError, OSError)
 
 class _Parser(argparse.ArgumentParser):
     "argparse with one-line errors: `prog: error: message` and exit status 2, no usage dump."
@@ -60,13 +60,47 @@ def build_parser() -> argparse.ArgumentParser:
     for mod in CLI_MODULES: importlib.import_module(mod).add_cli(sub)
     return p
 
+def _message(e: BaseException) -> str:
+    "The line a user error prints: a one-problem dataset on one line, a file error as 'path: reason'."
+    if isinstance(e, DatasetError) and len(e.problems) == 1: return f"{e.path}: {e.problems[0]}"
+    if isinstance(e, OSError) and e.strerror:
+        return f"{e.filename}: {e.strerror}" + (f" (and {e.filename2})" if e.filename2 else "") if e.filename else e.strerror
+    return str(e)
+
+def _reader_gone() -> int:
+    "stdout's reader closed the pipe: send what is still buffered nowhere, and end quietly as a SIGPIPE'd program does."
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 141
+
+def _new_out(args) -> Path | None:
+    "The topmost folder that a command's `--out` names and that does not exist yet (None when there is none)."
+    out = getattr(args, "out", None)
+    if not isinstance(out, str) or not out: return None
+    return next((p for p in [*reversed(Path(out).parents), Path(out)] if not p.exists()), None)
+
+def _drop_if_empty(p: Path | None):
+    "Remove folder `p` if it holds no file (only empty folders): what a command that failed made of its --out."
+    if p is not None and p.is_dir() and not any(not f.is_dir() for f in p.rglob("*")): shutil.rmtree(p, ignore_errors=True)
+
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `pace` console script."
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
-    try: return args.func(args) or 0
+    args.argv = argv   # the command as given (`pace run` prints it to resume an interrupted run)
+    fresh = _new_out(args)
+    try:
+        rc = args.func(args) or 0
+        sys.stdout.flush()   # here, not at exit: a closed pipe is then caught below
+        if rc == 2: _drop_if_empty(fresh)   # a mistake the command reported itself
+        return rc
+    except BrokenPipeError: return _reader_gone()
+    except KeyboardInterrupt:
+        print(f"pace {args.cmd}: interrupted", file=sys.stderr); return 130
     except USER_ERRORS as e:
+        _drop_if_empty(fresh)   # a mistake leaves no empty --out folder behind, whichever command made it
         if os.environ.get("PACE_DEBUG"): raise
-        print(f"pace: error: {e}", file=sys.stderr)
+        print(f"pace: error: {_message(e)}", file=sys.stderr)
         return 2
 
 # %% ../nbs/90_cli.ipynb #31811290

@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_data.ipynb #286f5a27
 from __future__ import annotations
-import datetime as dt, json
+import contextlib, datetime as dt, json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,9 +13,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 # %% auto #0
-__all__ = ['ISODate', 'Text', 'SITUATION_TYPES', 'LABELS', 'TABLE1_FMT', 'Timeline', 'Person', 'Alter', 'Instance', 'Fact',
-           'Query', 'Problem', 'DatasetError', 'UsageError', 'PaceDataset', 'load_pace_dataset', 'dataset_stats',
-           'stats_tables', 'stats_markdown']
+__all__ = ['ISODate', 'Text', 'SITUATION_TYPES', 'LABELS', 'MAX_FACT_CHARS', 'TABLE1_FMT', 'Timeline', 'Person', 'Alter',
+           'Instance', 'Fact', 'Query', 'Problem', 'DatasetError', 'UsageError', 'PaceDataset', 'load_pace_dataset',
+           'dataset_stats', 'stats_tables', 'stats_markdown']
 
 # %% ../nbs/00_data.ipynb #9bef0c50
 def _iso_date(v: Any) -> dt.date:
@@ -110,17 +110,29 @@ class UsageError(ValueError):
     "A mistake the user fixes on the command line or in a call (bad option value, unknown method, missing key)."
 
 # %% ../nbs/00_data.ipynb #a9cf9972
+def _decode(line: bytes, rel: str, n: int, problems: list[Problem]) -> str | None:
+    "One line as text; None (and a problem naming the first bad byte and its column) when it is not UTF-8."
+    try: return line.decode("utf-8")
+    except UnicodeDecodeError as e:
+        problems.append(Problem(rel, n, None, f"not UTF-8 text: byte 0x{line[e.start]:02x} at column {e.start + 1}")); return None
+
+class _AnyId(set):
+    "The ids of a file with unreadable lines: any id may be on one of them, so none is reported missing."
+    def __contains__(self, x): return True
+
 def _read_jsonl(path: Path, rel: str, problems: list[Problem]) -> list[tuple[int, dict]]:
     "Parse a JSONL file, collecting a `Problem` for each unreadable line."
     rows = []
-    try: lines = path.read_text(encoding="utf-8").splitlines()
+    try: raw = path.read_bytes()
     except FileNotFoundError:
         problems.append(Problem(rel, None, None, "missing file")); return rows
-    except UnicodeDecodeError as e:
-        problems.append(Problem(rel, None, None, f"not UTF-8 text ({e})")); return rows
-    for n, line in enumerate(lines, 1):
+    except OSError as e:
+        problems.append(Problem(rel, None, None, f"cannot read it: {e.strerror}")); return rows
+    for n, line in enumerate(raw.split(b"\n"), 1):
         if not line.strip(): continue
-        try: obj = json.loads(line)
+        text = _decode(line, rel, n, problems)
+        if text is None: continue
+        try: obj = json.loads(text)
         except json.JSONDecodeError as e:
             problems.append(Problem(rel, n, None, f"invalid JSON: {e.msg} at column {e.colno}")); continue
         if not isinstance(obj, dict):
@@ -143,8 +155,9 @@ def _parse(model: type[BaseModel], obj: dict, rel: str, line: int, problems: lis
 # %% ../nbs/00_data.ipynb #abdd08e1
 class PaceDataset:
     "A validated PACE dataset: instances, one knowledge base per instance, and queries."
-    def __init__(self, path, instances: dict[str, Instance], kb: dict[str, list[Fact]], queries: list[Query]):
-        self.path, self.instances, self.kb, self.queries = Path(path), instances, kb, queries
+    def __init__(self, path, instances: dict[str, Instance], kb: dict[str, list[Fact]], queries: list[Query],
+                 warnings: list[Problem] = ()): # what is allowed but unusual (e.g. a very long fact)
+        self.path, self.instances, self.kb, self.queries, self.warnings = Path(path), instances, kb, queries, list(warnings)
         self._by_id = {(iid, f.doc_id): f for iid, facts in kb.items() for f in facts}
 
     def __repr__(self):
@@ -182,9 +195,11 @@ def _check_timeline(inst: Instance, rel: str, line: int, problems: list[Problem]
         problems.append(Problem(rel, line, "timeline", f"expected window_start <= ref_date <= window_end, got {t.window_start}, {t.ref_date}, {t.window_end}"))
 
 def _load_instances(root: Path, problems: list[Problem]) -> tuple[dict[str, Instance], set[str]]:
-    "Valid instances by id, and the ids named on lines that failed validation."
-    instances, inst_line, broken = {}, {}, set()
-    for n, obj in _read_jsonl(root/"instances.jsonl", "instances.jsonl", problems):
+    "Valid instances by id, and the ids named on lines that failed validation (any id, when a line could not be read)."
+    instances, inst_line, n0 = {}, {}, len(problems)
+    rows = _read_jsonl(root/"instances.jsonl", "instances.jsonl", problems)
+    broken = _AnyId() if len(problems) > n0 else set()   # an unreadable line may name any instance
+    for n, obj in rows:
         inst = _parse(Instance, obj, "instances.jsonl", n, problems)
         if inst is None:
             if isinstance(obj.get("instance_id"), str): broken.add(obj["instance_id"])
@@ -196,7 +211,11 @@ def _load_instances(root: Path, problems: list[Problem]) -> tuple[dict[str, Inst
     return instances, broken
 
 # %% ../nbs/00_data.ipynb #56022b47
-def _load_kb(root: Path, instances: dict, broken: set, problems: list[Problem]) -> tuple[dict, dict]:
+MAX_FACT_CHARS = 1000   # a longer fact is loaded, with a warning
+
+def _load_kb(root: Path, instances: dict, broken: set, problems: list[Problem],
+             warnings: list[Problem] | None = None, # gets a warning per fact longer than MAX_FACT_CHARS
+            ) -> tuple[dict, dict]:
     "Facts per instance, and the doc ids each KB file names."
     kb, kb_ids, kb_dir = {}, {}, root/"kb"
     if not kb_dir.is_dir(): problems.append(Problem("kb/", None, None, "missing folder")); return kb, kb_ids
@@ -204,9 +223,10 @@ def _load_kb(root: Path, instances: dict, broken: set, problems: list[Problem]) 
         if f.stem not in instances and f.stem not in broken and (root/"instances.jsonl").exists():
             problems.append(Problem(f"kb/{f.name}", None, None, f"no instance {f.stem!r} in instances.jsonl"))
     for iid in instances:
-        rel, facts, seen = f"kb/{iid}.jsonl", [], {}
-        kb_ids[iid] = ids = set()
-        for n, obj in _read_jsonl(kb_dir/f"{iid}.jsonl", rel, problems):
+        rel, facts, seen, n0 = f"kb/{iid}.jsonl", [], {}, len(problems)
+        rows = _read_jsonl(kb_dir/f"{iid}.jsonl", rel, problems)
+        kb_ids[iid] = ids = _AnyId() if len(problems) > n0 else set()   # an unreadable line may hold any doc id
+        for n, obj in rows:
             if isinstance(obj.get("doc_id"), str): ids.add(obj["doc_id"])
             fact = _parse(Fact, obj, rel, n, problems)
             if fact is None: continue
@@ -214,7 +234,9 @@ def _load_kb(root: Path, instances: dict, broken: set, problems: list[Problem]) 
                 problems.append(Problem(rel, n, "doc_id", f"duplicate doc_id {fact.doc_id!r} (first on line {seen[fact.doc_id]})")); continue
             seen[fact.doc_id] = n
             facts.append(fact)
-        if not facts and (kb_dir/f"{iid}.jsonl").exists(): problems.append(Problem(rel, None, None, "empty knowledge base"))
+            if len(fact.text) > MAX_FACT_CHARS and warnings is not None:
+                warnings.append(Problem(rel, n, "text", f"{len(fact.text)} characters (over {MAX_FACT_CHARS}): a fact is usually one short statement"))
+        if not facts and len(problems) == n0 and (kb_dir/f"{iid}.jsonl").exists(): problems.append(Problem(rel, None, None, "empty knowledge base"))
         kb[iid] = facts
     return kb, kb_ids
 
@@ -232,7 +254,7 @@ def _check_query(q: Query, n: int, inst: Instance, ids: set, kb_file: Path, prob
 
 def _load_queries(root: Path, instances: dict, broken: set, kb_ids: dict, problems: list[Problem]) -> list[Query]:
     "The queries that parse and name a known (or broken) instance, each checked against it."
-    queries, seen = [], {}
+    queries, seen, n0 = [], {}, len(problems)
     for n, obj in _read_jsonl(root/"queries.jsonl", "queries.jsonl", problems):
         q = _parse(Query, obj, "queries.jsonl", n, problems)
         if q is None: continue
@@ -245,20 +267,20 @@ def _load_queries(root: Path, instances: dict, broken: set, kb_ids: dict, proble
             continue
         _check_query(q, n, inst, kb_ids.get(q.instance_id, set()), root/"kb"/f"{q.instance_id}.jsonl", problems)
         queries.append(q)
-    if not queries and (root/"queries.jsonl").exists(): problems.append(Problem("queries.jsonl", None, None, "no queries"))
+    if not queries and len(problems) == n0 and (root/"queries.jsonl").exists(): problems.append(Problem("queries.jsonl", None, None, "no queries"))
     return queries
 
 # %% ../nbs/00_data.ipynb #ec510084
 def load_pace_dataset(path, # dataset folder: instances.jsonl, kb/, queries.jsonl
                      ) -> PaceDataset:
-    "Load and strictly validate the dataset folder at `path`; raise `DatasetError` listing every problem."
-    root, problems = Path(path), []
+    "Load and strictly validate the dataset folder at `path`; raise `DatasetError` listing every problem (`.warnings`: the unusual)."
+    root, problems, warnings = Path(path), [], []
     if not root.is_dir(): raise DatasetError(root, [Problem(str(root), None, None, "not a dataset folder")])
     instances, broken = _load_instances(root, problems)
-    kb, kb_ids = _load_kb(root, instances, broken, problems)
+    kb, kb_ids = _load_kb(root, instances, broken, problems, warnings)
     queries = _load_queries(root, instances, broken, kb_ids, problems)
     if problems: raise DatasetError(root, problems)
-    return PaceDataset(root, instances, kb, queries)
+    return PaceDataset(root, instances, kb, queries, warnings)
 
 # %% ../nbs/00_data.ipynb #bf4f0a16
 def dataset_stats(ds: PaceDataset) -> dict:

@@ -36,6 +36,12 @@ def l2_normalise(x:np.ndarray) -> np.ndarray:
 # %% ../nbs/03_embed.ipynb #783ec2a7
 class EmbeddingError(RuntimeError):
     "An embedding backend failed (after its own retries)."
+
+def _positive_int(name: str, v) -> int:
+    "`v` as an int >= 1; a `ValueError` naming the setting otherwise (a zero size would fail much later, inside a backend)."
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1: raise ValueError(f"{name} must be a whole number >= 1, got {v!r}")
+    return int(v)
+
 class _EmbedderBase:
     "What every embedder has: an id, a size, a cache, accounts, and the backend hook `_embed`."
     backend = "base"
@@ -45,7 +51,8 @@ class _EmbedderBase:
                  batch_size:int=32, # texts per backend call
                  concurrency:int=1, # backend calls in flight (HTTP backends)
                  accounts:Accounts|None=None):
-        self.model_id, self.dim, self.batch_size, self.concurrency = model_id, int(dim), int(batch_size), int(concurrency)
+        self.model_id, self.dim = model_id, _positive_int("dim", dim)
+        self.batch_size, self.concurrency = _positive_int("batch_size", batch_size), _positive_int("concurrency", concurrency)
         self.cache, self.accounts = as_cache(cache), accounts if accounts is not None else Accounts()
     def __repr__(self): return f"{type(self).__name__}({self.model_id!r}, dim={self.dim})"
     def _embed(self, texts:list[str]) -> tuple[np.ndarray, int]:
@@ -160,7 +167,8 @@ class OnnxEmbedder(Embedder):
             model_path, tokenizer_path = model_path or d/"model.onnx", tokenizer_path or d/"tokenizer.json"
             model_id = model_id or d.name
         for p in (model_path, tokenizer_path):
-            if not Path(p).is_file(): raise FileNotFoundError(f"missing {p}")
+            if not Path(p).is_file():
+                raise FileNotFoundError(f"no file {p}: onnx:<model> takes all-MiniLM-L6-v2 or a folder holding model.onnx and tokenizer.json")
         so = ort.SessionOptions(); so.intra_op_num_threads = threads or os.cpu_count() or 1
         self.sess = ort.InferenceSession(str(model_path), so, providers=["CPUExecutionProvider"])
         self.tok = Tokenizer.from_file(str(tokenizer_path))

@@ -8,11 +8,12 @@ import json
 from pathlib import Path
 import numpy as np, pandas as pd
 from .metrics import retrieval_metrics, bootstrap_ci, funnel, stage_coverage
+from .judge import expected_decision
 
 # %% auto #0
 __all__ = ['KS', 'MRR', 'METRIC_COLS', 'ORDER', 'FUNNEL_STAGES', 'CALL_STAGES', 'LABEL_COLS', 'TITLES', 'read_jsonl',
-           'results_frame', 'rate', 'table2', 'rate_by', 'table3', 'coverage', 'funnel_table', 'calls_frame',
-           'failures', 'cost', 'warnings', 'to_markdown', 'header', 'write_tables']
+           'stated_decision', 'results_frame', 'rate', 'table2', 'rate_by', 'table3', 'coverage', 'funnel_table',
+           'calls_frame', 'failures', 'cost', 'warnings', 'to_markdown', 'header', 'evidence_warning', 'write_tables']
 
 # %% ../nbs/24_evaluate.ipynb #50dc8deb
 KS = (5, 10)
@@ -30,9 +31,21 @@ def read_jsonl(path) -> list[dict]:
     return [json.loads(l) for l in p.read_text().splitlines() if l.strip()]
 
 def _method_order(ms) -> list[str]:
-    "Known methods in paper order first, then the rest (ablations...) alphabetically."
-    ms = list(dict.fromkeys(ms))
-    return [m for m in ORDER if m in ms] + sorted(m for m in ms if m not in ORDER)
+    "Known methods in paper order (a sized one, 'hybrid@15', after its base), then the rest (ablations...) alphabetically."
+    ms, base = list(dict.fromkeys(ms)), lambda m: m.split("@")[0]
+    size = lambda m: int(m.split("@")[1]) if "@" in m and m.split("@")[1].isdigit() else -1
+    known = sorted((m for m in ms if base(m) in ORDER), key=lambda m: (ORDER.index(base(m)), size(m), m))
+    return known + sorted(m for m in ms if base(m) not in ORDER)
+
+# %% ../nbs/24_evaluate.ipynb #b4fdd0e4
+def stated_decision(r: dict, # a result row
+                   ) -> tuple[bool, str | None]:
+    "(was the answer structured, the decision it stated or None), from the notes of the row's answer call."
+    for c in reversed((r.get("trace") or {}).get("calls") or []):
+        if c.get("stage") == "answer":
+            n = c.get("notes") or {}
+            return n.get("answer_format") == "structured", n.get("decision")
+    return False, None
 
 # %% ../nbs/24_evaluate.ipynb #f3f629af
 def _judge_cols(j: dict | None) -> dict:
@@ -43,6 +56,15 @@ def _judge_cols(j: dict | None) -> dict:
     dc = j.get("decision_correct")
     d["decision_correct"] = float(dc) if dc is not None else float("nan")
     return d
+
+def _decision_cols(r: dict, judged: float) -> dict:
+    "Decision accuracy from the answer's own decision field if it has one, else the judge's (`judged`); its source; both readings."
+    structured, dec = stated_decision(r)
+    d = dict(stated_decision=dec, judge_decision=(r.get("judge") or {}).get("decision"))
+    d["judge_decision_correct"] = judged
+    if structured and r.get("answer") is not None:
+        return d | dict(decision_correct=float(dec == expected_decision(r["label"])), decision_source="answer")
+    return d | dict(decision_correct=judged, decision_source="judge" if judged == judged else None)
 
 def _row_funnel(r: dict) -> dict:
     "The row's funnel: stored, or computed from its evidence (older rows: from retrieved_ids as 'final')."
@@ -55,13 +77,15 @@ def _row_record(r: dict) -> dict:
     for k in ("query_id", "method", "label", "situation_type", "gold_doc_ids"):
         if k not in r: raise ValueError(f"result row {r.get('query_id')}/{r.get('method')} has no {k!r}")
     d = dict(query_id=r["query_id"], method=r["method"], label=r["label"], situation_type=r["situation_type"],
-             answered=r.get("answer") is not None) | _judge_cols(r.get("judge"))
+             answered=r.get("answer") is not None, ranked=bool(r.get("ranked"))) | _judge_cols(r.get("judge"))
+    d |= _decision_cols(r, d["decision_correct"])
     d |= retrieval_metrics(r["retrieved_ids"], r["gold_doc_ids"], KS) if r.get("ranked") else dict.fromkeys(METRIC_COLS, float("nan"))
     f = _row_funnel(r)
     d |= {f"funnel:{s}": f[s]["recall"] if s in f else float("nan") for s in FUNNEL_STAGES}
     d |= {f"docs:{s}": f[s]["n"] if s in f else float("nan") for s in FUNNEL_STAGES}
     seen = "answer" if "answer" in f else "final" if "final" in f else None
     d["coverage"] = stage_coverage(f[seen]) if seen else None
+    d["evidence"] = f[seen]["n"] if seen else float("nan")   # facts handed to the answerer (retrieval-only: returned)
     u, ju = r.get("usage") or {}, r.get("judge_usage") or {}
     d["llm_calls"] = sum(s.get("calls", 0) for s in u.values())
     d["prompt_tokens"] = sum(s.get("prompt_tokens", 0) for s in u.values())
@@ -94,17 +118,22 @@ def rate(s: pd.Series) -> dict:
 def _with_ci(d: dict, name: str, r: dict) -> dict:
     return d | {name: r["value"], f"{name}_lo": r["lo"], f"{name}_hi": r["hi"]}
 
+def _source(g: pd.DataFrame) -> str:
+    "Where a method's decisions come from: 'answer field', 'judge', both, or n/a."
+    s = set(g.decision_source.dropna())
+    return " + ".join(n for k, n in (("answer", "answer field"), ("judge", "judge")) if k in s) or "n/a"
+
 def table2(df: pd.DataFrame) -> pd.DataFrame:
-    "Per method: n, retrieval metrics (%), PASS / WRONG_RATIONALE / FAIL / judge-error rates (%), decision accuracy (%), with intervals."
+    "Per method: n, evidence size, retrieval metrics, PASS / WRONG_RATIONALE / FAIL / judge-error rates, decision accuracy and its source."
     out = []
     for m in _method_order(df.method):
         g = df[df.method == m]
-        d = dict(method=m, n=len(g)) | {c: 100.0 * g[c].mean() for c in METRIC_COLS}
+        d = dict(method=m, n=len(g), evidence=g.evidence.mean()) | {c: 100.0 * g[c].mean() for c in METRIC_COLS}
         d = _with_ci(d, "recall@10", rate(g["recall@10"]))
         d = _with_ci(d, "pass", rate(g["pass"]))
         d |= dict(wrong_rationale=100 * g.wrong_rationale.mean(), fail=100 * g.fail.mean(), judge_errors=int(g.judge_error.fillna(0).sum()))
         d = _with_ci(d, "decision_acc", rate(g["decision_correct"]))
-        out.append(d)
+        out.append(d | dict(decision_from=_source(g)))
     return pd.DataFrame(out).set_index("method")
 
 # %% ../nbs/24_evaluate.ipynb #92a9c236
@@ -135,11 +164,11 @@ def coverage(df: pd.DataFrame) -> pd.DataFrame:
 
 # %% ../nbs/24_evaluate.ipynb #fd3aef6d
 def funnel_table(df: pd.DataFrame) -> pd.DataFrame:
-    "Per method: mean recall (%) of the gold facts at each funnel stage, and mean documents per stage."
+    "Per method: mean facts handed to the answerer, mean gold recall (%) at each funnel stage, and mean documents per stage."
     out = []
     for m in _method_order(df.method):
         g = df[df.method == m]
-        d = dict(method=m, n=len(g))
+        d = dict(method=m, n=len(g), evidence=g.evidence.mean())
         for s in FUNNEL_STAGES:
             d[s], d[f"{s}_docs"] = 100 * g[f"funnel:{s}"].mean(), g[f"docs:{s}"].mean()
         out.append(d)
@@ -166,10 +195,11 @@ def failures(rows: list[dict]) -> pd.DataFrame:
             d = dict(method=m, stage=st, queries=g.query_id.nunique(), calls=len(g), failed=100 * (~g.ok).mean(),
                      fallback=100 * g.fallback.notna().mean())
             s = sel[(sel.method == m) & (sel.stage == st)] if len(sel) else sel
-            for k in ("chosen", "padded", "fallback", "unseen_dropped"):
+            for k in ("chosen", "padded", "fallback", "passed_uncalled", "unseen_dropped"):
                 d[f"{k}_per_query" if k != "fallback" else "fallback_ids_per_query"] = s[f"n_{k}"].mean() if len(s) and f"n_{k}" in s else float("nan")
             out.append(d)
-    cols = ["method", "stage", "queries", "calls", "failed", "fallback", "chosen_per_query", "padded_per_query", "fallback_ids_per_query", "unseen_dropped_per_query"]
+    cols = ["method", "stage", "queries", "calls", "failed", "fallback", "chosen_per_query", "padded_per_query", "fallback_ids_per_query",
+            "passed_uncalled_per_query", "unseen_dropped_per_query"]
     return pd.DataFrame(out, columns=cols).set_index(["method", "stage"])
 
 # %% ../nbs/24_evaluate.ipynb #ac17b6c4
@@ -198,6 +228,11 @@ def warnings(df: pd.DataFrame, fails: pd.DataFrame | None = None) -> list[str]:
                            + ": with the gold facts in hand the answer should do best; suspect the answer model or the judge before the retrievers.")
     ne = int(df.judge_error.fillna(0).sum())
     if ne: out.append(f"WARNING: {ne} judge call(s) failed; they count as not PASS. `pace run --retry-failed` judges them again.")
+    st = df[(df.decision_source == "answer") & df.judge_decision.notna()]
+    for m in _method_order(st.method):
+        g = st[st.method == m]
+        out.append(f"NOTE: {m}: decision accuracy is from the answers' decision field; the judge read the same decision from the reply "
+                   f"in {int((g.stated_decision == g.judge_decision).sum())} of {len(g)} pairs.")
     if fails is not None and len(fails):
         bad = fails[(fails.failed > 0) & ~fails.index.get_level_values("stage").str.startswith("judge")]
         for (m, st), r in bad.iterrows():
@@ -217,7 +252,9 @@ def to_markdown(t: pd.DataFrame, int_cols=("n", "judge_errors", "queries", "call
     cols = [c for c in t.columns if not (c.endswith("_lo") or c.endswith("_hi"))]
     body = [[_cell(r[c], r.get(f"{c}_lo"), r.get(f"{c}_hi"), digits=0 if c in int_cols else 1) if not isinstance(r[c], str) else r[c]
              for c in cols] for _, r in t.iterrows()]
-    head = [{"pass": "PASS", "wrong_rationale": "WRONG_RATIONALE", "fail": "FAIL"}.get(c, c).replace("mrr@", "MRR@").replace("decision_acc", "decision acc").replace("judge_errors", "judge errors") for c in cols]
+    names = {"pass": "PASS", "wrong_rationale": "WRONG_RATIONALE", "fail": "FAIL", "decision_acc": "decision acc",
+             "judge_errors": "judge errors", "decision_from": "decision from"}
+    head = [names.get(c, c).replace("mrr@", "MRR@") for c in cols]
     from tabulate import tabulate
     return tabulate(body, headers=head, tablefmt="github", disable_numparse=True)
 
@@ -247,14 +284,31 @@ def header(meta: dict | None, # the run's `run.json` (None: counts only)
             lines.append(j)
     lines.append("Rates are % of all n pairs in a group (a failed judge call counts as not PASS and is shown in `judge errors`); "
                  "[lo, hi] is a 95% bootstrap interval over queries; n/a: the number does not apply.")
-    return lines
+    return lines + [w for w in [evidence_warning(df)] if w]
+
+# %% ../nbs/24_evaluate.ipynb #b7f2f283
+def evidence_warning(df: pd.DataFrame, # the results frame
+                    ) -> str | None:
+    "A warning when the ranked methods hand the answerer different numbers of facts (mean, rounded), or None."
+    r, groups = df[df.ranked], {}
+    for m in _method_order(r.method):
+        v = r[r.method == m].evidence.mean()
+        if v == v: groups.setdefault(int(round(v)), []).append(m)
+    if len(groups) < 2: return None
+    have = {n for n, ms in groups.items() if any(m.split("@")[0] == "hybrid" for m in ms)}
+    add = [f"hybrid@{n}" for n in sorted(groups) if n not in have]
+    return ("WARNING: the methods hand the answerer different numbers of facts (mean, by size: "
+            + "; ".join(f"{n}: {', '.join(ms)}" for n, ms in sorted(groups.items()))
+            + "): PASS, decision accuracy and the funnel's recall compare fairly only within a size"
+            + (f"; add {', '.join(add)} to compare with Hybrid at equal size." if add else "."))
 
 # %% ../nbs/24_evaluate.ipynb #e3307370
-TITLES = {"table2": "Table 2: retrieval metrics (%), judge rates (%) and decision accuracy (%) per method",
+TITLES = {"table2": "Table 2: evidence size (facts handed to the answerer), retrieval metrics (%), judge rates (%) "
+                    "and decision accuracy (%) per method",
           "table3_pass_by_label": "Table 3: PASS rate (%) by label", "pass_by_situation_type": "PASS rate (%) by situation type",
           "decision_by_label": "Decision accuracy (%) by label", "decision_by_situation_type": "Decision accuracy (%) by situation type",
           "evidence_coverage": "Evidence coverage of conflict queries: what the answer prompt held (section 7.2)",
-          "funnel": "Evidence funnel: mean gold recall (%) at each stage, and documents per stage",
+          "funnel": "Evidence funnel: facts handed to the answerer, mean gold recall (%) at each stage, and documents per stage",
           "failures": "Failures and fallbacks per stage (% of calls; filter ids per query)", "cost_per_query": "LLM calls, tokens and seconds per query"}
 
 # %% ../nbs/24_evaluate.ipynb #14057100

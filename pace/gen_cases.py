@@ -371,7 +371,8 @@ CHAIN_RULES = ("Situation type: temporal. The decision turns on time: schedules,
                "Fill `chain` with short phrases that hold no time: start_what says what ends or starts at {start} (like \"the dentist appointment "
                "on Calle Ocho ends\"), steps name each step in order (like \"the tram from the clinic to the pool\"), and deadline_what says what "
                "starts at {deadline} (like \"the swimming lesson starts\"). The context gives the other facts of the case in 1 to 3 sentences "
-               "with no clock times and no minutes. Code also writes the judgment.")
+               "with no clock times and no minutes. If the request names a time, it is {deadline}, the time of what "
+               "deadline_what names. Code also writes the judgment.")
 
 def chain_rules(chain: dict) -> str:
     "The temporal rule of a prompt whose times code chose."

@@ -9,7 +9,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Literal
 from pydantic import BaseModel
-from .gen_base import _DUR, _TIME12, _TIME24, _WORD_DUR, GenConfig, Text, add_counts, ask_many, count, truncated
+from .gen_base import (_DUR, _TIME12, _TIME24, _WORD_DUR, GenConfig, Text, add_counts, ask_many, count, hhmm,
+                           truncated)
 from .gen_cases import (CASE_MAX_TOKENS, CASE_SYSTEM, CONTEXT_CHARS, EXAMPLE_MARKERS, JUDGMENT_CHARS, REQUEST_CHARS, arithmetic_text,
                             case_messages, chain_names, recompute, slot_draft, slot_schema)
 
@@ -18,8 +19,9 @@ __all__ = ['VERDICT_WORDS', 'REPAIRED_FIELDS', 'HINT_PHRASES', 'CHECK_ORDER', 'V
            'REWRITE_HINTS', 'FRESH_DETAILS', 'REVIEW_MAX_TOKENS', 'PRONOUN_START', 'RELATIVE_DATE', 'verdict_words',
            'date_mentions', 'date_problems', 'weekday_problems', 'fix_weekdays', 'repair_draft', 'text_chains',
            'arithmetic_problems', 'times_in', 'duration_counts', 'durations_in', 'numbers_missing', 'term_hits',
-           'leaked_terms', 'case_problems', 'Review', 'review_messages', 'review_problems', 'fresh_problem_lines',
-           'rewrite_messages', 'validate_cases', 'fact_problems', 'verify_dataset', 'verify_markdown', 'data_verify']
+           'leaked_terms', 'clock_times', 'chain_times', 'request_time_problems', 'case_problems', 'Review',
+           'review_messages', 'review_problems', 'fresh_problem_lines', 'rewrite_messages', 'validate_cases',
+           'fact_problems', 'verify_dataset', 'verify_markdown', 'data_verify']
 
 # %% ../nbs/34_gen_validate.ipynb #bb97969c
 VERDICT_WORDS = ("conflict", "compatible", "feasible", "suitable", "cannot be carried out", "should not", "clash")
@@ -247,9 +249,62 @@ def leaked_terms(request: str, terms: list[str]) -> list[str]:
     low = " ".join(_words(request))
     return term_hits(request, terms) + [p for p in HINT_PHRASES if re.search(rf"\b{p}\b", low)]
 
+# %% ../nbs/34_gen_validate.ipynb #9d384fb0
+def clock_times(text: str) -> list[dict]:
+    "Clock times in `text`, in order: {span, text, minutes (what it can mean, as minutes of the day)}."
+    text, out = text or "", []
+    for m in _TIME12.finditer(text):
+        if int(m.group(1)) > 12: continue   # '6.30 pm' is not 30 pm
+        h = int(m.group(1)) % 12 + (12 if m.group(3).lower() == "p" else 0)
+        out.append(dict(span=m.span(), text=m.group(0).strip(), minutes=(h * 60 + int(m.group(2) or 0),)))
+    for m in _TIME24.finditer(text):
+        h, mi = int(m.group(1)), int(m.group(2))
+        if h > 24 or mi > 59: continue
+        if any(a < m.end() and m.start() < b for a, b in (o["span"] for o in out)): continue   # '6:30 pm' is read once
+        two = not m.group(1).startswith("0") and 1 <= h <= 12                                     # '7:00': either half of the day
+        mins = (h % 12 * 60 + mi, (h % 12 + 12) * 60 + mi) if two else ((h * 60 + mi) % 1440,)
+        out.append(dict(span=m.span(), text=m.group(0), minutes=mins))
+    return sorted(out, key=lambda o: o["span"])
+
+# %% ../nbs/34_gen_validate.ipynb #b758e993
+def chain_times(arith) -> list[tuple[int, str]]:
+    "(minute of the day, what happens then) for each time of a chain: a structured dict, or text (its clock times)."
+    if isinstance(arith, dict):
+        t = _min(arith["start"]); out = [(t, arith["start_what"])]
+        for s in arith["steps"]:
+            t += s["minutes"]; out.append((t % 1440, f"after {s['what']}"))
+        return out + [(_min(arith["deadline"]), arith["deadline_what"])]
+    return [(m, "") for c in clock_times(arith if isinstance(arith, str) else "") for m in c["minutes"]]
+
+# %% ../nbs/34_gen_validate.ipynb #346bd7c2
+_EVENT_VERBS = {"starts", "start", "begins", "opens", "kicks", "off", "due", "departs", "leaves", "closes", "ends"}
+
+def _names_event(request: str, span: tuple[int, int], what: str) -> bool:
+    "Whether the time at `span` stands as 'the 18:00 <event>', a word of `what` (verbs aside) among the next five."
+    if not re.search(r"\b(?:the|a|an|my|our|your)\s+$", request[:span[0]], re.I): return False
+    names = [w for w in _words(what) if w not in _STOP and w not in _EVENT_VERBS and len(w) > 2]
+    after = _words(re.split(r"[,.;:!?](?:\s|$)", request[span[1]:], maxsplit=1)[0])[:5]
+    return any(x == w or (len(w) > 4 and x.startswith(_stem(w))) for w in names for x in after)
+
+# %% ../nbs/34_gen_validate.ipynb #392ac0b0
+def request_time_problems(request: str, arith, context: str = "") -> list[str]:
+    "Times in `request` neither the chain's nor stated in `context`, or that put the deadline's event at another time."
+    chain = chain_times(arith)
+    if not chain: return []
+    have = {m for m, _ in chain} | {m for c in clock_times(context) for m in c["minutes"]}
+    listing, out = "; ".join(dict.fromkeys(f"{hhmm(m)} {w}".strip() for m, w in chain)), []
+    for c in clock_times(request):
+        t = repr(c["text"])
+        if not have & set(c["minutes"]):
+            out.append(f"the request says {t}, which is no time of the chain ({listing}) and none the context states")
+        elif (isinstance(arith, dict) and _min(arith["deadline"]) not in c["minutes"]
+              and _names_event(request, c["span"], arith["deadline_what"])):
+            out.append(f"the request puts {t} on what the chain has at {arith['deadline']} ({arith['deadline_what']})")
+    return out
+
 # %% ../nbs/34_gen_validate.ipynb #1d2e85a4
 CHECK_ORDER = ("empty_field", "truncated", "copies_example", "date_invalid_or_outside", "date_before_request", "weekday_mismatch", "arithmetic_label", "arithmetic_not_in_context",
-               "verdict_word_in_context", "request_leak", "reason_not_in_context", "duplicate_reason",
+               "request_time_mismatch", "verdict_word_in_context", "request_leak", "reason_not_in_context", "duplicate_reason",
                "validator_label", "validator_leak", "validator_unrealistic")
 
 # %% ../nbs/34_gen_validate.ipynb #3b794116
@@ -277,6 +332,8 @@ def case_problems(case: dict, situation_type: str, label: str, ref_date: str, wi
             out += [("arithmetic_label", p) for p in arithmetic_problems(a, label)[1]]
             miss = numbers_missing(a, fields["context"])
             if miss: out.append(("arithmetic_not_in_context", f"the context does not state {', '.join(miss)}"))
+            out += [("request_time_mismatch", p) for p in
+                    request_time_problems(fields["request"], a, fields["context"])]
     vw = verdict_words(fields["context"])
     if vw: out.append(("verdict_word_in_context", f"the context says {', '.join(repr(w) for w in vw)}"))
     lk = leaked_terms(fields["request"], case.get("hidden_terms") or [])
@@ -334,6 +391,7 @@ REWRITE_HINTS = {
     "weekday_mismatch": "a weekday did not match its date: take both from the calendar",
     "arithmetic_label": "its arithmetic gave the other label: check the minutes against the deadline",
     "arithmetic_not_in_context": "the context did not state every time and duration of the arithmetic",
+    "request_time_mismatch": "the request named a time its chain does not have: use the deadline's, or none",
     "verdict_word_in_context": "the context judged the request instead of stating facts",
     "request_leak": "the request named or hinted at the deciding fact",
     "reason_not_in_context": "the context did not state the deciding fact with its hidden_terms",
@@ -345,7 +403,7 @@ REWRITE_HINTS = {
 
 # %% ../nbs/34_gen_validate.ipynb #d891ba79
 FRESH_DETAILS = ("empty_field", "truncated", "date_invalid_or_outside", "date_before_request", "weekday_mismatch", "arithmetic_not_in_context",
-                 "verdict_word_in_context", "request_leak", "reason_not_in_context", "duplicate_reason")
+                 "request_time_mismatch", "verdict_word_in_context", "request_leak", "reason_not_in_context", "duplicate_reason")
 
 # %% ../nbs/34_gen_validate.ipynb #2f7bf59e
 def fresh_problem_lines(problems: list[tuple[str, str]]) -> list[str]:
@@ -493,14 +551,18 @@ def _date_findings(q, win: dict) -> list[tuple[str, str, str]]:
 
 # %% ../nbs/34_gen_validate.ipynb #3095ece4
 def _arithmetic_findings(ds, q, coverage: Counter) -> list[tuple[str, str, str]]:
-    "A temporal query's chain against its label, and (structured chains) against the numbers its gold facts state."
+    "A temporal query's chain against its label, (structured) the numbers its gold facts state, and the request's times."
     if q.situation_type != "temporal": return []
-    how, probs = arithmetic_problems(q.meta.get("arithmetic"), q.label)
+    a = q.meta.get("arithmetic")
+    how, probs = arithmetic_problems(a, q.label)
     coverage[f"temporal arithmetic: {how}"] += 1
     out = [("error", "arithmetic_label", p) for p in probs]
     if how == "structured":
-        miss = numbers_missing(q.meta["arithmetic"], " ".join(f.text for f in ds.gold_facts(q)))
+        miss = numbers_missing(a, " ".join(f.text for f in ds.gold_facts(q)))
         if miss: out.append(("error", "arithmetic_not_in_gold", f"the gold facts do not state {', '.join(miss)}"))
+    if chain_times(a):
+        coverage[f"request times: {'structured' if isinstance(a, dict) else 'text'} chain"] += 1
+        out += [("error", "request_time_mismatch", p) for p in request_time_problems(q.query, a, q.context or "")]
     return out
 
 # %% ../nbs/34_gen_validate.ipynb #6409a458

@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse, datetime as dt, hashlib, json, math, os, re, shutil, sys, time
 from pathlib import Path
 from .data import UsageError
-from .gen_base import CELLS, STAGES, GenConfig, add_counts, hhmm, read_accounts, read_stage, run_stage, to_minutes
+from .gen_base import (CELLS, STAGES, GenConfig, add_counts, count, hhmm, read_accounts, read_stage, run_stage, stage_path,
+                           to_minutes)
 from .gen_persona import expand_personas, instance_id_of, load_personas, persona_source
 from .gen_profile import synthesize_profile
 from .gen_cases import generate_cases
@@ -17,9 +18,9 @@ from .gen_atomize import atomize_instance
 from .gen_kb import assemble_instance, fill_kb, write_dataset
 
 # %% auto #0
-__all__ = ['GEN_MODULES', 'ACCOUNT_FIELDS', 'PAPER_SCALE', 'toy_reply', 'gen_prompt_hashes', 'generation_report',
+__all__ = ['GEN_MODULES', 'ACCOUNT_FIELDS', 'PAPER_SCALE', 'AFTER_CHECKS', 'toy_reply', 'gen_prompt_hashes', 'generation_report',
            'GenerationError', 'check_generation_settings', 'project_paper_scale', 'report_markdown', 'dataset_card',
-           'add_cli', 'toy_chat', 'generate_dataset']
+           'add_cli', 'toy_chat', 'generate_dataset', 'drop_cases', 'rebuild_outputs', 'drop_failing_cases']
 
 # %% ../nbs/38_generate.ipynb #435ec5c6
 _NAMES = ["Ana Ortega", "Tomas Novak", "Priya Raman", "Kofi Mensah", "Lena Fischer", "Kenji Watanabe", "Maria Santos", "Omar Farouk"]
@@ -210,7 +211,9 @@ def generation_report(root, ids: list[str]) -> dict:
         validation=dict(decided=len(dec), actions=add_counts(*[r["actions"] for r in get("4_validate")]),
                         dropped=add_counts(*[r["dropped"] for r in get("4_validate")]), rewrite_reasons=add_counts(*[r["rewrite_reasons"] for r in get("4_validate")]),
                         repaired=add_counts(*[r.get("repaired", {}) for r in get("4_validate")]),
-                        rounds=sum(d["rounds"] for d in dec)),
+                        rounds=sum(d["rounds"] for d in dec),
+                        after_generation=[dict(query_id=f"{r['instance_id']}-{d['case_id']}", **d["dropped_after"])
+                                          for r in get("4_validate") for d in r["decisions"] if d.get("dropped_after")]),
         distractors=dict(cases=dist_cases, kept=sum(len(v) for r in get("5_distractors") for v in r["distractors"].values()),
                          dropped=add_counts(*[r["dropped"] for r in get("5_distractors")])),
         atomization=dict(facts=sum(len(r["facts"]) for r in get("6_atomize")), merged=sum(r["merged"] for r in get("6_atomize")),
@@ -350,6 +353,14 @@ def _counts_md(d: dict, total: int | None = None) -> str:
     if not d: return "none"
     return ", ".join(f"{k} {v}" + (f" ({100 * v / total:.0f}%)" if total else "") for k, v in sorted(d.items(), key=lambda x: (-x[1], x[0])))
 
+# %% ../nbs/38_generate.ipynb #d8974545
+def _after_lines(v: dict) -> list[str]:
+    "The report line of the cases dropped after generation (none: no line)."
+    a = v.get("after_generation") or []
+    if not a: return []
+    return ["- of these, dropped after generation by a check added since (`pace.generate.drop_failing_cases`, "
+            f"no rewrite tried): {', '.join(x['query_id'] + ' ' + x['check'] for x in a)}"]
+
 # %% ../nbs/38_generate.ipynb #08cf46f1
 def report_markdown(report: dict) -> str:
     "The generation report as Markdown."
@@ -374,6 +385,7 @@ def report_markdown(report: dict) -> str:
           f"malformed at generation: {report['cases']['malformed']}.", "",
           f"Validation of {n} cases: {_counts_md(v['actions'], n)}; rewrite rounds: {v['rounds']}.", "",
           f"- dropped, by reason: {_counts_md(v['dropped'])}",
+          *_after_lines(v),
           f"- problems that sent a case to a rewrite: {_counts_md(v['rewrite_reasons'])}",
           f"- cases repaired before the checks (weekday beside a date): {v.get('repaired', {}).get('weekday', 0)}", "",
           "## Facts", "",
@@ -414,6 +426,7 @@ def _card_outcomes(report: dict) -> list[str]:
             f"- instances: {report['instances']['seeds']} seeds, dropped: {_counts_md(report['instances']['dropped'])}",
             f"- cases: {report['cases']['planned']} planned, {report['cases']['malformed']} malformed at generation; of {n} validated: {_counts_md(v['actions'], n)}",
             f"- dropped cases by reason: {_counts_md(v['dropped'])}",
+            *_after_lines(v),
             f"- rewrite triggers: {_counts_md(v['rewrite_reasons'])}; cases with a weekday repaired: {v.get('repaired', {}).get('weekday', 0)}",
             f"- after atomization: {_counts_md({k: x for k, x in report['atomization']['dropped'].items() if k.startswith('case:')}) } cases dropped",
             f"- facts dropped: distractors {_counts_md(report['distractors']['dropped'])}; atoms {_counts_md({k: x for k, x in report['atomization']['dropped'].items() if not k.startswith('case:')})}; "
@@ -426,8 +439,8 @@ def dataset_card(report: dict, cfg: GenConfig, settings: dict, ds, command: str 
     ch = settings["chat"] or {}
     fp = {k: x for k, x in ch.items() if k not in ("backend", "model_id")}
     L = [f"# {Path(str(ds.path)).name}: a generated PACE dataset", "",
-         "Generated by `pace generate` (the project's dataset-generation pipeline: `nbs/30_gen_base.ipynb` to `nbs/38_generate.ipynb`) in the format of "
-         "DESIGN.md section 3. All people are fictional.", "",
+         "Generated by `pace generate` (the project's dataset-generation pipeline: `nbs/30_gen_base.ipynb` to `nbs/38_generate.ipynb`) in the PACE dataset "
+         "format (`pace.data`, `nbs/00_data.ipynb`). All people are fictional.", "",
          "## How it was made", ""]
     if command: L += ["```bash", command, "```", ""]
     L += [f"- generator: `{ch.get('model_id')}` ({ch.get('backend')} backend; identity {json.dumps(fp, sort_keys=True)[:160]})",
@@ -597,7 +610,7 @@ def generate_dataset(out,                         # the dataset folder to write 
         raise
     ids = [instance_id_of(s) for s in seeds]
     head = dict(settings=settings, instances=ids, command=command,   # the model specs: how to rebuild the models (a rerun needs them)
-                chat_spec=_spec_of(chat, "chat"), embedder_spec=_spec_of(embedder, "embed"))
+                chat_spec=_spec_of(chat, "chat"), embedder_spec=_spec_of(embedder, "embed"), card_note=card_note)
     manifest = lambda status, **extra: _write_manifest(out / "generate.json", head, status, **extra)
     manifest("running")
     t0 = time.perf_counter()
@@ -608,3 +621,88 @@ def generate_dataset(out,                         # the dataset folder to write 
     ds, report = _write_outputs(out, cfg, settings, ids, alive, s, manifest, command, card_note)
     manifest("complete", n_queries=len(ds.queries), n_facts=sum(map(len, ds.kb.values())))
     return dict(summary, status="complete", n_queries=len(ds.queries), report=report, dataset=ds)
+
+# %% ../nbs/38_generate.ipynb #9cc53f84
+def _drop_in_validation(row: dict, cases: dict[str, tuple[str, str]]) -> dict:
+    "A stage 4 row with `cases` ({case_id: (check, message)}) dropped for their check after generation."
+    def drop(d):
+        check, msg = cases[d["case_id"]]
+        return dict(d, action="drop", reason=check, dropped_after=dict(check=check, message=msg, was=d["action"]))
+    dec = [drop(d) if d["case_id"] in cases else d for d in row["decisions"]]
+    return dict(row, decisions=dec, kept=[c for c in row["kept"] if c["case_id"] not in cases],
+                actions=count(d["action"] for d in dec), dropped=count(d["reason"] for d in dec if d["action"] == "drop"))
+
+# %% ../nbs/38_generate.ipynb #23769ea1
+def _drop_in_atoms(row: dict, cases) -> dict:
+    "A stage 6 row without the gold of `cases` and the facts only they used; the others' gold indices renumbered."
+    gold = {c: g for c, g in row["gold"].items() if c not in cases}
+    used = {i for g in gold.values() for i in g}
+    keep = [i for i, f in enumerate(row["facts"]) if i in used or not f["cases"] or set(f["cases"]) - set(cases)]
+    new = {old: k for k, old in enumerate(keep)}
+    facts = [dict(row["facts"][i], cases=[c for c in row["facts"][i]["cases"] if c not in cases]) for i in keep]
+    return dict(row, facts=facts, gold={c: [new[i] for i in g] for c, g in gold.items()})
+
+# %% ../nbs/38_generate.ipynb #653f42b7
+def drop_cases(root, drops: dict[str, tuple[str, str]]) -> None:
+    "Drop kept cases, {query_id: (check, message)}, from the stage files 4 to 6 of a finished generation folder."
+    from pace.run import _append
+    root, by = Path(root), {}
+    ids = json.loads((root / "generate.json").read_text())["instances"]
+    for qid, why in drops.items():
+        iid = next((i for i in ids if qid.startswith(i + "-")), None)
+        if iid is None: raise UsageError(f"{qid}: no instance of {root} has it")
+        by.setdefault(iid, {})[qid[len(iid) + 1:]] = tuple(why)
+    rows = {st: read_stage(root, st) for st in ("4_validate", "5_distractors", "6_atomize")}
+    for iid, cases in by.items():
+        kept = {k["case_id"] for k in rows["4_validate"].get(iid, {}).get("kept", [])}
+        if set(cases) - kept:
+            raise UsageError(f"{', '.join(iid + '-' + c for c in cases if c not in kept)}: not a kept case of {root}")
+    for iid, cases in by.items():
+        d5 = rows["5_distractors"][iid]
+        new = {"4_validate": _drop_in_validation(rows["4_validate"][iid], cases),
+               "5_distractors": dict(d5, distractors={c: v for c, v in d5["distractors"].items() if c not in cases}),
+               "6_atomize": _drop_in_atoms(rows["6_atomize"][iid], cases)}
+        for st, row in new.items():   # a new line: the last line of an instance wins
+            with open(stage_path(root, st), "a") as f: _append(f, row)
+
+# %% ../nbs/38_generate.ipynb #12574314
+def _card_note_of(path) -> str:
+    "The note paragraph of a card written by `dataset_card` ('' when it has none or there is no card)."
+    p = Path(path)
+    m = re.search(r"\n## Quality\n\n(.*?)\n\nThe checks above are what code", p.read_text() if p.exists() else "", re.S)
+    return m.group(1) if m else ""
+
+def rebuild_outputs(root, card_note: str | None = None) -> dict:
+    "Write the dataset, report, card and generate.json of a finished generation folder again from its stage files."
+    root = Path(root); man_p = root / "generate.json"
+    man = json.loads(man_p.read_text())
+    if man.get("status") != "complete":
+        raise UsageError(f"{root}: its generation is {man.get('status')!r}, not complete: resume it with pace generate")
+    settings, ids = man["settings"], man["instances"]
+    s = {k: read_stage(root, st) for k, st in enumerate(STAGES, 1)}
+    alive = [i for i in ids if i in s[2] and not s[1][i]["dropped_instance"] and not s[2][i]["dropped_instance"]]
+    if card_note is None: card_note = man["card_note"] if "card_note" in man else _card_note_of(root / "README.md")
+    head = {k: v for k, v in man.items() if k not in ("status", "n_queries", "n_facts", "stopped_after", "card_note")}
+    head["card_note"] = card_note
+    manifest = lambda status, **extra: _write_manifest(man_p, head, status, **extra)
+    cfg = GenConfig(**settings["config"])
+    ds, report = _write_outputs(root, cfg, settings, ids, alive, s, manifest, man.get("command"), card_note)
+    n_facts = sum(map(len, ds.kb.values()))
+    manifest("complete", n_queries=len(ds.queries), n_facts=n_facts)
+    return dict(n_queries=len(ds.queries), n_facts=n_facts, report=report, dataset=ds)
+
+# %% ../nbs/38_generate.ipynb #27519d27
+AFTER_CHECKS = ("request_time_mismatch",)   # checks added after data/generated-sample was generated
+
+def drop_failing_cases(root,                 # a finished generation folder
+                       checks=AFTER_CHECKS,  # the `pace data verify` error checks that drop a case
+                       card_note: str | None = None,  # the card's note (default: as before)
+                      ) -> dict[str, tuple[str, str]]:
+    "Drop the cases with a `pace data verify` error of `checks` (and facts only they use) and rebuild; {query_id: (check, msg)}."
+    from pace.gen_validate import verify_dataset
+    drops = {}
+    for q in verify_dataset(root)["queries"]:
+        f = next((f for f in q["findings"] if f["severity"] == "error" and f["check"] in checks), None)
+        if f: drops[q["query_id"]] = (f["check"], f["message"])
+    if drops: drop_cases(root, drops); rebuild_outputs(root, card_note)
+    return drops

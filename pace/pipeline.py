@@ -6,7 +6,7 @@
 from __future__ import annotations
 import random, time
 from typing import Literal, NamedTuple
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 from .agents import (AgentCall, ConflictPlan, SelectionReport, plan_steps, views_steps, select_steps, answer_steps, run_steps,
                          run_steps_batch, as_date, persona_name)
 from .retrieve import hybrid_search, wrrf
@@ -14,11 +14,13 @@ from .traverse import bfs_expand
 from .index import _tokenize
 
 # %% auto #0
-__all__ = ['EVIDENCE_STAGES', 'SMALL_SWITCHES', 'SMALL_SIZES', 'PAPER_ABLATIONS', 'PaceMakerConfig', 'MethodTrace', 'View',
-           'ViewCandidates', 'PoolDoc', 'Trace', 'pool_order', 'resolve_index', 'view_specificity', 'Switch',
-           'pacemaker_config', 'PaceMaker']
+__all__ = ['LATE_DEFAULTS', 'EVIDENCE_STAGES', 'HYBRID_K', 'SMALL_SWITCHES', 'SMALL_SIZES', 'PAPER_ABLATIONS', 'PaceMakerConfig',
+           'MethodTrace', 'View', 'ViewCandidates', 'PoolDoc', 'Trace', 'pool_order', 'resolve_index', 'hybrid_ranking',
+           'view_specificity', 'Switch', 'pacemaker_config', 'PaceMaker']
 
 # %% ../nbs/21_pipeline.ipynb #456dbf3e
+LATE_DEFAULTS = dict(answer_format='free_text')   # settings newer than recorded runs: dumped only when not at their default
+
 class PaceMakerConfig(BaseModel):
     "PaceMaker hyper-parameters (paper defaults, Appendix B) and ablation switches (Appendix D.5)."
     model_config = ConfigDict(extra='forbid')
@@ -48,7 +50,15 @@ class PaceMakerConfig(BaseModel):
     answer_max_tokens: int = Field(200, ge=1)  # 2-4 sentences
     variant: Literal['paper', 'small'] = 'paper'               # 'small': pacemaker-small (its switches below)
     counter_weighting: Literal['fixed', 'overlap'] = 'fixed'   # 'overlap': a counter view's weight scales with its words from the request
-    anchor_keep: int = Field(0, ge=0)          # the raw query's hybrid top-N, kept through both filters
+    anchor_keep: int = Field(0, ge=0)          # the first N of the Hybrid baseline's ranking, kept through both filters
+    answer_format: Literal['free_text', 'structured'] = 'free_text'   # 'structured': a decision field beside the reply
+
+    @model_serializer(mode='wrap')
+    def _dump(self, handler):
+        "The settings, without those of `LATE_DEFAULTS` at their default (older runs' dumps stay the same)."
+        d = handler(self)
+        if not isinstance(d, dict): return d
+        return {k: v for k, v in d.items() if not (k in LATE_DEFAULTS and v == LATE_DEFAULTS[k])}
 
     @property
     def name(self) -> str:
@@ -131,6 +141,17 @@ def resolve_index(index, # an index, an `IndexStore` (anything with `get`) or a 
     if callable(index) and not hasattr(index, 'dense'): return index(instance_id, kb)
     return index
 
+# %% ../nbs/21_pipeline.ipynb #ed87ef71
+HYBRID_K = 10   # facts the Hybrid baseline retrieves, and its depth per retriever
+
+def hybrid_ranking(idx, # the instance's index
+                   query: str, # the raw request
+                   k: int = HYBRID_K, # depth per retriever, and how many are kept
+                   k_rrf: float = 60, # WRRF's k
+                  ) -> list[tuple[str, float]]:
+    "The Hybrid baseline's ranking: the request's dense and BM25 top `k`, fused by WRRF (weight 1), first `k`."
+    return hybrid_search(idx, [(query, 1.0)], top_k=k, k_rrf=k_rrf).fused[:k]
+
 # %% ../nbs/21_pipeline.ipynb #1d0045e9
 def view_specificity(view: str, # a counter query
                      query: str, # the request
@@ -197,8 +218,9 @@ class _Views:
         hr.fused = [(d, s) for d, s in hr.fused if s > 0]   # a weight-0 view is searched (its candidates stay in the trace) but adds nothing
         tr.candidates = [ViewCandidates(view=i, dense=h.dense, sparse=h.sparse) for i, h in enumerate(hr.per_view)]
         tr.fused, tr.seed_candidates = hr.fused, hr.ids(c.n_seed)
-        if c.anchor_keep:   # the original view fused alone (weight 1) is exactly the Hybrid baseline's ranking
-            tr.anchors = [d for d, _ in wrrf(hr.per_view[0].runs(1.0), k=c.k_rrf)][:c.anchor_keep]
+        if c.anchor_keep:   # the Hybrid baseline's own ranking at its own size (PaceMaker's top_k does not reach it)
+            hyb = hybrid_ranking(idx, tr.query, max(HYBRID_K, c.anchor_keep), c.k_rrf)
+            tr.anchors = [d for d, _ in hyb][:c.anchor_keep]
         tr.timings['retrieval'] = time.perf_counter() - t0
         tr.evidence['fused'] = list(tr.seed_candidates)
         return hr
@@ -252,7 +274,7 @@ class _Steps(_Evidence):
         tr.evidence['final'] = list(tr.final_ids)
         if answer:
             tr.answer, rec = yield from answer_steps(cm, q, ref, persona_name(instance), [idx.text(i) for i in tr.final_ids], stage='answer',
-                                                     max_tokens=c.answer_max_tokens)
+                                                     max_tokens=c.answer_max_tokens, answer_format=c.answer_format)
             tr.calls.append(rec); tr.answer_facts_used = rec.notes.get('n_facts_used', 0)
             tr.evidence['answer'] = tr.final_ids[:tr.answer_facts_used]
         else: tr.answer = None

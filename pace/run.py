@@ -4,7 +4,7 @@
 
 # %% ../nbs/25_run.ipynb #0552f37f
 from __future__ import annotations
-import argparse, contextlib, hashlib, json, os, re, shutil, sys, time, weakref
+import argparse, contextlib, fcntl, hashlib, json, os, re, shlex, shutil, socket, sys, time, weakref
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from itertools import chain
 from pathlib import Path
@@ -12,7 +12,8 @@ from types import SimpleNamespace
 from tqdm.auto import tqdm
 from pydantic import ValidationError
 from .data import UsageError
-from .baselines import METHODS as SIMPLE_METHODS, LLM_FREE, make_method
+from .cache import as_cache
+from .baselines import METHODS as SIMPLE_METHODS, LLM_FREE, SIZED, make_method, method_size
 from .evaluate import write_tables, read_jsonl
 from .index_cost import write_index_costs
 from .judge import JUDGE_MODES, judge_answer
@@ -21,9 +22,10 @@ from .pipeline import PaceMakerConfig, pacemaker_config, SMALL_SWITCHES
 
 # %% auto #0
 __all__ = ['DEFAULT_DATA', 'DEFAULT_CHAT', 'DEFAULT_METHODS', 'RETRIEVAL_METHODS', 'DEFAULT_LIMIT', 'STRUCTURED_METHODS',
-           'METHODS', 'VOLATILE', 'select_queries', 'build_method', 'split_volatile', 'load_done', 'dataset_sha256',
-           'prompt_hashes', 'model_fingerprint', 'RunMismatchError', 'check_settings', 'chat_name', 'default_run_name',
-           'public_query', 'public_facts', 'public_kb', 'run_experiment', 'add_cli']
+           'METHODS', 'VOLATILE', 'select_queries', 'build_method', 'split_volatile', 'RunFileError', 'load_done',
+           'dataset_sha256', 'prompt_hashes', 'model_fingerprint', 'hipporag_settings', 'RunMismatchError',
+           'check_settings', 'chat_name', 'default_run_name', 'public_query', 'public_facts', 'public_kb', 'RunLocked',
+           'RunLock', 'RunInterrupted', 'run_experiment', 'add_cli']
 
 # %% ../nbs/25_run.ipynb #45bcaae8
 DEFAULT_DATA = "data/mini"
@@ -88,19 +90,24 @@ def split_volatile(obj, # a result row (any JSON value)
     return obj, None
 
 # %% ../nbs/25_run.ipynb #49f61d23
+class RunFileError(UsageError):
+    "A run folder's file is damaged where a resume cannot repair it."
+
 def load_done(path: Path, # a JSONL file written line by line (results or timings)
              ) -> list[dict]:
-    "Rows of a JSONL file; a broken *last* line is removed from the file, a broken line elsewhere is an error."
+    "Rows (JSON objects) of a JSONL file; a broken *last* line is removed from the file, a broken line elsewhere is a `RunFileError`."
     if not path.exists(): return []
     raw = path.read_bytes()
     lines, rows, good = raw.split(b"\n"), [], 0
     for n, l in enumerate(lines):
         if not l.strip(): good += len(l) + 1; continue
-        try: rows.append(json.loads(l)); good += len(l) + 1
-        except ValueError:
-            if any(x.strip() for x in lines[n + 1:]): raise ValueError(f"{path}: line {n + 1} is not valid JSON (and is not the last line)")
-            with open(path, "r+b") as f: f.truncate(min(good, len(raw)))
-            break
+        try: row = json.loads(l)
+        except ValueError: row = None
+        if isinstance(row, dict): rows.append(row); good += len(l) + 1; continue
+        if any(x.strip() for x in lines[n + 1:]):
+            raise RunFileError(f"{path}: line {n + 1} is not a valid JSON object (and is not the last line): repair or delete that line")
+        with open(path, "r+b") as f: f.truncate(min(good, len(raw)))
+        break
     return rows
 
 def _append(f, row: dict):
@@ -133,6 +140,13 @@ def model_fingerprint(m, # a chat model or embedder (None: no model)
     fp = getattr(m, "fingerprint", None)
     return json.loads(json.dumps(fp() if callable(fp) else dict(backend=type(m).__name__, model_id=getattr(m, "model_id", None)), default=str))
 
+def hipporag_settings() -> dict:
+    "What makes HippoRAG 2's rows: its config and the sha256 (first 16 hex) of its prompts (NER, triples, filter)."
+    import pace.hipporag as h
+    prompts = {k: hashlib.sha256(v.encode()).hexdigest()[:16] for k, v in sorted(vars(h).items())
+               if isinstance(v, str) and k.endswith(("_SYSTEM", "_PROMPT"))}
+    return dict(config=h.HippoRAGConfig().model_dump(), prompts=prompts)
+
 # %% ../nbs/25_run.ipynb #e44c9270
 class RunMismatchError(UsageError):
     "A run folder holds a run with other settings."
@@ -145,9 +159,13 @@ def _diff(old, new, path=""):
 def check_settings(run_dir: Path, # the run folder (its run.json, if any, is compared)
                    settings: dict, # the settings of the run about to start
                   ):
-    "Refuse (RunMismatchError) when `run_dir/run.json` was written with other settings."
-    man = Path(run_dir) / "run.json"
-    if not man.exists(): return
+    "Refuse (RunMismatchError) when `run_dir/run.json` was written with other settings, or is missing beside result rows."
+    man, res = Path(run_dir) / "run.json", Path(run_dir) / "results.jsonl"
+    if not man.exists():
+        if res.exists() and res.read_bytes().strip():   # run.json is written before the first row: these rows' settings are unknown
+            raise RunMismatchError(f"{run_dir} holds result rows but no run.json, so the settings that made them are unknown; "
+                                   "they were not reused (move the folder away, or use another --name)")
+        return
     try: old = json.loads(man.read_text()).get("settings", {})
     except ValueError: raise RunMismatchError(f"{man} is not valid JSON: move the folder away or use another --name") from None
     diff = _diff(old, json.loads(json.dumps(settings, default=str)))
@@ -166,9 +184,9 @@ def _embedder(spec, cache):
     return get_embedder(spec, cache=cache)
 
 def _build(what: str, fn, spec, cache):
-    "Build a model; a bad spec or missing key becomes a `UsageError` naming the option."
+    "Build a model; a bad spec, a missing key or a missing model file becomes a `UsageError` naming the option."
     try: return fn(spec, cache)
-    except (ValueError, TypeError, KeyError) as e: raise UsageError(f"--{what} {spec if isinstance(spec, str) else type(spec).__name__}: {e}") from e
+    except (ValueError, TypeError, KeyError, OSError) as e: raise UsageError(f"--{what} {spec if isinstance(spec, str) else type(spec).__name__}: {e}") from e
 
 def chat_name(spec, # a chat model spec or a model object
              ) -> str:
@@ -181,11 +199,19 @@ def chat_name(spec, # a chat model spec or a model object
 def _slug(s: str) -> str: return re.sub(r"[^A-Za-z0-9_.-]+", "-", s).strip("-")[:80]
 
 def default_run_name(dataset, # the dataset folder
-                     chat_id: str, # the chat model's name
-                     limit, # queries per run (0/None: all)
+                     chat_id: str | None, # the chat model's name (None: the run uses no chat model)
+                     n, # the number of queries the run selects (0/None: all of them)
                      retrieval_only: bool = False) -> str:
-    "E.g. 'mini-qwen2.5-0.5b-n6' (or '-all'; '-retrieval' for a retrieval-only run)."
-    return _slug(f"{Path(str(dataset)).name}-{chat_id.split('/')[-1]}-{'n%d' % limit if limit else 'all'}{'-retrieval' if retrieval_only else ''}")
+    "E.g. 'mini-qwen2.5-0.5b-n6' ('-all' for every query; no model part for a run without a chat model; '-retrieval' for a retrieval-only run)."
+    model = [chat_id.split('/')[-1]] if chat_id else []
+    return _slug("-".join([Path(str(dataset)).name, *model, 'n%d' % n if n else 'all']) + ('-retrieval' if retrieval_only else ''))
+
+def _check_name(name: str) -> str:
+    "A run name is one folder name inside --out: not empty, no path separator, no '..'."
+    seps = [c for c in ("/", "\\", os.sep, os.altsep) if c]
+    if not name or not name.strip() or any(c in name for c in seps) or ".." in name or "\0" in name:
+        raise UsageError(f"--name {name!r}: a run name is one folder name inside --out (no '/', no '..')")
+    return name
 
 # %% ../nbs/25_run.ipynb #06fbb589
 def public_query(q, # a `pace.data.Query`
@@ -235,10 +261,18 @@ def _graphrag_config(config):
     from pace.graphrag import GraphRAGConfig
     return _validated(GraphRAGConfig, config, "--graphrag-config")
 
+def _known_method(m: str) -> bool:
+    "A name `pace run` can build: one of `METHODS`, or a sized retriever such as 'hybrid@20'."
+    if m in METHODS: return True
+    try: return method_size(m)[1] is not None
+    except ValueError: return False
+
 def _check_scope(methods, retrieval_only, judge_mode):
     methods = list(methods)
-    bad = [m for m in methods if m not in METHODS]
-    if bad or not methods: raise UsageError(f"unknown or no methods {bad}; choose from {', '.join(METHODS)}")
+    bad = [m for m in methods if not _known_method(m)]
+    if bad or not methods:
+        raise UsageError(f"unknown or no methods {bad}; choose from {', '.join(METHODS)}, or a sized retriever "
+                         f"such as 'hybrid@20' ({', '.join(SIZED)})")
     if retrieval_only:
         no = [m for m in methods if m in ("oracle", "full_kb", "full_kb_dense")]
         if no: raise UsageError(f"{', '.join(no)} retrieve nothing: drop them from --methods in a retrieval-only run")
@@ -252,24 +286,112 @@ def _check_pacemaker_names(methods, cfg):
             try: pacemaker_config(m, cfg)
             except ValueError as e: raise UsageError(f"--methods {m} with --config: {e}") from None
 
+# %% ../nbs/25_run.ipynb #8cd6b13d
+_HOST = socket.gethostname()
+
+class RunLocked(UsageError):
+    "Another run holds the run folder."
+
+def _holder(fd: int) -> dict:
+    "What a lock file says about its holder ({} when empty or unreadable)."
+    try: d = json.loads(os.pread(fd, 65536, 0) or b"{}")
+    except ValueError: return {}
+    return d if isinstance(d, dict) else {}
+
+def _who(h: dict) -> str:
+    return f"pid {h.get('pid', '?')} on {h.get('host', '?')} (since {h.get('since', '?')})" if h else "another run"
+
+# %% ../nbs/25_run.ipynb #74e79e6f
+class RunLock:
+    "One run at a time in a run folder: an exclusive `flock` on `<run>/run.lock`, a file naming the holder (pid, host, start, command)."
+    def __init__(self, run_dir: Path): self.run_dir, self.path, self.fd = Path(run_dir), Path(run_dir) / "run.lock", None
+    def __enter__(self):
+        if self.fd is None: self.acquire()
+        return self
+    def __exit__(self, *exc): self.release()
+
+    def _open_locked(self) -> int:
+        "A descriptor of the lock file, `flock`ed by us; `RunLocked` when a live run holds it."
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                h = _holder(fd); os.close(fd)
+                raise RunLocked(f"{self.run_dir} is in use by {_who(h)}: wait for that run to end, or use another --name") from None
+            try: same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except FileNotFoundError: same = False
+            if same: return fd
+            os.close(fd)   # the holder removed the file as it let go, after we opened it: lock the new one
+
+    def acquire(self) -> dict:
+        "Take the lock or raise `RunLocked`; returns the record a dead holder on this machine left ({} when none)."
+        fd = self._open_locked()
+        old = _holder(fd)
+        if old and old.get("host") != _HOST:
+            os.close(fd)
+            raise RunLocked(f"{self.run_dir} was locked by {_who(old)}, which cannot be checked from {_HOST}: "
+                            f"if no run is going on there, delete {self.path}")
+        me = dict(pid=os.getpid(), host=_HOST, since=time.strftime("%Y-%m-%dT%H:%M:%S"), command=shlex.join(sys.argv))
+        os.ftruncate(fd, 0); os.pwrite(fd, json.dumps(me).encode(), 0); os.fsync(fd)
+        self.fd = fd
+        return old
+
+    def release(self):
+        "Remove the lock file and let go of the lock (nothing when not held)."
+        if self.fd is None: return
+        with contextlib.suppress(FileNotFoundError): os.unlink(self.path)
+        os.close(self.fd); self.fd = None
+
 # %% ../nbs/25_run.ipynb #354f242a
+def _run_folder(out_dir, name: str) -> tuple[Path, Path | None]:
+    "Make the run folder `out_dir/name` and its missing parents: (the folder, the topmost folder made, or None). Mistakes are `UsageError`s."
+    out, run_dir = Path(out_dir), Path(out_dir) / _check_name(name)
+    for p, what in ((out, "--out"), (run_dir, "the run folder")):
+        if p.exists() and not p.is_dir(): raise UsageError(f"{what} {p} is a file, not a folder")
+    top = next((p for p in [*reversed(run_dir.parents), run_dir] if not p.exists()), None)
+    try: run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        if top is not None: shutil.rmtree(top, ignore_errors=True)
+        raise UsageError(f"--out {out}: cannot make the run folder {run_dir}: {e.strerror}") from None
+    return run_dir, top
+
+def _open_cache(cache, run_dir: Path):
+    "The run's cache, opened once for all its models: `<run>/cache.sqlite` by default; False: none. A bad --cache is a `UsageError`."
+    if cache is None: return as_cache(run_dir / "cache.sqlite")
+    try: return as_cache(cache)
+    except (UsageError, OSError) as e: raise UsageError(f"--cache {cache}: {e}") from None
+
+def _warn_dataset(ds):
+    "One line on stderr when a dataset has warnings (e.g. very long facts): how many, the first, and how to see them all."
+    ws = getattr(ds, "warnings", None) or []
+    if ws: print(f"pace run: warning: {ds.path}: {len(ws)} warning(s), the first: {ws[0]} (`pace data check {ds.path}` lists them)", file=sys.stderr)
+
+def _take_lock(run_dir: Path) -> RunLock:
+    "The run folder's `RunLock`, taken (saying so when a dead run's lock file is taken over)."
+    lock = RunLock(run_dir); old = lock.acquire()
+    if old: print(f"pace run: {run_dir} was left locked by {_who(old)}, which has ended; the lock is taken over", file=sys.stderr)
+    return lock
+
 def _open_run(dataset, methods, chat, judge, embedder, out_dir, name, limit, seed, cache, config, judge_mode, judge_max_tokens, retrieval_only,
               graphrag_config=None):
-    "Everything a run needs before its first pair: methods, config, dataset, queries, run folder, models and settings."
+    "Everything a run needs before its first pair: methods, config, dataset, queries, run folder (locked), models and settings."
     from pace import __version__
     from pace.data import load_pace_dataset
     methods = _check_scope(methods or (RETRIEVAL_METHODS if retrieval_only else DEFAULT_METHODS), retrieval_only, judge_mode)
     cfg, gcfg = _config(config), _graphrag_config(graphrag_config)
     _check_pacemaker_names(methods, cfg)
+    if name is not None: _check_name(name)
     ds = load_pace_dataset(dataset)
+    _warn_dataset(ds)
     queries = select_queries(ds.queries, limit, seed)
     t_start = time.perf_counter()
-    run_dir = Path(out_dir) / (name or default_run_name(dataset, chat_name(chat), limit, retrieval_only))
-    created = not run_dir.exists()
+    needs_chat = not (retrieval_only and all(method_size(m)[0] in LLM_FREE for m in methods))
+    n_sel = len(queries) if len(queries) < len(ds.queries) else 0   # 0: every query (e.g. --limit 1000 on 72)
+    run_dir, top = _run_folder(out_dir, name or default_run_name(dataset, chat_name(chat) if needs_chat else None, n_sel, retrieval_only))
+    lock = None
     try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        cache = (run_dir / "cache.sqlite") if cache is None else cache
-        needs_chat = not (retrieval_only and all(m in LLM_FREE for m in methods))
+        lock = _take_lock(run_dir)
+        cache = _open_cache(cache, run_dir)
         cm = _build("chat", _chat, chat, cache) if needs_chat else None
         jm = None if retrieval_only else (cm if judge is None or judge == chat else _build("judge", _chat, judge, cache))
         emb = _build("embedder", _embedder, embedder, cache)
@@ -278,17 +400,30 @@ def _open_run(dataset, methods, chat, judge, embedder, out_dir, name, limit, see
                         judge_mode=None if retrieval_only else judge_mode, judge_is_agent=jm is not None and jm is cm,
                         judge_max_tokens=None if retrieval_only else judge_max_tokens, embedder=model_fingerprint(emb),
                         pacemaker=cfg.model_dump(), small_preset={n: sw.on for n, sw in SMALL_SWITCHES.items()}, seed=seed, retrieval_only=retrieval_only,
-                        graphrag=gcfg.model_dump(exclude_defaults=True) or None)   # only what differs from the defaults: runs made before the option still resume
+                        graphrag=gcfg.model_dump(exclude_defaults=True) or None,
+                        hipporag=hipporag_settings() if "hipporag2" in methods else None)   # only what differs from the defaults: runs made before the option still resume
         check_settings(run_dir, settings)
     except BaseException:
-        if created: shutil.rmtree(run_dir, ignore_errors=True)
+        if lock is not None: lock.release()
+        if top is not None: shutil.rmtree(top, ignore_errors=True)
         raise
-    return SimpleNamespace(methods=methods, cfg=cfg, gcfg=gcfg, ds=ds, queries=queries, t_start=t_start, run_dir=run_dir, cm=cm, jm=jm, emb=emb, settings=settings)
+    return SimpleNamespace(methods=methods, cfg=cfg, gcfg=gcfg, ds=ds, queries=queries, n_dataset=len(ds.queries), t_start=t_start, run_dir=run_dir,
+                           cm=cm, jm=jm, emb=emb, settings=settings, lock=lock)
+
+def _replace_text(p: Path, text: str):
+    "Write `p` through a temporary file beside it, fsync'd, then `os.replace`: a reader (or a kill) sees the old file or the new one, whole."
+    tmp = p.with_name(p.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f: f.write(text); f.flush(); os.fsync(f.fileno())
+    os.replace(tmp, p)
+
+def _manifest(run_dir: Path) -> dict:
+    "The folder's `run.json` ({} when there is none)."
+    man = Path(run_dir) / "run.json"
+    return json.loads(man.read_text()) if man.exists() else {}
 
 def _write_manifest(run_dir: Path, settings: dict, scope: dict, status: str, **extra):
     "Write `run.json` (atomically): the settings, the scope and the status."
-    man = run_dir / "run.json"; tmp = man.with_suffix(".tmp")
-    tmp.write_text(json.dumps(dict(settings=settings, **scope, status=status, **extra), indent=1, default=str) + "\n"); tmp.replace(man)
+    _replace_text(run_dir / "run.json", json.dumps(dict(settings=settings, **scope, status=status, **extra), indent=1, default=str) + "\n")
 
 # %% ../nbs/25_run.ipynb #4de9862f
 def _todo(queries, methods, done: dict, retry_failed: bool) -> list[tuple]:
@@ -390,7 +525,7 @@ def _run_pairs(o, ms: dict, todo: list, res_p: Path, tim_p: Path, judge_mode, ju
     pairs = chain(_batch_pairs(o, ms, batched, judge_mode, judge_max_tokens, retrieval_only, batch),
                   _concurrently(_scoped(one, o.cm, o.jm), [t for t in todo if not alone(t)], workers), map(one, filter(alone, todo)))
     new = retried = 0
-    with open(res_p, "a") as fr, open(tim_p, "a") as ft, tqdm(total=len(todo) + len(batched), desc=f"pace run {o.run_dir.name}", disable=not progress, unit="pair") as bar:
+    with open(res_p, "a", encoding="utf-8") as fr, open(tim_p, "a", encoding="utf-8") as ft, tqdm(total=len(todo) + len(batched), desc=f"pace run {o.run_dir.name}", disable=not progress, unit="pair") as bar:
         for row, tim, again in pairs:
             _append(ft, tim); _append(fr, row)
             new += 1; retried += again; bar.update()
@@ -398,13 +533,12 @@ def _run_pairs(o, ms: dict, todo: list, res_p: Path, tim_p: Path, judge_mode, ju
 
 # %% ../nbs/25_run.ipynb #b3fe1dc4
 def _rewrite_sorted(res_p: Path, tim_p: Path) -> list[dict]:
-    "Rewrite results and timings sorted by (query_id, method), the newest line of each pair kept; the result rows."
+    "Rewrite results and timings (atomically) sorted by (query_id, method), the newest line of each pair kept; the result rows."
     last = {(r["query_id"], r["method"]): r for r in load_done(res_p)}          # the newest line of each pair wins
     rows = [last[k] for k in sorted(last)]
     tims = {(t["query_id"], t["method"]): t for t in load_done(tim_p) if (t["query_id"], t["method"]) in last}
     for p, rs in ((res_p, rows), (tim_p, [tims[k] for k in sorted(tims)])):
-        tmp = p.with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps(x, ensure_ascii=False, sort_keys=True) + "\n" for x in rs)); tmp.replace(p)
+        _replace_text(p, "".join(json.dumps(x, ensure_ascii=False, sort_keys=True) + "\n" for x in rs))
     return rows
 
 # %% ../nbs/25_run.ipynb #11549ee7
@@ -422,21 +556,46 @@ def _fit_concurrency(batch: int, *models):
                   f"it sends {batch} now, so a stage's requests reach the server together", file=sys.stderr)
             m.concurrency, m.chunk_size = batch, max(getattr(m, "chunk_size", 1), batch)
 
+def _scope(o, rows) -> dict:
+    "The folder's scope after this run: methods and query ids of its run.json, of this run and of the rows it holds (it only grows)."
+    old, rows = _manifest(o.run_dir), list(rows)
+    methods = list(dict.fromkeys([*old.get("methods", []), *o.methods, *(r["method"] for r in rows)]))
+    qids = list(dict.fromkeys([*old.get("query_ids", []), *(q.query_id for q in o.queries), *(r["query_id"] for r in rows)]))
+    return dict(methods=methods, query_ids=qids, limit=0 if len(qids) >= o.n_dataset else len(qids))
+
+def _resume(o, res_p: Path, tim_p: Path) -> dict:
+    "The rows the folder holds, {(query_id, method): row}; both files lose a half-written last line (a damaged one elsewhere is an error)."
+    rows = load_done(res_p); load_done(tim_p)
+    return {(r["query_id"], r["method"]): r for r in rows}
+
+class RunInterrupted(KeyboardInterrupt):
+    "Ctrl-C during a run, after its folder was marked `partial`: the same command resumes it."
+    def __init__(self, run_dir: Path, n_rows: int):
+        super().__init__(f"{run_dir}: interrupted with {n_rows} result rows (status partial)")
+        self.run_dir, self.n_rows = Path(run_dir), n_rows
+
+def _mark_stopped(o, scope: dict, res_p: Path, why: str) -> int:
+    "Write `run.json` as `partial`, with why the run stopped; the number of pairs the folder holds."
+    n = len({(r["query_id"], r["method"]) for r in load_done(res_p)})
+    _write_manifest(o.run_dir, o.settings, scope, "partial", n_pairs=n, stopped=why[:300])
+    return n
+
 def _finish_run(o, scope: dict, res_p, tim_p, new: int, retried: int) -> dict:
     "Sort the run's files, write the manifest's final status, the tables and the index costs; return the run's summary."
     rows = _rewrite_sorted(res_p, tim_p)
-    mine = [r for r in rows if r["query_id"] in set(scope["query_ids"]) and r["method"] in o.methods]
-    n_failed = sum(bool(r["failed"]["agent"] or r["failed"]["judge"]) for r in mine)
-    complete = len(mine) == len(o.queries) * len(o.methods)
-    _write_manifest(o.run_dir, o.settings, scope, "complete" if complete else "partial", n_pairs=len(mine), n_pairs_with_failures=n_failed)
-    tabs = write_tables(res_p) if mine else {}
-    if mine: write_index_costs(o.run_dir)   # what building each method's indexes cost (seconds, LLM calls, tokens): pace.index_cost
-    return dict(run_dir=o.run_dir, results=res_p, timings=tim_p, n_rows=len(mine), n_new=new, n_rejudged=retried, n_failed=n_failed,
-                seconds=time.perf_counter() - o.t_start, tables=tabs,
+    pairs = {(q, m) for q in scope["query_ids"] for m in scope["methods"]}
+    held = [r for r in rows if (r["query_id"], r["method"]) in pairs]     # every row: the scope holds the pair of each
+    n_failed = sum(bool(r["failed"]["agent"] or r["failed"]["judge"]) for r in held)
+    status = "complete" if len(held) == len(pairs) else "partial"
+    _write_manifest(o.run_dir, o.settings, scope, status, n_pairs=len(held), n_pairs_with_failures=n_failed)
+    tabs = write_tables(res_p) if held else {}
+    if held: write_index_costs(o.run_dir)   # what building each method's indexes cost (seconds, LLM calls, tokens): pace.index_cost
+    return dict(run_dir=o.run_dir, results=res_p, timings=tim_p, n_rows=len(held), n_scope=len(pairs), status=status, n_new=new,
+                n_rejudged=retried, n_failed=n_failed, seconds=time.perf_counter() - o.t_start, tables=tabs,
                 accounts=dict(chat=o.cm.accounts.by_stage() if o.cm else {}, judge=o.jm.accounts.by_stage() if o.jm is not None and o.jm is not o.cm else None))
 
 # %% ../nbs/25_run.ipynb #caeb334a
-def run_experiment(dataset=DEFAULT_DATA,                 # dataset folder (DESIGN.md s3 format)
+def run_experiment(dataset=DEFAULT_DATA,                 # dataset folder (the format `pace.data` loads)
                    methods=None,                         # method names (see `METHODS`); default DEFAULT_METHODS (RETRIEVAL_METHODS when retrieval_only)
                    chat=DEFAULT_CHAT,                    # agent/answer model spec or object
                    judge=None,                           # judge model spec or object (default: same as `chat`)
@@ -457,22 +616,28 @@ def run_experiment(dataset=DEFAULT_DATA,                 # dataset folder (DESIG
                    graphrag_config: dict | None = None,  # GraphRAG settings (`pace.graphrag.GraphRAGConfig`), e.g. {'extract_max_tokens': 384}
                    progress: bool = True,
                   ) -> dict:
-    "Run `methods` on `dataset`, judge, write `run.json`, `results.jsonl`, `timings.jsonl` and the tables; resumes an existing run."
+    "Run `methods` on `dataset`, judge, write `run.json`, `results.jsonl`, `timings.jsonl` and the tables; resumes (and extends) an existing run."
     from pace.index import IndexStore
     _workers(workers)   # a bad value fails before the run folder exists
     _check_batch(batch)
     o = _open_run(dataset, methods, chat, judge, embedder, out_dir, name, limit, seed, cache, config, judge_mode, judge_max_tokens, retrieval_only,
                   graphrag_config)
-    _fit_concurrency(batch, o.cm, o.jm)
-    scope = dict(methods=o.methods, query_ids=[q.query_id for q in o.queries], limit=limit)
-    _write_manifest(o.run_dir, o.settings, scope, "running")
-    store = IndexStore(o.run_dir / "index", o.emb, knn_k=o.cfg.knn_k)
-    ms = {m: build_method(m, o.cm, store, o.cfg, o.gcfg) for m in o.methods}
-    res_p, tim_p = o.run_dir / "results.jsonl", o.run_dir / "timings.jsonl"
-    done = {(r["query_id"], r["method"]): r for r in load_done(res_p)}; load_done(tim_p)   # both files lose a half-written last line
-    new, retried = _run_pairs(o, ms, _todo(o.queries, o.methods, done, retry_failed), res_p, tim_p, judge_mode, judge_max_tokens,
-                              retrieval_only, max_pairs, progress, _workers(workers, o.cm, o.jm), batch)
-    return _finish_run(o, scope, res_p, tim_p, new, retried)
+    with o.lock:   # held until the tables are written: no other run reads or writes the folder meanwhile
+        _fit_concurrency(batch, o.cm, o.jm)
+        res_p, tim_p = o.run_dir / "results.jsonl", o.run_dir / "timings.jsonl"
+        done = _resume(o, res_p, tim_p)
+        scope = _scope(o, done.values())
+        _write_manifest(o.run_dir, o.settings, scope, "running")
+        try:
+            store = IndexStore(o.run_dir / "index", o.emb, knn_k=o.cfg.knn_k)
+            ms = {m: build_method(m, o.cm, store, o.cfg, o.gcfg) for m in o.methods}
+            new, retried = _run_pairs(o, ms, _todo(o.queries, o.methods, done, retry_failed), res_p, tim_p, judge_mode, judge_max_tokens,
+                                      retrieval_only, max_pairs, progress, _workers(workers, o.cm, o.jm), batch)
+            return _finish_run(o, scope, res_p, tim_p, new, retried)
+        except KeyboardInterrupt:
+            raise RunInterrupted(o.run_dir, _mark_stopped(o, scope, res_p, "interrupted (Ctrl-C)")) from None
+        except BaseException as e:
+            _mark_stopped(o, scope, res_p, f"{type(e).__name__}: {e}"); raise
 
 # %% ../nbs/25_run.ipynb #4b280b95
 def _config_arg(s: str) -> dict:
@@ -505,14 +670,25 @@ def _positive(s: str) -> int:
     return n
 
 # %% ../nbs/25_run.ipynb #111c5e6a
+def _resume_command(a) -> str:
+    "The command that resumes an interrupted run: the one given (`pace.cli.main` records it as `a.argv`)."
+    argv = getattr(a, "argv", None)
+    return shlex.join(["pace", *(sys.argv[1:] if argv is None else argv)])
+
 def _run_cmd(a) -> int:
     methods = [m.strip() for m in a.methods.split(",") if m.strip()] if a.methods is not None else None
     if a.methods is not None and not methods: raise UsageError("--methods is empty")
-    res = run_experiment(a.data, methods, a.chat, a.judge, a.embedder, a.out, a.name, 0 if a.all else a.limit, a.seed, a.cache, a.config,
-                         judge_mode=a.judge_mode, judge_max_tokens=a.judge_max_tokens, retrieval_only=a.retrieval_only,
-                         retry_failed=a.retry_failed, progress=not a.no_progress, workers=a.workers, batch=a.batch,
-                         graphrag_config=a.graphrag_config)
-    print(f"{res['n_rows']} result rows ({res['n_new']} new, {res['n_failed']} with failed calls) in {res['run_dir']} [{res['seconds']:.0f} s]")
+    try:
+        res = run_experiment(a.data, methods, a.chat, a.judge, a.embedder, a.out, a.name, 0 if a.all else a.limit, a.seed, a.cache, a.config,
+                             judge_mode=a.judge_mode, judge_max_tokens=a.judge_max_tokens, retrieval_only=a.retrieval_only,
+                             retry_failed=a.retry_failed, progress=not a.no_progress, workers=a.workers, batch=a.batch,
+                             graphrag_config=a.graphrag_config)
+    except RunInterrupted as e:
+        print(f"pace run: interrupted; {e.n_rows} result rows kept in {e.run_dir} (status partial); resume with: {_resume_command(a)}",
+              file=sys.stderr)
+        return 130
+    rest = f"; {res['n_scope'] - res['n_rows']} of the folder's {res['n_scope']} pairs still to run" if res["n_rows"] < res["n_scope"] else ""
+    print(f"{res['n_rows']} result rows ({res['n_new']} new, {res['n_failed']} with failed calls) in {res['run_dir']} [{res['seconds']:.0f} s]{rest}")
     if res["tables"]: print((res["run_dir"] / "tables.md").read_text())
     return 0
 
@@ -529,7 +705,7 @@ def add_cli(subparsers, # the `pace` parser's sub-parsers
     p.add_argument("--judge-max-tokens", type=_count, default=160, help="completion budget of each judge call")
     p.add_argument("--embedder", default=None, help="embedder spec (default: local int8 ONNX all-MiniLM-L6-v2)")
     p.add_argument("--out", default="results", help="parent folder of the run folder")
-    p.add_argument("--name", default=None, help="run name (default: <dataset>-<model>-n<limit>)")
+    p.add_argument("--name", default=None, help="run name, a folder inside --out (default: <dataset>-<model>-n<queries>, or -all)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--limit", type=_count, default=DEFAULT_LIMIT, help=f"number of queries, stratified by label and type (default {DEFAULT_LIMIT}; 0 = all)")
     g.add_argument("--all", action="store_true", help="every query of the dataset")

@@ -3,7 +3,7 @@
 Each ego world is authored as one JSON file in `data/sources/mini/<instance_id>.json`
 (profile, alters, timeline, 18 cases with gold and distractor facts, general profile facts).
 This script checks the sources against the construction rules and writes the dataset in the
-format of DESIGN.md section 3: facts of all cases are interleaved in a shuffled, fixed order.
+PACE dataset format (`nbs/00_data.ipynb`): facts of all cases are interleaved in a shuffled, fixed order.
 
     python scripts/build_mini.py                 # check every source, then build data/mini
     python scripts/build_mini.py --check FILE    # check one source and report BM25 recall
@@ -20,7 +20,7 @@ OUT = ROOT / "data" / "mini"
 
 TYPES = ("temporal", "personal", "state")
 LABELS = ("conflict", "non_conflict")
-# Words that would leak a verdict into the knowledge base (DESIGN.md s3, issue 3).
+# Words that would leak a verdict into the knowledge base (issue 3).
 FORBIDDEN = ("conflict", "compatible", "feasible", "suitable", "cannot be carried out", "should not")
 ISO_DATE = re.compile(r"\b(\d{4}-\d{2}-\d{2})\b")
 PRONOUN_START = re.compile(r"^(he|she|they|it|his|her|their|its|this|that)\b", re.I)

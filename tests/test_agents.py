@@ -1,5 +1,6 @@
 "Agents: prompts, schemas, validation and fallbacks (no model needed)."
 import json
+import pytest
 from pace.testing import ScriptedChat
 from pace.agents import (plan_conflicts, generate_views, select_evidence, generate_answer, clean_selection,
                          selection_schema, date_hints, planner_messages, answer_messages)
@@ -107,3 +108,112 @@ def test_answer_uses_only_given_facts_and_falls_back_to_empty():
 def test_clean_selection_cuts_to_top_n_and_never_pads():
     assert clean_selection(['c', 'a', 'b'], ['a', 'b', 'c'], 2)[0] == ['c', 'a']
     assert clean_selection(['zz'], ['a', 'b', 'c'], 2) == ([], dict(n_returned=1, invalid_ids=['zz'], n_invalid=1, duplicates=0, n_chosen=0))
+
+
+# --- filter counters: what a model read, what passed without a call, and first-occurrence order
+
+def shown_in(ms):
+    return [l.split(']')[0][1:] for l in ms[1]['content'].splitlines() if l.startswith('[')]
+
+def adds_up(rep):
+    return rep.n_chosen + rep.n_fallback + rep.n_bye + rep.n_padded + rep.n_passed_uncalled == rep.n_final
+
+def test_filter_call_that_never_reached_a_model_leaves_its_chunk_unseen():
+    "A transport error shows nobody the chunk: it counts as unseen (the old report called all 12 shown with the server down)."
+    cands = [(f"m{i:02d}", f"fact {i}") for i in range(12)]
+    got, recs, rep = select_evidence(ScriptedChat({'prehop': RuntimeError('server down')}), Q, "2026-04-14", cands, 4, stage='prehop')
+    assert got == ['m00', 'm01', 'm02', 'm03'] and rep.n_fallback == 4 and rep.n_failed_calls == 1
+    assert (rep.n_shown, rep.n_unseen_dropped) == (0, 8) and adds_up(rep)
+    got, recs, rep = select_evidence(ScriptedChat({'prehop': "no json at all"}), Q, "2026-04-14", cands, 4, stage='prehop')
+    assert (rep.n_shown, rep.n_unseen_dropped, rep.n_fallback) == (12, 0, 4) and adds_up(rep)   # junk: the model did read them
+
+def test_filter_counts_only_chunks_a_model_read_over_several_rounds():
+    "A tournament whose chunks meet a transport error, junk, or a model that picks from the end of what it reads."
+    cands = [(f"d{i:03d}", "a fairly long fact sentence about someone doing something " + str(i)) for i in range(60)]
+    read = set()
+    def model(ms):
+        ids = shown_in(ms)
+        if 'd000' in ids: raise RuntimeError("connection reset")   # no model read this chunk
+        read.update(ids)
+        if 'd030' in ids: return "I would pick the first ones"       # read, but unusable
+        return {'selected_doc_ids': ids[::-1][:3]}
+    got, recs, rep = select_evidence(ScriptedChat({'posthop': model}, context_window=700), Q, "2026-04-14", cands, 3, stage='posthop',
+                                     max_tokens=100)
+    assert rep.rounds >= 2 and rep.n_failed_calls >= 2 and len(got) == 3 and adds_up(rep)
+    assert 0 < len(read) < len(cands) and rep.n_shown == len(read)
+    assert rep.n_unseen_dropped == len({i for i, _ in cands} - read - set(got))
+
+def test_filter_counts_ids_passed_on_without_a_call():
+    "A context too small to select (or max_rounds=0): the first top_n pass uncalled and are counted as such."
+    cands = [(f"d{i:03d}", "word " * 60) for i in range(10)]
+    got, recs, rep = select_evidence(ScriptedChat({}, context_window=300), Q, "2026-04-14", cands, 3, stage='posthop', max_tokens=50)
+    assert got == ['d000', 'd001', 'd002'] and recs == [] and rep.n_passed_uncalled == 3 and rep.n_unseen_dropped == 7 and adds_up(rep)
+    assert (rep.n_chosen, rep.n_fallback, rep.n_bye, rep.n_padded, rep.n_shown) == (0, 0, 0, 0, 0)
+    pick_last = ScriptedChat({'prehop': lambda ms: {'selected_doc_ids': shown_in(ms)[::-1][:3]}})
+    got, recs, rep = select_evidence(pick_last, Q, "2026-04-14", cands, 3, stage='prehop', max_rounds=0)
+    assert got == ['d000', 'd001', 'd002'] and pick_last.log == [] and rep.n_passed_uncalled == 3 and adds_up(rep)
+
+@pytest.mark.parametrize("reply", [RuntimeError("down"), "junk", {'selected_doc_ids': ['m07']}, "last"])
+@pytest.mark.parametrize("window", [300, 700, 8192])
+def test_filter_counters_add_up(reply, window):
+    "chosen + fallback + bye + padded + passed_uncalled == kept, for models that fail, send junk, pick too few or disagree."
+    cands = [(f"m{i:02d}", f"fact number {i} " + "word " * (i % 7)) for i in range(30)]
+    script = {'prehop': (lambda ms: {'selected_doc_ids': shown_in(ms)[::-1][:4]}) if reply == "last" else reply}
+    got, recs, rep = select_evidence(ScriptedChat(script, context_window=window), Q, "2026-04-14", cands, 4, stage='prehop', max_tokens=60)
+    assert adds_up(rep) and rep.n_final == len(got) == 4
+    assert rep.n_shown + rep.n_unseen_dropped <= rep.n_candidates
+
+def test_filter_keeps_first_occurrence_order_with_non_adjacent_duplicates():
+    "a, b, a, c, d is shown as a, b, c, d (the old code showed b, a, c, d), with the first text of 'a'."
+    cands = [("a", "first a"), ("b", "bee"), ("a", "second a"), ("c", "sea"), ("d", "dee")]
+    cm = ScriptedChat({'prehop': lambda ms: {'selected_doc_ids': shown_in(ms)[::-1][:2]}})
+    got, recs, rep = select_evidence(cm, Q, "2026-04-14", cands, 2, stage='prehop')
+    user = cm.log[0]['messages'][1]['content']
+    assert shown_in(cm.log[0]['messages']) == ['a', 'b', 'c', 'd'] and "[a] first a" in user and "second a" not in user
+    assert got == ['d', 'c'] and rep.n_candidates == 4
+    got, recs, rep = select_evidence(ScriptedChat({}), Q, "2026-04-14", cands, 5, stage='prehop')   # no call: kept as given
+    assert got == ['a', 'b', 'c', 'd'] and rep.n_bye == 4 and adds_up(rep)
+
+
+# --- the answer format: a structured decision beside the reply (option); the paper's free text by default
+
+def test_default_answer_prompt_is_the_papers_and_structured_adds_a_schema():
+    "The default request is the free-text prompt recorded by the reference run, with no schema; the structured one asks for JSON."
+    import hashlib
+    from pathlib import Path
+    from typing import get_args
+    from pace.agents import ANSWER_SYSTEM, AnswerWithDecision
+    from pace.judge import DECISIONS
+    ref = json.loads((Path(__file__).parents[1] / "results/reference/mini-qwen2.5-0.5b-n6/run.json").read_text())
+    assert hashlib.sha256(ANSWER_SYSTEM.encode()).hexdigest()[:16] == ref["settings"]["prompts"]["agents.ANSWER_SYSTEM"]
+    facts = ["The Old Duke music room is upstairs.", "Tunde had hip surgery."]
+    free, structured = ScriptedChat({'answer': "No."}), ScriptedChat({'answer': {'decision': 'decline', 'reply': "No."}})
+    generate_answer(free, Q, "2026-04-14", "Maya Okafor", facts)
+    generate_answer(structured, Q, "2026-04-14", "Maya Okafor", facts, answer_format="structured")
+    sent = free.log[0]
+    assert sent['schema'] is None and sent['max_tokens'] == 200
+    assert sent['messages'] == [dict(role='system', content=ANSWER_SYSTEM.format(name="Maya Okafor", date="2026-04-14", weekday="Tuesday",
+                                                                               facts="- The Old Duke music room is upstairs.\n- Tunde had hip surgery.")),
+                                dict(role='user', content=Q)]
+    s = structured.log[0]
+    assert s['schema']['properties']['decision']['enum'] == list(DECISIONS) == list(get_args(AnswerWithDecision.model_fields['decision'].annotation))
+    assert '"decision"' in s['messages'][0]['content'] and "Tunde had hip surgery." in s['messages'][0]['content']
+
+def test_structured_answer_keeps_the_decision_as_stated():
+    "A decision that disagrees with its own reply is stored as given; the reply is what goes on to the judge."
+    cm = ScriptedChat({'answer': {'decision': 'carry_out', 'reply': "I won't book it, Maya. Tunde cannot manage the stairs."}})
+    a, rec = generate_answer(cm, Q, "2026-04-14", "Maya", ["Tunde had hip surgery."], answer_format="structured")
+    assert a == "I won't book it, Maya. Tunde cannot manage the stairs." and rec.ok and rec.fallback is None
+    assert rec.notes['decision'] == 'carry_out' and rec.notes['answer_format'] == 'structured' and rec.notes['n_facts_used'] == 1
+
+@pytest.mark.parametrize("reply, answer, decision, fallback", [
+    ("Sure, I'll book two seats for Friday.", "Sure, I'll book two seats for Friday.", None, "salvaged: the text as the reply, no decision"),
+    ('{"decision": "decline", "reply": "I can\'t book it, Maya: Tunde', "I can't book it, Maya: Tunde", "decline",
+     "salvaged: the reply field of output that does not fit the schema"),
+    ({'decision': 'maybe', 'reply': "Perhaps."}, "Perhaps.", None, "salvaged: the reply field of output that does not fit the schema"),
+    ({'decision': 'decline'}, "", "decline", "empty answer"),
+    (RuntimeError("server down"), "", None, "empty answer"),
+])
+def test_structured_answer_junk_falls_back_visibly(reply, answer, decision, fallback):
+    a, rec = generate_answer(ScriptedChat({'answer': reply}), Q, "2026-04-14", "Maya", [], answer_format="structured")
+    assert (a, rec.notes['decision'], rec.fallback) == (answer, decision, fallback) and not rec.ok and rec.error

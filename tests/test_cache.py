@@ -167,3 +167,27 @@ def test_add_cli_hook_on_a_parent_parser(tmp_path, capsys):
     assert c.get("a") is not None and c.get("b") is None
     with pytest.raises(SystemExit):
         ap.parse_args(["cache", "clear", "--kind", "images"])
+
+
+def test_a_path_that_cannot_be_a_cache_is_refused_and_left_untouched(tmp_path):
+    "Issue 22: --cache a folder or a file that is not SQLite ended in a sqlite3 traceback; another program's database got our table."
+    from pace.cache import CacheFileError
+    (tmp_path / "notes.txt").write_text("hello\n"); (tmp_path / "dir").mkdir()
+    other = sqlite3.connect(tmp_path / "other.db"); other.execute("CREATE TABLE t(x)"); other.commit(); other.close()
+    for p, msg in (("dir", "is a folder"), ("notes.txt", "not a SQLite file"), ("other.db", "of something else"),
+                   ("notes.txt/c.sqlite", "cannot make the folder")):
+        with pytest.raises(CacheFileError, match=msg): Cache(tmp_path / p)
+    assert (tmp_path / "notes.txt").read_text() == "hello\n"
+    assert [r[0] for r in sqlite3.connect(tmp_path / "other.db").execute("SELECT name FROM sqlite_master")] == ["t"]
+    assert Cache(tmp_path / "empty.sqlite").stats()["entries"] == 0      # a new file is a new cache
+
+
+def test_import_checks_every_line_before_adding_any(tmp_path):
+    from pace.cache import export_cache, import_cache, CacheImportError
+    req = {"fingerprint": {"backend": "x", "model_id": "m"}, "text": "t"}
+    src = Cache(tmp_path / "src.sqlite"); src.put(Entry(key=request_key("embed", req), kind="embed", model="m", stage="s", request=req, response=[1]))
+    export_cache(src, tmp_path / "e.jsonl")
+    with open(tmp_path / "e.jsonl", "a") as f: f.write('{"key": "k2", "kind": \n')
+    dst = Cache(tmp_path / "dst.sqlite")
+    with pytest.raises(CacheImportError, match=r"e\.jsonl:2: invalid JSON"): import_cache(dst, tmp_path / "e.jsonl")
+    assert dst.stats()["entries"] == 0                                  # the good first line was not added either

@@ -201,3 +201,34 @@ def test_cli_check(ds, capsys):
     edit(ds / "queries.jsonl", 1, label="maybe")
     assert cli_main(["data", "check", str(ds)]) == 1
     assert "queries.jsonl:1: field 'label'" in capsys.readouterr().out
+
+
+def test_a_byte_that_is_not_utf8_is_one_problem_at_its_line(ds):
+    "Issue 22: one bad byte made the whole KB file unreadable: 'empty knowledge base' and a gold-id error per citing query."
+    kb = ds / "kb" / "ego-a.jsonl"
+    kb.write_bytes(kb.read_bytes().replace(b"Jonas", b"J\xffnas", 1))     # line 1: fact a1, gold evidence of q1
+    found, err = problems(ds)
+    assert found == [("kb/ego-a.jsonl", 1, None)]
+    assert "kb/ego-a.jsonl:1: not UTF-8 text: byte 0xff at column 28" in str(err)
+
+
+def test_a_bad_byte_on_an_instance_line_orphans_neither_its_kb_nor_its_queries(ds):
+    inst = ds / "instances.jsonl"
+    inst.write_bytes(inst.read_bytes().replace(b'"Lena', b'"L\xe9na', 1))
+    found, err = problems(ds)
+    assert found == [("instances.jsonl", 1, None)] and "byte 0xe9" in str(err)
+
+
+def test_a_whole_kb_of_bad_lines_is_not_also_empty(ds):
+    kb = ds / "kb" / "ego-b.jsonl"
+    kb.write_bytes(b"".join(b"\xff" + l + b"\n" for l in kb.read_bytes().splitlines()))
+    found, _ = problems(ds)
+    assert found and all(f == ("kb/ego-b.jsonl", n, None) for f, n in zip(found, range(1, 100)))   # one per line, nothing else
+
+
+def test_a_very_long_fact_is_a_warning_not_a_problem(ds, capsys):
+    from pace.data import MAX_FACT_CHARS
+    edit(ds / "kb" / "ego-a.jsonl", 2, text="x" * (MAX_FACT_CHARS + 1))
+    assert [(w.file, w.line, w.field) for w in load_pace_dataset(ds).warnings] == [("kb/ego-a.jsonl", 2, "text")]
+    assert cli_main(["data", "check", str(ds)]) == 0
+    assert f"warning: kb/ego-a.jsonl:2: field 'text': {MAX_FACT_CHARS + 1} characters" in capsys.readouterr().out

@@ -158,3 +158,12 @@ def test_sentence_transformers_directory_agrees_with_onnx(minilm, monkeypatch):
     assert hf.st is None and hf.dim == 384
     cos = (hf.embed(texts) * ref).sum(1)
     assert (cos > 0.99).all(), cos
+
+
+def test_a_size_below_one_is_refused_when_the_embedder_is_made():
+    "Issue 22: {'backend': 'hash', 'dim': 0} was built, then failed with ZeroDivisionError inside the run (leaving it at 'running')."
+    with pytest.raises(ValueError, match="dim must be a whole number >= 1, got 0"): get_embedder({"backend": "hash", "dim": 0}, cache=False)
+    with pytest.raises(ValueError, match="batch_size must be"): HashEmbedder(batch_size=0, cache=False)
+    pytest.importorskip("onnxruntime")
+    with pytest.raises(FileNotFoundError, match="no file nosuchmodel/model.onnx: onnx:<model> takes all-MiniLM-L6-v2 or a folder"):
+        get_embedder("onnx:nosuchmodel", cache=False)

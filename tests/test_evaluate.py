@@ -121,3 +121,104 @@ def test_write_tables(tmp_path):
     assert tabs['cost_per_query'].loc['dense', 'seconds'] == 3.0
     md = (tmp_path / 'tables.md').read_text()
     assert '| pacemaker' in md and 'WARNING' in md and 'n=' in md
+
+
+# --- evidence size: what each method hands the answerer, side by side
+
+def sized(m, n, verdict=None, q='q1'):
+    ids = [f'x{i}' for i in range(n)]
+    return row(q, m, 'conflict', 'temporal', ['a', 'b'], ['a'] + ids[1:], verdict or V('PASS', True))
+
+def test_evidence_size_in_table2_and_the_funnel_with_a_warning_when_unequal():
+    rows = [sized('hybrid', 10), sized('pacemaker-small', 15), sized('hybrid', 10, q='q2'), sized('pacemaker-small', 15, q='q2'),
+            row('q1', 'oracle', 'conflict', 'temporal', ['a', 'b'], ['a', 'b'], V('PASS', True), ranked=False)]
+    df = results_frame(rows)
+    t2, ft = table2(df), funnel_table(df)
+    assert (t2.loc['hybrid', 'evidence'], t2.loc['pacemaker-small', 'evidence'], t2.loc['oracle', 'evidence']) == (10, 15, 2)
+    assert ft.loc['pacemaker-small', 'evidence'] == 15 and list(t2.columns[:2]) == ['n', 'evidence']
+    from pace.evaluate import header, evidence_warning
+    w = evidence_warning(df)
+    assert w.startswith("WARNING") and "10: hybrid; 15: pacemaker-small" in w and "add hybrid@15" in w and w in header(None, df)
+    df2 = results_frame(rows + [sized('hybrid@15', 15), sized('hybrid@15', 15, q='q2')])
+    assert list(table2(df2).index) == ['oracle', 'hybrid', 'hybrid@15', 'pacemaker-small']
+    assert "15: hybrid@15, pacemaker-small" in evidence_warning(df2) and "add" not in evidence_warning(df2)
+    assert evidence_warning(results_frame([r for r in rows if r['method'] != 'hybrid'])) is None   # Oracle differs by design
+    md = to_markdown(t2)
+    assert 'evidence' in md.splitlines()[0]
+
+def test_write_tables_put_the_evidence_warning_in_the_headers(tmp_path):
+    rows = [sized('hybrid', 10), sized('pacemaker-small', 15)]
+    p = tmp_path / 'results.jsonl'
+    p.write_text(''.join(json.dumps(r) + '\n' for r in rows))
+    write_tables(p)
+    for f in ('tables.md', 'table2.md', 'funnel.md'):
+        assert "different numbers of facts (mean, by size: 10: hybrid; 15: pacemaker-small)" in (tmp_path / f).read_text(), f
+
+
+# --- decision accuracy from the answer's own decision field
+
+def structured(r, decision):
+    calls = [dict(stage='answer', ok=True, fallback=None, notes=dict(n_facts=2, n_facts_used=2, answer_format='structured', decision=decision))]
+    return r | dict(trace=dict(calls=calls, selection={}))
+
+def test_decision_accuracy_comes_from_the_decision_field_when_the_answer_has_one():
+    "The judge read 'decline' (right) from q1 and 'carry_out' (wrong) from q2; the answers stated the opposite, and q4 stated none."
+    rows = [structured(ROWS[0], 'carry_out'), structured(ROWS[1], 'decline'), structured(ROWS[3], None), ROWS[2]]
+    df = results_frame(rows)
+    d = df.set_index('query_id')
+    assert list(d.loc[['q1', 'q2', 'q4', 'q3'], 'decision_correct']) == [0.0, 1.0, 0.0, 1.0]
+    assert list(d.loc[['q1', 'q2', 'q4', 'q3'], 'decision_source']) == ['answer', 'answer', 'answer', 'judge']
+    assert list(d.loc[['q1', 'q2'], 'judge_decision_correct']) == [1.0, 0.0]        # the judge's reading is kept beside it
+    t = table2(df)
+    assert t.loc['dense', 'decision_acc'] == 50.0 and t.loc['dense', 'decision_from'] == 'answer field + judge'
+    assert t.loc['dense', 'pass'] == 50.0                                            # PASS still comes from the judge
+    note = [l for l in warnings(df) if l.startswith("NOTE: dense: decision accuracy is from the answers' decision field")]
+    assert note == ["NOTE: dense: decision accuracy is from the answers' decision field; the judge read the same decision from the reply in 0 of 3 pairs."]
+    assert table2(results_frame(ROWS)).loc['dense', 'decision_from'] == 'judge'
+    assert 'decision from' in to_markdown(t).splitlines()[0]
+
+
+# --- rows written before these columns existed still read
+
+def test_reference_run_rows_still_read(tmp_path):
+    from pathlib import Path
+    from pace.evaluate import read_jsonl, evidence_warning
+    rows = read_jsonl(Path(__file__).parents[1] / "results/reference/mini-qwen2.5-0.5b-n6/results.jsonl")
+    df = results_frame(rows)
+    t = table2(df)
+    assert all(t.loc[m, 'evidence'] == 10 for m in ('bm25', 'dense', 'hybrid', 'pacemaker')) and evidence_warning(df) is None
+    assert set(t.decision_from) == {'judge'}
+    fl = failures(rows)
+    assert fl.loc[('pacemaker', 'prehop'), 'chosen_per_query'] >= 0 and np.isnan(fl.loc[('pacemaker', 'prehop'), 'passed_uncalled_per_query'])
+    new = dict(rows[0]) | dict(method='pacemaker-new', trace=dict(calls=[dict(stage='posthop', ok=True, fallback=None)],
+                                                                  selection=dict(posthop=dict(n_chosen=2, n_passed_uncalled=8))))
+    fl2 = failures(rows + [new])   # old and new rows in one table: the old ones read n/a, the new ones their count
+    assert fl2.loc[('pacemaker-new', 'posthop'), 'passed_uncalled_per_query'] == 8
+    assert np.isnan(fl2.loc[('pacemaker', 'posthop'), 'passed_uncalled_per_query'])
+    write_tables(Path(__file__).parents[1] / "results/reference/mini-qwen2.5-0.5b-n6/results.jsonl", out_dir=tmp_path)
+    assert '| evidence' in (tmp_path / 'table2.md').read_text() and 'different numbers of facts' not in (tmp_path / 'tables.md').read_text()
+
+
+def test_structured_decisions_and_equal_sizes_through_pace_run(tmp_path):
+    "End to end: `pace run` with answer_format=structured and hybrid@15 beside pacemaker-small; run.py as it is."
+    from statistics import mean
+    from pace.llm import FakeChat
+    from pace.testing import schema_reply
+    from pace.run import run_experiment
+    from pace.evaluate import read_jsonl
+    def respond(msgs, schema):
+        if "reply" in (schema or {}).get("properties", {}):   # the structured answer states carry_out, whatever its reply says
+            return json.dumps({"decision": "carry_out", "reply": "I won't do that: it clashes with your evening."})
+        return schema_reply(msgs, schema)                       # the judge reads every reply as declining
+    res = run_experiment(dataset="tests/fixtures/tiny", methods=["hybrid", "hybrid@15", "pacemaker-small"], chat=FakeChat(respond, cache=False),
+                         embedder="hash:hash", out_dir=tmp_path, name="s", limit=0, cache=False, progress=False,
+                         config=dict(answer_format="structured"))
+    rows, t2 = read_jsonl(res["results"]), res["tables"]["table2"]
+    right = 100 * mean(r["label"] == "non_conflict" for r in rows if r["method"] == "hybrid")   # carry_out is right for these
+    assert all(r["answer"] == "I won't do that: it clashes with your evening." for r in rows)
+    assert set(t2.decision_from) == {"answer field"} and all(t2.decision_acc == right)
+    assert (t2.loc["hybrid", "evidence"], t2.loc["hybrid@15", "evidence"], t2.loc["pacemaker-small", "evidence"]) == (10, 15, 15)
+    md = (res["run_dir"] / "tables.md").read_text()
+    assert "by size: 10: hybrid; 15: hybrid@15, pacemaker-small)" in md and "add hybrid@" not in md
+    assert "NOTE: hybrid@15: decision accuracy is from the answers' decision field; the judge read the same decision" in md
+    assert json.loads((res["run_dir"] / "run.json").read_text())["settings"]["pacemaker"]["answer_format"] == "structured"

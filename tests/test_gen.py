@@ -7,8 +7,8 @@ from pace.data import load_pace_dataset
 from pace.embed import get_embedder
 from pace.gen_base import GenConfig, STAGES
 from pace.gen_cases import recompute
-from pace.gen_validate import case_problems, verify_dataset, data_verify
-from pace.generate import GenerationError, generate_dataset, toy_chat, toy_reply
+from pace.gen_validate import case_problems, verify_dataset, data_verify, request_time_problems
+from pace.generate import GenerationError, drop_failing_cases, generate_dataset, rebuild_outputs, toy_chat, toy_reply
 from pace.run import RunMismatchError
 
 CFG = GenConfig(cases_per_cell=1, facts=120, distractors_per_case=4, everyday_per_call=10)
@@ -52,7 +52,7 @@ def test_scripted_generation_passes_the_strict_loader_and_verify(tmp_path):
     assert rep["projection"]["total"]["calls"] > 0
     v = verify_dataset(tmp_path / "ds")
     assert v["errors"] == 0, [f for q in v["queries"] for f in q["findings"]]
-    assert v["coverage"] == {"request leak: hidden_terms": 12, "temporal arithmetic: structured": 4}
+    assert v["coverage"] == {"request leak: hidden_terms": 12, "temporal arithmetic: structured": 4, "request times: structured chain": 4}
 
 def test_a_finished_folder_reruns_with_zero_model_calls(tmp_path):
     gen(tmp_path / "ds", cache=tmp_path / "c.sqlite")
@@ -157,7 +157,7 @@ def test_bad_cases_are_rewritten_with_their_problems_or_dropped(tmp_path):
         if t == "TemporalCase":
             d = json.loads(r)
             if "Label: conflict" in u: d["request"] = re.sub(r"on \w+day", "on Someday", d["request"]).replace("Someday", "Monday" if "Monday" not in d["request"] else "Tuesday")
-            else: d["arithmetic"]["deadline"] = "18:10"             # the numbers now say conflict
+            else: d["arithmetic"]["deadline"] = "18:10"             # the numbers now say conflict, and the request's 18:40 class is not the chain's
             return json.dumps(d)
         if t == "CaseDraft" and "Situation type: personal" in u and "Label: conflict" in u:
             d = json.loads(r); d["request"] = d["request"].replace("Book a table", "Given the peanut allergy, book a table"); return json.dumps(d)
@@ -167,7 +167,8 @@ def test_bad_cases_are_rewritten_with_their_problems_or_dropped(tmp_path):
     res, _ = gen(tmp_path / "ds", flawed, personas="1")
     v = res["report"]["validation"]
     # the wrong weekday is repaired before the checks (no rewrite); the other flaws are rewritten with their problems
-    assert v["rewrite_reasons"] == {"arithmetic_label": 1, "arithmetic_not_in_context": 1, "request_leak": 1, "verdict_word_in_context": 1}
+    assert v["rewrite_reasons"] == {"arithmetic_label": 1, "arithmetic_not_in_context": 1, "request_leak": 1, "request_time_mismatch": 1,
+                                    "verdict_word_in_context": 1}
     assert v["actions"] == {"keep": 3, "rewritten": 3} and len(prompts) == 3 and v["repaired"] == {"weekday": 1}
     fixes = prompts
     assert not any("next to" in p for p in fixes)
@@ -228,7 +229,8 @@ def codes(case, label="conflict", t="temporal"): return [c for c, _ in case_prob
     (dict(judgment="Nothing happens on 2026-02-30."), "conflict", "date_invalid_or_outside"),
     (dict(date="2026-03-01"), "conflict", "date_before_request"),
     ({}, "non_conflict", "arithmetic_label"),
-    (dict(arithmetic=dict(GOOD["arithmetic"], deadline="18:30"), context=GOOD["context"].replace("18:15", "18:30")), "conflict", "arithmetic_label"),
+    (dict(arithmetic=dict(GOOD["arithmetic"], deadline="18:30"), context=GOOD["context"].replace("18:15", "18:30"),
+          request=GOOD["request"].replace("18:15", "18:30")), "conflict", "arithmetic_label"),
     (dict(context=GOOD["context"].replace("25 minutes", "a short while")), "conflict", "arithmetic_not_in_context"),
     (dict(request="Book the 18:15 yoga class on 2026-03-12 after my workshop."), "conflict", "request_leak"),
     (dict(request="Book the 18:15 yoga class on 2026-03-12, even though it is tight."), "conflict", "request_leak"),
@@ -302,6 +304,7 @@ def test_verify_on_the_bundled_mini_set(capsys):
     out = capsys.readouterr().out
     assert rc == 0 and "0 errors" in out                       # hand-checked arithmetic, dates and weekdays hold
     assert "temporal arithmetic: text: 19 queries" in out and "temporal arithmetic: unchecked: 5 queries" in out
+    assert "request times: text chain: 24 queries" in out and "request_time_mismatch" not in out   # requests at 6:30 pm, 10 am, a class's start
 
 
 def test_rewrite_rounds_never_resend_the_same_request(tmp_path):
@@ -502,3 +505,153 @@ def test_a_code_timed_reply_naming_the_wrong_number_of_steps_is_dropped_and_coun
     v = res["report"]["validation"]
     assert v["dropped"] == {"malformed_output": 1} and v["actions"] == {"keep": 5, "drop": 1}
     assert {q.meta["case_id"] for q in load_pace_dataset(tmp_path / "ds").queries} == {"T-N1", "P-C1", "P-N1", "S-C1", "S-N1"}
+
+# ---------------------------------------------------------------- the request's times against the chain (issue 22)
+
+SAMPLE = Path(__file__).parent.parent / "data" / "generated-sample"
+P01 = dict(window_start="2026-09-26", ref_date="2026-10-10", window_end="2026-11-21")
+P02 = dict(window_start="2026-08-17", ref_date="2026-08-31", window_end="2026-10-12")
+
+def chain(start, start_what, steps, deadline, deadline_what):
+    return dict(start=start, start_what=start_what, steps=[dict(what=w, minutes=m) for w, m in steps], deadline=deadline, deadline_what=deadline_what)
+
+# data/generated-sample as generated: two code-timed cases whose request names a time the chain does not have, and one that is right
+OLUF_N1 = dict(date="2026-10-13", people=["Oluf Olusola"], places=["St Mark's (church)", "city centre (location)", "park (location)"],
+               hidden_reason="physiotherapy ends at 17:00", hidden_terms=["physiotherapy"],
+               arithmetic=chain("16:35", "Oluf's physiotherapy session ends", [("bus from city centre to park", 45), ("changing at the park", 60)],
+                                "18:30", "the swimming lesson starts"),
+               context="Oluf Olusola has a physiotherapy session at St Mark's on 2026-10-13. The city centre is a place where Oluf takes the bus; the park is a "
+                       "place where Oluf goes for a walk. Oluf's physiotherapy session ends at 16:35. Bus from city centre to park takes 45 minutes. "
+                       "Changing at the park takes 60 minutes. The swimming lesson starts at 18:30.",
+               request="Sign me up for the 18:00 adult swimming lesson at the park on Tuesday 2026-10-13.",
+               judgment="Oluf's physiotherapy session ends at 16:35 and the 2 steps after it take 105 minutes, so they end at 18:20, no later than 18:30, "
+                        "when the swimming lesson starts.")
+OLUF_C1 = dict(date="2026-10-10", people=["Oluf Olusola"], places=["St Mark's (church)"], hidden_reason="choir rehearsal ends at 18:30", hidden_terms=["choir"],
+               arithmetic=chain("16:40", "choir rehearsal ends", [("showering and changing", 60), ("bus to St Mark's", 45), ("walk to the stands", 15)],
+                                "18:30", "the final kicks off"),
+               context="Oluf Olusola works the early choir rehearsal at St Mark's on 2026-10-10. The under-12 football final is played at St Mark's that "
+                       "morning. Choir rehearsal ends at 16:40. Showering and changing takes 60 minutes. Bus to St Mark's takes 45 minutes. Walk to the "
+                       "stands takes 15 minutes. The final kicks off at 18:30.",
+               request="Get me a seat for the 07:00 under-12 football final at St Mark's on Saturday 2026-10-10.",
+               judgment="Choir rehearsal ends at 16:40 and the 3 steps after it take 120 minutes, so they end at 18:40, after 18:30, when the final kicks off.")
+MARIA_C1 = dict(date="2026-08-31", people=["Maria Santos"], places=["St Mark's (Church)"], hidden_reason="choir rehearsal ends at 18:30", hidden_terms=["choir"],
+                arithmetic=chain("17:55", "Maria's choir rehearsal ends", [("showering and changing", 10), ("bus to St Mark's", 45)], "18:30", "the final kicks off"),
+                context="Maria Santos works the early choir rehearsal at St Mark's on 2026-08-31. The under-12 football final is played at St Mark's that "
+                        "morning. Maria's choir rehearsal ends at 17:55. Showering and changing takes 10 minutes. Bus to St Mark's takes 45 minutes. The final "
+                        "kicks off at 18:30.",
+                request="Get me a seat for the 18:30 under-12 football final at St Mark's on Monday 2026-08-31.",
+                judgment="Maria's choir rehearsal ends at 17:55 and the 2 steps after it take 55 minutes, so they end at 18:50, after 18:30, when the final kicks off.")
+
+@pytest.mark.parametrize("case,label,ref,said", [(OLUF_N1, "non_conflict", "2026-10-13", "'18:00'"), (OLUF_C1, "conflict", "2026-10-10", "'07:00'")])
+def test_a_sample_request_at_a_time_the_chain_lacks_is_a_problem(case, label, ref, said):
+    probs = case_problems(case, "temporal", label, ref, P01)
+    assert [c for c, _ in probs] == ["request_time_mismatch"]                  # every other check passed these cases
+    msg = probs[0][1]
+    assert said in msg and "18:30 the " in msg and msg == request_time_problems(case["request"], case["arithmetic"], case["context"])[0]
+
+def test_a_request_at_the_chains_deadline_passes():
+    assert case_problems(MARIA_C1, "temporal", "conflict", "2026-08-31", P02) == []
+    assert request_time_problems(MARIA_C1["request"], MARIA_C1["arithmetic"]) == []
+
+@pytest.mark.parametrize("request_,ok", [
+    ("Book me the 18:15 yoga class at Casa Prana on Thursday 2026-03-12.", True),     # the deadline
+    ("Book me the 6:15 pm yoga class at Casa Prana on Thursday 2026-03-12.", True),   # the same in 12-hour form
+    ("Book me the 6:15 PM yoga class at Casa Prana on Thursday 2026-03-12.", True),
+    ("Book me the 6:15 yoga class at Casa Prana on Thursday 2026-03-12.", True),      # no am/pm, no leading zero: either half of the day
+    ("Book me a taxi at 6 pm to Casa Prana on Thursday 2026-03-12.", True),           # the chain's start: the time to leave
+    ("Book me the yoga class at Casa Prana on Thursday 2026-03-12.", True),           # no time at all
+    ("Book me the 06:15 yoga class at Casa Prana on Thursday 2026-03-12.", False),    # a leading zero is the morning
+    ("Book me the 6:15 am yoga class at Casa Prana on Thursday 2026-03-12.", False),
+    ("Book me the 18:45 yoga class at Casa Prana on Thursday 2026-03-12.", False),
+    ("Book me the 6:45 pm yoga class at Casa Prana on Thursday 2026-03-12.", False),
+    ("Book me the 18:25 yoga class at Casa Prana on Thursday 2026-03-12.", False),    # a time of the chain (its end), but not the class's
+])
+def test_request_times_in_12_and_24_hour_forms(request_, ok):
+    assert codes({**GOOD, "request": request_}) == ([] if ok else ["request_time_mismatch"])
+
+def test_generation_rewrites_a_request_at_another_time_or_drops_it_and_counts_it(tmp_path):
+    prompts, rewrites = [], []
+    def off_time(ms, js):   # the conflict case's first draft, and every draft of the non-conflict case, ask for 03:07
+        r, u = toy_reply(ms, js), ms[-1]["content"]
+        if schema_title(js) != "FixedTemporalCase": return r
+        if "Previous version" in u: rewrites.append(u)
+        else: prompts.append(u)
+        if "Label: non_conflict" in u or "Previous version" not in u:
+            d = json.loads(r); d["request"] = re.sub(r"\d\d:\d\d", "03:07", d["request"]); return json.dumps(d)
+        return r
+    res, _ = gen(tmp_path / "ds", off_time, personas="1", cfg=CODE_CFG)
+    v = res["report"]["validation"]
+    assert v["rewrite_reasons"] == {"request_time_mismatch": 3} and v["dropped"] == {"request_time_mismatch": 1}
+    assert v["actions"] == {"keep": 4, "rewritten": 1, "drop": 1} and v["after_generation"] == []
+    plan = planned_chains(tmp_path / "ds")
+    assert len(prompts) == 2 and all(f"If the request names a time, it is {plan[('gen-p01', c)]['deadline']}" in u for u, c in zip(prompts, ["T-C1", "T-N1"]))
+    assert len(rewrites) == 3 and all("the request says '03:07'" in u.split("Problems:")[1] for u in rewrites)
+    assert "request_time_mismatch 1" in (tmp_path / "ds" / "README.md").read_text() and "request_time_mismatch 1" in (tmp_path / "ds" / "report.md").read_text()
+    ds = load_pace_dataset(tmp_path / "ds")
+    assert {q.meta["case_id"] for q in ds.queries} == {"T-C1", "P-C1", "P-N1", "S-C1", "S-N1"} and verify_dataset(tmp_path / "ds")["errors"] == 0
+
+def test_verify_reports_a_request_at_a_time_the_chain_lacks(tmp_path, capsys):
+    gen(tmp_path / "ds", personas="1", cfg=CODE_CFG)
+    qp = tmp_path / "ds" / "queries.jsonl"
+    rows = [json.loads(l) for l in qp.read_text().splitlines()]
+    t = next(r for r in rows if r["meta"]["case_id"] == "T-N1")
+    t["query"] = re.sub(r"\d\d:\d\d", "07:00", t["query"])
+    qp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rep = verify_dataset(tmp_path / "ds")
+    found = [(q["query_id"], f["check"]) for q in rep["queries"] for f in q["findings"] if f["severity"] == "error"]
+    assert found == [("gen-p01-T-N1", "request_time_mismatch")] and rep["coverage"]["request times: structured chain"] == 2
+    assert data_verify(str(tmp_path / "ds")) == 1
+    out = capsys.readouterr().out
+    assert "| error: request_time_mismatch | 1 |" in out and "the request says '07:00'" in out
+
+def first_lines(root):
+    "Cut a generation folder's stage files back to their first line per instance (what generation wrote, before any later drop)."
+    for f in (Path(root) / "stages").glob("*.jsonl"):
+        if f.name == "accounts.jsonl": continue
+        seen, keep = set(), []
+        for l in f.read_text().splitlines():
+            iid = json.loads(l)["instance_id"]
+            if iid not in seen: seen.add(iid); keep.append(l)
+        f.write_text("".join(l + "\n" for l in keep))
+
+def test_the_sample_as_generated_fails_verify_on_both_cases_and_the_committed_drop_reproduces(tmp_path):
+    old = tmp_path / "generated-sample"
+    shutil.copytree(SAMPLE, old)
+    first_lines(old)
+    rebuild_outputs(old)                                                       # the folder as `pace generate` left it
+    rep = verify_dataset(old)
+    errs = sorted((q["query_id"], f["check"]) for q in rep["queries"] for f in q["findings"] if f["severity"] == "error")
+    assert errs == [("gen-p01-T-C1", "request_time_mismatch"), ("gen-p01-T-N1", "request_time_mismatch")] and rep["n_queries"] == 14
+    assert data_verify(str(old)) == 1
+    assert list(drop_failing_cases(old)) == ["gen-p01-T-C1", "gen-p01-T-N1"]
+    assert verify_dataset(old)["errors"] == 0
+    for name in ["instances.jsonl", "queries.jsonl", "report.json", "report.md", "generate.json", *[f"kb/{p.name}" for p in (SAMPLE / "kb").glob("*.jsonl")],
+                 *[f"stages/{p.name}" for p in (SAMPLE / "stages").glob("*.jsonl")]]:
+        assert (old / name).read_bytes() == (SAMPLE / name).read_bytes(), name
+    assert (old / "README.md").read_text().replace(str(old), "data/generated-sample") == (SAMPLE / "README.md").read_text()
+
+def test_dropped_cases_leave_their_facts_and_a_resume_writes_the_same_folder(tmp_path):
+    out, cache = tmp_path / "ds", tmp_path / "c.sqlite"
+    gen(out, personas="1", cfg=CODE_CFG, cache=cache)
+    before = load_pace_dataset(out)
+    gold_texts = lambda ds: {q.query_id: [ds.fact(q.instance_id, d).text for d in q.gold_doc_ids] for q in ds.queries}
+    p4 = out / "stages" / "4_validate.jsonl"
+    row = json.loads(p4.read_text().splitlines()[-1])
+    t = next(c for c in row["kept"] if c["case_id"] == "T-C1")
+    t["draft"]["request"] = re.sub(r"\d\d:\d\d", "07:00", t["draft"]["request"])   # as a folder made before the check would hold it
+    with open(p4, "a") as f: f.write(json.dumps(row) + "\n")
+    rebuild_outputs(out)
+    msg = request_time_problems(t["draft"]["request"], t["draft"]["arithmetic"], t["draft"]["context"])[0]
+    assert drop_failing_cases(out) == {"gen-p01-T-C1": ("request_time_mismatch", msg)}
+    after = load_pace_dataset(out)
+    assert verify_dataset(out)["errors"] == 0 and [q.query_id for q in after.queries] == [q.query_id for q in before.queries if q.query_id != "gen-p01-T-C1"]
+    old_gold = gold_texts(before)
+    assert gold_texts(after) == {k: v for k, v in old_gold.items() if k != "gen-p01-T-C1"}           # the other cases keep their gold facts
+    texts = lambda ds, keep: sorted(f.text for f in ds.kb["gen-p01"] if keep(f))
+    assert texts(after, lambda f: "T-C1" in f.meta["cases"]) == []
+    assert texts(after, lambda f: True) == texts(before, lambda f: set(f.meta["cases"]) != {"T-C1"})  # only its own facts went
+    v = json.loads((out / "report.json").read_text())["validation"]
+    assert v["dropped"] == {"request_time_mismatch": 1} and v["after_generation"][0]["query_id"] == "gen-p01-T-C1"
+    files = dataset_files(out)
+    res, cm = gen(out, personas="1", cfg=CODE_CFG, cache=cache)               # a resume replays the stage files
+    assert cm.n_calls == 0 and dataset_files(out) == files

@@ -1,10 +1,12 @@
 """HippoRAG 2 (pace.hipporag): graph construction on hand-built triples, PPR against independent computations, the recognition filter
-and its dense fallback, resumable extraction, the official OpenIE format, the index store and its cost."""
-import hashlib, json
+(the official DSPyFilter's five kept triples and nearest-candidate mapping) and its dense fallback, resumable extraction, the official
+OpenIE format, the index store and its cost."""
+import difflib, hashlib, json
 import numpy as np
 import pytest
 from types import SimpleNamespace as NS
 from pace.llm import FakeChat
+from pace.testing import ScriptedChat
 from pace.embed import HashEmbedder
 from pace.hipporag import (HippoGraph, HippoRAG2, HippoRAGConfig, personalized_pagerank, link_facts, recognition_filter, graph_ranking,
                            dense_ranking, extract_openie, read_openie, to_official_openie, from_official_openie, text_processing, _embed)
@@ -98,8 +100,7 @@ def test_filter_changes_the_ranking(g):
     assert ranking[0][0] == "c" and dense_ranking(g, q)[0][0] == "b"
     assert set(det["seed_phrases"]) == {"anna", "studio"}
 
-@pytest.mark.parametrize("reply,why", [({"fact": []}, "filter kept no triple"), (ConnectionError("down"), "filter call failed"),
-                                       ({"fact": [["made", "up", "triple"]]}, "filter call failed")])
+@pytest.mark.parametrize("reply,why", [({"fact": []}, "filter kept no triple"), (ConnectionError("down"), "filter call failed")])
 def test_fallback_to_dense(tmp_path, reply, why):
     kb = [NS(doc_id=r["doc_id"], text=r["passage"]) for r in ROWS]
     triples = {r["passage"]: r["extracted_triples"] for r in ROWS}
@@ -117,6 +118,90 @@ def test_fallback_to_dense(tmp_path, reply, why):
     g = m.store.get("i", kb).graph
     assert r.retrieved_ids == [d for d, _ in dense_ranking(g, emb.embed(["Book yoga on Monday"])[0])]
     assert r.answer == "I will go ahead."
+
+# Six facts, one triple each, so that the filter sees linking_top_k = 5 candidates (the official rerank_facts / DSPyFilter setting).
+SIX = {"Anna teaches yoga at the studio.": ["Anna", "teaches", "yoga"], "The yoga class is on Monday.": ["yoga class", "is on", "Monday"],
+       "Ben runs the bakery.": ["Ben", "runs", "bakery"], "The bakery opens at 7.": ["bakery", "opens at", "7"],
+       "Anna visits Ben on Friday.": ["Anna", "visits", "Ben"], "Cara swims on Tuesday.": ["Cara", "swims on", "Tuesday"]}
+KB6 = [NS(doc_id=f"f{i}", text=t) for i, t in enumerate(SIX)]
+Q6 = NS(query_id="q6", query="Book yoga with Anna on Monday", ref_date="2026-04-13")
+
+def shown(ms) -> list[list[str]]:
+    "The candidate triples the filter prompt shows."
+    return json.loads(ms[-1]["content"].split("Candidate facts: ", 1)[1].split("\n")[0])["fact"]
+
+def run6(tmp_path, filter_reply, config=None):
+    "HippoRAG 2 over the six facts with a scripted model: (result, the model, the filter's candidates as shown, the dense order)."
+    note = lambda ms: ms[-1]["content"].split("Note: ", 1)[1].split("\nNamed entities:")[0]
+    cm = ScriptedChat({"hippo_ner": {"named_entities": []}, "hippo_triples": lambda ms: {"triples": [SIX[note(ms)]]},
+                       "hippo_filter": filter_reply, "answer": "Yes."})
+    emb = HashEmbedder(dim=64, cache=False)
+    m = HippoRAG2(cm, embedder=emb, root=tmp_path, config=config)
+    r = m.run(Q6, NS(instance_id="i6", ego={"name": "Anna"}), KB6)
+    calls = cm.calls("hippo_filter")
+    dense = [d for d, _ in dense_ranking(m.store.get("i6", KB6).graph, _embed(emb, [Q6.query], "q")[0])]
+    return r, cm, (shown(calls[0]["messages"]) if calls else None), dense
+
+def test_filter_keeps_all_five(tmp_path):
+    import jsonschema
+    r, cm, cands, dense = run6(tmp_path, lambda ms: {"fact": shown(ms)[::-1]})   # all five, against the similarity order
+    det, call = r.trace["details"], cm.calls("hippo_filter")[0]
+    assert len(cands) == 5 and det["candidate_facts"] == cands
+    assert det["kept_facts"] == cands[::-1] and det["fallback"] is None    # all five kept: PPR, not the dense fallback
+    assert "Keep at most 5;" in call["messages"][0]["content"] and call["max_tokens"] == 512
+    jsonschema.validate({"fact": cands}, call["schema"])                  # the schema the model sees admits five
+    assert r.trace["calls"][0]["notes"] == dict(n_candidates=5, n_returned=5, n_kept=5, n_unknown=0)
+    assert det["filter"] == dict(max_kept=5, matching="nearest")
+
+def test_filter_near_miss_maps_to_its_candidate(tmp_path):
+    def reply(ms):
+        c = shown(ms)[3]                                                   # the fourth by similarity (the last scores 0), misspelt
+        return {"fact": [[c[0] + "s", c[1], c[2][:-1]]]}
+    r, cm, cands, dense = run6(tmp_path, reply)
+    det = r.trace["details"]
+    assert det["kept_facts"] == [cands[3]] and det["fallback"] is None
+    assert r.trace["calls"][0]["notes"]["n_unknown"] == 1
+    assert r.retrieved_ids != dense[:10]                                   # PPR from that triple's phrases
+    assert set(det["seed_phrases"]) == {cands[3][0], cands[3][2]}
+
+def official_nearest(fact, cands):
+    "What difflib.get_close_matches(str(fact), [str(tuple(c))...], n=1, cutoff=0.0) picks: best ratio, ties to the larger string."
+    return max(cands, key=lambda c: (difflib.SequenceMatcher(None, str(tuple(c)), str(fact)).ratio(), str(tuple(c))))
+
+def test_filter_junk(tmp_path):
+    "Junk that parses is still mapped to a candidate (the official cutoff is 0); junk that does not, or nothing, gives dense retrieval."
+    for n, (reply, why) in enumerate([({"fact": [["qqq", "zzz", "xx on"]]}, None), ({"fact": [["x"]]}, None),
+                                      ("Sure: the yoga ones.", "filter call failed"), ({"fact": "all of them"}, "filter call failed"),
+                                      ({"fact": []}, "filter kept no triple")]):
+        r, cm, cands, dense = run6(tmp_path / str(n), reply)
+        det = r.trace["details"]
+        assert det["fallback"] == why, reply
+        if why is None:
+            assert det["kept_facts"] == [list(official_nearest(reply["fact"][0], [tuple(c) for c in cands]))]
+            assert det["kept_facts"] != cands[:1] and r.retrieved_ids != dense[:10]     # not the top candidate; PPR, not dense
+        else: assert det["kept_facts"] == [] and r.retrieved_ids == dense[:10]
+
+def test_filter_more_than_five(tmp_path):
+    def reply(ms):
+        c = shown(ms)
+        near1 = [c[1][0], c[1][1] + "x", c[1][2]]
+        return {"fact": [c[1], near1, c[0], c[3], c[2], c[4], c[0]]}    # seven: a duplicate and a near miss of c[1]
+    r, cm, cands, dense = run6(tmp_path, reply)
+    det = r.trace["details"]
+    assert det["kept_facts"] == [cands[1], cands[1], cands[0], cands[3], cands[2]] and det["fallback"] is None   # first five, mapped
+    assert r.trace["calls"][0]["notes"] == dict(n_candidates=5, n_returned=7, n_kept=5, n_unknown=1)
+
+def test_exact_matching_is_the_earlier_filter(tmp_path):
+    cfg = HippoRAGConfig(max_kept_facts=4, fact_matching="exact", filter_max_tokens=256)
+    near = lambda ms: {"fact": [[shown(ms)[0][0] + "s"] + shown(ms)[0][1:]]}
+    r, cm, cands, dense = run6(tmp_path, near, cfg)
+    call = cm.calls("hippo_filter")[0]
+    assert call["schema"] == {"type": "object", "required": ["fact"],
+                              "properties": {"fact": {"type": "array", "maxItems": 4, "items": {"enum": cands}}}}
+    assert "Keep at most 4;" in call["messages"][0]["content"] and call["max_tokens"] == 256
+    assert r.trace["details"]["fallback"] == "filter call failed" and r.retrieved_ids == dense[:10]
+    r2, *_ = run6(tmp_path, lambda ms: {"fact": shown(ms)[2:0:-1] * 2}, cfg)   # candidates, repeated: kept once each
+    assert r2.trace["details"]["kept_facts"] == [cands[2], cands[1]]
 
 def test_extraction_resumes_and_round_trips(tmp_path):
     kb = [NS(doc_id=f"d{i}", text=f"Person{i} visits Place{i}.") for i in range(5)]

@@ -1,4 +1,4 @@
-"The judge: no answer key in the decision step, labels from the two steps, failures, paper mode; calibration loading, figures and CLI."
+"The judge: no answer key in the decision step, labels from the two steps, failures, paper mode; calibration loading, its second pass, figures, rescoring and CLI."
 import json, math, re
 from pathlib import Path
 import pandas as pd
@@ -10,7 +10,7 @@ from pace.llm import FakeChat
 import pace.llm
 from pace.judge import (JUDGE_MODES, LABELS, Verdict, expected_decision, judge_answer, decision_messages, rationale_messages,
                         paper_messages, load_calibration, calibrate, confusion, cohen_kappa, wilson, select_items, run_calibration,
-                        calibration_markdown)
+                        calibration_markdown, agreement, pass_agreement, rescore_calibration, SECOND_PASS)
 
 TINY = Path("tests/fixtures/tiny")
 FIX = Path("tests/fixtures/judge_calibration/tiny.jsonl")
@@ -179,6 +179,70 @@ def test_load_calibration_reports_every_problem_and_missing_files(tmp_path):
     (tmp_path / "blank.jsonl").write_text("\n")
     with pytest.raises(DatasetError, match="no calibration items"): load_calibration(tmp_path / "blank.jsonl", TINY)
 
+def second_pass_line(item_id, decision="decline", verdict="PASS", **kw):
+    return json.dumps(dict(item_id=item_id, decision=decision, verdict=verdict, **kw))
+
+def two_passes(tmp_path, set_lines, second_lines):
+    (tmp_path / "set.jsonl").write_text("".join(l + "\n" for l in set_lines))
+    (tmp_path / SECOND_PASS).write_text("".join(l + "\n" for l in second_lines))
+    return tmp_path / "set.jsonl", tmp_path / SECOND_PASS
+
+def test_second_pass_is_joined_and_compared(tmp_path):
+    f, sp = two_passes(tmp_path,
+        [line("a"), line("b", "tiny-q3", "fail_reason", "carry_out", "FAIL", first_pass={"decision": "carry_out", "verdict": "WRONG_RATIONALE"},
+                          ruling="off topic"),
+         line("c", "tiny-q3", "fail_ambiguous", "ambiguous", "FAIL", ruling="hands the choice back")],
+        [second_pass_line("c", "decline", "FAIL", why="warns"), second_pass_line("a", why="same reason"),
+         second_pass_line("b", "carry_out", "WRONG_RATIONALE")])
+    items = load_calibration(tmp_path, TINY)   # the folder: its second pass is read, not taken for a set file
+    assert [i.item_id for i in items] == ["a", "b", "c"] and load_calibration(f, TINY)[0].second_pass.why == "same reason"
+    assert [(i.first_pass.verdict, i.second_pass.decision) for i in items] == [("PASS", "decline"), ("WRONG_RATIONALE", "carry_out"),
+                                                                             ("FAIL", "decline")]
+    assert load_calibration(f, TINY, second_pass=False)[0].second_pass is None
+    pa = pass_agreement(items)
+    # verdicts agree on all 3 (kappa 1); decisions 2 of 3: rows decline 1, carry_out 1, ambiguous 1; cols decline 2, carry_out 1
+    assert pa["n"] == 3 and pa["verdict"]["kappa"] == 1.0 and math.isclose(pa["decision"]["agreement"], 2 / 3)
+    assert math.isclose(pa["decision"]["kappa"], (2 / 3 - 3 / 9) / (1 - 3 / 9))
+    assert pa["rulings"][["item_id", "sided_with"]].values.tolist() == [["b", "neither"], ["c", "first pass"]]
+
+@pytest.mark.parametrize("second,where", [
+    (second_pass_line("zz"), f"{SECOND_PASS}:1: field 'item_id': unknown item_id 'zz'"),
+    (second_pass_line("a", verdict="GOOD"), f"{SECOND_PASS}:1: field 'verdict': Input should be"),
+    (second_pass_line("a", decision="maybe"), f"{SECOND_PASS}:1: field 'decision': Input should be"),
+    (second_pass_line("a", label="PASS"), f"{SECOND_PASS}:1: field 'label': unknown field"),
+    (second_pass_line("a", "carry_out", "PASS"), f"{SECOND_PASS}:1: field 'verdict': PASS needs the right decision (decline"),
+    (second_pass_line("a") + "\n" + second_pass_line("a"), f"{SECOND_PASS}:2: field 'item_id': duplicate item_id 'a'"),
+    (json.dumps({"decision": "decline", "verdict": "PASS"}), f"{SECOND_PASS}:1: field 'item_id': missing required field"),
+    (second_pass_line("a", "decline", "FAIL"), "set.jsonl:1: field 'ruling': the passes disagree (first decline, PASS; second decline, FAIL)"),
+])
+def test_second_pass_problems_name_file_line_field(tmp_path, second, where):
+    f, _ = two_passes(tmp_path, [line("a")], [second])
+    with pytest.raises(DatasetError) as e: load_calibration(f, TINY)   # the set file: its folder's second pass comes with it
+    assert f"{tmp_path}/{where}" in str(e.value), str(e.value)
+
+def test_a_reference_departing_from_its_first_pass_needs_a_ruling(tmp_path):
+    f = tmp_path / "set.jsonl"
+    f.write_text(line("a", first_pass={"decision": "decline", "verdict": "WRONG_RATIONALE"}) + "\n" +
+                 line("b", first_pass={"decision": "carry_out", "verdict": "PASS"}, ruling="misread") + "\n")
+    with pytest.raises(DatasetError) as e: load_calibration(f, TINY)
+    msg = str(e.value)
+    assert f"{f}:1: field 'ruling': the reference (decline, PASS) departs from the first pass (decline, WRONG_RATIONALE)" in msg
+    assert f"{f}:2: field 'first_pass': PASS needs the right decision" in msg and len(e.value.problems) == 2
+    with pytest.raises(DatasetError, match="missing file"): load_calibration(FIX, TINY, second_pass=tmp_path / "none.jsonl")
+
+def test_the_committed_reference_verdicts_and_their_second_pass():
+    items = load_calibration("data/judge_calibration", "data/mini")
+    assert len(items) == 179 and all(i.second_pass is not None for i in items)
+    pa = pass_agreement(items)
+    assert (pa["verdict"]["n"], round(pa["verdict"]["agreement"] * 179), round(pa["decision"]["agreement"] * 179)) == (179, 175, 179)
+    assert math.isclose(pa["verdict"]["kappa"], 0.9605, abs_tol=1e-4) and pa["decision"]["kappa"] == 1.0
+    assert pa["rulings"].sided_with.value_counts().to_dict() == {"second pass": 3, "neither": 2, "first pass": 1}
+    by_id = {i.item_id: i for i in items}
+    for q in ("mini-01-P-N1", "mini-02-T-N2", "mini-02-P-N2", "mini-02-S-N1", "mini-02-S-N2"):   # a reason unrelated to the gold one
+        it = by_id[f"{q}/wrong_rationale"]
+        assert (it.verdict, it.kind, it.first_pass.verdict) == ("FAIL", "fail_reason", "WRONG_RATIONALE") and it.ruling
+    assert [i.verdict for i in items].count("FAIL") == 109 and [i.kind for i in items].count("wrong_rationale") == 31
+
 def test_select_items_spreads_over_kinds():
     items = load_calibration(FIX, TINY)
     sel = select_items(items, 5)
@@ -206,6 +270,23 @@ def test_wilson_interval():
     assert math.isclose(lo, 0.23659, abs_tol=1e-4) and math.isclose(hi, 0.76341, abs_tol=1e-4)
     assert wilson(0, 4)[0] == 0.0 and wilson(4, 4)[1] == 1.0
 
+def test_agreement_of_two_raters_hand_computed():
+    # the kappa example above as two label lists: p_o = .8, p_e = .33, kappa = .47/.67; se = sqrt(.8*.2/10)/.67
+    a = ["PASS"] * 4 + ["WRONG_RATIONALE"] * 3 + ["FAIL"] * 3
+    b = ["PASS"] * 3 + ["WRONG_RATIONALE", "WRONG_RATIONALE", "WRONG_RATIONALE", "FAIL"] + ["FAIL"] * 3
+    ag = agreement(a + [None, "PASS"], b + ["FAIL", None], names=("first pass", "second pass"))   # unlabelled items are left out
+    k, se = 0.47 / 0.67, math.sqrt(0.8 * 0.2 / 10) / 0.67
+    assert (ag["n"], ag["agreement"]) == (10, 0.8) and math.isclose(ag["kappa"], k)
+    assert math.isclose(ag["kappa_low"], k - 1.96 * se) and ag["kappa_high"] == 1.0   # k + 1.96 se = 1.07, cut at 1
+    assert ag["confusion"].to_numpy().tolist() == [[3, 1, 0], [0, 2, 1], [0, 0, 3]]
+    assert (ag["confusion"].index.name, ag["confusion"].columns.name) == ("first pass", "second pass")
+    d = agreement(["decline", "decline", "ambiguous", "carry_out"], ["decline", "ambiguous", "ambiguous", "carry_out"],
+                  ("carry_out", "decline", "ambiguous"))   # p_o = 3/4; rows 1,2,1; cols 1,1,2 -> p_e = 5/16; kappa = 7/11
+    assert math.isclose(d["kappa"], 7 / 11)
+    assert math.isnan(agreement([None], ["PASS"])["kappa"]) and agreement([None], ["PASS"])["n"] == 0
+    with pytest.raises(ValueError, match="not in"): agreement(["PASS"], ["GOOD"])   # never silently dropped
+    with pytest.raises(ValueError, match="same items"): agreement(["PASS"], ["PASS", "FAIL"])
+
 # A scripted judge reading its answers from a table, wrong on purpose on some items (see nbs/23_judge.ipynb).
 TABLE = {"tiny-q1/pass": ("decline", "same_core_reason"), "tiny-q1/fail_decision": ("carry_out", None),
          "tiny-q2/wrong_rationale": ("decline", "same_core_reason"), "tiny-q2/fail_ambiguous": ("decline", "partial_or_weak"),
@@ -222,14 +303,14 @@ def table_respond(messages, schema):
     return json.dumps({"rationale": rationale, "reason": "table"})
 
 STEP2 = {"PASS": "same_core_reason", "WRONG_RATIONALE": "partial_or_weak", "FAIL": "wrong_reason"}
-def human_respond(messages, schema):
+def reference_respond(messages, schema):
     it = next(v for r, v in ITEMS.items() if r in messages[-1]["content"])
-    if "decision" in schema["properties"]: return json.dumps({"decision": it["decision"], "reason": "human"})
-    return json.dumps({"rationale": STEP2[it["verdict"]], "reason": "human"})
+    if "decision" in schema["properties"]: return json.dumps({"decision": it["decision"], "reason": "reference"})
+    return json.dumps({"rationale": STEP2[it["verdict"]], "reason": "reference"})
 
 def test_calibrate_figures_hand_computed():
     items = load_calibration(FIX, TINY)
-    rep = calibrate(FakeChat(table_respond, model="table", cache=False), items, judge2=FakeChat(human_respond, model="human-like", cache=False),
+    rep = calibrate(FakeChat(table_respond, model="table", cache=False), items, judge2=FakeChat(reference_respond, model="reference-like", cache=False),
                     progress=False)
     f = rep["judges"]["judge"]
     assert f["confusion"].to_numpy().tolist() == [[2, 0, 0, 1], [1, 0, 0, 0], [0, 2, 2, 0]]
@@ -243,15 +324,18 @@ def test_calibrate_figures_hand_computed():
     assert rep["judges"]["judge2"]["accuracy"] == 1.0 and rep["judges"]["judge2"]["kappa"] == 1.0
     b = rep["between"]   # over the 7 both labelled: p_o = 4/7; rows 3,2,2; cols 2,1,4 -> p_e = 16/49
     assert b["n"] == 7 and math.isclose(b["agreement"], 4 / 7) and math.isclose(b["kappa"], 12 / 33)
+    se = math.sqrt(4 / 7 * 3 / 7 / 7) / (33 / 49)   # Cohen's large-sample standard error
+    assert math.isclose(b["kappa_low"], 12 / 33 - 1.96 * se) and math.isclose(b["kappa_high"], 12 / 33 + 1.96 * se)
+    assert b["confusion"].loc["WRONG_RATIONALE", "FAIL"] == 2 and b["confusion"].to_numpy().sum() == 7
     r = rep["rates"]
     assert r.loc[("table", "conflict"), ["PASS", "WRONG_RATIONALE", "FAIL", "n", "errors"]].tolist() == [40.0, 20.0, 40.0, 5, 1]
     assert r.loc[("table", "non_conflict"), ["PASS", "WRONG_RATIONALE", "FAIL"]].tolist() == [50.0, 50.0, 0.0]
-    assert r.loc[("human", "overall")].tolist() == r.loc[("human-like", "overall")].tolist() == [37.5, 12.5, 50.0, 8, 0]
+    assert r.loc[("reference", "overall")].tolist() == r.loc[("reference-like", "overall")].tolist() == [37.5, 12.5, 50.0, 8, 0]
     v = rep["verdicts"][6]
     assert v["item_id"] == "tiny-q4/pass" and v["judge"]["failed_stage"] == "judge_rationale" and v["judge2"]["label"] == "PASS"
     assert v["reply"].startswith("I wouldn't plan your usual route") and v["note"].startswith("Declines for the gold reason")
     md = calibration_markdown(rep)
-    assert "| table" in md and "agreement 57.1%, kappa 0.364, over the 7 replies" in md
+    assert "| table" in md and "agreement 57.1%, kappa 0.364, over the 7 replies both labelled (kappa 95% CI -0.181 to 0.908)" in md
     assert re.search(r"\| table +\| +8 \| +50\.0 \| 21\.5-78\.5 +\| +0\.289 \| +1 \| +87\.5 \|", md), md
 
 def test_calibrate_paper_mode_has_no_decision_figures():
@@ -260,6 +344,48 @@ def test_calibrate_paper_mode_has_no_decision_figures():
     f = rep["judges"]["judge"]
     assert "decision" not in f and f["correct"] == 3 and math.isclose(f["kappa"], 0.0)
     with pytest.raises(ValueError, match="judge mode"): calibrate(ScriptedChat({}), items, mode="x", progress=False)
+
+def test_reports_say_reference_never_human(tmp_path):
+    rep = calibrate(FakeChat(table_respond, model="table", cache=False), load_calibration(FIX, TINY),
+                    judge2=FakeChat(reference_respond, model="other", cache=False), progress=False)
+    md = calibration_markdown(rep)
+    heads = [l for l in md.splitlines() if l.startswith("#") or l.startswith("| ")]
+    assert "human" not in "\n".join(heads).lower() and "rows: reference verdict" in md and "Accuracy by reference verdict" in md
+    assert list(rep["verdicts"][0])[6:8] == ["reference_decision", "reference_verdict"] and rep["rates"].index[0] == ("reference", "overall")
+    assert rep["judges"]["judge"]["confusion"].index.name == "reference"
+    for d in Path("results/judge_calibration").iterdir():   # the committed reports too
+        assert "human" not in "".join(p.read_text() for p in d.iterdir() if p.suffix in (".md", ".json", ".csv", ".jsonl")).lower(), d
+
+def test_rescore_rebuilds_the_figures_from_the_verdicts(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(pace.llm.CHAT_BACKENDS, "table", TableChat)
+    run = tmp_path / "run"
+    assert main(["judge", "calibrate", "--judge", "table:t", "--set", str(FIX), "--data", str(TINY), "--out", str(run), "--no-progress"]) == 0
+    old = json.loads((run / "summary.json").read_text())
+    (run / "cache.sqlite").unlink()   # no cache and no model: only the verdicts are read
+    moved = tmp_path / "moved.jsonl"   # the reference verdict of the vague-reason reply becomes FAIL
+    moved.write_text("".join((l.replace('"wrong_rationale", "reply"', '"fail_reason", "reply"').replace('"WRONG_RATIONALE"', '"FAIL", "ruling": "x"')
+                              if "tiny-q2/wrong_rationale" in l else l) + "\n" for l in FIX.read_text().splitlines()))
+    capsys.readouterr()
+    assert main(["judge", "rescore", str(run), "--set", str(moved), "--data", str(TINY)]) == 0
+    assert f"{run}: t accuracy 50.0%, kappa" in capsys.readouterr().out
+    new = json.loads((run / "summary.json").read_text())
+    j = new["judges"]["judge"]
+    assert j["confusion"]["FAIL"] == {"PASS": 1, "WRONG_RATIONALE": 2, "FAIL": 2, "ERROR": 0} and j["confusion"]["WRONG_RATIONALE"]["PASS"] == 0
+    assert j["usage"] == old["judges"]["judge"]["usage"] and j["name"] == "t"
+    assert "tiny-q2/wrong_rationale" in (run / "verdicts.jsonl").read_text() and '"reference_verdict": "FAIL"' in (run / "verdicts.jsonl").read_text()
+    bad = tmp_path / "bad"; bad.mkdir()
+    (bad / "verdicts.jsonl").write_text((run / "verdicts.jsonl").read_text().replace('"item_id": "tiny-q3/pass"', '"item_id": "tiny-q3/gone"'))
+    with pytest.raises(DatasetError) as e: rescore_calibration(bad, FIX, TINY)
+    assert f"{bad / 'verdicts.jsonl'}:5: field 'item_id': unknown item_id 'tiny-q3/gone'" in str(e.value)
+    rc = main(["judge", "rescore", str(tmp_path / "nothing"), "--set", str(FIX), "--data", str(TINY)])
+    assert rc == 2 and "no verdicts.jsonl in" in capsys.readouterr().err
+
+def test_committed_calibration_reports_are_against_the_adjudicated_reference(tmp_path):
+    "Rebuilding each committed run from its verdicts against the committed set changes nothing."
+    for d in sorted(Path("results/judge_calibration").iterdir()):
+        rescore_calibration(d, "data/judge_calibration/mini.jsonl", "data/mini", out=tmp_path / d.name)
+        for f in ("report.md", "summary.json", "confusion.csv", "verdicts.jsonl"):
+            assert (tmp_path / d.name / f).read_text() == (d / f).read_text(), f"{d / f} is stale: run pace judge rescore {d}"
 
 # ---- the command line
 
@@ -337,5 +463,5 @@ def test_cli_limit_must_be_positive(capsys):
     assert e.value.code == 2 and "at least 1" in capsys.readouterr().err
 
 def test_run_calibration_accepts_model_objects(tmp_path):
-    rep = run_calibration(FakeChat(human_respond, model="h", cache=False), FIX, TINY, limit=3, out=tmp_path / "r", progress=False)
+    rep = run_calibration(FakeChat(reference_respond, model="h", cache=False), FIX, TINY, limit=3, out=tmp_path / "r", progress=False)
     assert rep["out_dir"] == tmp_path / "r" and rep["n_items"] == 3 and rep["judges"]["judge"]["accuracy"] == 1.0

@@ -83,6 +83,7 @@ def _fake_gguf(path, fill):
 
 class EchoGGUF(LlamaCppChat):
     "llama.cpp backend with a scripted completion: says which folder its file is in (the model is never loaded)."
+    def __init__(self, model, **kw): super().__init__(model, **{"check": False, **kw})   # fake GGUF files: no child check
     def _complete(self, reqs):
         self.n_calls = getattr(self, "n_calls", 0) + len(reqs)
         return [Completion(text=f"{self.path.parent.name}: {r['messages'][-1]['content']}") for r in reqs]
@@ -95,7 +96,7 @@ def test_llamacpp_seconds_are_the_calls_own_not_its_wait_for_the_model(tmp_path)
         def create_chat_completion(self, **kw):
             _time.sleep(0.5)
             return {"choices": [{"message": {"content": "ok"}}], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
-    m = LlamaCppChat(str(_fake_gguf(tmp_path / "model.gguf", 1)), cache=False)
+    m = LlamaCppChat(str(_fake_gguf(tmp_path / "model.gguf", 1)), cache=False, check=False)
     m._llm = SlowLlama()
     out = []
     ts = [threading.Thread(target=lambda i=i: out.append(m.chat(msgs(f"q{i}")))) for i in range(2)]
@@ -107,7 +108,7 @@ def test_llamacpp_seconds_are_the_calls_own_not_its_wait_for_the_model(tmp_path)
 def test_two_gguf_files_with_one_name_never_share_entries(tmp_path):
     a, b = _fake_gguf(tmp_path / "a" / "model.gguf", 1), _fake_gguf(tmp_path / "b" / "model.gguf", 2)
     assert a.stat().st_size == b.stat().st_size
-    la, lb = LlamaCppChat(str(a), cache=False), LlamaCppChat(str(b), cache=False)
+    la, lb = LlamaCppChat(str(a), cache=False, check=False), LlamaCppChat(str(b), cache=False, check=False)
     assert la.model_id == lb.model_id == "model"
     fa, fb = la.fingerprint(), lb.fingerprint()
     assert fa["gguf"] == {"size": 64, "sha256": hashlib.sha256(a.read_bytes()).hexdigest()}
@@ -135,18 +136,18 @@ def test_gguf_hash_is_remembered_until_the_file_changes(tmp_path, monkeypatch):
     hashed, real = [], pace.llm._sha256_file
     monkeypatch.setattr(pace.llm, "_sha256_file", lambda p: hashed.append(p) or real(p))
     g = _fake_gguf(tmp_path / "m" / "model.gguf", 7)
-    first = LlamaCppChat(str(g), cache=False).fingerprint()["gguf"]
+    first = LlamaCppChat(str(g), cache=False, check=False).fingerprint()["gguf"]
     assert len(hashed) == 1
     memo = json.loads((tmp_path / "models" / "file_hashes.json").read_text())
     st = g.stat()
     assert memo[str(g.resolve())] == {"mtime_ns": st.st_mtime_ns, "size": st.st_size, "sha256": first["sha256"]}
     for _ in range(3):  # new instances (a new run) reuse the remembered hash
-        assert LlamaCppChat(str(g), cache=False).fingerprint()["gguf"] == first
+        assert LlamaCppChat(str(g), cache=False, check=False).fingerprint()["gguf"] == first
     assert file_identity(g) == first and len(hashed) == 1
     # same size, new content and modification time: hashed again
     g.write_bytes(b"GGUF" + bytes([8]) * 60)
     os.utime(g, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
-    second = LlamaCppChat(str(g), cache=False).fingerprint()["gguf"]
+    second = LlamaCppChat(str(g), cache=False, check=False).fingerprint()["gguf"]
     assert len(hashed) == 2 and second["size"] == first["size"]
     assert second["sha256"] == hashlib.sha256(g.read_bytes()).hexdigest() != first["sha256"]
     assert file_identity(g) == second and len(hashed) == 2
@@ -313,3 +314,44 @@ def test_hf_chat_on_a_tiny_random_model(tmp_path):
     assert r.ok and isinstance(r.text, str) and r.usage.completion_tokens <= 5 and r.usage.prompt_tokens > 3
     r = m.chat(msgs("verdict?"), schema=Verdict, max_tokens=5)  # random weights cannot write JSON: a recorded failure
     assert not r.ok and r.attempts == 2
+
+
+# ---------- a model library that crashes is one line, never a dead process ----------
+
+@pytest.mark.parametrize("name", sorted(KNOWN_GGUF))
+def test_bundled_gguf_model_loads_and_generates_in_a_child_process(name, tmp_path):
+    "The smoke test CI runs on every bundled GGUF model: load it with llama.cpp in a child process, generate tokens."
+    from pace.llm import llamacpp_selfcheck, child_status, _SELFCHECK
+    home_models = os.path.expanduser("~/.cache/pace/models")   # where `pace run` assembles them: no second copy
+    try: path = resolve_gguf(name, home_models)
+    except ModelNotFoundError as e: pytest.skip(f"{name} is not installed: {e}")
+    rc, last = child_status(_SELFCHECK, [path, 2, 4], timeout=600)
+    assert rc == 0, f"llama.cpp failed on {name}: exit status {rc}, {last}"
+    assert llamacpp_selfcheck(path, memo=tmp_path / "checks.json") is True
+    assert str(path) in (tmp_path / "checks.json").read_text()
+
+
+def test_pace_run_reports_a_crashing_llama_cpp_in_one_line(tmp_path, monkeypatch, capsys):
+    "A library that dies of SIGILL in the check ends `pace run` with exit status 2 and one line naming the rebuild."
+    import signal
+    from pace.cli import main
+    fake = tmp_path / "model.gguf"; fake.write_bytes(b"GGUF" + b"\0" * 64)
+    monkeypatch.setattr(pace.llm, "child_status", lambda code, args, timeout=600: (-int(signal.SIGILL), ""))
+    monkeypatch.delenv("PACE_LLAMACPP_CHECK", raising=False)
+    rc = main(["run", "--chat", f"llamacpp:{fake}", "--judge", f"llamacpp:{fake}", "--methods", "oracle",
+               "--limit", "1", "--out", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "SIGILL" in err and 'CMAKE_ARGS="-DGGML_NATIVE=OFF"' in err
+    assert not any((tmp_path / "runs").glob("*/results.jsonl"))
+
+
+def test_a_llama_cpp_that_raises_in_the_check_is_reported_not_remembered(tmp_path, monkeypatch):
+    from pace.llm import llamacpp_selfcheck, ModelUnusableError
+    fake = tmp_path / "model.gguf"; fake.write_bytes(b"GGUF" + b"\0" * 64)
+    with pytest.raises(ModelUnusableError, match="could not run model.gguf.*ValueError: not a model"):
+        llamacpp_selfcheck(fake, memo=tmp_path / "m.json", code="raise ValueError('not a model')")
+    assert not (tmp_path / "m.json").exists()
+    monkeypatch.setenv("PACE_LLAMACPP_CHECK", "0")    # the escape hatch: no check at all
+    monkeypatch.setattr(pace.llm, "child_status", lambda *a, **k: pytest.fail("checked although switched off"))
+    assert LlamaCppChat(str(fake), cache=False).path == fake

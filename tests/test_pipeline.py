@@ -82,3 +82,78 @@ def test_stage_batching_gives_the_per_query_traces(ds, cfg):
     calls = [c for t in batched for c in t.calls]
     if cfg == {}: assert any(c.error and 'server busy' in c.error for c in calls) and any(c.error and ('structured' in c.error or 'schema' in c.error) for c in calls)
     if cfg == {}: assert max(t.selection['posthop'].rounds for t in batched) >= 2
+
+
+# --- the anchors are the Hybrid baseline's list, whatever PaceMaker's own settings
+
+class Crossed:
+    "An index whose dense and BM25 rankings run in opposite directions, so the depth of each list changes the fused top 10."
+    def __init__(self, n=30): self.ids = [f"c{i:02d}" for i in range(n)]
+    def text(self, i): return f"fact {i} about Friday"
+    def dense(self, qs, k): return [[(d, 1.0 - j / 100) for j, d in enumerate(self.ids[:k])] for _ in qs]
+    def sparse(self, qs, k): return [[(d, 10.0 - j / 10) for j, d in enumerate(self.ids[::-1][:k])] for _ in qs]
+    def neighbors(self, i):
+        p = self.ids.index(i); return [(self.ids[(p + j) % len(self.ids)], 0.9) for j in (1, 2, 3)]
+
+def crossed_run(base, **script_kw):
+    from types import SimpleNamespace as NS
+    from pace.pipeline import pacemaker_config
+    from pace.baselines import make_method
+    idx = Crossed(); kb = [NS(doc_id=i, text=idx.text(i)) for i in idx.ids]
+    q = NS(query_id='q', query='Book the Old Duke on Friday', ref_date='2026-04-14'); inst = NS(instance_id='x', ego={'name': 'Maya'})
+    last = lambda ms: {'selected_doc_ids': ids_in(ms, 50)[::-1][:5]}    # disagrees with the order shown
+    s = script() | {'planner': {'directions': [{'dimension': 'Friday plans', 'key_anchors': ['Friday']}]}, 'prehop': last, 'posthop': last}
+    tr = PaceMaker(ScriptedChat(s | script_kw), idx, pacemaker_config('pacemaker-small', base)).run(q, inst, kb=kb)
+    hybrid = make_method('hybrid', None, idx, base).run(q, inst, kb, answer=False)
+    return idx, tr, hybrid
+
+def test_anchors_follow_the_hybrid_baseline_not_pacemakers_top_k():
+    "With --config top_k=20 the old anchors came from depth-20 lists, not Hybrid's depth 10; now they are Hybrid's list."
+    idx, tr, hybrid = crossed_run(PaceMakerConfig(top_k=20))
+    assert len(tr.candidates[0].dense) == 20                          # top_k still sets PaceMaker's own depth
+    assert tr.anchors == hybrid.retrieved_ids
+    from pace.pipeline import hybrid_ranking
+    assert tr.anchors == [d for d, _ in hybrid_ranking(idx, tr.query)]
+    assert tr.final_ids[:10] == tr.seeds[:10] == hybrid.retrieved_ids and len(tr.final_ids) == 15
+    deep = [d for d, _ in hybrid_ranking(idx, tr.query, 20)][:10]
+    assert deep != hybrid.retrieved_ids                                 # with this index the depth matters
+    idx, tr5, hybrid5 = crossed_run(PaceMakerConfig(top_k=20, k_rrf=5))   # a setting that changes Hybrid changes both alike
+    assert tr5.anchors == hybrid5.retrieved_ids
+
+def test_anchors_above_hybrids_size_are_the_sized_hybrid_list():
+    from pace.baselines import make_method
+    from types import SimpleNamespace as NS
+    idx, tr, _ = crossed_run(PaceMakerConfig(anchor_keep=12, n_filter=15, n_final=15))
+    kb = [NS(doc_id=i, text=idx.text(i)) for i in idx.ids]
+    h12 = make_method('hybrid@12', None, idx).run(NS(query_id='q', query=tr.query, ref_date='2026-04-14'), NS(instance_id='x'), kb, answer=False)
+    assert tr.anchors == h12.retrieved_ids and h12.trace['method'] == 'hybrid@12' and len(h12.retrieved_ids) == 12
+
+
+# --- the answer format reaches PaceMaker and the baselines; the default trace is as before
+
+def test_answer_format_reaches_pacemaker_and_the_baselines(ds):
+    from pace.baselines import make_method
+    q = ds.queries[0]; inst = ds.instances[q.instance_id]; kb = ds.facts(q.instance_id)
+    cfg = PaceMakerConfig(answer_format='structured')
+    for name in ('pacemaker', 'pacemaker-small', 'hybrid', 'hybrid@15', 'oracle', 'full_kb'):
+        cm = ScriptedChat(script() | {'answer': {'decision': 'carry_out', 'reply': "I won't book it, Maya."}})
+        r = make_method(name, cm, ToyIndex(kb), cfg).run(q, inst, kb)
+        sent = cm.calls('answer')[0]
+        assert sent['schema']['properties']['decision']['enum'] == ['carry_out', 'decline', 'ambiguous'], name
+        assert '"decision"' in sent['messages'][0]['content'] and 'no JSON' not in sent['messages'][0]['content'], name
+        assert r.answer == "I won't book it, Maya." and r.trace['calls'][-1]['notes']['decision'] == 'carry_out', name   # as stated
+    cm = ScriptedChat(script())
+    r = make_method('pacemaker', cm, ToyIndex(kb), PaceMakerConfig()).run(q, inst, kb)
+    assert cm.calls('answer')[0]['schema'] is None and 'decision' not in r.trace['calls'][-1]['notes']
+    assert 'answer_format' not in r.trace['config'] and r.trace['config'] == PaceMakerConfig().model_dump()
+
+def test_default_config_dumps_as_the_reference_run_recorded_it():
+    "Settings and traces of a paper-default run stay as the reference run wrote them; a non-default answer format is recorded."
+    import json
+    from pathlib import Path
+    ref = Path(__file__).parents[1] / "results/reference/mini-qwen2.5-0.5b-n6"
+    settings = json.loads((ref / "run.json").read_text())["settings"]["pacemaker"]
+    row = next(json.loads(l) for l in (ref / "results.jsonl").read_text().splitlines() if '"method": "pacemaker"' in l)
+    assert PaceMakerConfig().model_dump() == settings == row["trace"]["config"]
+    assert PaceMakerConfig(answer_format='structured').model_dump() == settings | dict(answer_format='structured')
+    assert PaceMakerConfig(**row["trace"]["config"]).answer_format == 'free_text'

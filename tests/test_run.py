@@ -88,11 +88,32 @@ def test_resume_is_refused_on_a_changed_config_dataset_prompt_or_judge(tmp_path,
     shutil.copytree(TINY, data, dirs_exist_ok=True)
     assert run_experiment(chat=fake(), name="s", cache=False, **k)["n_new"] == 0   # back to the same settings: resumes
 
-def test_tables_use_only_the_runs_own_pairs(tmp_path):
+def test_a_smaller_scope_keeps_the_folder_whole(tmp_path):
+    "Issue 22: fewer --methods or a smaller --limit on a finished folder made run.json and the tables describe a part of the file."
     run_experiment(chat=fake(), name="p", cache=False, **kw(tmp_path, methods=["bm25", "dense"]))
     r = run_experiment(chat=fake(), name="p", cache=False, **kw(tmp_path, methods=["bm25"], limit=2))
-    assert list(r["tables"]["table2"].index) == ["bm25"] and r["tables"]["table2"].loc["bm25", "n"] == 2 and r["n_rows"] == 2
-    assert len(read_jsonl(r["results"])) == 8          # the other rows stay in the file
+    man = json.loads((tmp_path / "p" / "run.json").read_text())
+    assert r["n_new"] == 0 and r["n_rows"] == 8 == len(read_jsonl(r["results"])) == man["n_pairs"]
+    assert man["methods"] == ["bm25", "dense"] and len(man["query_ids"]) == 4 and man["status"] == "complete" and man["limit"] == 0
+    assert list(r["tables"]["table2"].index) == ["bm25", "dense"] and (r["tables"]["table2"]["n"] == 4).all()
+    # a new method on two queries only: the folder's scope grows to 3 methods x 4 queries, partial until the rest runs
+    r = run_experiment(chat=fake(), name="p", cache=False, **kw(tmp_path, methods=["hybrid"], limit=2))
+    man = json.loads((tmp_path / "p" / "run.json").read_text())
+    assert (r["n_new"], r["n_rows"], r["n_scope"], man["status"], man["n_pairs"]) == (2, 10, 12, "partial", 10)
+    assert man["methods"] == ["bm25", "dense", "hybrid"] and r["tables"]["table2"].loc["hybrid", "n"] == 2
+    r = run_experiment(chat=fake(), name="p", cache=False, **kw(tmp_path, methods=["hybrid"]))
+    assert (r["n_new"], r["n_rows"], r["status"]) == (2, 12, "complete")
+
+def test_rows_without_run_json_are_never_adopted(tmp_path):
+    "Issue 22: a folder whose run.json was deleted adopted rows made with another embedder and labelled them with the new one."
+    run_experiment(chat=fake(), name="f", cache=False, **kw(tmp_path, methods=["bm25", "dense"], limit=2))
+    before = (tmp_path / "f" / "results.jsonl").read_bytes()
+    (tmp_path / "f" / "run.json").unlink()
+    for emb in ("hash:other", "hash:hash"):   # other settings, and even the same ones: nothing can tell what made the rows
+        with pytest.raises(RunMismatchError, match="holds result rows but no run.json"):
+            run_experiment(chat=fake(), name="f", cache=False, **kw(tmp_path, methods=["bm25", "dense"], limit=2, embedder=emb))
+    assert not (tmp_path / "f" / "run.json").exists() and (tmp_path / "f" / "results.jsonl").read_bytes() == before
+    assert "Embedder: hash-256" in (tmp_path / "f" / "tables.md").read_text()
 
 def test_retry_failed_rejudges_failed_judge_calls_without_rerunning_the_method(tmp_path):
     def down(messages, schema):
@@ -310,3 +331,145 @@ def test_cli_batch_gives_the_same_results_file(tmp_path, monkeypatch):
     base = ["run", "--data", TINY, "--methods", "bm25,pacemaker", "--embedder", "hash:hash", "--out", str(tmp_path), "--limit", "0", "--no-progress"]
     assert main(base + ["--name", "plain"]) == 0 and main(base + ["--name", "batch", "--batch", "4"]) == 0
     assert (tmp_path / "plain" / "results.jsonl").read_bytes() == (tmp_path / "batch" / "results.jsonl").read_bytes()
+
+
+# --- run folders that never lose or mislabel a row (issue 22) -------------------------------------------------------
+
+def test_a_second_run_on_a_folder_in_use_is_refused_and_no_row_is_lost(tmp_path, capsys, monkeypatch):
+    "Two runs on one folder: the second rewrote results.jsonl at its end and the first's later rows were lost."
+    import threading, pace.run
+    from pace.run import RunLocked
+    started, go, out = threading.Event(), threading.Event(), {}
+    def held(messages, schema):
+        started.set(); go.wait(60)
+        return respond(messages, schema)
+    first = threading.Thread(target=lambda: out.update(r=run_experiment(chat=FakeChat(held, cache=False), name="busy", cache=False, **kw(tmp_path))))
+    first.start()
+    try:
+        assert started.wait(60)
+        with pytest.raises(RunLocked, match="is in use by pid"):
+            run_experiment(chat=fake(), name="busy", cache=False, **kw(tmp_path, methods=["bm25"], limit=2))
+        monkeypatch.setattr(pace.run, "_chat", lambda spec, cache: fake())
+        code = main(["run", "--data", TINY, "--methods", "bm25", "--embedder", "hash:hash", "--out", str(tmp_path), "--name", "busy",
+                     "--limit", "2", "--no-progress"])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1 and err.startswith("pace: error: ") and "is in use by pid" in err, err
+        assert json.loads((tmp_path / "busy" / "run.json").read_text())["status"] == "running"
+    finally:
+        go.set(); first.join(120)
+    r = out["r"]
+    assert r["n_rows"] == 16 == len(read_jsonl(r["results"])) and r["status"] == "complete"
+    assert not (tmp_path / "busy" / "run.lock").exists()
+    again = run_experiment(chat=fake(), name="busy", cache=False, **kw(tmp_path))     # the lock was let go: the folder resumes
+    assert again["n_new"] == 0 and again["results"].read_bytes() == r["results"].read_bytes()
+
+
+def test_kill_9_leaves_a_lock_that_the_resume_takes_over_with_the_same_file(tmp_path, capsys):
+    import subprocess, sys, time
+    a = run_experiment(chat=fake(), name="whole", cache=False, **kw(tmp_path, methods=["bm25", "pacemaker"]))
+    script = (f"import time; from pace.llm import FakeChat; from pace.testing import schema_reply; from pace.run import run_experiment\n"
+              f"def slow(m, s): time.sleep(0.2); return schema_reply(m, s)\n"
+              f"run_experiment(dataset={str(TINY)!r}, methods=['bm25', 'pacemaker'], chat=FakeChat(slow, cache=False), embedder='hash:hash', "
+              f"out_dir={str(tmp_path)!r}, name='killed', limit=0, cache=False, progress=False)\n")
+    p = subprocess.Popen([sys.executable, "-c", script])
+    res = tmp_path / "killed" / "results.jsonl"
+    t0 = time.time()
+    while not (res.exists() and res.read_text().count("\n") >= 2):
+        assert p.poll() is None and time.time() - t0 < 120, "the run ended before it was killed"
+        time.sleep(0.01)
+    p.kill(); p.wait(60)
+    lock = json.loads((tmp_path / "killed" / "run.lock").read_text())
+    assert lock["pid"] == p.pid and json.loads((tmp_path / "killed" / "run.json").read_text())["status"] == "running"
+    capsys.readouterr()
+    b = run_experiment(chat=fake(), name="killed", cache=False, **kw(tmp_path, methods=["bm25", "pacemaker"]))
+    assert f"left locked by pid {p.pid}" in capsys.readouterr().err
+    assert 0 < b["n_new"] < 8 and b["results"].read_bytes() == a["results"].read_bytes() and b["status"] == "complete"
+    assert not (tmp_path / "killed" / "run.lock").exists()
+
+
+def test_ctrl_c_marks_the_folder_partial_and_prints_the_command_that_resumes_it(tmp_path, capsys, monkeypatch):
+    import shlex, pace.run
+    whole = run_experiment(chat=fake(), name="whole", cache=False, **kw(tmp_path, methods=["bm25", "pacemaker"]))
+    n = [0]
+    def interrupted(messages, schema):
+        n[0] += 1
+        if n[0] == 12: raise KeyboardInterrupt
+        return respond(messages, schema)
+    monkeypatch.setattr(pace.run, "_chat", lambda spec, cache: FakeChat(interrupted, cache=False))
+    argv = ["run", "--data", TINY, "--methods", "bm25,pacemaker", "--embedder", "hash:hash", "--out", str(tmp_path), "--name", "cut",
+            "--limit", "0", "--no-progress"]
+    assert main(argv) == 130
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err and err.startswith("pace run: interrupted"), err
+    cmd = shlex.split(err.split("resume with: ")[1])
+    assert cmd == ["pace", *argv]
+    man = json.loads((tmp_path / "cut" / "run.json").read_text())
+    assert man["status"] == "partial" and man["stopped"].startswith("interrupted") and 0 < man["n_pairs"] < 8
+    assert f"{man['n_pairs']} result rows kept" in err and not (tmp_path / "cut" / "run.lock").exists()
+    monkeypatch.setattr(pace.run, "_chat", lambda spec, cache: fake())
+    assert main(cmd[1:]) == 0
+    assert (tmp_path / "cut" / "results.jsonl").read_bytes() == whole["results"].read_bytes()
+    assert json.loads((tmp_path / "cut" / "run.json").read_text())["status"] == "complete"
+
+
+def test_a_run_that_fails_midway_is_not_left_running(tmp_path):
+    def broken(messages, schema):
+        if "directions" in (schema or {}).get("properties", {}): raise Crash("disk gone")   # not caught by the agents
+        return respond(messages, schema)
+    with pytest.raises(Crash):
+        run_experiment(chat=FakeChat(broken, cache=False), name="m", cache=False, **kw(tmp_path, methods=["bm25", "pacemaker"]))
+    man = json.loads((tmp_path / "m" / "run.json").read_text())
+    assert man["status"] == "partial" and man["stopped"] == "Crash: disk gone" and not (tmp_path / "m" / "run.lock").exists()
+
+
+def test_default_names_count_the_queries_selected_and_name_no_unused_model(tmp_path):
+    r = run_experiment(chat="llamacpp:qwen2.5-0.5b", retrieval_only=True, cache=False, **kw(tmp_path, methods=["bm25", "dense"], limit=1000))
+    assert r["run_dir"].name == "tiny-all-retrieval" and r["n_rows"] == 8     # 4 queries: --limit 1000 selects all of them
+    assert json.loads((r["run_dir"] / "run.json").read_text())["limit"] == 0
+    r = run_experiment(chat=fake(), retrieval_only=True, cache=False, **kw(tmp_path, methods=["bm25", "pacemaker"], limit=2))
+    assert r["run_dir"].name == "tiny-fake-n2-retrieval"                      # PaceMaker uses the chat model
+    with pytest.raises(UsageError, match="one folder name"):
+        run_experiment(chat=fake(), name="../x", cache=False, **kw(tmp_path, methods=["bm25"]))
+    assert not (tmp_path.parent / "x").exists()
+
+
+def test_a_very_long_fact_is_one_warning_line_and_the_run_goes_on(tmp_path, capsys):
+    data = tmp_path / "data"; shutil.copytree(TINY, data)
+    kb = sorted((data / "kb").glob("*.jsonl"))[0]
+    facts = [json.loads(l) for l in kb.read_text().splitlines()]
+    facts[0]["text"] += " and" * 400                                   # over 1,000 characters
+    kb.write_text("".join(json.dumps(f) + "\n" for f in facts))
+    r = run_experiment(chat=fake(), name="long", cache=False, **kw(tmp_path, dataset=data, methods=["bm25"]))
+    warn = [l for l in capsys.readouterr().err.splitlines() if "warning" in l]
+    assert r["n_rows"] == 4 and len(warn) == 1 and warn[0].startswith("pace run: warning: ") and f"kb/{kb.name}:1: field 'text'" in warn[0]
+
+
+def test_any_sized_retriever_runs_without_a_model_and_other_sizes_are_refused(tmp_path, capsys):
+    "Equal evidence budgets at any size: 'hybrid@3' and 'bm25@2' are built by pace run; a size on PaceMaker is not."
+    base = ["run", "--data", TINY, "--embedder", "hash:hash", "--retrieval-only", "--no-progress", "--limit", "2",
+            "--out", str(tmp_path)]
+    assert main([*base, "--methods", "hybrid@3,bm25@2", "--name", "sized"]) == 0
+    rows = read_jsonl(tmp_path / "sized" / "results.jsonl")
+    assert sorted({r["method"] for r in rows}) == ["bm25@2", "hybrid@3"] and len(rows) == 4
+    assert {len(r["evidence"]["final"]) for r in rows if r["method"] == "hybrid@3"} == {3}
+    capsys.readouterr()
+    for bad in ("pacemaker@3", "hybrid@0", "hybrid@x"):
+        assert main([*base, "--methods", bad, "--name", "bad"]) == 2
+        assert "unknown or no methods" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
+
+
+def test_hipporag_config_and_prompts_are_part_of_a_runs_settings(tmp_path, monkeypatch):
+    "A HippoRAG 2 run made with another filter (prompt or settings) is refused on resume, not silently reused."
+    import pace.hipporag
+    from pace.run import hipporag_settings, check_settings
+    (tmp_path / "run.json").write_text(json.dumps({"settings": {"hipporag": hipporag_settings()}}))
+    check_settings(tmp_path, {"hipporag": hipporag_settings()})          # the same settings resume
+    monkeypatch.setattr(pace.hipporag, "FILTER_SYSTEM", pace.hipporag.FILTER_SYSTEM + " Keep at most 4.")
+    with pytest.raises(RunMismatchError, match="hipporag.prompts.FILTER_SYSTEM"):
+        check_settings(tmp_path, {"hipporag": hipporag_settings()})
+    monkeypatch.undo()
+    old = hipporag_settings(); old["config"] = {**old["config"], "max_kept_facts": 4, "fact_matching": "exact"}
+    (tmp_path / "run.json").write_text(json.dumps({"settings": {"hipporag": old}}))
+    with pytest.raises(RunMismatchError, match="hipporag.config.fact_matching"):
+        check_settings(tmp_path, {"hipporag": hipporag_settings()})
