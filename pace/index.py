@@ -212,6 +212,11 @@ def _faiss_threads(n: int):
     try: yield
     finally: faiss.omp_set_num_threads(old)
 
+# %% ../nbs/10_index.ipynb #102dedc1
+def _exact_ip(a: np.ndarray, b: np.ndarray) -> float:
+    "Inner product of two float32 vectors in float64: each product is exact, so the score does not depend on the CPU."
+    return float(np.dot(a.astype(np.float64), b.astype(np.float64)))
+
 # %% ../nbs/10_index.ipynb #16e250c3
 class _IndexSearch(_IndexBuilder):
     def embed_queries(self, queries: list[str], stage="embed_query") -> np.ndarray:
@@ -230,7 +235,7 @@ class _IndexSearch(_IndexBuilder):
         else: D, I = self.faiss.search(vecs, kk)
         I, D = _sort_rows(I, D, kk)
         ids = self.doc_ids
-        return [[(ids[i], float(s)) for i, s in zip(ri, rs) if i >= 0] for ri, rs in zip(I, D)]
+        return [[(ids[i], _exact_ip(self.vectors[i], v)) for i in ri if i >= 0] for ri, v in zip(I, vecs)]
     def dense(self, queries: list[str], k: int) -> list[list[tuple[str, float]]]:
         "Embed `queries` and return the top-k documents per query."
         return self.dense_by_vector(self.embed_queries(queries), k) if queries else []

@@ -25,7 +25,7 @@ __all__ = ['DEFAULT_DATA', 'DEFAULT_CHAT', 'DEFAULT_METHODS', 'RETRIEVAL_METHODS
            'METHODS', 'VOLATILE', 'select_queries', 'build_method', 'split_volatile', 'RunFileError', 'load_done',
            'dataset_sha256', 'prompt_hashes', 'model_fingerprint', 'hipporag_settings', 'RunMismatchError',
            'check_settings', 'chat_name', 'default_run_name', 'public_query', 'public_facts', 'public_kb', 'RunLocked',
-           'RunLock', 'RunInterrupted', 'run_experiment', 'add_cli']
+           'RunLock', 'round_floats', 'RunInterrupted', 'run_experiment', 'add_cli']
 
 # %% ../nbs/25_run.ipynb #45bcaae8
 DEFAULT_DATA = "data/mini"
@@ -437,6 +437,16 @@ def _todo(queries, methods, done: dict, retry_failed: bool) -> list[tuple]:
             elif retry_failed and (old.get("failed") or {}).get("judge"): todo.append((q, m, old))
     return todo
 
+# %% ../nbs/25_run.ipynb #4801563a
+def round_floats(obj, # a result row (any JSON value)
+                 sig: int = 6, # significant digits kept
+                ):
+    "`obj` with every float rounded to `sig` significant digits (ints, strings and bools untouched)."
+    if isinstance(obj, float): return float(f"{obj:.{sig}g}")
+    if isinstance(obj, dict): return {k: round_floats(v, sig) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)): return [round_floats(v, sig) for v in obj]
+    return obj
+
 # %% ../nbs/25_run.ipynb #3f376bfe
 def _run_pair(method, m: str, q, ds, cm, retrieval_only: bool) -> tuple[dict, float]:
     "Run method `m` on query `q`: the result row (not judged yet) and its seconds."
@@ -448,10 +458,10 @@ def _run_pair(method, m: str, q, ds, cm, retrieval_only: bool) -> tuple[dict, fl
 
 def _row(q, m: str, r, usage: dict) -> dict:
     "The result row of method `m` on query `q` from its `MethodResult` and usage (not judged yet)."
-    return dict(query_id=q.query_id, instance_id=q.instance_id, method=m, label=q.label, situation_type=q.situation_type,
+    return round_floats(dict(query_id=q.query_id, instance_id=q.instance_id, method=m, label=q.label, situation_type=q.situation_type,
                 query=q.query, ref_date=str(q.ref_date), gold_doc_ids=list(q.gold_doc_ids), ranked=r.ranked,
                 retrieved_ids=r.retrieved_ids, evidence=r.evidence, funnel=funnel(r.evidence, q.gold_doc_ids), answer=r.answer,
-                usage=usage, trace=r.trace)
+                usage=usage, trace=r.trace))
 
 def _judged(row: dict, q, m: str, secs: float, jm, judge_mode: str, judge_max_tokens: int) -> tuple[dict, dict]:
     "Judge `row` and split off its volatile fields: (result line, timing line)."
