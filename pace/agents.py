@@ -7,16 +7,17 @@ from __future__ import annotations
 import datetime as dt, itertools, json, random, re, string
 from typing import Any, Literal, get_args
 from pydantic import BaseModel, Field, ValidationError
-from .cache import Accounts
+from .cache import Accounts, ReplayError
 
 # %% auto #0
 __all__ = ['STAGE_ORDER', 'PLANNER_SYSTEM', 'VIEWS_SYSTEM', 'FILTER_SYSTEM', 'LABEL_CODES', 'ANSWER_SYSTEM', 'ANSWER_FORMATS',
            'ANSWER_JSON_SYSTEM', 'AgentCall', 'agent_request', 'chat_one', 'read_reply', 'call_agent', 'run_steps',
            'run_steps_batch', 'persona_name', 'as_date', 'date_hints', 'Direction', 'ConflictPlan', 'planner_messages',
            'plan_steps', 'plan_conflicts', 'CounterQueries', 'views_messages', 'views_steps', 'generate_views',
-           'Selection', 'filter_messages', 'selection_schema', 'clean_selection', 'prompt_budget', 'shown_labels',
-           'SelectionReport', 'select_steps', 'select_evidence', 'answer_messages', 'AnswerWithDecision', 'fit_facts',
-           'tidy_answer', 'read_structured_answer', 'answer_steps', 'generate_answer']
+           'Selection', 'filter_messages', 'selection_schema', 'clean_selection', 'token_counts', 'prompt_budget',
+           'shown_labels', 'SelectionReport', 'select_steps', 'select_evidence', 'answer_messages',
+           'AnswerWithDecision', 'fit_facts', 'tidy_answer', 'read_structured_answer', 'answer_steps',
+           'generate_answer']
 
 # %% ../nbs/20_agents.ipynb #0a9ed9e3
 class AgentCall(BaseModel):
@@ -55,6 +56,7 @@ def agent_request(messages: list[dict],     # the prompt
 def chat_one(cm, req: dict):
     "The result of `req` through `cm.chat`, or the Exception it raised (a backend bug must not stop an experiment)."
     try: return cm.chat(req['messages'], **{k: v for k, v in req.items() if k != 'messages'})
+    except ReplayError: raise   # a replay that lacks a request must stop, not record a failure
     except Exception as e: return e
 
 # %% ../nbs/20_agents.ipynb #1fdce7bb
@@ -105,6 +107,7 @@ STAGE_ORDER = ("planner", "views", "prehop", "posthop", "answer")   # the order 
 def _chat_many(cm, reqs: list[dict]) -> list:
     "Results of `reqs` from one `cm.chat_batch` call; when the batch raises, `chat_one` for each."
     try: return cm.chat_batch(reqs)
+    except ReplayError: raise
     except Exception: return [chat_one(cm, r) for r in reqs]
 
 def _tally(acc: Accounts, reqs: list[dict], results: list):
@@ -338,6 +341,21 @@ def clean_selection(selected: list[str], # ids the model returned
         else: out.append(i)
     return out[:top_n], dict(n_returned=len(selected), invalid_ids=invalid, n_invalid=len(invalid), duplicates=dups, n_chosen=len(out[:top_n]))
 
+# %% ../nbs/20_agents.ipynb #03366548
+def token_counts(cm, # chat model (its `count_tokens_many`; `count_tokens` one by one for objects without it)
+                 texts: list[str], # the texts to count
+                 stage: str, # the stage that needs the counts
+                ) -> list[int]:
+    "Token counts of `texts`, in one batched call where the model has one."
+    many = getattr(cm, "count_tokens_many", None)
+    return many(list(texts), stage=stage) if many is not None else [cm.count_tokens(t) for t in texts]
+
+def _lazy_counts(cm, texts, stage: str, first: int = 16):
+    "Token counts of the iterable `texts` in order, asked for in batches of `first`, then twice as many each time."
+    it, n = iter(texts), first
+    while batch := list(itertools.islice(it, n)):
+        yield from token_counts(cm, batch, stage); n *= 2
+
 # %% ../nbs/20_agents.ipynb #775299ce
 def prompt_budget(cm, # chat model (its context window)
                   max_tokens: int, # room kept for the answer
@@ -360,13 +378,18 @@ def _label(labels, k, doc_id) -> str:
     "The label of the `k`-th candidate (from 0) of a call."
     return doc_id if labels == "doc_id" else str(k + 1) if labels == "position" else LABEL_CODES[k]
 
-def _chunks(cm, query, ref_date, cands, top_n, budget, labels="doc_id"):
+def _chunks(cm, query, ref_date, cands, top_n, budget, labels="doc_id", stage="filter"):
     "Greedy split of `cands` into consecutive chunks whose filter prompt fits `budget` tokens."
-    base = sum(cm.count_tokens(m['content']) for m in filter_messages(query, ref_date, [], top_n))
+    base = sum(token_counts(cm, [m['content'] for m in filter_messages(query, ref_date, [], top_n)], stage))
+    line = lambda k, c: f"[{_label(labels, k % len(LABEL_CODES), c[0])}] {c[1]}"   # the `k`-th line of a chunk
     out, cur, used = [], [], base
-    for c in cands:
-        t = cm.count_tokens(f"[{_label(labels, len(cur) % len(LABEL_CODES), c[0])}] {c[1]}") + 1
-        if cur and (used + t > budget or len(cur) >= 400): out.append(cur); cur, used = [], base
+    counts = _lazy_counts(cm, (line(k, c) for k, c in enumerate(cands)), stage)
+    for i, c in enumerate(cands):
+        t = next(counts) + 1                  # counted with the label of position len(cur)
+        if cur and (used + t > budget or len(cur) >= 400):
+            out.append(cur); cur, used = [], base
+            if labels != "doc_id":   # positions restart: the next candidate is the second line of its chunk
+                counts = _lazy_counts(cm, (line(k, x) for k, x in enumerate(cands[i + 1:], 1)), stage)
         cur.append(c); used += t
     if cur: out.append(cur)
     return out
@@ -423,7 +446,7 @@ def _tournament(cm, query, ref_date, cands, top_n, stage, max_tokens, max_rounds
     "Steps: rounds of chunked selection until at most `top_n` candidates remain (or `max_rounds` ran out); returns (the remaining candidates, call records)."
     cur, recs, texts, budget = list(cands), [], dict(cands), prompt_budget(cm, max_tokens)
     while len(cur) > top_n and (max_rounds is None or rep.rounds < max_rounds):
-        chunks = _chunks(cm, query, ref_date, cur, top_n, budget, labels)
+        chunks = _chunks(cm, query, ref_date, cur, top_n, budget, labels, stage)
         if len(chunks) > 1 and all(len(ch) <= top_n for ch in chunks):
             rep.note = f"the context window holds at most {max(map(len, chunks))} candidates per call: no selection possible"; break
         rep.rounds += 1; winners = []
@@ -542,13 +565,15 @@ def fit_facts(cm, # chat model (its context window and token counter)
               facts: list[str], # the evidence, most important first
               max_tokens: int = 200, # room kept for the answer
               answer_format: str = "free_text", # the prompt the facts go into (see `answer_messages`)
+              stage: str = "answer", # the stage the token counts are for
              ) -> list[str]:
     "The longest prefix of `facts` whose answer prompt fits `cm.context_window`."
     budget = prompt_budget(cm, max_tokens)
-    used = sum(cm.count_tokens(m['content']) for m in answer_messages(query, ref_date, persona, [], answer_format))
+    empty = answer_messages(query, ref_date, persona, [], answer_format)
+    used = sum(token_counts(cm, [m['content'] for m in empty], stage))
     out = []
-    for f in facts:
-        used += cm.count_tokens(f"- {f}") + 1
+    for f, n in zip(facts, _lazy_counts(cm, (f"- {f}" for f in facts), stage)):
+        used += n + 1
         if used > budget: break
         out.append(f)
     return out
@@ -586,7 +611,7 @@ def answer_steps(cm,                  # chat model (its context window and token
                  query: str, ref_date, persona: str, facts: list[str], *, stage: str = "answer", max_tokens: int = 200,
                  answer_format: str = "free_text"): # 'structured': JSON, a decision beside the reply
     "The answer generator as steps (see `run_steps`): one request; returns (answer, record)."
-    kept = fit_facts(cm, query, ref_date, persona, facts, max_tokens, answer_format)
+    kept = fit_facts(cm, query, ref_date, persona, facts, max_tokens, answer_format, stage)
     schema = AnswerWithDecision if answer_format == "structured" else None
     msgs = answer_messages(query, ref_date, persona, kept, answer_format)
     r, = yield [agent_request(msgs, stage=stage, schema=schema, max_tokens=max_tokens)]

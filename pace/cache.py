@@ -4,28 +4,34 @@
 
 # %% ../nbs/01_cache.ipynb #0703cc7c
 from __future__ import annotations
-import contextvars, hashlib, json, os, sqlite3, threading, time, argparse, sys
+import base64, contextvars, errno, gzip, hashlib, io, json, os, re, sqlite3, threading, time, argparse, sys
+import zipfile, zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from .data import UsageError
 
 # %% auto #0
-__all__ = ['CACHE_VERSION', 'canonical_json', 'request_key', 'default_cache_path', 'CacheFileError', 'Entry', 'Cache', 'as_cache',
-           'export_cache', 'CacheImportError', 'read_export', 'add_entries', 'import_cache', 'Accounts', 'add_cli']
+__all__ = ['CACHE_VERSION', 'ENTRY_KINDS', 'STORE_FORMAT', 'canonical_json', 'request_key', 'default_cache_path',
+           'CacheFileError', 'Entry', 'Cache', 'as_cache', 'export_cache', 'CacheImportError', 'read_export',
+           'add_entries', 'import_cache', 'store_path', 'read_store_file', 'read_store', 'Accounts', 'log_calls',
+           'read_call_log', 'ReplayError', 'ReplayMissError', 'replay_enabled', 'replay_miss', 'recorded_fingerprints',
+           'recorded_model', 'recorded_cards', 'add_cli']
 
 # %% ../nbs/01_cache.ipynb #61433b83
 CACHE_VERSION = 2 # 2: requests carry the backend's fingerprint, not just the model id
+# what an entry holds: a reply, a vector, a token count, a model card, a failed request
+ENTRY_KINDS = ("chat", "embed", "tokens", "card", "failure")
 
 def canonical_json(obj) -> str:
     "Deterministic JSON text of `obj`: sorted keys, compact separators, unicode kept."
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
-def request_key(kind:str, # "chat" or "embed"
+def request_key(kind:str, # one of `ENTRY_KINDS`
                 request:dict, # canonical request: model id, messages/text, sampling params, schema
                ) -> str:
     "sha256 hex key of a request, including the kind and `CACHE_VERSION`."
-    if kind not in ("chat", "embed"): raise ValueError(f"kind must be 'chat' or 'embed', got {kind!r}")
+    if kind not in ENTRY_KINDS: raise ValueError(f"kind must be one of {', '.join(ENTRY_KINDS)}; got {kind!r}")
     return hashlib.sha256(canonical_json({"v": CACHE_VERSION, "kind": kind, "req": request}).encode()).hexdigest()
 
 # %% ../nbs/01_cache.ipynb #7bcaab5f
@@ -89,7 +95,7 @@ _COLS = "key,kind,model,stage,request,response,prompt_tokens,completion_tokens,s
 class Entry:
     "A cached call: the response (any JSON value) and what producing it cost."
     key: str
-    kind: str # "chat" or "embed"
+    kind: str # one of ENTRY_KINDS
     model: str # the model id (a name people choose)
     stage: str # the pipeline stage that made the call
     request: object # what the key hashes
@@ -142,13 +148,16 @@ class _EntryStore(_SQLiteFile):
         "The cached entry for `key`, or None."
         return self.get_many([key]).get(key)
 
-    def put_many(self, entries:list[Entry]) -> int:
-        "Store entries in one transaction (first value for a key wins); returns how many were new."
+    def put_many(self, entries:list[Entry], # the entries to store
+                 replace:bool=False, # the last value for a key wins (a failure's newest outcome), not the first
+                ) -> int:
+        "Store entries in one transaction (the first value for a key wins, unless `replace`); how many rows were written."
         rows = [_entry2row(e) for e in entries]
         if not rows: return 0
         with self._transaction() as con:
             before = con.total_changes
-            con.executemany(f"INSERT OR IGNORE INTO entries({_COLS},created,version) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
+            verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+            con.executemany(f"{verb} INTO entries({_COLS},created,version) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
             return con.total_changes - before
 
     def put(self, entry:Entry) -> bool:
@@ -211,18 +220,41 @@ def as_cache(cache) -> Cache|None:
     raise TypeError(f"cache must be None, False, a path or a Cache, got {type(cache).__name__}")
 
 # %% ../nbs/01_cache.ipynb #0a6d7ef4
-def export_cache(cache:Cache, # the cache to read
-                 path:str|Path, # JSONL file to write
-                 stage:str|None=None, model:str|None=None, kind:str|None=None, # only these entries
-                ) -> int:
-    "Write the matching entries to `path` as canonical JSON lines sorted by key; returns how many."
-    where, args = _where(stage, model, kind)
-    rows = cache._con().execute(f"SELECT {_COLS} FROM entries{where} ORDER BY key", args).fetchall()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        for r in rows: f.write(canonical_json(asdict(_row2entry(r))) + "\n")
-    return len(rows)
+def _write_file(path:Path, data:bytes):
+    "Write `data` to `path` through a temporary file renamed into place: a reader never sees half a file."
+    path = Path(path)
+    if path.is_dir(): raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try: tmp.write_bytes(data); os.replace(tmp, path)
+    finally: tmp.unlink(missing_ok=True)
 
+def _jsonl_bytes(entries:list[Entry], path:Path) -> bytes:
+    "Canonical JSON lines of `entries` sorted by key; gzip'd with a zero timestamp when `path` ends in .gz."
+    data = "".join(canonical_json(asdict(e)) + "\n" for e in sorted(entries, key=lambda e: e.key)).encode("utf-8")
+    return gzip.compress(data, compresslevel=9, mtime=0) if str(path).endswith(".gz") else data
+
+def _export(cache:Cache, path, stage=None, model=None, kind=None, embeddings=None) -> dict:
+    "Export the matching entries; how many went to `path` (lines), to the store (stored; added: new there) and its files."
+    where, args = _where(stage, model, kind)
+    es = [_row2entry(r) for r in cache._con().execute(f"SELECT {_COLS} FROM entries{where} ORDER BY key", args)]
+    st = dict(stored=0, added=0, files=0)
+    if embeddings is not None:
+        st, rest = _to_store([e for e in es if e.kind == "embed"], embeddings)
+        es = [e for e in es if e.kind != "embed"] + rest
+    _write_file(Path(path), _jsonl_bytes(es, path))
+    return dict(lines=len(es), **st)
+
+def export_cache(cache:Cache, # the cache to read
+                 path:str|Path, # JSONL file to write (gzip'd when the name ends in .gz)
+                 stage:str|None=None, model:str|None=None, kind:str|None=None, # only these entries
+                 *, embeddings:str|Path|None=None, # a store folder for the vectors (`store_path`); None: in `path`
+                ) -> int:
+    "Write the matching entries to `path` as canonical JSON lines sorted by key (vectors to `embeddings`); how many."
+    r = _export(cache, path, stage, model, kind, embeddings)
+    return r["lines"] + r["stored"]
+
+# %% ../nbs/01_cache.ipynb #d8d8fd9f
 class CacheImportError(UsageError):
     "An export file that cannot be imported; the message names the file and line."
 
@@ -237,16 +269,20 @@ def _export_line(path: Path, n: int, line: bytes) -> Entry:
     except (TypeError, ValueError) as x: raise CacheImportError(f"{where}: not a cache entry ({x})") from None
     return e
 
-def read_export(path:str|Path, # JSONL file written by `export_cache`
+def read_export(path:str|Path, # JSONL file written by `export_cache` (gzip'd or not)
                ) -> list[Entry]:
     "Every entry of an export file, each line checked before any is used (`CacheImportError` names the bad one)."
     path = Path(path)
     try: raw = path.read_bytes()
     except OSError as e: raise CacheImportError(f"{path}: {e.strerror}") from None
+    if raw[:2] == b"\x1f\x8b":
+        try: raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as e:
+            raise CacheImportError(f"{path}: a damaged gzip file ({e})") from None
     return [_export_line(path, n, l) for n, l in enumerate(raw.split(b"\n"), 1) if l.strip()]
 
 def _key_matches(e: Entry) -> bool:
-    try: return e.kind in ("chat", "embed") and request_key(e.kind, e.request) == e.key
+    try: return e.kind in ENTRY_KINDS and request_key(e.kind, e.request) == e.key
     except ValueError: return False   # a request that is not plain JSON (NaN)
 
 def add_entries(cache:Cache, # the cache to fill
@@ -257,10 +293,127 @@ def add_entries(cache:Cache, # the cache to fill
     return dict(read=len(entries), added=cache.put_many(ok), skipped=len(entries) - len(ok))
 
 def import_cache(cache:Cache, # the cache to fill
-                 path:str|Path, # JSONL file written by `export_cache`
+                 path:str|Path|None, # JSONL file written by `export_cache` (None: only the store)
+                 *, embeddings:str|Path|None=None, # a store folder of vectors (see `store_path`) to read too
                 ) -> dict:
-    "Add the entries of `path` whose key matches their request; {'read', 'added', 'skipped'}."
-    return add_entries(cache, read_export(path))
+    "Add the entries of `path` and `embeddings` whose key matches their request (all checked first); {read, added, skipped}."
+    es = (read_export(path) if path is not None else []) + (read_store(embeddings) if embeddings is not None else [])
+    return add_entries(cache, es)
+
+# %% ../nbs/01_cache.ipynb #cf987cb4
+STORE_FORMAT = 1 # version of a store file's layout
+_ZIP_TIME = (1980, 1, 1, 0, 0, 0) # the earliest date a zip holds: no clock in the bytes
+
+def store_path(folder:str|Path, # the store folder
+               fingerprint:dict, # an embedder's fingerprint
+              ) -> Path:
+    "The file of `folder` that holds an embedder's vectors: `<model id>-<sha256 of its fingerprint, 16 hex>.zip`."
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(fingerprint.get("model_id", "embedder"))).strip("-.")[:60] or "embedder"
+    return Path(folder) / f"{slug}-{hashlib.sha256(canonical_json(fingerprint).encode()).hexdigest()[:16]}.zip"
+
+def _vec_bytes(e:Entry) -> bytes|None:
+    "The float32 bytes of an embedding entry as `pace.embed` writes one ({'f32': base64}), else None."
+    q, r = e.request, e.response
+    if e.kind != "embed" or e.completion_tokens or not (isinstance(q, dict) and set(q) == {"fingerprint", "text"}): return None
+    if not (isinstance(q["fingerprint"], dict) and isinstance(q["text"], str)): return None
+    if not (isinstance(r, dict) and set(r) == {"f32"}): return None
+    try: b = base64.b64decode(r["f32"], validate=True)
+    except (TypeError, ValueError): return None
+    return b if b and len(b) % 4 == 0 and base64.b64encode(b).decode("ascii") == r["f32"] else None
+
+# %% ../nbs/01_cache.ipynb #b0293db2
+def _store_groups(entries:list[Entry]) -> tuple[dict, list[Entry]]:
+    "{canonical fingerprint: {key: (entry, vector bytes)}} of the entries a store file can hold, and the others."
+    groups, rest = {}, []
+    for e in entries:
+        b = _vec_bytes(e)
+        if b is None: rest.append(e); continue
+        fp = e.request["fingerprint"]; g = groups.setdefault(canonical_json(fp), {})
+        size = len(next(iter(g.values()))[1]) if g else 4 * fp["dim"] if type(fp.get("dim")) is int else len(b)
+        if len(b) != size: rest.append(e)
+        else: g.setdefault(e.key, (e, b))
+    return {k: g for k, g in groups.items() if g}, rest
+
+# %% ../nbs/01_cache.ipynb #3bf12d20
+def _zip(members:dict) -> bytes:
+    "A zip of {name: bytes}, deflated, with a fixed timestamp and attributes."
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, data in members.items():
+            zi = zipfile.ZipInfo(name, date_time=_ZIP_TIME)
+            zi.compress_type, zi.create_system, zi.external_attr = zipfile.ZIP_DEFLATED, 3, 0o644 << 16
+            z.writestr(zi, data, compresslevel=9)
+    return buf.getvalue()
+
+def _planes(b:bytes) -> bytes: return b"".join(b[i::4] for i in range(4))   # byte i of every float together
+
+def _unplanes(b:bytes) -> bytes:
+    n, out = len(b) // 4, bytearray(len(b))
+    for i in range(4): out[i::4] = b[i * n:(i + 1) * n]
+    return bytes(out)
+
+def _store_bytes(fp:dict, rows:list) -> bytes:
+    "The store file of one embedder's rows [(entry, vector bytes)], sorted by key."
+    rows = sorted(rows, key=lambda r: r[0].key)
+    head = dict(format=STORE_FORMAT, fingerprint=fp, dim=len(rows[0][1]) // 4, n=len(rows))
+    line = lambda e: canonical_json(dict(key=e.key, model=e.model, stage=e.stage, text=e.request["text"],
+                                         prompt_tokens=e.prompt_tokens, seconds=e.seconds)) + "\n"
+    return _zip({"store.json": canonical_json(head).encode(), "entries.jsonl": "".join(line(e) for e, _ in rows).encode(),
+                 "vectors.f32": _planes(b"".join(b for _, b in rows))})
+
+# %% ../nbs/01_cache.ipynb #c902e863
+def read_store_file(path:str|Path, # a file of a store folder
+                   ) -> list[Entry]:
+    "The embedding entries of one store file, the whole file checked first (`CacheImportError` says what is wrong)."
+    path = Path(path)
+    bad = lambda why: CacheImportError(f"{path}: {why}")
+    try:
+        with zipfile.ZipFile(path) as z:
+            head, vecs = json.loads(z.read("store.json")), z.read("vectors.f32")
+            lines = z.read("entries.jsonl").decode("utf-8").splitlines()
+    except (zipfile.BadZipFile, KeyError, ValueError, EOFError, zlib.error) as e:
+        raise bad(f"not a store file of vectors ({e})") from None
+    except OSError as e: raise bad(e.strerror or str(e)) from None
+    if not isinstance(head, dict) or head.get("format") != STORE_FORMAT: raise bad(f"not a store file of format {STORE_FORMAT}")
+    dim, n, fp = head.get("dim"), head.get("n"), head.get("fingerprint")
+    if not (type(dim) is int and dim > 0 and n == len(lines) == len(vecs) // (4 * dim) and len(vecs) % (4 * dim) == 0
+            and isinstance(fp, dict)):
+        raise bad(f"sizes do not agree: {n} vectors of {dim} floats, {len(lines)} entries, {len(vecs)} bytes")
+    vecs, out, w = _unplanes(vecs), [], 4 * dim
+    for i, l in enumerate(lines):
+        try:
+            d = json.loads(l)
+            e = Entry(key=d["key"], kind="embed", model=d["model"], stage=d["stage"],
+                      request={"fingerprint": fp, "text": d["text"]}, prompt_tokens=d["prompt_tokens"], seconds=d["seconds"],
+                      response={"f32": base64.b64encode(vecs[w * i:w * (i + 1)]).decode("ascii")})
+            _entry2row(e)
+        except (ValueError, KeyError, TypeError) as x: raise bad(f"entry {i + 1}: {type(x).__name__}: {x}") from None
+        out.append(e)
+    return out
+
+def read_store(folder:str|Path, # a store folder
+              ) -> list[Entry]:
+    "The entries of every store file in `folder` (in name order), each file checked before any entry is used."
+    folder = Path(folder)
+    if not folder.is_dir(): raise CacheImportError(f"{folder}: no such store folder")
+    return [e for p in sorted(folder.glob("*.zip")) for e in read_store_file(p)]
+
+# %% ../nbs/01_cache.ipynb #ba049dc1
+def _to_store(entries:list[Entry], folder) -> tuple[dict, list[Entry]]:
+    "Merge the vectors among `entries` into `folder`'s files: ({stored, added, files}, the entries a store cannot hold)."
+    groups, rest = _store_groups(entries)
+    stored = added = 0
+    for fpj, rows in groups.items():
+        fp = json.loads(fpj); p = store_path(folder, fp)
+        olds = _store_groups(read_store_file(p))[0] if p.exists() else {}
+        if set(olds) - {fpj}: raise CacheFileError(f"{p} holds the vectors of another embedder: move it away")
+        old = olds.get(fpj, {})
+        size = len(next(iter((old or rows).values()))[1])   # a file keeps its vectors' size
+        rest += [e for e, b in rows.values() if len(b) != size]
+        new = {k: r for k, r in rows.items() if k not in old and len(r[1]) == size}
+        stored += sum(len(b) == size for _, b in rows.values()); added += len(new)
+        _write_file(p, _store_bytes(fp, [*old.values(), *new.values()]))
+    return dict(stored=stored, added=added, files=len(groups)), rest
 
 # %% ../nbs/01_cache.ipynb #0236f2d2
 _FIELDS = ("calls", "cache_hits", "failures", "model_calls", "prompt_tokens", "completion_tokens", "seconds", "model_seconds")
@@ -324,6 +477,82 @@ class Accounts(_Counters):
             if diff["calls"]: out[st] = diff
         return out
 
+# %% ../nbs/01_cache.ipynb #6fff2d91
+_LOG_LOCK = threading.Lock()
+
+def log_calls(kind:str, # "chat", "embed", "tokens" (or "miss": a replay asked for what the cache lacks)
+              model:str, stage:str, # the model id and the stage of the requests
+              n:int=1, # how many requests
+             ):
+    "Append `{kind, model, stage, n}` to the file `$PACE_CALL_LOG` names (nothing when it is unset or `n` is 0)."
+    path = os.environ.get("PACE_CALL_LOG")
+    if not path or n < 1: return
+    line = canonical_json(dict(kind=kind, model=model, stage=stage, n=int(n))) + "\n"
+    with _LOG_LOCK, open(Path(path).expanduser(), "a", encoding="utf-8") as f: f.write(line)
+
+def read_call_log(path:str|Path) -> list[dict]:
+    "The lines of a call log ([] when the file does not exist)."
+    p = Path(path).expanduser()
+    return [json.loads(l) for l in p.read_text(encoding="utf-8").splitlines() if l.strip()] if p.exists() else []
+
+# %% ../nbs/01_cache.ipynb #03bf2c88
+class ReplayError(UsageError):
+    "A replay that cannot go on: no recorded model (or several) for a spec, or no cache to replay from."
+
+class ReplayMissError(ReplayError):
+    "A request a replay was asked that the cache does not hold; the model is never called in its place."
+
+def replay_enabled(replay:bool|None=None, # an explicit choice; None: `$PACE_REPLAY`
+                  ) -> bool:
+    "Whether models are replayed from the cache: `replay` if given, else whether `$PACE_REPLAY` is 1, true, yes or on."
+    if replay is not None: return bool(replay)
+    return os.environ.get("PACE_REPLAY", "").strip().lower() in ("1", "true", "yes", "on")
+
+def replay_miss(what:str, # "reply", "token count" or "embedding"
+                stage:str, model:str, key:str, # the first missing request: its stage, model id and cache key
+                n:int=1, # how many requests of the call are missing
+               ) -> ReplayMissError:
+    "The one-line error of a replay asked for what the cache lacks (logged as a 'miss' too, should a caller swallow it)."
+    log_calls("miss", model, stage, n)
+    more, a = f", and {n - 1} more" if n > 1 else "", "an" if str(stage)[:1].lower() in "aeiou" else "a"
+    return ReplayMissError(f"replay: no cached {what} for {a} {stage!r} call of {model} (key {key[:8]}...{more}): "
+                           "the committed cache lacks it")
+
+# %% ../nbs/01_cache.ipynb #5b4076ad
+def recorded_fingerprints(cache:Cache, model:str, # a model id
+                          kinds:tuple=("chat", "tokens", "card"), # the entry kinds to look in
+                         ) -> list[dict]:
+    "The distinct fingerprints of `model`'s entries of `kinds` in `cache` (sorted by their canonical JSON)."
+    q = ("SELECT DISTINCT json_extract(request, '$.fingerprint') FROM entries"
+         f" WHERE model=? AND kind IN ({','.join('?' * len(kinds))}) AND json_type(request, '$.fingerprint')='object'")
+    fps = {canonical_json(json.loads(r[0])) for r in cache._con().execute(q, [model, *kinds])}
+    return [json.loads(s) for s in sorted(fps)]
+
+def recorded_model(cache:Cache, fields:dict, # what the spec decides of the fingerprint: backend, model_id and settings
+                   kinds:tuple=("chat", "tokens", "card"), what:str="chat model") -> dict:
+    "The one fingerprint recorded in `cache` (entries of `kinds`) that agrees with `fields`; `ReplayError` for none or several."
+    fps, name = recorded_fingerprints(cache, fields["model_id"], kinds), f"{what} {fields['backend']}:{fields['model_id']}"
+    hits = [fp for fp in fps if all(fp.get(k) == v for k, v in fields.items())]
+    if len(hits) == 1: return hits[0]
+    if not hits:
+        other = sorted({k for fp in fps for k, v in fields.items() if fp.get(k) != v})
+        why = f" (its entries there have another {', '.join(other)})" if fps else ""
+        raise ReplayError(f"replay: cache {cache.path} holds no {name}{why}: "
+                          "import the committed cache (pace cache import) or record the run first")
+    diff = sorted({k for fp in hits for k in fp if len({canonical_json(h.get(k)) for h in hits}) > 1})
+    raise ReplayError(f"replay: cache {cache.path} holds {len(hits)} recorded versions of {name} "
+                      f"that differ in {', '.join(diff)}: "
+                      "keep the one meant (pace cache clear) or give its settings in the spec")
+
+# %% ../nbs/01_cache.ipynb #71b25f14
+def recorded_cards(cache:Cache, fingerprint:dict, # a recorded model's fingerprint
+                  ) -> list[dict]:
+    "The distinct model cards stored in `cache` for `fingerprint` (its context window, whether it serves threads at once)."
+    fp, q = canonical_json(fingerprint), "SELECT request, response FROM entries WHERE kind='card' AND model=?"
+    cards = {canonical_json(json.loads(b)) for a, b in cache._con().execute(q, [fingerprint.get("model_id")])
+             if canonical_json(json.loads(a).get("fingerprint")) == fp}
+    return [json.loads(c) for c in sorted(cards)]
+
 # %% ../nbs/01_cache.ipynb #b57c27ff
 def _print_stats(s:dict, file=None):
     file = file or sys.stdout
@@ -351,9 +580,11 @@ def _run_cache_cmd(args) -> int:
     if args.cache_cmd == "clear" and args.stage is None and args.model is None and args.kind is None and not args.all:
         print("pace: error: refusing to clear every entry: give --stage, --model, --kind or --all", file=sys.stderr); return 2
     if args.cache_cmd == "import":
-        es = read_export(args.file)   # the whole file is checked before the cache is opened: a bad file leaves no cache behind
+        es = read_export(args.file) + (read_store(args.embeddings) if args.embeddings else [])   # checked before the cache opens
         r = add_entries(Cache(path), es)
-        print(f"read {r['read']} entries from {args.file}: {r['added']} added, {r['skipped']} skipped (key does not match the request)")
+        src = args.file + (f" and {args.embeddings}" if args.embeddings else "")
+        print(f"read {r['read']} entries from {src}: {r['added']} added, "
+              f"{r['skipped']} skipped (key does not match the request)")
         return 0
     if not path.exists(): return _no_cache(args, path)
     c = Cache(path)
@@ -365,8 +596,10 @@ def _run_cache_cmd(args) -> int:
         n = c.clear(stage=args.stage, model=args.model, kind=args.kind)
         print(f"deleted {n} entries from {c.path}")
     elif args.cache_cmd == "export":
-        n = export_cache(c, args.file, stage=args.stage, model=args.model, kind=args.kind)
-        print(f"wrote {n} entries to {args.file}")
+        r = _export(c, args.file, args.stage, args.model, args.kind, args.embeddings)
+        print(f"wrote {r['lines']} entries to {args.file}" +
+              (f"; {r['stored']} vectors to {args.embeddings} ({r['added']} new, {r['files']} files)"
+               if args.embeddings else ""))
     return 0
 
 # %% ../nbs/01_cache.ipynb #b1378bf8
@@ -379,11 +612,13 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     cl = sub.add_parser("clear", help="delete entries by stage and/or model")
     cl.add_argument("--all", action="store_true", help="clear every entry")
     ex = sub.add_parser("export", help="write entries as sorted JSON lines (to commit or to share)")
-    ex.add_argument("file", help="JSONL file to write")
+    ex.add_argument("file", help="JSONL file to write (gzip'd when it ends in .gz)")
     for q in (cl, ex):
-        q.add_argument("--stage"); q.add_argument("--model"); q.add_argument("--kind", choices=["chat", "embed"])
+        q.add_argument("--stage"); q.add_argument("--model"); q.add_argument("--kind", choices=ENTRY_KINDS)
     im = sub.add_parser("import", help="add the entries of a JSONL export")
     im.add_argument("file", help="JSONL file written by `pace cache export`")
+    ex.add_argument("--embeddings", metavar="DIR", help="put the vectors in this shared store folder, not in FILE")
+    im.add_argument("--embeddings", metavar="DIR", help="read the vectors of this store folder too")
     for q in (st, cl, ex, im): q.add_argument("--cache", help="cache file (default $PACE_CACHE or ~/.cache/pace/cache.sqlite)")
     p.set_defaults(func=_run_cache_cmd)
     return p

@@ -48,7 +48,7 @@ class _Parser(argparse.ArgumentParser):
     "argparse with one-line errors: `prog: error: message` and exit status 2, no usage dump."
     def error(self, message): self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
-CLI_MODULES = ["pace.run", "pace.cache", "pace.judge", "pace.generate"]  # modules with an `add_cli(subparsers)` hook, in --help order
+CLI_MODULES = ["pace.run", "pace.cache", "pace.judge", "pace.generate", "pace.reproduce"]  # modules with an `add_cli(subparsers)` hook, in --help order
 
 def build_parser() -> argparse.ArgumentParser:
     "The `pace` argument parser with every registered subcommand."

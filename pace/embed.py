@@ -4,18 +4,19 @@
 
 # %% ../nbs/03_embed.ipynb #adbe6b72
 from __future__ import annotations
-import base64, hashlib, importlib.resources, json, os, re, threading, time
+import base64, functools, hashlib, importlib.resources, json, os, re, threading, time
 from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from tqdm.auto import tqdm
-from .cache import Cache, Entry, Accounts, as_cache, request_key, canonical_json
+from .cache import (Cache, Entry, Accounts, as_cache, request_key, canonical_json, log_calls, ReplayError,
+                        replay_enabled, replay_miss, recorded_model)
 from .llm import parse_spec, build_from_spec, file_identity, dir_identity, normalise_base_url, _vllm_settings
 
 # %% auto #0
-__all__ = ['ASSETS', 'MINILM_TOKENIZER', 'DEFAULT_EMBEDDER', 'EMBED_BACKENDS', 'encode_vec', 'decode_vec', 'l2_normalise',
-           'EmbeddingError', 'Embedder', 'HashEmbedder', 'OnnxEmbedder', 'STEmbedder', 'OpenAIEmbedder', 'VLLMEmbedder',
-           'get_embedder']
+__all__ = ['ASSETS', 'MINILM_TOKENIZER', 'DEFAULT_EMBEDDER', 'EMBED_BACKENDS', 'EMBED_REPLAY_SPECS', 'encode_vec', 'decode_vec',
+           'l2_normalise', 'EmbeddingError', 'Embedder', 'HashEmbedder', 'OnnxEmbedder', 'STEmbedder', 'OpenAIEmbedder',
+           'VLLMEmbedder', 'get_embedder', 'ReplayEmbedder', 'replay_embedder']
 
 # %% ../nbs/03_embed.ipynb #3ab7c075
 def encode_vec(v:np.ndarray) -> dict:
@@ -62,8 +63,11 @@ class _EmbedderBase:
         "JSON identity of what, besides the text, decides a vector: backend, model id, size and backend settings."
         return {"backend": self.backend, "model_id": self.model_id, "dim": self.dim}
     def _key(self, text:str, fp:dict) -> str: return request_key("embed", {"fingerprint": fp, "text": text})
-    def _run_batch(self, batch:list[str]):
-        "Unit vectors, token count and seconds of one backend call; a failure or a wrong shape raises `EmbeddingError`."
+    def _on_miss(self, texts:list[str], fp:dict, stage:str):
+        "Hook called with the texts the cache lacks, before they are embedded (a replay raises here)."
+    def _run_batch(self, batch:list[str], stage:str="embed"):
+        "Unit vectors, tokens and seconds of one backend call (logged); a failure or a wrong shape raises `EmbeddingError`."
+        log_calls("embed", self.model_id, stage, len(batch))
         t = time.perf_counter()
         try: vecs, ntok = self._embed(batch)
         except Exception as e: raise EmbeddingError(f"{self.backend} embedder {self.model_id!r} failed on a batch of {len(batch)}: {type(e).__name__}: {e}") from e
@@ -106,11 +110,13 @@ class Embedder(_EmbedderBase):
         keys = [self._key(t, fp) for t in texts]
         todo = self._from_cache(texts, keys, out, stage, t0)
         if not todo: return out
+        self._on_miss(todo, fp, stage)
         batches, where = [todo[i:i+self.batch_size] for i in range(0, len(todo), self.batch_size)], {}
         for i, t in enumerate(texts): where.setdefault(t, []).append(i)
         ex = ThreadPoolExecutor(self.concurrency) if self.concurrency > 1 else None
         try:
-            it = ex.map(self._run_batch, batches) if ex else map(self._run_batch, batches)
+            run = functools.partial(self._run_batch, stage=stage)
+            it = ex.map(run, batches) if ex else map(run, batches)
             for batch, (vecs, ntok, secs) in tqdm(zip(batches, it), total=len(batches), disable=not show_progress, desc=f"embed {self.model_id}"):
                 for t, v in zip(batch, vecs): out[where[t]] = v
                 self._store(batch, vecs, ntok, secs, fp, stage)
@@ -293,7 +299,67 @@ EMBED_BACKENDS = {"onnx": OnnxEmbedder, "st": STEmbedder, "hf": STEmbedder, "sen
 
 def get_embedder(spec:str|dict|Embedder|None=None, # "backend:model", a dict with backend options, or an Embedder
                  cache=None, # None: default cache file; a path or Cache; False: no cache
+                 *, replay:bool|None=None, # the recorded embedder from the cache (`replay_embedder`); None: $PACE_REPLAY
                  **kw) -> Embedder:
-    "Build the embedder a spec names (see `EMBED_BACKENDS`)."
+    "Build the embedder a spec names (see `EMBED_BACKENDS`), or with `replay` its recording in the cache."
     if isinstance(spec, Embedder): return spec
+    if replay_enabled(replay): return replay_embedder(spec, cache, **kw)
     return build_from_spec(parse_spec(spec, DEFAULT_EMBEDDER, "PACE_EMBED_MODEL"), EMBED_BACKENDS, "embedding", cache, **kw)
+
+# %% ../nbs/03_embed.ipynb #5c6d0713
+def _onnx_replay(d:dict) -> dict:
+    m = str(d.get("model", "all-MiniLM-L6-v2"))
+    mid = d.get("model_id") or ("all-MiniLM-L6-v2@int8-onnx" if m == "all-MiniLM-L6-v2" else Path(m).name)
+    return dict(backend="onnx", model_id=mid, max_length=d.get("max_length", 256))
+
+def _openai_embed_replay(d:dict) -> dict:
+    m, dims = d["model"], d.get("dimensions")
+    f = dict(backend="openai", model_id=d.get("model_id") or (m if dims is None else f"{m}@{dims}"), model=m,
+             base_url=normalise_base_url(d.get("base_url") or os.environ.get("OPENAI_BASE_URL")), dimensions=dims)
+    return f | ({"dim": d.get("dim") or dims} if d.get("dim") or dims else {})
+
+def _hash_replay(d:dict) -> dict:
+    m, dim = d.get("model", "hash"), d.get("dim", 256)
+    return dict(backend="hash", model_id=f"{m}-{dim}", dim=dim)
+
+def _named(backend:str, name): return lambda d: dict(backend=backend, model_id=d.get("model_id") or name(str(d["model"])))
+
+EMBED_REPLAY_SPECS = {OnnxEmbedder: _onnx_replay, STEmbedder: _named("st", lambda m: Path(m).name),
+                      OpenAIEmbedder: _openai_embed_replay, VLLMEmbedder: _named("vllm", lambda m: m), HashEmbedder: _hash_replay}
+
+# %% ../nbs/03_embed.ipynb #34a951a2
+class ReplayEmbedder(Embedder):
+    "A recorded embedder: every vector from the cache; a text the cache lacks is a `ReplayMissError`."
+    def __init__(self, fingerprint:dict, # the recorded embedder's fingerprint (see `pace.cache.recorded_model`)
+                 *, cache, # the cache holding its vectors (a path or a Cache; not False)
+                 accounts:Accounts|None=None):
+        if cache is False: raise ReplayError("replay needs a cache to replay from, not cache=False")
+        self._fp = json.loads(canonical_json(fingerprint))
+        self.backend, c = self._fp["backend"], as_cache(cache)
+        dim = self._fp.get("dim") if type(self._fp.get("dim")) is int else _cached_dim(c, self._fp)
+        super().__init__(self._fp["model_id"], dim, cache=c, accounts=accounts)
+
+    def fingerprint(self) -> dict: return json.loads(canonical_json(self._fp))
+    def _on_miss(self, texts, fp, stage):
+        raise replay_miss("embedding", stage, self.model_id, self._key(texts[0], fp), len(texts))
+    def _embed(self, texts): raise ReplayError("a replayed embedder computes no vector")
+
+def _cached_dim(cache:Cache, fp:dict) -> int:
+    "The size of a vector the cache holds for `fp`."
+    q = ("SELECT response FROM entries WHERE kind='embed' AND model=? AND json_extract(request, '$.fingerprint')=json(?)"
+         " LIMIT 1")
+    row = cache._con().execute(q, [fp["model_id"], canonical_json(fp)]).fetchone()
+    if row is None: raise ReplayError(f"replay: cache {cache.path} holds no vector of {fp['backend']}:{fp['model_id']}")
+    return len(decode_vec(json.loads(row[0])))
+
+def replay_embedder(spec:str|dict|None=None, # as for `get_embedder`
+                    cache=None, # the cache to replay from (None: the default file)
+                    **kw) -> ReplayEmbedder:
+    "The recorded embedder a spec names, rebuilt from `cache` alone: no library, no model file, no model call."
+    accounts, d = kw.pop("accounts", None), {**parse_spec(spec, DEFAULT_EMBEDDER, "PACE_EMBED_MODEL"), **kw}
+    if d["backend"] not in EMBED_BACKENDS:
+        raise ValueError(f"unknown embedding backend {d['backend']!r}; choose from {sorted(EMBED_BACKENDS)}")
+    cls, c = EMBED_BACKENDS[d["backend"]], as_cache(cache)
+    if c is None: raise ReplayError("replay needs a cache to replay from, not cache=False")
+    named = EMBED_REPLAY_SPECS.get(cls, _named(cls.backend, lambda m: m))
+    return ReplayEmbedder(recorded_model(c, named(d), ("embed",), "embedder"), cache=c, accounts=accounts)

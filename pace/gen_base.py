@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tqdm.auto import tqdm
 from .agents import AgentCall, _json_from
+from .cache import ReplayError
 from .run import load_done, _append
 
 # %% auto #0
@@ -123,6 +124,7 @@ def ask_many(cm, conversations: list[list[dict]], schema, *, stage: str, max_tok
     if not conversations: return []
     reqs = [dict(messages=m, schema=s, temperature=temperature, max_tokens=max_tokens, seed=seed) for m, s in zip(conversations, schemas)]
     try: results = cm.chat_batch(reqs, stage=stage)
+    except ReplayError: raise   # a replay that lacks a reply stops, never becomes a recorded failure
     except Exception as e:   # a backend bug must not stop a long run: every request of the batch is a recorded failure
         return [(None, AgentCall(stage=stage, ok=False, error=f"{type(e).__name__}: {e}")) for _ in reqs]
     out = []

@@ -10,17 +10,19 @@ from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 from pydantic import BaseModel, ValidationError
 from tqdm.auto import tqdm
-from .cache import Cache, Entry, Accounts, as_cache, request_key, canonical_json
+from .cache import (Cache, Entry, Accounts, as_cache, request_key, canonical_json, log_calls, ReplayError,
+                        replay_enabled, replay_miss, recorded_model, recorded_cards)
 
 _log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['KNOWN_GGUF', 'LLAMACPP_PORTABLE_BUILD', 'OPENAI_BASE_URL', 'DEFAULT_CHAT_MODEL', 'CHAT_BACKENDS', 'Usage',
-           'ChatResult', 'Completion', 'schema_info', 'strip_fence', 'parse_structured', 'with_schema_instruction',
-           'ChatModel', 'FakeChat', 'ModelNotFoundError', 'models_dir', 'resolve_gguf', 'file_identity', 'dir_identity',
-           'LlamaCppChat', 'ModelUnusableError', 'llamacpp_rebuild_command', 'child_status', 'llamacpp_check_key',
-           'llamacpp_selfcheck', 'response_format', 'normalise_base_url', 'OpenAIChat', 'free_port', 'LlamaServer',
-           'VLLMChat', 'HFChat', 'parse_spec', 'build_from_spec', 'get_chat_model']
+__all__ = ['KNOWN_GGUF', 'LLAMACPP_PORTABLE_BUILD', 'OPENAI_BASE_URL', 'DEFAULT_CHAT_MODEL', 'CHAT_BACKENDS', 'CHAT_REPLAY_SPECS',
+           'Usage', 'ChatResult', 'Completion', 'schema_info', 'strip_fence', 'parse_structured',
+           'with_schema_instruction', 'ChatModel', 'FakeChat', 'ModelNotFoundError', 'models_dir', 'resolve_gguf',
+           'file_identity', 'dir_identity', 'LlamaCppChat', 'ModelUnusableError', 'llamacpp_rebuild_command',
+           'child_status', 'llamacpp_check_key', 'llamacpp_selfcheck', 'response_format', 'normalise_base_url',
+           'OpenAIChat', 'free_port', 'LlamaServer', 'VLLMChat', 'HFChat', 'parse_spec', 'build_from_spec',
+           'get_chat_model', 'ReplayChat', 'replay_chat_model']
 
 # %% ../nbs/02_llm.ipynb #29b72039
 @dataclass
@@ -168,11 +170,14 @@ def _retry_messages(messages, bad_text, err):
 
 # %% ../nbs/02_llm.ipynb #7490e6ea
 def _run_chunk(model, preps:list[dict]) -> list[ChatResult]:
-    "Results of `preps` from `model._complete`, retrying unusable structured replies with a correction."
+    "Results of `preps` from `model._complete` (each attempt logged), retrying unusable structured replies with a correction."
     st, results, todo = [_state(p) for p in preps], [None]*len(preps), list(range(len(preps)))
     for attempt in range(1 + model.max_parse_retries):
         if not todo: break
+        stages = [preps[i]["stage"] for i in todo]
+        for stg in dict.fromkeys(stages): log_calls("chat", model.model_id, stg, stages.count(stg))
         try: comps = model._complete([{**preps[i]["req"], "messages": st[i]["msgs"], "stage": preps[i]["stage"]} for i in todo])
+        except ReplayError: raise
         except Exception as e: comps = [Completion(error=f"{type(e).__name__}: {e}") for _ in todo]
         if len(comps) != len(todo): raise RuntimeError(f"{type(model).__name__}._complete returned {len(comps)} results for {len(todo)} requests")
         again = []
@@ -192,19 +197,34 @@ def _result_from_entry(e:Entry, prep:dict) -> ChatResult|None:
     return ChatResult(ok=True, text=text, parsed=parsed, usage=Usage(e.prompt_tokens, e.completion_tokens),
                       cached=True, seconds=e.seconds, attempts=0, key=e.key, notes=e.response.get("notes", []))
 
-def _cached_results(cache:Cache|None, preps:list[dict]) -> tuple[list, dict]:
-    "Results found in `cache` (None for the rest), and {key: index of the request that must compute it}."
+def _failure_key(prep:dict) -> str: return request_key("failure", {"fingerprint": prep["fp"], **prep["req"]})
+
+def _result_from_failure(e:Entry, prep:dict) -> ChatResult:
+    "The recorded failure of `prep`, as a result answered from the cache."
+    r = e.response
+    return ChatResult(ok=False, text=r.get("text"), error=r.get("error"), usage=Usage(e.prompt_tokens, e.completion_tokens),
+                      cached=True, seconds=e.seconds, attempts=0, key=prep["key"], notes=r.get("notes", []))
+
+def _cached_results(cache:Cache|None, preps:list[dict], failures:bool=False) -> tuple[list, dict]:
+    "Results found in `cache` (with `failures`, recorded failures too; else None), and {key: the request that computes it}."
     hits = cache.get_many([p["key"] for p in preps]) if cache is not None else {}
     results, first = [None]*len(preps), {}
     for i, p in enumerate(preps):
         if p["key"] in hits: results[i] = _result_from_entry(hits[p["key"]], p)
+    if failures and cache is not None and None in results:
+        fails = cache.get_many([_failure_key(p) for p, r in zip(preps, results) if r is None])
+        results = [_result_from_failure(fails[_failure_key(p)], p) if r is None and _failure_key(p) in fails else r
+                   for p, r in zip(preps, results)]
+    for i, p in enumerate(preps):
         if results[i] is None: first.setdefault(p["key"], i)
     return results, first
 
 def _entry_for(model_id:str, p:dict, r:ChatResult) -> Entry:
-    "The cache entry of a successful result: the stored request is exactly what the key hashes."
-    return Entry(key=p["key"], kind="chat", model=model_id, stage=p["stage"], request={"fingerprint": p["fp"], **p["req"]},
-                 response={"text": r.text, "attempts": r.attempts, **({"notes": r.notes} if r.notes else {})},
+    "The cache entry of a result: a reply under the request's key, a failure under its own (the request is what both hash)."
+    resp = {"text": r.text, "attempts": r.attempts, **({"notes": r.notes} if r.notes else {})}
+    if not r.ok: resp["error"] = r.error
+    return Entry(key=p["key"] if r.ok else _failure_key(p), kind="chat" if r.ok else "failure", model=model_id,
+                 stage=p["stage"], request={"fingerprint": p["fp"], **p["req"]}, response=resp,
                  prompt_tokens=r.usage.prompt_tokens, completion_tokens=r.usage.completion_tokens, seconds=r.seconds)
 
 # %% ../nbs/02_llm.ipynb #ca2a94d3
@@ -221,11 +241,12 @@ class _ChatBase:
                 ):
         self.model_id, self.context_window, self.max_parse_retries = model_id, context_window, max_parse_retries
         self.cache, self.accounts = as_cache(cache), accounts if accounts is not None else Accounts()
+        self._token_memo, self._cards_noted = {}, set()   # counts known in this process; model cards this object stored
 
     def __repr__(self): return f"{type(self).__name__}({self.model_id!r}, cache={self.cache!r})"
 
-    def count_tokens(self, text:str) -> int:
-        "Token count of `text` (backends with a tokenizer are exact; the default is ~4 characters per token)."
+    def _count_tokens(self, text:str) -> int:
+        "Backend hook: the token count of `text` (exact with a tokenizer; the default is ~4 characters per token)."
         return (len(text) + 3) // 4
 
     def _complete(self, reqs:list[dict]) -> list[Completion]:
@@ -236,14 +257,68 @@ class _ChatBase:
         "JSON identity of what, besides the request, decides a reply: backend, model id and backend settings (part of every cache key)."
         return {"backend": self.backend, "model_id": self.model_id}
 
+# %% ../nbs/02_llm.ipynb #38cc3f57
+class _Counting(_ChatBase):
+    "Token counts through a memo and the cache, and the model card a replay rebuilds the model object from."
+    def count_tokens(self, text:str, *, stage:str="tokens") -> int:
+        "Token count of `text`: from memory, else from the cache, else from the backend (`_count_tokens`), then cached."
+        return self.count_tokens_many([text], stage=stage)[0]
+
+    def count_tokens_many(self, texts:list[str], # the texts to count
+                          *, stage:str="tokens", # the stage that needs them (stored with new entries, named by a replay miss)
+                         ) -> list[int]:
+        "Token counts of `texts` in order: one cache read for those not in memory, one write of what the backend counted."
+        memo = self._token_memo
+        todo = [t for t in dict.fromkeys(texts) if t not in memo]
+        if todo: memo.update(self._counts(todo, stage))
+        return [memo[t] for t in texts]
+
+    def _counts(self, texts:list[str], stage:str) -> dict:
+        "{text: count} of distinct `texts`: those the cache holds, and the backend's count of the others (then stored)."
+        fp = json.loads(canonical_json(self.fingerprint()))
+        keys = {t: request_key("tokens", {"fingerprint": fp, "text": t}) for t in texts}
+        hits = self.cache.get_many(list(keys.values())) if self.cache is not None else {}
+        out = {t: hits[k].response for t, k in keys.items() if k in hits and type(hits[k].response) is int}
+        new = [t for t in texts if t not in out]
+        if not new: return out
+        self._on_token_miss(new, [keys[t] for t in new], stage)
+        log_calls("tokens", self.model_id, stage, len(new))
+        counted = {t: int(self._count_tokens(t)) for t in new}
+        if self.cache is not None:
+            entry = lambda t, n: Entry(key=keys[t], kind="tokens", model=self.model_id, stage=stage,
+                                       request={"fingerprint": fp, "text": t}, response=n)
+            self.cache.put_many(self._card_entries(fp) + [entry(t, n) for t, n in counted.items()])
+        return {**out, **counted}
+
+    def _on_token_miss(self, texts:list[str], keys:list[str], stage:str):
+        "Hook called with the texts the cache has no count for, before the backend counts them (a replay raises here)."
+
+    def card(self) -> dict:
+        "What a replay needs to rebuild this model object besides its fingerprint: its context window and `concurrent`."
+        return {"context_window": int(self.context_window), "concurrent": bool(self.concurrent)}
+
+    def _card_entries(self, fp:dict) -> list[Entry]:
+        "The model card's entry, the first time this object writes this card to its cache; else []."
+        card = self.card(); req = {"fingerprint": fp, "card": card}; k = request_key("card", req)
+        if k in self._cards_noted: return []
+        self._cards_noted.add(k)
+        return [Entry(key=k, kind="card", model=self.model_id, stage="card", request=req, response=card)]
+
 # %% ../nbs/02_llm.ipynb #e6e4d494
-class ChatModel(_ChatBase):
+class ChatModel(_Counting):
     "Backend-independent chat model: `chat`, `chat_batch`, cache and accounts."
     def chat(self, messages:list[dict], *, schema=None, stage:str="default", temperature:float=0.0,
              max_tokens:int=512, seed:int=0) -> ChatResult:
         "One request: text out, or (with `schema`) a validated object in `parsed`."
         return self.chat_batch([dict(messages=messages, schema=schema, temperature=temperature,
                                      max_tokens=max_tokens, seed=seed)], stage=stage)[0]
+
+    def _lookup(self, preps:list[dict]) -> tuple[list, dict]:
+        "The results the cache holds for `preps` (else None), and {key: the request that computes it}: `_cached_results`."
+        return _cached_results(self.cache, preps)
+
+    def _on_miss(self, preps:list[dict]):
+        "Hook called with the prepared requests the cache lacks, before they go to the backend (a replay raises here)."
 
     def chat_batch(self, requests:list[dict], # each: chat() keyword arguments (messages, schema, temperature, max_tokens, seed, stage)
                    *, stage:str="default", # stage tag for requests that do not name one
@@ -253,14 +328,17 @@ class ChatModel(_ChatBase):
         t0 = time.perf_counter()
         fp = json.loads(canonical_json(self.fingerprint()))  # once per batch; the round trip checks it is plain JSON
         preps = [_prepare(r, stage, fp) for r in requests]
-        results, first = _cached_results(self.cache, preps)
+        results, first = self._lookup(preps)
         look, todo = (time.perf_counter() - t0) / max(1, len(preps)), sorted(first.values())
+        if todo: self._on_miss([preps[i] for i in todo])
         with tqdm(total=len(todo), disable=not show_progress or not todo, desc=f"{self.model_id} [{stage}]") as bar:
             for s in range(0, len(todo), self.chunk_size):  # each chunk is cached as soon as it is done
                 chunk = todo[s:s + self.chunk_size]
                 for i, r in zip(chunk, _run_chunk(self, [preps[i] for i in chunk])): results[i] = r
-                entries = [_entry_for(self.model_id, preps[i], results[i]) for i in chunk if results[i].ok]
-                if self.cache is not None and entries: self.cache.put_many(entries)
+                if self.cache is not None:   # replies (the first value wins) and failures (the newest wins), with the model card
+                    es = [_entry_for(self.model_id, preps[i], results[i]) for i in chunk]
+                    self.cache.put_many(self._card_entries(fp) + [e for e in es if e.kind == "chat"])
+                    self.cache.put_many([e for e in es if e.kind == "failure"], replace=True)
                 bar.update(len(chunk))
         for i, p in enumerate(preps):  # duplicates inside the batch share the computed result
             if results[i] is None:
@@ -294,7 +372,8 @@ class FakeChat(ChatModel):
             with self._lock: self.n_calls += 1
             try: text = self.reply(r)
             except Exception as e: out.append(Completion(error=f"{type(e).__name__}: {e}")); continue
-            out.append(Completion(text=text, usage=Usage(sum(self.count_tokens(m["content"]) for m in r["messages"]), self.count_tokens(text))))
+            n_in = sum(self._count_tokens(m["content"]) for m in r["messages"])
+            out.append(Completion(text=text, usage=Usage(n_in, self._count_tokens(text))))
         return out
 
 # %% ../nbs/02_llm.ipynb #73f54337
@@ -446,7 +525,7 @@ class LlamaCppChat(ChatModel):
     def fingerprint(self) -> dict:
         if self._gguf is None: self._gguf = file_identity(self.path)  # not the path: the same file elsewhere shares entries
         return {**super().fingerprint(), "gguf": self._gguf, "chat_format": self.chat_format}
-    def count_tokens(self, text:str) -> int:
+    def _count_tokens(self, text:str) -> int:
         llm = self.llm
         with self._lock: return len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
     def _complete(self, reqs):
@@ -814,7 +893,7 @@ class VLLMChat(ChatModel):
     def fingerprint(self) -> dict:
         return {**super().fingerprint(), "model": self._source, "settings": self.settings, "chat_template": _template_sha256(self.tokenizer)}
 
-    def count_tokens(self, text:str) -> int: return len(self.tokenizer.encode(text, add_special_tokens=False))
+    def _count_tokens(self, text:str) -> int: return len(self.tokenizer.encode(text, add_special_tokens=False))
 
     def _complete(self, reqs):
         t = time.perf_counter()
@@ -851,7 +930,7 @@ class HFChat(ChatModel):
         super().__init__(model_id or Path(model).name or model, context_window=int(cw), **kw)
     def fingerprint(self) -> dict:
         return {**super().fingerprint(), "model": self._source, "dtype": self.dtype, "chat_template": _template_sha256(self.tok)}
-    def count_tokens(self, text:str) -> int: return len(self.tok.encode(text, add_special_tokens=False))
+    def _count_tokens(self, text:str) -> int: return len(self.tok.encode(text, add_special_tokens=False))
     def _complete(self, reqs):
         out = []
         for r in reqs:
@@ -899,11 +978,88 @@ def build_from_spec(d:dict, backends:dict, kind:str, cache, **kw):
 DEFAULT_CHAT_MODEL = "llamacpp:qwen2.5-0.5b"
 CHAT_BACKENDS = {"llamacpp": LlamaCppChat, "openai": OpenAIChat, "vllm": VLLMChat, "hf": HFChat, "transformers": HFChat, "fake": FakeChat}
 
-def get_chat_model(spec:str|dict|ChatModel|None=None, # "backend:model", a dict with backend options, or a ChatModel
-                   cache=None, # None: default cache file; a path or Cache; False: no cache
-                   **kw) -> ChatModel:
-    "Build the chat model a spec names (see `CHAT_BACKENDS`)."
-    if isinstance(spec, ChatModel): return spec
+def _chat_spec(spec) -> dict:
+    "A chat spec parsed (see `parse_spec`), llama.cpp's `model_path` read as its `model`."
     d = parse_spec(spec, DEFAULT_CHAT_MODEL, "PACE_CHAT_MODEL")
     if d["backend"] == "llamacpp" and "model_path" in d: d["model"] = d.pop("model_path")
-    return build_from_spec(d, CHAT_BACKENDS, "chat", cache, **kw)
+    return d
+
+def get_chat_model(spec:str|dict|ChatModel|None=None, # "backend:model", a dict with backend options, or a ChatModel
+                   cache=None, # None: default cache file; a path or Cache; False: no cache
+                   *, replay:bool|None=None, # the recorded model from the cache (`replay_chat_model`); None: $PACE_REPLAY
+                   **kw) -> ChatModel:
+    "Build the chat model a spec names (see `CHAT_BACKENDS`), or with `replay` its recording in the cache."
+    if isinstance(spec, ChatModel): return spec
+    if replay_enabled(replay): return replay_chat_model(spec, cache, **kw)
+    return build_from_spec(_chat_spec(spec), CHAT_BACKENDS, "chat", cache, **kw)
+
+# %% ../nbs/02_llm.ipynb #c4e7403d
+def _llamacpp_replay(d:dict) -> tuple[dict, int|None]:
+    m = str(d.get("model", "qwen2.5-0.5b")); k = KNOWN_GGUF.get(m, {})
+    mid = d.get("model_id") or k.get("model_id") or Path(m).expanduser().stem.lower()
+    window = d.get("n_ctx") or min(k.get("n_ctx", 8192), 8192)
+    return dict(backend="llamacpp", model_id=mid, chat_format=d.get("chat_format")), window
+
+def _openai_replay(d:dict) -> tuple[dict, int|None]:
+    url = normalise_base_url(d.get("base_url") or os.environ.get("OPENAI_BASE_URL"))
+    return (dict(backend="openai", model_id=d.get("model_id") or d["model"], model=d["model"], base_url=url,
+                 json_mode=d.get("json_mode", "auto"), send_seed=d.get("send_seed", True),
+                 send_temperature=d.get("send_temperature", True), token_param=d.get("token_param", "max_tokens"),
+                 extra_body=d.get("extra_body")), d.get("context_window", 128000))
+
+def _named_replay(backend:str, name):
+    "Spec fields of a backend whose model id is `model_id` or `name(model)`, its context window from the model."
+    return lambda d: (dict(backend=backend, model_id=d.get("model_id") or name(str(d["model"]))), d.get("context_window"))
+
+def _fake_replay(d:dict) -> tuple[dict, int|None]:
+    return dict(backend="fake", model_id=d.get("model", "fake")), d.get("context_window", 4096)
+
+CHAT_REPLAY_SPECS = {LlamaCppChat: _llamacpp_replay, OpenAIChat: _openai_replay, VLLMChat: _named_replay("vllm", lambda m: m),
+                     HFChat: _named_replay("hf", lambda m: Path(m).name or m), FakeChat: _fake_replay}
+
+# %% ../nbs/02_llm.ipynb #504c4b7f
+class ReplayChat(ChatModel):
+    "A recorded chat model: each request answered from the cache as a real model's cache hit is; a miss is a `ReplayMissError`."
+    def __init__(self, fingerprint:dict, # the recorded model's fingerprint (see `pace.cache.recorded_model`)
+                 *, cache, # the cache holding its entries (a path or a Cache; not False)
+                 context_window:int, # its context window (the agents' budgets)
+                 concurrent:bool=False, # whether the real model serves threads at once
+                 accounts:Accounts|None=None):
+        if cache is False: raise ReplayError("replay needs a cache to replay from, not cache=False")
+        self._fp = json.loads(canonical_json(fingerprint))
+        self.backend, self.concurrent = self._fp["backend"], bool(concurrent)
+        super().__init__(self._fp["model_id"], cache=cache, context_window=context_window, accounts=accounts)
+
+    def fingerprint(self) -> dict: return json.loads(canonical_json(self._fp))
+    def _lookup(self, preps): return _cached_results(self.cache, preps, failures=True)   # a recorded failure replays as one
+    def _on_miss(self, preps): raise replay_miss("reply", preps[0]["stage"], self.model_id, preps[0]["key"], len(preps))
+    def _on_token_miss(self, texts, keys, stage):
+        raise replay_miss("token count", stage, self.model_id, keys[0], len(texts))
+    def _card_entries(self, fp): return []
+    def _complete(self, reqs): raise ReplayError("a replayed model computes no reply")
+    def _count_tokens(self, text): raise ReplayError("a replayed model counts no tokens")
+
+# %% ../nbs/02_llm.ipynb #e28b5788
+def _replay_window(cache:Cache, fp:dict, window:int|None) -> int:
+    "The context window a replay of `fp` gets: `window` if the spec fixes one, else the one the model cards record."
+    if window is not None: return int(window)
+    ws = sorted({c["context_window"] for c in recorded_cards(cache, fp) if type(c.get("context_window")) is int})
+    if len(ws) == 1: return ws[0]
+    got = "context windows " + ", ".join(map(str, ws)) if ws else "no model card"
+    raise ReplayError(f"replay: cache {cache.path} records {got} for {fp['backend']}:{fp['model_id']}: "
+                      "give \"context_window\" in the spec")
+
+def replay_chat_model(spec:str|dict|None=None, # as for `get_chat_model`
+                      cache=None, # the cache to replay from (None: the default file)
+                      **kw) -> ReplayChat:
+    "The recorded chat model a spec names, rebuilt from `cache` alone: no library, no weights, no model call."
+    accounts, d = kw.pop("accounts", None), {**_chat_spec(spec), **kw}
+    if d["backend"] not in CHAT_BACKENDS:
+        raise ValueError(f"unknown chat backend {d['backend']!r}; choose from {sorted(CHAT_BACKENDS)}")
+    cls, c = CHAT_BACKENDS[d["backend"]], as_cache(cache)
+    if c is None: raise ReplayError("replay needs a cache to replay from, not cache=False")
+    other = lambda d: (dict(backend=cls.backend, model_id=d.get("model_id") or d.get("model")), d.get("context_window"))
+    fields, window = CHAT_REPLAY_SPECS.get(cls, other)(d)
+    fp = recorded_model(c, fields, ("chat", "tokens", "card"), "chat model")
+    return ReplayChat(fp, cache=c, context_window=_replay_window(c, fp, window), concurrent=cls.concurrent,
+                      accounts=accounts)

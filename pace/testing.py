@@ -26,7 +26,7 @@ class ScriptedChat(FakeChat):
         super().__init__(model=model_id, context_window=context_window, **kw)
         self.script, self.log = script, []
 
-    def count_tokens(self, text:str) -> int: return len(text.split())  # crude but monotone
+    def _count_tokens(self, text:str) -> int: return len(text.split())  # crude but monotone (the backend hook of `count_tokens`)
 
     def reply(self, r:dict) -> str:
         "The scripted reply to one prepared request (raises for an Exception in the script or an unscripted stage)."

@@ -191,3 +191,106 @@ def test_import_checks_every_line_before_adding_any(tmp_path):
     dst = Cache(tmp_path / "dst.sqlite")
     with pytest.raises(CacheImportError, match=r"e\.jsonl:2: invalid JSON"): import_cache(dst, tmp_path / "e.jsonl")
     assert dst.stats()["entries"] == 0                                  # the good first line was not added either
+
+
+# ---------- compact exports: gzip and the shared store of vectors ----------
+
+def _vec(fp, text, v, stage="index", seconds=0.25):
+    "An embedding entry as `pace.embed` stores one: float32 bytes as base64."
+    import base64, numpy as np
+    req = {"fingerprint": fp, "text": text}
+    return Entry(key=request_key("embed", req), kind="embed", model=fp["model_id"], stage=stage, request=req,
+                 response={"f32": base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode()}, prompt_tokens=len(text), seconds=seconds)
+
+
+def test_store_keeps_every_bit_merges_by_key_and_writes_the_same_bytes(tmp_path):
+    import numpy as np, zipfile
+    from pace.cache import export_cache, import_cache, read_store, store_path, read_export
+    fp = {"backend": "onnx", "model_id": "all-MiniLM-L6-v2@int8-onnx", "dim": 6, "onnx": {"sha256": "ab" * 32, "size": 1}}
+    rng = np.random.default_rng(0)
+    odd = np.array([-0.0, np.float32(1e-45), np.inf, -np.inf, np.nan, np.float32(1) / 3], dtype=np.float32)   # -0, a denormal, inf, NaN
+    vs = {f"fact {i}": (odd if i == 0 else rng.standard_normal(6)).astype(np.float32) for i in range(40)}
+    a, b = Cache(tmp_path / "a.sqlite"), Cache(tmp_path / "b.sqlite")
+    a.put_many([_vec(fp, t, v) for t, v in list(vs.items())[:30]])
+    b.put_many([_vec(fp, t, v, stage="query", seconds=9.0) for t, v in list(vs.items())[20:]])   # 10 shared with a
+    b.put(Entry(key=request_key("chat", {"q": 1}), kind="chat", model="m", stage="answer", request={"q": 1}, response={"text": "ok"}))
+    assert export_cache(a, tmp_path / "a.jsonl.gz", embeddings=tmp_path / "s1") == 30
+    assert export_cache(b, tmp_path / "b.jsonl.gz", embeddings=tmp_path / "s1") == 21
+    export_cache(b, tmp_path / "b.jsonl.gz", embeddings=tmp_path / "s2"); export_cache(a, tmp_path / "a.jsonl.gz", embeddings=tmp_path / "s2")
+    p1, p2 = store_path(tmp_path / "s1", fp), store_path(tmp_path / "s2", fp)
+    assert [x.name for x in (tmp_path / "s1").iterdir()] == [p1.name] and p1.name.startswith("all-MiniLM-L6-v2-int8-onnx-")
+    stored = read_store(tmp_path / "s1")
+    assert len(stored) == 40 and [e.key for e in stored] == sorted(e.key for e in stored)
+    assert {e.key: e for e in stored} == {e.key: e for e in [*b.get_many([_vec(fp, t, v).key for t, v in vs.items()]).values(),
+                                                                 *a.get_many([_vec(fp, t, v).key for t, v in vs.items()]).values()]}
+    assert len(read_export(tmp_path / "b.jsonl.gz")) == 1                                   # only the chat entry left in the JSONL
+    # the same union in another order: the first export of a key wins, so only those entries differ; the vectors never do
+    s1, s2 = {e.key: e for e in stored}, {e.key: e for e in read_store(tmp_path / "s2")}
+    assert {k: e.response for k, e in s1.items()} == {k: e.response for k, e in s2.items()}
+    before = p1.read_bytes()
+    for c in (a, b): export_cache(c, tmp_path / "again.jsonl.gz", embeddings=tmp_path / "s1")
+    assert p1.read_bytes() == before                                                        # nothing new: the same bytes
+    with zipfile.ZipFile(p1) as z:
+        assert {i.date_time for i in z.infolist()} == {(1980, 1, 1, 0, 0, 0)} and z.namelist() == ["store.json", "entries.jsonl", "vectors.f32"]
+    back = Cache(tmp_path / "back.sqlite")
+    assert import_cache(back, tmp_path / "b.jsonl.gz", embeddings=tmp_path / "s1") == dict(read=41, added=41, skipped=0)
+    got = {t: np.frombuffer(__import__("base64").b64decode(back.get(_vec(fp, t, v).key).response["f32"]), "<f4") for t, v in vs.items()}
+    assert all(got[t].tobytes() == v.tobytes() for t, v in vs.items())                    # bit for bit, NaN and -0 included
+
+
+def test_gzip_export_has_no_clock_and_is_read_like_text(tmp_path):
+    from pace.cache import export_cache, import_cache, read_export, CacheImportError
+    c = Cache(tmp_path / "c.sqlite"); c.put_many([_entry(f"k{i}") for i in range(5)])
+    export_cache(c, tmp_path / "x.jsonl.gz"); first = (tmp_path / "x.jsonl.gz").read_bytes()
+    time.sleep(1.1); export_cache(c, tmp_path / "y.jsonl.gz")
+    assert (tmp_path / "y.jsonl.gz").read_bytes() == first and first[4:8] == b"\0\0\0\0"   # no timestamp, no file name
+    export_cache(c, tmp_path / "x.jsonl")
+    assert read_export(tmp_path / "x.jsonl.gz") == read_export(tmp_path / "x.jsonl")
+    import gzip
+    (tmp_path / "bad.jsonl.gz").write_bytes(gzip.compress((tmp_path / "x.jsonl").read_bytes() + b"{oops\n", mtime=0))
+    with pytest.raises(CacheImportError, match=r"bad\.jsonl\.gz:6: invalid JSON"): import_cache(Cache(tmp_path / "d.sqlite"), tmp_path / "bad.jsonl.gz")
+
+
+def test_cli_export_and_import_with_a_store_and_a_broken_store_in_one_line(tmp_path, capsys):
+    fp = {"backend": "hash", "model_id": "hash-4", "dim": 4}
+    c = Cache(tmp_path / "c.sqlite"); c.put_many([_vec(fp, f"t{i}", [i, 1, 0, 0]) for i in range(3)] + [_entry("k")])
+    assert main(["cache", "export", str(tmp_path / "e.jsonl.gz"), "--embeddings", str(tmp_path / "store"), "--cache", str(c.path)]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote 1 entries to {tmp_path / 'e.jsonl.gz'}; 3 vectors to {tmp_path / 'store'} (3 new, 1 files)"
+    assert main(["cache", "import", str(tmp_path / "e.jsonl.gz"), "--embeddings", str(tmp_path / "store"), "--cache", str(tmp_path / "d.sqlite")]) == 0
+    assert "read 4 entries" in capsys.readouterr().out and Cache(tmp_path / "d.sqlite").stats()["entries"] == 3   # "k" is not its request's key
+    (tmp_path / "broken").mkdir(); (tmp_path / "broken" / "x.zip").write_bytes(b"PK\x03\x04 cut short")
+    assert main(["cache", "import", str(tmp_path / "e.jsonl.gz"), "--embeddings", str(tmp_path / "broken"), "--cache", str(tmp_path / "n.sqlite")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "x.zip: not a store file of vectors" in err and not (tmp_path / "n.sqlite").exists()
+    assert main(["cache", "clear", "--kind", "tokens", "--cache", str(c.path)]) == 0     # the new kinds are filters too
+
+
+def test_a_failure_entry_keeps_its_newest_outcome(tmp_path):
+    c = Cache(tmp_path / "c.sqlite")
+    old, new = _entry("f"), _entry("f")
+    old.kind = new.kind = "failure"; old.response, new.response = {"error": "timeout"}, {"error": "schema"}
+    assert c.put_many([old]) == 1 and c.put_many([new]) == 0 and c.get("f").response == {"error": "timeout"}
+    assert c.put_many([new], replace=True) == 1 and c.get("f").response == {"error": "schema"}
+
+
+def _log_lines(path, i):
+    import os
+    os.environ["PACE_CALL_LOG"] = str(path)
+    from pace.cache import log_calls
+    for j in range(50): log_calls("chat", f"m{i}", "planner", j + 1)
+
+
+def test_call_log_lines_stay_whole_across_processes_and_threads(tmp_path, monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+    from pace.cache import log_calls, read_call_log
+    ctx = mp.get_context("spawn")
+    ps = [ctx.Process(target=_log_lines, args=(tmp_path / "calls.log", i)) for i in range(3)]
+    for p in ps: p.start()
+    monkeypatch.setenv("PACE_CALL_LOG", str(tmp_path / "calls.log"))
+    with ThreadPoolExecutor(8) as ex: list(ex.map(lambda j: log_calls("embed", "e", "index", j + 1), range(100)))
+    for p in ps: p.join(60); assert p.exitcode == 0
+    lines = read_call_log(tmp_path / "calls.log")
+    assert len(lines) == 250 and sum(x["n"] for x in lines if x["kind"] == "chat") == 3 * sum(range(1, 51))
+    assert sorted(x["n"] for x in lines if x["kind"] == "embed") == list(range(1, 101))
+    monkeypatch.delenv("PACE_CALL_LOG"); log_calls("chat", "m", "s", 3)
+    assert len(read_call_log(tmp_path / "calls.log")) == 250                              # unset: nothing written

@@ -167,3 +167,47 @@ def test_a_size_below_one_is_refused_when_the_embedder_is_made():
     pytest.importorskip("onnxruntime")
     with pytest.raises(FileNotFoundError, match="no file nosuchmodel/model.onnx: onnx:<model> takes all-MiniLM-L6-v2 or a folder"):
         get_embedder("onnx:nosuchmodel", cache=False)
+
+
+# ---------- the call log and replays without the model ----------
+
+def test_each_backend_call_is_logged_with_its_texts(tmp_path, monkeypatch):
+    from pace.cache import read_call_log
+    monkeypatch.setenv("PACE_CALL_LOG", str(tmp_path / "calls.log"))
+    h = HashEmbedder(cache=tmp_path / "c.sqlite", batch_size=2)
+    h.embed(["a", "bb", "ccc", "a", "dddd", "eeeee"], stage="index")
+    HashEmbedder(cache=tmp_path / "c.sqlite").embed(["a", "eeeee"], stage="query")          # all cached: nothing logged
+    assert read_call_log(tmp_path / "calls.log") == [{"kind": "embed", "model": "hash-256", "stage": "index", "n": n} for n in (2, 2, 1)]
+
+
+def test_a_replayed_embedder_gives_the_same_bits_without_the_model(minilm, tmp_path, monkeypatch):
+    from pace.cache import ReplayMissError, read_call_log
+    from pace.embed import ReplayEmbedder
+    texts = ["I have a dentist appointment on Monday at 9am.", "My cat likes tuna.", "Dinner with Anna on Friday."]
+    path = tmp_path / "c.sqlite"
+    rec = OnnxEmbedder(cache=path)
+    X = rec.embed(texts, stage="index")
+    def no_model(*a, **k): raise AssertionError("the ONNX model was loaded")
+    monkeypatch.setattr(OnnxEmbedder, "__init__", no_model); monkeypatch.setattr(OnnxEmbedder, "_embed", no_model)
+    monkeypatch.setenv("PACE_REPLAY", "1"); monkeypatch.setenv("PACE_CALL_LOG", str(tmp_path / "calls.log"))
+    rep = get_embedder(cache=path)                                                            # the default spec, replayed
+    assert isinstance(rep, ReplayEmbedder) and rep.fingerprint() == rec.fingerprint() and rep.dim == 384
+    Y = rep.embed(texts[::-1], stage="index")
+    assert Y.tobytes() == X[::-1].tobytes()
+    with pytest.raises(ReplayMissError, match=r"no cached embedding for a 'query' call of all-MiniLM-L6-v2@int8-onnx \(key [0-9a-f]{8}\.\.\.\)"):
+        rep.embed([texts[0], "a sentence nobody embedded"], stage="query")
+    assert [c["kind"] for c in read_call_log(tmp_path / "calls.log")] == ["miss"]
+    with pytest.raises(ValueError, match="holds no embedder onnx:all-MiniLM-L6-v2@int8-onnx \\(its entries there have another max_length\\)"):
+        get_embedder({"backend": "onnx", "max_length": 128}, cache=path)
+
+
+def test_embedder_replay_specs_agree_with_the_real_fingerprints(minilm):
+    from pace.embed import EMBED_REPLAY_SPECS
+    def agrees(e, d): f = EMBED_REPLAY_SPECS[type(e)](d); return {k: e.fingerprint().get(k) for k in f} == f
+    assert agrees(minilm, {}) and agrees(minilm, {"model": "all-MiniLM-L6-v2"})
+    assert agrees(HashEmbedder(cache=False), {}) and agrees(HashEmbedder("h", dim=8, cache=False), {"model": "h", "dim": 8})
+    client = types.SimpleNamespace(embeddings=types.SimpleNamespace(create=None))
+    for kw in (dict(dim=3), dict(dimensions=64), dict(base_url="http://GPU1:8000/v1/", dim=3, model_id="q")):
+        e = OpenAIEmbedder("qwen3-embedding", client=client, cache=False, **kw)
+        assert agrees(e, {"model": "qwen3-embedding", **kw}), kw
+    assert not agrees(OpenAIEmbedder("qwen3-embedding", dim=3, client=client, cache=False), {"model": "qwen3-embedding", "dimensions": 64})

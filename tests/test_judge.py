@@ -353,7 +353,7 @@ def test_reports_say_reference_never_human(tmp_path):
     assert "human" not in "\n".join(heads).lower() and "rows: reference verdict" in md and "Accuracy by reference verdict" in md
     assert list(rep["verdicts"][0])[6:8] == ["reference_decision", "reference_verdict"] and rep["rates"].index[0] == ("reference", "overall")
     assert rep["judges"]["judge"]["confusion"].index.name == "reference"
-    for d in Path("results/judge_calibration").iterdir():   # the committed reports too
+    for d in (p.parent for p in Path("results/judge_calibration").glob("*/verdicts.jsonl")):   # the committed reports too
         assert "human" not in "".join(p.read_text() for p in d.iterdir() if p.suffix in (".md", ".json", ".csv", ".jsonl")).lower(), d
 
 def test_rescore_rebuilds_the_figures_from_the_verdicts(tmp_path, capsys, monkeypatch):
@@ -382,7 +382,7 @@ def test_rescore_rebuilds_the_figures_from_the_verdicts(tmp_path, capsys, monkey
 
 def test_committed_calibration_reports_are_against_the_adjudicated_reference(tmp_path):
     "Rebuilding each committed run from its verdicts against the committed set changes nothing."
-    for d in sorted(Path("results/judge_calibration").iterdir()):
+    for d in sorted(p.parent for p in Path("results/judge_calibration").glob("*/verdicts.jsonl")):
         rescore_calibration(d, "data/judge_calibration/mini.jsonl", "data/mini", out=tmp_path / d.name)
         for f in ("report.md", "summary.json", "confusion.csv", "verdicts.jsonl"):
             assert (tmp_path / d.name / f).read_text() == (d / f).read_text(), f"{d / f} is stale: run pace judge rescore {d}"

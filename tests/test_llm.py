@@ -355,3 +355,145 @@ def test_a_llama_cpp_that_raises_in_the_check_is_reported_not_remembered(tmp_pat
     monkeypatch.setenv("PACE_LLAMACPP_CHECK", "0")    # the escape hatch: no check at all
     monkeypatch.setattr(pace.llm, "child_status", lambda *a, **k: pytest.fail("checked although switched off"))
     assert LlamaCppChat(str(fake), cache=False).path == fake
+
+
+# ---------- token counts through the cache, the call log, and replays without the model ----------
+
+class CountingCache(Cache):
+    "A cache that counts its reads and writes."
+    def __init__(self, *a, **kw): super().__init__(*a, **kw); self.reads, self.writes = [], []
+    def get_many(self, keys): self.reads.append(len(keys)); return super().get_many(keys)
+    def put_many(self, es, replace=False): self.writes.append([e.kind for e in es]); return super().put_many(es, replace)
+
+
+class Tokenizing(FakeChat):
+    "A fake backend with a tokenizer no estimate matches, counting how often it is asked."
+    def __init__(self, *a, **kw): super().__init__(*a, **kw); self.counted = []
+    def _count_tokens(self, text): self.counted.append(text); return 5 * len(text.split()) + 1
+
+
+def test_token_counts_go_through_the_cache_once_batched_and_remembered(tmp_path):
+    c = CountingCache(tmp_path / "c.sqlite")
+    m = Tokenizing(cache=c, context_window=1234)
+    texts = ["[f1] Maya walks the dog at 7.", "[f2] Sam works late on Thursdays.", "[f1] Maya walks the dog at 7."]
+    assert m.count_tokens_many(texts, stage="prehop") == [36, 31, 36] and m.counted == texts[:2]
+    assert c.reads == [2] and c.writes == [["card", "tokens", "tokens"]]          # one read, one write (with the model card)
+    assert m.count_tokens(texts[1], stage="posthop") == 31 and c.reads == [2]    # from memory: no read
+    e = c.get(request_key("tokens", {"fingerprint": m.fingerprint(), "text": texts[0]}))
+    assert (e.kind, e.stage, e.response, e.model) == ("tokens", "prehop", 36, "fake")
+    card = c.get_many([r[0] for r in c._con().execute("SELECT key FROM entries WHERE kind='card'")])
+    assert [x.response for x in card.values()] == [{"context_window": 1234, "concurrent": True}]
+    again = Tokenizing(cache=Cache(tmp_path / "c.sqlite"))                       # a rerun: counts from the cache, the tokenizer idle
+    assert again.count_tokens_many(texts[::-1]) == [36, 31, 36] and again.counted == []
+    assert Tokenizing(cache=False).count_tokens("a b") == 11                     # no cache: the backend, then memory
+
+
+def test_a_rerun_answered_from_the_cache_never_loads_llama_cpp_even_to_count(tmp_path):
+    class NoLoad(EchoGGUF):
+        @property
+        def llm(self): raise AssertionError("the model was loaded")
+    path = tmp_path / "c.sqlite"
+    m = EchoGGUF(str(_fake_gguf(tmp_path / "model.gguf", 1)), cache=path)
+    m._llm = types.SimpleNamespace(tokenize=lambda b, add_bos, special: b.split())   # stands in for the loaded model
+    assert m.count_tokens_many(["one two", "three"], stage="answer") == [2, 1]
+    assert NoLoad(str(tmp_path / "model.gguf"), cache=path).count_tokens_many(["three", "one two"]) == [1, 2]
+
+
+def test_each_attempt_a_model_computes_is_logged_and_nothing_else(tmp_path, monkeypatch):
+    from pace.cache import read_call_log
+    monkeypatch.setenv("PACE_CALL_LOG", str(tmp_path / "calls.log"))
+    seen = []
+    def junk_then_json(m, js):
+        seen.append(m); return "not json" if len(seen) == 1 else json.dumps({"conflict": False, "reason": "ok"})
+    m = Tokenizing(junk_then_json, cache=tmp_path / "c.sqlite")
+    m.chat_batch([dict(messages=msgs("a"), schema=Verdict, stage="judge"), dict(messages=msgs("b"), stage="answer")])
+    m.chat(msgs("a"), schema=Verdict, stage="judge")                               # a cache hit: not logged
+    m.count_tokens_many(["x y", "z"], stage="prehop"); m.count_tokens("x y")
+    assert read_call_log(tmp_path / "calls.log") == [
+        {"kind": "chat", "model": "fake", "stage": "judge", "n": 1},
+        {"kind": "chat", "model": "fake", "stage": "judge", "n": 1},               # the retry of the unusable reply
+        {"kind": "chat", "model": "fake", "stage": "answer", "n": 1},              # (one request per chunk for this backend)
+        {"kind": "tokens", "model": "fake", "stage": "prehop", "n": 2}]
+
+
+def test_a_replay_answers_like_the_cache_replays_failures_and_stops_at_a_miss(tmp_path):
+    from pace.cache import ReplayMissError
+    from pace.llm import ReplayChat
+    from pace.agents import chat_one, run_steps_batch, plan_steps
+    def answer(m, js):
+        if "fail" in m[-1]["content"]: raise TimeoutError("server busy")
+        return json.dumps({"conflict": True, "reason": m[-1]["content"]}) if js else "said " + m[-1]["content"]
+    path = tmp_path / "c.sqlite"
+    rec = FakeChat(answer, cache=path)
+    reqs = [dict(messages=msgs("q1"), schema=Verdict, stage="judge"), dict(messages=msgs("please fail"), stage="answer"),
+            dict(messages=msgs("q2"), stage="answer"), dict(messages=msgs("q1"), schema=Verdict, stage="judge")]
+    live = rec.chat_batch(reqs)
+    rep = get_chat_model("fake:fake", cache=path, replay=True)
+    assert isinstance(rep, ReplayChat) and rep.fingerprint() == rec.fingerprint()
+    again = rep.chat_batch(reqs)
+    assert [(r.ok, r.text, r.parsed, r.error, r.usage) for r in again] == [(r.ok, r.text, r.parsed, r.error, r.usage) for r in live]
+    assert again[1].error == "TimeoutError: server busy" and all(r.cached and r.attempts == 0 for r in again)
+    vol = ("seconds", "model_seconds", "cache_hits", "model_calls")
+    strip = lambda acc: {st: {k: v for k, v in a.items() if k not in vol} for st, a in acc.by_stage().items()}
+    assert strip(rep.accounts) == strip(rec.accounts)
+    assert FakeChat(answer, cache=path).chat(msgs("please fail"), stage="answer").attempts == 1   # a live model tries a failure again
+    # a miss raises, through every layer that turns exceptions into recorded failures
+    with pytest.raises(ReplayMissError, match=r"no cached reply for a 'judge' call of fake \(key [0-9a-f]{8}\.\.\., and 1 more\)"):
+        rep.chat_batch([dict(messages=msgs("new"), stage="judge"), dict(messages=msgs("newer"), stage="judge")])
+    with pytest.raises(ReplayMissError, match="'answer' call"): chat_one(rep, dict(messages=msgs("new"), stage="answer"))
+    with pytest.raises(ReplayMissError, match="'planner' call"): run_steps_batch(rep, [plan_steps("Book a table", "2026-04-14")])
+    class MissingBackend(FakeChat):   # a backend that raises a replay miss itself: not a recorded failure either
+        def _complete(self, reqs): raise pace.llm.replay_miss("reply", reqs[0]["stage"], self.model_id, "0" * 64)
+    with pytest.raises(ReplayMissError): MissingBackend(cache=False).chat(msgs("x"), stage="views")
+
+
+def test_replay_needs_neither_llama_cpp_nor_the_weights(tmp_path, monkeypatch):
+    import importlib.util
+    gguf = _fake_gguf(tmp_path / "w" / "Model-Q4.gguf", 3)
+    path = tmp_path / "c.sqlite"
+    real = EchoGGUF(str(gguf), cache=path, n_ctx=2048)
+    r = real.chat(msgs("hi"), stage="answer")
+    gguf.unlink()                                                                   # no weights ...
+    real_find = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n.startswith("llama_cpp") else real_find(n, *a))   # ... no library
+    rep = get_chat_model(f"llamacpp:{gguf}", cache=path, replay=True, n_ctx=2048)
+    assert rep.fingerprint() == real.fingerprint() and rep.model_id == "model-q4" and rep.context_window == 2048 and not rep.concurrent
+    assert rep.chat(msgs("hi"), stage="answer").text == r.text
+    assert get_chat_model({"backend": "llamacpp", "model_path": str(gguf)}, cache=path, replay=True).context_window == 8192   # the class's default
+    with pytest.raises(pace.llm.ReplayError, match="holds no chat model llamacpp:model-q4 \\(its entries there have another chat_format\\)"):
+        get_chat_model({"backend": "llamacpp", "model": str(gguf), "chat_format": "chatml"}, cache=path, replay=True)
+
+
+def test_replay_specs_agree_with_the_real_fingerprints(tmp_path):
+    "What a spec decides of a fingerprint, read off without building anything, is what the real model built from it has."
+    from pace.llm import CHAT_REPLAY_SPECS, HFChat
+    def agrees(m, d):
+        fields, window = CHAT_REPLAY_SPECS[type(m)](d)
+        return {k: m.fingerprint().get(k) for k in fields} == fields and window in (None, m.context_window)
+    for name in KNOWN_GGUF:                                                         # the bundled models, by name (not loaded)
+        m = LlamaCppChat(name, cache=False, check=False)
+        assert agrees(m, {"model": name}) and m._llm is None, name
+    for kw in (dict(), dict(base_url="http://GPU-A:8000/v1/", json_mode="prompt", send_seed=False, model_id="q"), dict(extra_body={"top_k": 1})):
+        m = OpenAIChat("qwen", client=FakeClient(FakeCompletions()), cache=False, **kw)
+        assert agrees(m, {"model": "qwen", **kw}), kw
+        assert not agrees(m, {"model": "qwen", **kw, "json_mode": "json_object"})
+    tok = types.SimpleNamespace(encode=lambda t, add_special_tokens=False: t.split())
+    hf = HFChat("/models/tiny-chat", tokenizer=tok, hf_model=types.SimpleNamespace(config=types.SimpleNamespace(max_position_embeddings=512)), cache=False)
+    assert agrees(hf, {"model": "/models/tiny-chat"}) and agrees(FakeChat(cache=False), {})
+
+
+def test_the_model_card_gives_the_window_a_spec_cannot(tmp_path):
+    from pace.llm import HFChat
+    path = tmp_path / "c.sqlite"
+    def hf(window): return HFChat("/models/tiny-chat", tokenizer=types.SimpleNamespace(encode=lambda t, add_special_tokens=False: t.split()),
+                                  hf_model=types.SimpleNamespace(config=types.SimpleNamespace(max_position_embeddings=window)), cache=path)
+    assert hf(512).count_tokens_many(["a b c"], stage="answer") == [3]
+    rep = get_chat_model("hf:/models/tiny-chat", cache=path, replay=True)
+    assert rep.context_window == 512 and rep.count_tokens("a b c") == 3 and not rep.concurrent
+    hf(1024).count_tokens_many(["d e"])                                            # the same fingerprint with another window
+    with pytest.raises(pace.llm.ReplayError, match="records context windows 512, 1024 for hf:tiny-chat"):
+        get_chat_model("hf:/models/tiny-chat", cache=path, replay=True)
+    assert get_chat_model({"backend": "hf", "model": "/models/tiny-chat", "context_window": 1024}, cache=path, replay=True).context_window == 1024
+    Cache(path).clear(kind="card")                                                 # a recording made before model cards
+    with pytest.raises(pace.llm.ReplayError, match="records no model card for hf:tiny-chat: give \"context_window\" in the spec"):
+        get_chat_model("hf:/models/tiny-chat", cache=path, replay=True)
