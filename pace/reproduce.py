@@ -243,6 +243,7 @@ def reproduce(names=(), # notebook numbers or names (empty: all)
 
 # %% ../nbs/29_reproduce.ipynb #ec004c36
 def _reproduce_cmd(a) -> int:
+    if a.all and a.names: raise UsageError("give notebook names or --all, not both")
     if a.list:
         list_experiments(select_experiments(find_experiments(a.dir), a.names)); return 0
     return reproduce(a.names, a.param, record=a.record, fail_fast=a.fail_fast, root=a.dir,
@@ -260,6 +261,7 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
                    help="set a parameter of the notebooks that have it (JSON when it parses, else a string; paths are "
                         "relative to the notebook's folder)")
+    p.add_argument("--all", action="store_true", help="every notebook (what no NAME means too)")
     p.add_argument("--list", action="store_true", help="list the notebooks, what they make and their parameters")
     p.add_argument("--record", action="store_true",
                    help="let the notebooks call the models (and fill the caches) instead of replaying")

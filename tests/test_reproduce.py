@@ -308,3 +308,9 @@ def test_a_replay_miss_caught_inside_the_notebook_still_fails_it(tmp_path, capsy
     assert err.splitlines() == ["pace reproduce: 06_swallow failed: 2 replay misses (the first: a call of toy-0.5b at stage "
                                 "'answer'), caught and passed over"]
     assert "| 06_swallow |" in out and "failed" in out and not (d / "swallowed" / "06_swallow.ipynb").exists()
+
+
+def test_all_and_names_together_are_refused(capsys):
+    from pace.cli import main
+    assert main(["reproduce", "--all", "01", "--no-progress"]) == 2
+    assert capsys.readouterr().err.strip() == "pace: error: give notebook names or --all, not both"
