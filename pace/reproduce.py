@@ -13,7 +13,7 @@ from .data import UsageError
 
 # %% auto #0
 __all__ = ['parse_parameters', 'Experiment', 'read_experiment', 'experiments_dir', 'find_experiments', 'select_experiments',
-           'parse_param', 'clean_notebook', 'run_notebook', 'list_experiments', 'reproduce', 'add_cli']
+           'parse_param', 'clean_notebook', 'run_notebook', 'recorded_run', 'list_experiments', 'reproduce', 'add_cli']
 
 # %% ../nbs/29_reproduce.ipynb #6a300c72
 def parse_parameters(src: str, # the source of a cell tagged `parameters`
@@ -191,6 +191,30 @@ def run_notebook(exp: Experiment, # the notebook
             nb = clean_notebook(json.loads(ran.read_text()))
             row["saved"].write_text(json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
     return row
+
+# %% ../nbs/29_reproduce.ipynb #9a3a2e62
+def recorded_run(out_dir, # the run folder (committed, with its cache export `cache.jsonl.gz`)
+                 embeddings, # the shared embedding store of the cache exports
+                 **run_kw, # `pace.run.run_experiment` arguments: dataset, methods, chat, limit, retrieval_only...
+                ) -> str:
+    "Record the run in `out_dir` and export its cache, or (PACE_REPLAY) replay it and check its rows; a one-line summary."
+    from pace.cache import Cache, export_cache, import_cache, replay_enabled
+    from pace.run import run_experiment
+    out, store = Path(out_dir), Path(embeddings)
+    export, kw = out / "cache.jsonl.gz", dict(run_kw, name=out.name, progress=False)
+    if replay_enabled():
+        with tempfile.TemporaryDirectory() as d:
+            cache = Path(d) / "cache.sqlite"
+            import_cache(Cache(cache), export, embeddings=store)
+            run_experiment(out_dir=d, cache=cache, **kw)
+            new = (Path(d) / out.name / "results.jsonl").read_bytes()
+        if new != (out / "results.jsonl").read_bytes():
+            raise AssertionError(f"the replay of {out} gives other result rows than the committed results.jsonl")
+        return f"replayed {len(new.splitlines())} result rows from the committed cache: identical to the committed run"
+    cache = out / "cache.sqlite"
+    if export.exists() and not cache.exists(): import_cache(Cache(cache), export, embeddings=store)
+    run_experiment(out_dir=out.parent, cache=cache, **kw)
+    return f"exported {export_cache(Cache(cache), export, embeddings=store)} cache entries to {export.name}"
 
 # %% ../nbs/29_reproduce.ipynb #82a890f3
 def _rel(p) -> str:
