@@ -404,7 +404,9 @@ class Site:
 
     def result_body(self, folder: Path, page: Path, level: int = 2) -> str:
         files = self.result_files(folder)
-        tables = [f for f in files if f.suffix == ".md" and f.name != "README.md"]
+        images = {f.stem for f in files if f.suffix in IMAGE_EXTS}
+        # a figure's caption file (name.md beside name.png) points at its image relatively: shown with the image below
+        tables = [f for f in files if f.suffix == ".md" and f.name != "README.md" and f.stem not in images]
         if any(f.name == "tables.md" for f in tables): tables = [f for f in tables if f.name == "tables.md"]
         parts = []
         for f in files:
@@ -418,6 +420,8 @@ class Site:
             parts.append(f"{head}```{{include}} {_rel(self.src / '_results' / f.relative_to(self.results), page)}\n:heading-offset: {level - 1 if titled else level}\n```")
         for f in files:
             if f.suffix in IMAGE_EXTS:
+                cap = f.with_suffix(".md")
+                if cap.is_file(): parts.append(cap.read_text().split("\n\n")[0].strip())
                 parts.append(f"![{f.stem}]({_rel(self.src / '_results' / f.relative_to(self.results), page)})")
         dl = [f"{{download}}`{f.name} <{_rel(self.src / '_results' / f.relative_to(self.results), page)}>`" for f in files]
         if dl: parts.append("Files: " + " · ".join(dl))
