@@ -13,7 +13,8 @@ from .data import UsageError
 
 # %% auto #0
 __all__ = ['parse_parameters', 'Experiment', 'read_experiment', 'experiments_dir', 'find_experiments', 'select_experiments',
-           'parse_param', 'clean_notebook', 'run_notebook', 'recorded_run', 'list_experiments', 'reproduce', 'add_cli']
+           'parse_param', 'clean_notebook', 'run_notebook', 'recorded_run', 'committed_settings', 'list_experiments',
+           'reproduce', 'add_cli']
 
 # %% ../nbs/29_reproduce.ipynb #6a300c72
 def parse_parameters(src: str, # the source of a cell tagged `parameters`
@@ -216,6 +217,25 @@ def recorded_run(out_dir, # the run folder (committed, with its cache export `ca
     run_experiment(out_dir=out.parent, cache=cache, **kw)
     return f"exported {export_cache(Cache(cache), export, embeddings=store)} cache entries to {export.name}"
 
+# %% ../nbs/29_reproduce.ipynb #94bf75f3
+def committed_settings(exps: list[Experiment], # the chosen notebooks
+                      ) -> dict[str, list[dict]]:
+    "The parameter sets committed besides the defaults (`settings.json` beside the notebooks), checked against them."
+    if not exps: return {}
+    f = exps[0].path.parent / "settings.json"
+    if not f.is_file(): return {}
+    try: d = json.loads(f.read_text())
+    except ValueError as e: raise UsageError(f"{f}: not valid JSON ({e})") from None
+    known = {e.name: e for e in find_experiments(f.parent)}
+    out = {}
+    for name, sets in d.items():
+        if name not in known: raise UsageError(f"{f}: no notebook {name!r}")
+        for s in sets:
+            if not isinstance(s, dict) or "out_dir" not in s or set(s) - set(known[name].params):
+                raise UsageError(f"{f}: {name}: each setting is an object of its parameters, out_dir included; got {s!r}")
+        out[name] = list(sets)
+    return {e.name: out[e.name] for e in exps if e.name in out}
+
 # %% ../nbs/29_reproduce.ipynb #82a890f3
 def _rel(p) -> str:
     "A path relative to the working folder when it is below it."
@@ -251,14 +271,18 @@ def reproduce(names=(), # notebook numbers or names (empty: all)
     try: import papermill  # noqa: F401
     except ImportError:
         raise UsageError("pace reproduce needs papermill and a Jupyter kernel: pip install -e '.[experiments]'") from None
+    extra = {} if kv else committed_settings(exps)   # -p runs what it says; otherwise the defaults and the committed settings
+    jobs = [(e, {k: v for k, v in kv.items() if k in e.params}) for e in exps]
+    jobs = [j for e, d in jobs for j in [(e, d)] + [(e, x) for x in extra.get(e.name, [])]]
     rows = []
-    for e in tqdm(exps, desc="pace reproduce", unit="notebook", disable=not progress, file=sys.stderr):
-        rows.append(run_notebook(e, {k: v for k, v in kv.items() if k in e.params}, record=record))
+    for e, ps in tqdm(jobs, desc="pace reproduce", unit="notebook", disable=not progress, file=sys.stderr):
+        rows.append(run_notebook(e, ps, record=record))
+        if "out_dir" in ps and ps in extra.get(e.name, []): rows[-1]["notebook"] = f"{e.name} ({Path(ps['out_dir']).name})"
         if rows[-1]["status"] != "ok":
-            tqdm.write(f"pace reproduce: {e.name} failed: {rows[-1]['error']}", file=sys.stderr)
+            tqdm.write(f"pace reproduce: {rows[-1]['notebook']} failed: {rows[-1]['error']}", file=sys.stderr)
             if fail_fast: break
     rows += [dict(notebook=e.name, seconds=None, model_calls=None, status="not run", saved=None)
-             for e in exps[len(rows):]]
+             for e, _ in jobs[len(rows):]]
     df = pd.DataFrame(rows)[["notebook", "seconds", "model_calls", "status", "saved"]]
     df["saved"] = df.saved.map(_rel)
     df = df.astype(object).where(df.notna(), None).rename(columns={"model_calls": "model calls"})

@@ -314,3 +314,20 @@ def test_all_and_names_together_are_refused(capsys):
     from pace.cli import main
     assert main(["reproduce", "--all", "01", "--no-progress"]) == 2
     assert capsys.readouterr().err.strip() == "pace: error: give notebook names or --all, not both"
+
+
+@slow
+def test_committed_settings_are_replayed_besides_the_defaults_and_p_runs_only_what_it_says(tmp_path, capsys):
+    "settings.json: a notebook committed for a second model setting is rerun by `pace reproduce` as well."
+    exp = tmp_path / "experiments"
+    write_nb(exp, "01_echo.ipynb", [("markdown", "# Echo", []),
+                                     ("code", 'word = "a"\nout_dir = "out/a"', ["parameters"]),
+                                     ("code", "from pathlib import Path\nPath(out_dir).mkdir(parents=True, exist_ok=True)\n"
+                                              "(Path(out_dir) / 'word.txt').write_text(word)", [])])
+    (exp / "settings.json").write_text(json.dumps({"01_echo": [{"word": "b", "out_dir": "out/b"}]}))
+    assert main(["reproduce", "--dir", str(exp), "--no-progress"]) == 0
+    assert (exp / "out/a/word.txt").read_text() == "a" and (exp / "out/b/word.txt").read_text() == "b"
+    assert "01_echo (b)" in capsys.readouterr().out
+    shutil.rmtree(exp / "out")
+    assert main(["reproduce", "--dir", str(exp), "--no-progress", "-p", "word=c", "-p", "out_dir=out/c"]) == 0
+    assert sorted(p.name for p in (exp / "out").iterdir()) == ["c"]
