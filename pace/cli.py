@@ -37,7 +37,7 @@ def _add_data(sub):
     v.set_defaults(func=_verify)
 
 # %% ../nbs/90_cli.ipynb #3888ed74
-from .data import DatasetError, UsageError   # UsageError lives in pace.data, so modules below the CLI can raise it; `pace.cli.UsageError` still works
+from .data import DatasetError, UsageError, first_missing   # UsageError lives in pace.data, so modules below the CLI can raise it; `pace.cli.UsageError` still works
 from .llm import ModelNotFoundError, ModelUnusableError
 _all_ = ["UsageError"]
 
@@ -77,7 +77,7 @@ def _new_out(args) -> Path | None:
     "The topmost folder that a command's `--out` names and that does not exist yet (None when there is none)."
     out = getattr(args, "out", None)
     if not isinstance(out, str) or not out: return None
-    return next((p for p in [*reversed(Path(out).parents), Path(out)] if not p.exists()), None)
+    return first_missing(out)
 
 def _drop_if_empty(p: Path | None):
     "Remove folder `p` if it holds no file (only empty folders): what a command that failed made of its --out."

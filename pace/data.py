@@ -14,8 +14,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 # %% auto #0
 __all__ = ['ISODate', 'Text', 'SITUATION_TYPES', 'LABELS', 'MAX_FACT_CHARS', 'TABLE1_FMT', 'Timeline', 'Person', 'Alter',
-           'Instance', 'Fact', 'Query', 'Problem', 'DatasetError', 'UsageError', 'PaceDataset', 'load_pace_dataset',
-           'dataset_stats', 'stats_tables', 'stats_markdown']
+           'Instance', 'Fact', 'Query', 'Problem', 'DatasetError', 'UsageError', 'first_missing', 'PaceDataset',
+           'load_pace_dataset', 'dataset_stats', 'stats_tables', 'stats_markdown']
 
 # %% ../nbs/00_data.ipynb #9bef0c50
 def _iso_date(v: Any) -> dt.date:
@@ -108,6 +108,12 @@ class DatasetError(ValueError):
 
 class UsageError(ValueError):
     "A mistake the user fixes on the command line or in a call (bad option value, unknown method, missing key)."
+
+# %% ../nbs/00_data.ipynb #6941992a
+def first_missing(path) -> Path | None:
+    "The topmost folder of `path` (itself included) that does not exist yet; None when all of it exists."
+    p = Path(path)
+    return next((d for d in [*reversed(p.parents), p] if not d.exists()), None)
 
 # %% ../nbs/00_data.ipynb #a9cf9972
 def _decode(line: bytes, rel: str, n: int, problems: list[Problem]) -> str | None:

@@ -11,7 +11,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm.auto import tqdm
 from .agents import AgentCall, call_agent
-from .data import DatasetError, PaceDataset, Problem, UsageError, load_pace_dataset, _parse, _read_jsonl
+from .data import DatasetError, PaceDataset, Problem, UsageError, first_missing, load_pace_dataset, _parse, _read_jsonl
 
 # %% auto #0
 __all__ = ['JUDGE_MODES', 'LABELS', 'DECISIONS', 'RATIONALE_LABEL', 'REASON_CHARS', 'DECISION_SYSTEM', 'RATIONALE_SYSTEM',
@@ -633,7 +633,7 @@ def run_calibration(judge,                      # judge model spec or model obje
     _check_mode(mode)
     items = select_items(load_calibration(set_path, data), limit)
     out = Path(out) if out is not None else calibration_dir(judge, judge2, mode)
-    made = next((d for d in [*reversed(out.parents), out] if not d.exists()), None)   # the top folder made here
+    made = first_missing(out)   # the top folder made here
     out.mkdir(parents=True, exist_ok=True)
     cache = out / "cache.sqlite" if cache is None else cache
     try:

@@ -11,7 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from tqdm.auto import tqdm
 from pydantic import ValidationError
-from .data import UsageError
+from .data import UsageError, first_missing
 from .cache import as_cache
 from .baselines import METHODS as SIMPLE_METHODS, LLM_FREE, SIZED, make_method, method_size
 from .evaluate import write_tables, read_jsonl
@@ -348,7 +348,7 @@ def _run_folder(out_dir, name: str) -> tuple[Path, Path | None]:
     out, run_dir = Path(out_dir), Path(out_dir) / _check_name(name)
     for p, what in ((out, "--out"), (run_dir, "the run folder")):
         if p.exists() and not p.is_dir(): raise UsageError(f"{what} {p} is a file, not a folder")
-    top = next((p for p in [*reversed(run_dir.parents), run_dir] if not p.exists()), None)
+    top = first_missing(run_dir)
     try: run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         if top is not None: shutil.rmtree(top, ignore_errors=True)
