@@ -442,6 +442,19 @@ def resolve_gguf(model:str, # a .gguf path, or a name in KNOWN_GGUF
     _assemble(parts, dest, k["size"])
     return dest
 
+# %% ../nbs/02_llm.ipynb #7bbbeeaf
+def _read_memo(path:Path) -> dict:
+    "A JSON object remembered in `path`; {} when the file is missing, unreadable or not an object."
+    try: d = json.loads(Path(path).read_text())
+    except (OSError, ValueError): return {}
+    return d if isinstance(d, dict) else {}
+
+def _write_memo(path:Path, d:dict):
+    "Write `d` to `path` through a temporary file (readers never see half a file); a write that fails is skipped."
+    path = Path(path); tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try: path.parent.mkdir(parents=True, exist_ok=True); tmp.write_text(json.dumps(d, indent=1, sort_keys=True)); os.replace(tmp, path)
+    except OSError: tmp.unlink(missing_ok=True)
+
 # %% ../nbs/02_llm.ipynb #83c4a01b
 _HASH_LOCK = threading.Lock()
 
@@ -459,18 +472,12 @@ def file_identity(path:str|Path, # a model file
     st, memo = p.stat(), Path(memo) if memo else models_dir()/"file_hashes.json"
     stamp = {"mtime_ns": st.st_mtime_ns, "size": st.st_size}
     with _HASH_LOCK:
-        try: known = json.loads(memo.read_text())
-        except (OSError, ValueError): known = {}
-        hit = known.get(str(p)) if isinstance(known, dict) else None
+        known = _read_memo(memo)
+        hit = known.get(str(p))
         if isinstance(hit, dict) and {k: hit.get(k) for k in stamp} == stamp and isinstance(hit.get("sha256"), str):
             return {"size": st.st_size, "sha256": hit["sha256"]}
         sha = _sha256_file(p)
-        known = {**(known if isinstance(known, dict) else {}), str(p): {**stamp, "sha256": sha}}
-        tmp = memo.with_name(f".{memo.name}.{os.getpid()}.tmp")
-        try:
-            memo.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps(known, indent=1, sort_keys=True)); os.replace(tmp, memo)  # readers never see half a file
-        except OSError: tmp.unlink(missing_ok=True)
+        _write_memo(memo, {**known, str(p): {**stamp, "sha256": sha}})
     return {"size": st.st_size, "sha256": sha}
 
 # %% ../nbs/02_llm.ipynb #9949e505
@@ -610,20 +617,14 @@ def llamacpp_selfcheck(model_path:str|Path, # the GGUF file
     "Load `model_path` with llama.cpp in a child process and generate a few tokens: True, or `ModelUnusableError`."
     path, memo = Path(model_path), Path(memo) if memo else models_dir()/"llamacpp_checks.json"
     key = llamacpp_check_key(path)
-    try: passed = json.loads(memo.read_text())
-    except (OSError, ValueError): passed = {}
-    if not isinstance(passed, dict): passed = {}
-    if key in passed: return True
+    if key in (passed := _read_memo(memo)): return True
     rc, last = child_status(code, [path, min(2, os.cpu_count() or 1), n_tokens], timeout)
     if rc < 0:
         raise ModelUnusableError(f"llama.cpp died of {_signal_name(rc)} running {path.name} in a check process"
                                  f"{': ' + last if 'within' in last else ''}. The installed llama-cpp-python was "
                                  f"built for another CPU; rebuild it portable with: {llamacpp_rebuild_command()}")
     if rc != 0: raise ModelUnusableError(f"llama.cpp could not run {path.name} in a check process: {last}")
-    passed[key] = {"model": str(path), "checked": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    tmp_f = memo.with_name(f".{memo.name}.{os.getpid()}.tmp")
-    try: memo.parent.mkdir(parents=True, exist_ok=True); tmp_f.write_text(json.dumps(passed, indent=1)); os.replace(tmp_f, memo)
-    except OSError: tmp_f.unlink(missing_ok=True)
+    _write_memo(memo, {**passed, key: {"model": str(path), "checked": time.strftime("%Y-%m-%dT%H:%M:%S")}})
     return True
 
 # %% ../nbs/02_llm.ipynb #3d1d587d
