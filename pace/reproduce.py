@@ -13,8 +13,8 @@ from .data import UsageError
 
 # %% auto #0
 __all__ = ['parse_parameters', 'Experiment', 'read_experiment', 'experiments_dir', 'find_experiments', 'select_experiments',
-           'parse_param', 'clean_notebook', 'run_notebook', 'recorded_run', 'committed_settings', 'list_experiments',
-           'reproduce', 'add_cli']
+           'parse_param', 'clean_notebook', 'run_notebook', 'recorded_run', 'recorded_runs', 'sweep_points',
+           'subset_dataset', 'committed_settings', 'list_experiments', 'reproduce', 'add_cli']
 
 # %% ../nbs/29_reproduce.ipynb #6a300c72
 def parse_parameters(src: str, # the source of a cell tagged `parameters`
@@ -194,28 +194,115 @@ def run_notebook(exp: Experiment, # the notebook
     return row
 
 # %% ../nbs/29_reproduce.ipynb #9a3a2e62
+def _record_or_replay(out, # the folder of the cache export `cache.jsonl.gz` (and, when recording, of `cache.sqlite`)
+                      store, # the shared embedding store
+                      runs: list, # (parent folder, run name, `run_experiment` arguments) of each run
+                     ) -> tuple[str, int]:
+    "Record `runs` with one cache and export it, or (PACE_REPLAY) make them again from the export and check their rows."
+    from pace.cache import Cache, export_cache, import_cache, replay_enabled
+    from pace.run import run_experiment
+    export = out / "cache.jsonl.gz"
+    if replay_enabled():
+        rows = 0
+        with tempfile.TemporaryDirectory() as d:
+            cache = Path(d) / "cache.sqlite"
+            import_cache(Cache(cache), export, embeddings=store)
+            for parent, name, kw in runs:
+                run_experiment(out_dir=d, cache=cache, name=name, progress=False, **kw)
+                new = (Path(d) / name / "results.jsonl").read_bytes()
+                if new != (Path(parent) / name / "results.jsonl").read_bytes():
+                    raise AssertionError(f"the replay of {Path(parent) / name} gives other result rows than the committed "
+                                         "results.jsonl")
+                rows += len(new.splitlines())
+        return "replayed", rows
+    cache = out / "cache.sqlite"
+    if not export.exists() and not cache.exists():
+        made = [Path(p) / n for p, n, _ in runs if (Path(p) / n / "results.jsonl").exists()]
+        if made: raise UsageError(f"{made[0]} has result rows made without {cache}: a recording would resume it and export "
+                                  "a cache that cannot replay those rows; record into a new out_dir (or remove the run)")
+    if export.exists() and not cache.exists(): import_cache(Cache(cache), export, embeddings=store)
+    for parent, name, kw in runs: run_experiment(out_dir=parent, cache=cache, name=name, progress=False, **kw)
+    return "exported", export_cache(Cache(cache), export, embeddings=store)
+
 def recorded_run(out_dir, # the run folder (committed, with its cache export `cache.jsonl.gz`)
                  embeddings, # the shared embedding store of the cache exports
                  **run_kw, # `pace.run.run_experiment` arguments: dataset, methods, chat, limit, retrieval_only...
                 ) -> str:
     "Record the run in `out_dir` and export its cache, or (PACE_REPLAY) replay it and check its rows; a one-line summary."
-    from pace.cache import Cache, export_cache, import_cache, replay_enabled
-    from pace.run import run_experiment
-    out, store = Path(out_dir), Path(embeddings)
-    export, kw = out / "cache.jsonl.gz", dict(run_kw, name=out.name, progress=False)
-    if replay_enabled():
-        with tempfile.TemporaryDirectory() as d:
-            cache = Path(d) / "cache.sqlite"
-            import_cache(Cache(cache), export, embeddings=store)
-            run_experiment(out_dir=d, cache=cache, **kw)
-            new = (Path(d) / out.name / "results.jsonl").read_bytes()
-        if new != (out / "results.jsonl").read_bytes():
-            raise AssertionError(f"the replay of {out} gives other result rows than the committed results.jsonl")
-        return f"replayed {len(new.splitlines())} result rows from the committed cache: identical to the committed run"
-    cache = out / "cache.sqlite"
-    if export.exists() and not cache.exists(): import_cache(Cache(cache), export, embeddings=store)
-    run_experiment(out_dir=out.parent, cache=cache, **kw)
-    return f"exported {export_cache(Cache(cache), export, embeddings=store)} cache entries to {export.name}"
+    out = Path(out_dir)
+    done, n = _record_or_replay(out, Path(embeddings), [(out.parent, out.name, run_kw)])
+    if done == "exported": return f"exported {n} cache entries to cache.jsonl.gz"
+    return f"replayed {n} result rows from the committed cache: identical to the committed run"
+
+# %% ../nbs/29_reproduce.ipynb #0e01ce39
+def recorded_runs(out_dir, # the study's folder: a run folder per setting and one cache export `cache.jsonl.gz`
+                  embeddings, # the shared embedding store of the cache exports
+                  runs: dict, # run name -> its own `run_experiment` arguments (e.g. `config`, `embedder`)
+                  **common, # the arguments all runs share: dataset, methods, chat, limit, retrieval_only...
+                 ) -> str:
+    "Record the runs of a study in `out_dir` with one cache and export it, or (PACE_REPLAY) replay them; a summary."
+    from pace.run import _check_name
+    if not runs: raise UsageError("recorded_runs: no runs given")
+    for name, kw in runs.items():
+        _check_name(name)
+        if set(kw) & set(common): raise UsageError(f"run {name!r} sets {sorted(set(kw) & set(common))} given to all runs")
+    out = Path(out_dir)
+    done, n = _record_or_replay(out, Path(embeddings), [(out, name, common | kw) for name, kw in runs.items()])
+    if done == "exported": return f"{len(runs)} runs; exported {n} cache entries to cache.jsonl.gz"
+    return f"replayed {len(runs)} runs, {n} result rows, from the committed cache: identical to the committed runs"
+
+# %% ../nbs/29_reproduce.ipynb #f31ade4b
+def sweep_points(sweep: dict, # PaceMaker setting (or 'a/b' for settings moved together) -> its values
+                ) -> list[tuple[str, str, str, dict]]:
+    "(parameter, value as text, run name, PaceMaker settings) of each point of a one-at-a-time sweep around the defaults."
+    from pydantic import ValidationError
+    from pace.pipeline import PaceMakerConfig
+    base, out = PaceMakerConfig(), []
+    for key, values in sweep.items():
+        names = key.split("/")
+        if not values: raise UsageError(f"sweep {key!r}: no values")
+        for v in values:
+            vals = list(v) if isinstance(v, (list, tuple)) else [v]
+            if len(vals) != len(names):
+                raise UsageError(f"sweep {key!r}: each value is {len(names)} numbers, one per setting; got {v!r}")
+            cfg = dict(zip(names, vals))
+            try: PaceMakerConfig(**cfg)
+            except ValidationError as e:
+                raise UsageError(f"sweep {key!r} = {v!r}: {e.errors()[0]['msg']} ({e.errors()[0]['loc'][0]})") from None
+            text = "/".join(map(str, vals))
+            default = all(getattr(base, k) == x for k, x in cfg.items())
+            run = "default" if default else f"{key.replace('/', '+')}={text.replace('/', ',')}"
+            out.append((key, text, run, {} if default else cfg))
+    return out
+
+# %% ../nbs/29_reproduce.ipynb #68b3d5e6
+def subset_dataset(src, # a dataset folder
+                   out, # the folder to write (replaced)
+                   instance: str, # the instance to keep
+                   queries: int, # how many of its queries (stratified by label and situation type)
+                   facts: int, # KB size: every gold fact of those queries, then random others up to this
+                   seed: int = 0,
+                  ) -> str:
+    "Write a one-instance subset of `src` to `out` (see above) and check that it loads; a one-line summary."
+    import random, shutil
+    from pace.data import load_pace_dataset
+    from pace.run import select_queries
+    src, out = Path(src), Path(out)
+    ds = load_pace_dataset(src)
+    if instance not in ds.instances: raise UsageError(f"{src}: no instance {instance!r}")
+    qs = select_queries([q for q in ds.queries if q.instance_id == instance], queries, seed)
+    gold = {g for q in qs for g in q.gold_doc_ids}
+    kb = [json.loads(l) for l in (src / "kb" / f"{instance}.jsonl").read_text().splitlines() if l.strip()]
+    rest = [f["doc_id"] for f in kb if f["doc_id"] not in gold]
+    keep = gold | set(random.Random(seed).sample(rest, max(0, min(len(rest), facts - len(gold)))))
+    shutil.rmtree(out, ignore_errors=True); (out / "kb").mkdir(parents=True)
+    lines = lambda f: [l for l in (src / f).read_text().splitlines() if l.strip()]
+    (out / "instances.jsonl").write_text("".join(l + "\n" for l in lines("instances.jsonl") if json.loads(l)["instance_id"] == instance))
+    (out / "kb" / f"{instance}.jsonl").write_text("".join(json.dumps(f, ensure_ascii=False) + "\n" for f in kb if f["doc_id"] in keep))
+    qids = {q.query_id for q in qs}
+    (out / "queries.jsonl").write_text("".join(l + "\n" for l in lines("queries.jsonl") if json.loads(l)["query_id"] in qids))
+    load_pace_dataset(out)
+    return f"{out.name}: {len(qs)} queries, {len(keep)} of {len(kb)} facts ({len(gold)} gold)"
 
 # %% ../nbs/29_reproduce.ipynb #94bf75f3
 def committed_settings(exps: list[Experiment], # the chosen notebooks
