@@ -184,7 +184,7 @@ def test_default_answer_prompt_is_the_papers_and_structured_adds_a_schema():
     from typing import get_args
     from pace.agents import ANSWER_SYSTEM, AnswerWithDecision
     from pace.judge import DECISIONS
-    ref = json.loads((Path(__file__).parents[1] / "results/reference/mini-qwen2.5-0.5b-n6/run.json").read_text())
+    ref = json.loads((Path(__file__).parents[1] / "tests/fixtures/old-run/mini-qwen2.5-0.5b-n6/run.json").read_text())
     assert hashlib.sha256(ANSWER_SYSTEM.encode()).hexdigest()[:16] == ref["settings"]["prompts"]["agents.ANSWER_SYSTEM"]
     facts = ["The Old Duke music room is upstairs.", "Tunde had hip surgery."]
     free, structured = ScriptedChat({'answer': "No."}), ScriptedChat({'answer': {'decision': 'decline', 'reply': "No."}})

@@ -183,7 +183,7 @@ def test_decision_accuracy_comes_from_the_decision_field_when_the_answer_has_one
 def test_reference_run_rows_still_read(tmp_path):
     from pathlib import Path
     from pace.evaluate import read_jsonl, evidence_warning
-    rows = read_jsonl(Path(__file__).parents[1] / "results/reference/mini-qwen2.5-0.5b-n6/results.jsonl")
+    rows = read_jsonl(Path(__file__).parents[1] / "tests/fixtures/old-run/mini-qwen2.5-0.5b-n6/results.jsonl")
     df = results_frame(rows)
     t = table2(df)
     assert all(t.loc[m, 'evidence'] == 10 for m in ('bm25', 'dense', 'hybrid', 'pacemaker')) and evidence_warning(df) is None
@@ -195,7 +195,7 @@ def test_reference_run_rows_still_read(tmp_path):
     fl2 = failures(rows + [new])   # old and new rows in one table: the old ones read n/a, the new ones their count
     assert fl2.loc[('pacemaker-new', 'posthop'), 'passed_uncalled_per_query'] == 8
     assert np.isnan(fl2.loc[('pacemaker', 'posthop'), 'passed_uncalled_per_query'])
-    write_tables(Path(__file__).parents[1] / "results/reference/mini-qwen2.5-0.5b-n6/results.jsonl", out_dir=tmp_path)
+    write_tables(Path(__file__).parents[1] / "tests/fixtures/old-run/mini-qwen2.5-0.5b-n6/results.jsonl", out_dir=tmp_path)
     assert '| evidence' in (tmp_path / 'table2.md').read_text() and 'different numbers of facts' not in (tmp_path / 'tables.md').read_text()
 
 

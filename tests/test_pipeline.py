@@ -151,7 +151,7 @@ def test_default_config_dumps_as_the_reference_run_recorded_it():
     "Settings and traces of a paper-default run stay as the reference run wrote them; a non-default answer format is recorded."
     import json
     from pathlib import Path
-    ref = Path(__file__).parents[1] / "results/reference/mini-qwen2.5-0.5b-n6"
+    ref = Path(__file__).parents[1] / "tests/fixtures/old-run/mini-qwen2.5-0.5b-n6"
     settings = json.loads((ref / "run.json").read_text())["settings"]["pacemaker"]
     row = next(json.loads(l) for l in (ref / "results.jsonl").read_text().splitlines() if '"method": "pacemaker"' in l)
     assert PaceMakerConfig().model_dump() == settings == row["trace"]["config"]
