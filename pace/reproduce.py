@@ -4,7 +4,7 @@
 
 # %% ../nbs/29_reproduce.ipynb #2f34f898
 from __future__ import annotations
-import argparse, ast, contextlib, json, os, re, sys, tempfile, time
+import argparse, ast, contextlib, importlib.util, json, os, re, sys, tempfile, time
 from dataclasses import dataclass
 from pathlib import Path
 import pandas as pd
@@ -318,8 +318,11 @@ def committed_settings(exps: list[Experiment], # the chosen notebooks
     for name, sets in d.items():
         if name not in known: raise UsageError(f"{f}: no notebook {name!r}")
         for s in sets:
-            if not isinstance(s, dict) or "out_dir" not in s or set(s) - set(known[name].params):
+            if not isinstance(s, dict) or "out_dir" not in s or set(s) - set(known[name].params) - {"needs"}:
                 raise UsageError(f"{f}: {name}: each setting is an object of its parameters, out_dir included; got {s!r}")
+            needs = s.get("needs", [])
+            if not isinstance(needs, list) or not all(isinstance(m, str) for m in needs):
+                raise UsageError(f"{f}: {name}: 'needs' is a list of module names; got {s['needs']!r}")
         out[name] = list(sets)
     return {e.name: out[e.name] for e in exps if e.name in out}
 
@@ -363,9 +366,15 @@ def reproduce(names=(), # notebook numbers or names (empty: all)
     jobs = [j for e, d in jobs for j in [(e, d)] + [(e, x) for x in extra.get(e.name, [])]]
     rows = []
     for e, ps in tqdm(jobs, desc="pace reproduce", unit="notebook", disable=not progress, file=sys.stderr):
-        rows.append(run_notebook(e, ps, record=record))
-        if "out_dir" in ps and ps in extra.get(e.name, []): rows[-1]["notebook"] = f"{e.name} ({Path(ps['out_dir']).name})"
-        if rows[-1]["status"] != "ok":
+        committed = "out_dir" in ps and ps in extra.get(e.name, [])
+        missing = [m for m in ps.get("needs", []) if importlib.util.find_spec(m) is None]
+        if missing: rows.append(dict(notebook=e.name, seconds=None, model_calls=None, status="skipped", saved=None,
+                                     error=f"needs {', '.join(missing)} (not installed here)"))
+        else: rows.append(run_notebook(e, {k: v for k, v in ps.items() if k != "needs"}, record=record))
+        if committed: rows[-1]["notebook"] = f"{e.name} ({Path(ps['out_dir']).name})"
+        if rows[-1]["status"] == "skipped": tqdm.write(f"pace reproduce: {rows[-1]['notebook']} skipped: {rows[-1]['error']}",
+                                                       file=sys.stderr)
+        elif rows[-1]["status"] != "ok":
             tqdm.write(f"pace reproduce: {rows[-1]['notebook']} failed: {rows[-1]['error']}", file=sys.stderr)
             if fail_fast: break
     rows += [dict(notebook=e.name, seconds=None, model_calls=None, status="not run", saved=None)
@@ -374,7 +383,7 @@ def reproduce(names=(), # notebook numbers or names (empty: all)
     df["saved"] = df.saved.map(_rel)
     df = df.astype(object).where(df.notna(), None).rename(columns={"model_calls": "model calls"})
     print(df.to_markdown(index=False, missingval="", floatfmt=".1f"), file=file or sys.stdout)
-    return 0 if all(r["status"] == "ok" for r in rows) else 2
+    return 0 if all(r["status"] in ("ok", "skipped") for r in rows) else 2
 
 # %% ../nbs/29_reproduce.ipynb #ec004c36
 def _reproduce_cmd(a) -> int:
