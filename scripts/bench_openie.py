@@ -1,7 +1,7 @@
 """Time HippoRAG 2's OpenIE (one NER and one triple call per fact) with a local model and no cache, so the seconds are
 this machine's now and not those of cached calls made on a busier machine. Prints seconds, calls and tokens per fact and
 the projection to a 2,000-fact KB.
-    .venv/bin/python results/table5/time_openie.py [--facts 10] [--chat qwen2.5-0.5b] [--data data/mini] [--instance mini-01]"""
+    .venv/bin/python scripts/bench_openie.py [--facts 10] [--chat qwen2.5-0.5b] [--data data/mini] [--instance mini-01]"""
 import argparse, time
 from pace.data import load_pace_dataset
 from pace.hipporag import extract_openie
