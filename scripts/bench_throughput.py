@@ -107,7 +107,7 @@ def bench_workers(args):
             secs = time.perf_counter() - t0
             rate = r["n_new"] / secs
             base = base or rate
-            rows.append(dict(workers=w, pairs=r["n_new"], calls=srv.n - n0, seconds=f"{secs:.1f}", pairs_per_s=f"{rate:.2f}", speedup=f"{rate / base:.1f}x"))
+            rows.append(dict(workers=w, pairs=r["n_new"], calls=srv.n - n0, seconds=round(secs, 1), pairs_per_s=round(rate, 2), speedup=round(rate / base, 1)))
             print(f"[bench] workers={w}: {r['n_new']} pairs in {secs:.1f} s", file=sys.stderr, flush=True)
         same = len({(Path(d) / f"w{w}" / "results.jsonl").read_bytes() for w in args.workers}) == 1
     return rows, same
@@ -142,8 +142,8 @@ def bench_batching(args):
                         for k, v in acc.items() if k.startswith("judge"))
             base = base or rate
             rows.append(dict(batch=b, concurrency=f"{cm.concurrency}" + ("" if conc else " (default)"), pairs=r["n_new"], requests=reqs,
-                             judge_requests=judge, server_batches=nb, mean_batch=f"{reqs / max(1, nb):.1f}", largest_batch=srv.largest,
-                             seconds=f"{secs:.1f}", pairs_per_s=f"{rate:.2f}", speedup=f"{rate / base:.1f}x"))
+                             judge_requests=judge, server_batches=nb, mean_batch=round(reqs / max(1, nb), 1), largest_batch=srv.largest,
+                             seconds=round(secs, 1), pairs_per_s=round(rate, 2), speedup=round(rate / base, 1)))
             runs.append([split_volatile(x)[0] for x in load_done(Path(d) / name / "results.jsonl")])
             print(f"[bench] batch={b} concurrency={cm.concurrency}: {r['n_new']} pairs in {secs:.1f} s, {reqs} requests in {nb} server batches",
                   file=sys.stderr, flush=True)
@@ -230,16 +230,16 @@ def bench_nonmodel(args):
             print(f"[bench] non-model time at {n} facts ...", file=sys.stderr, flush=True)
             after = measure(ROOT, root, n, args.nq)
             before = measure(old, root, n, args.nq) if old else None
-            rows.append(dict(facts=n, before_ms=f"{before['ms']:.1f}" if before else "n/a", after_ms=f"{after['ms']:.1f}",
-                             speedup=f"{before['ms'] / after['ms']:.1f}x" if before else "n/a",
+            rows.append(dict(facts=n, before_ms=round(before["ms"], 1) if before else None, after_ms=round(after["ms"], 1),
+                             speedup=round(before["ms"] / after["ms"], 1) if before else None,
                              same_ids=("yes" if before["ids"] == after["ids"] else "NO") if before else "n/a"))
     return rows
 
 
 def table(rows):
-    cols = list(rows[0]); w = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
-    return "\n".join(["| " + " | ".join(c.ljust(w[c]) for c in cols) + " |", "|" + "|".join("-" * (w[c] + 2) for c in cols) + "|"]
-                     + ["| " + " | ".join(str(r[c]).ljust(w[c]) for c in cols) + " |" for r in rows])
+    "A Markdown table of dict rows (tabulate; a missing value prints n/a)."
+    from tabulate import tabulate
+    return tabulate(rows, headers="keys", tablefmt="github", missingval="n/a")
 
 
 def main(argv=None):
@@ -257,6 +257,7 @@ def main(argv=None):
     ap.add_argument("--kb-dir", default=None, help="keep (c)'s synthetic KBs here and reuse them in later runs (default: a temporary folder)")
     ap.add_argument("--before-rev", default=BEFORE_REV, help="git revision whose package is measured as 'before' in (c)")
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: a, b, c")
+    ap.add_argument("--json", default=None, help="also write the settings and every table to this JSON file")
     a = ap.parse_args(argv)
     a.latency = a.latency if a.latency is not None else (0.1 if a.quick else 0.5)
     a.queries = a.queries or (8 if a.quick else 16)
@@ -266,22 +267,29 @@ def main(argv=None):
     a.sizes = [int(x) for x in (a.sizes or ("2000,20000" if a.quick else "2000,20000,200000")).split(",")]
     skip = set(a.skip.split(","))
     print(f"cpu cores: {os.cpu_count()}")
+    out = dict(cpu_cores=os.cpu_count(), settings={k: v for k, v in vars(a).items() if k not in ("json", "kb_dir")})
     if "a" not in skip:
         rows, same = bench_workers(a)
         print(f"\n(a) pace run --workers N against a loopback OpenAI-compatible server, {a.latency} s per call; methods bm25, pacemaker; "
               f"{a.queries} queries of data/mini; no cache")
         print(table(rows)); print(f"results.jsonl identical for every worker count: {'yes' if same else 'NO'}")
+        out["workers"] = dict(rows=rows, same_results=same)
     if "b" not in skip:
         rows, same = bench_batching(a)
         print(f"\n(b) pace run --batch N (methods pacemaker) against a loopback OpenAI-compatible server that answers the requests "
               f"arriving within {a.window * 1000:.0f} ms (at most {a.max_server_batch}) together after {a.latency} s; {a.queries} queries "
               f"of data/mini; no cache; judge = the same model")
         print(table(rows)); print(f"results.jsonl rows the same as batch 1 apart from volatile fields, every row: {'yes' if same else 'NO'}")
+        out["batching"] = dict(rows=rows, same_results=same)
     if "c" not in skip:
         rows = bench_nonmodel(a)
         print(f"\n(c) PaceMaker's non-model time per pair (pace.run._run_pair with a scripted model that answers at once; median of {a.nq} "
               f"queries; hash embedder dim 64, flat FAISS); before = the package at {a.before_rev[:10]}")
         print(table(rows))
+        out["nonmodel"] = dict(rows=rows)
+    if a.json:
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":
