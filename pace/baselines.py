@@ -107,14 +107,14 @@ class FullKB(_Base):
 
 # %% ../nbs/22_baselines.ipynb #3115b184
 class Retriever(_Base):
-    "A retriever of the raw query: `search` ranks the instance's facts, the top `k` are the evidence. Subclass it for your own."
+    "A retriever of the raw query: `search` ranks the instance's facts, the top `k` are the evidence."
     needs_llm = False   # chooses its evidence without the chat model: a retrieval-only run builds none
     def __init__(self, chat_model, index, *,
                  k: int = HYBRID_K, # facts retrieved
                  **kw):
         if index is None: raise ValueError(f"{self.name} needs an index")
         super().__init__(chat_model, index, **kw); self.k = k
-    def search(self, idx, # the instance's index: `sparse([q], k)`, `dense([q], k)`, `neighbors(doc_id)`, `doc_ids()`
+    def search(self, idx, # the instance's index: `sparse([q], k)`, `dense([q], k)`, `neighbors(id)`
                q: str) -> list[tuple[str, float]]: # at most `k` (doc_id, score), best first
         raise NotImplementedError
     def select(self, query, instance, kb, tr):
@@ -166,17 +166,17 @@ class MethodSpec:
     "What a method is, declared once: `pace run`, the tables and every list of method names read it."
     name: str                  # in --methods and in result rows
     make: type | str           # its class, or 'module:Class' for one in a later module (imported when built)
-    kind: str = "simple"       # 'simple' (this module), 'structured' (a graph index of its own) or 'own' (a user's class)
-    ranked: bool = True        # its evidence is a ranking, scored with retrieval metrics (and it may run retrieval-only)
-    needs_llm: bool = True     # needs the chat model to choose its evidence (False: a retrieval-only run builds none)
+    kind: str = "simple"       # 'simple' (this module), 'structured' (own graph index) or 'own' (a user's class)
+    ranked: bool = True        # its evidence is a ranking, scored by retrieval metrics (it may run retrieval-only)
+    needs_llm: bool = True     # needs the chat model to choose its evidence (else retrieval-only builds none)
     batchable: bool = False    # has `run_batch`: `pace run --batch` runs its queries together, stage by stage
-    alone: bool = False        # one pair at a time even with --workers (its indexing swaps the model's accounts)
+    alone: bool = False        # one pair at a time even with --workers (its indexing swaps the accounts)
     sized: bool = False        # takes an evidence size in its name ('hybrid@20')
-    sees_gold: bool = False    # is given the query with its gold ids (Oracle); the others see its public part only
+    sees_gold: bool = False    # is given the query with its gold ids (Oracle); others see its public part
     order: int | None = None   # its place in the tables (None: after those with one, alphabetically)
     config: str | None = None  # the run's config its class takes whole: 'pacemaker' (--config) or 'graphrag'
     settings: tuple = ANSWER_SETTINGS   # `PaceMakerConfig` fields its class takes as keywords
-    options: dict = field(default_factory=dict)   # fixed keywords of its class (full_kb_dense: policy='dense-fit')
+    options: dict = field(default_factory=dict)   # fixed keywords of its class (policy='dense-fit')
     variants: tuple = ()       # more names it answers to, listed in `METHODS`: a size, PaceMaker's ablations
     spec: str | None = None    # a user's method: the import path it was given as
     sha256: str | None = None  # a user's method: its source file's sha256 (a changed file refuses a resume)
@@ -200,7 +200,8 @@ METHOD_SPECS = (
                variants=tuple(f"pacemaker-no_{s}" for s in PAPER_ABLATIONS)),
     MethodSpec("pacemaker-small", PaceMakerMethod, batchable=True, config="pacemaker",
                variants=tuple(f"pacemaker-small-no_{s}" for s in SMALL_SWITCHES)),
-    MethodSpec("hipporag2", "pace.hipporag:HippoRAG2", kind="structured", alone=True, settings=("answer_max_tokens",)),
+    MethodSpec("hipporag2", "pace.hipporag:HippoRAG2", kind="structured", alone=True,
+               settings=("answer_max_tokens",)),
     MethodSpec("graphrag", "pace.graphrag:GraphRAG", kind="structured", alone=True, config="graphrag",
                settings=("answer_max_tokens",)),
 )
@@ -210,7 +211,7 @@ def _names(keep) -> tuple[str, ...]:
     "The names, variants included, of the registered methods `keep(spec)` is true for, in registry order."
     return tuple(n for s in METHOD_SPECS if keep(s) for n in (s.name, *s.variants))
 
-SIZED = tuple(s.name for s in METHOD_SPECS if s.sized)   # retrievers that take an evidence size in their name: 'hybrid@15'
+SIZED = tuple(s.name for s in METHOD_SPECS if s.sized)  # retrievers that take an evidence size: 'hybrid@15'
 METHODS = _names(lambda s: s.kind == "simple")          # the methods of this module, variants included
 LLM_FREE = _names(lambda s: s.ranked and not s.needs_llm)   # retrieval without a model call
 
@@ -221,42 +222,48 @@ def _import_own(where: str, # 'package.module', or 'path/to/file.py'
     if where.endswith(".py") or "/" in where or os.sep in where:
         p = Path(where).resolve()
         if not p.is_file(): raise UsageError(f"--methods {spec}: no file {where}")
-        name = f"pace_own_{hashlib.sha256(str(p).encode()).hexdigest()[:8]}_{re.sub(r'[^A-Za-z0-9_]', '_', p.stem)}"
+        name = f"pace_own_{hashlib.sha256(str(p).encode()).hexdigest()[:8]}_" + re.sub(r"\W", "_", p.stem)
         load = importlib.util.spec_from_file_location(name, p)
-        mod = sys.modules[name] = importlib.util.module_from_spec(load)   # registered: dataclasses and pickle look it up
+        mod = sys.modules[name] = importlib.util.module_from_spec(load)   # dataclasses and pickle look it up
         try: load.loader.exec_module(mod); return mod
         except Exception as e:
             del sys.modules[name]
-            raise UsageError(f"--methods {spec}: importing {where} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
-    if os.getcwd() not in sys.path: sys.path.append(os.getcwd())   # 'mypkg.mod' in the current folder, as `python -m` finds it
+            raise UsageError(f"--methods {spec}: importing {where} failed: {_first_line(e)}") from e
+    if os.getcwd() not in sys.path: sys.path.append(os.getcwd())   # 'mypkg.mod' in the current folder, as `python -m`
     try: return importlib.import_module(where)
     except ModuleNotFoundError as e:
         if e.name and (where == e.name or where.startswith(e.name + ".")):
-            raise UsageError(f"--methods {spec}: no module named {e.name!r} (install it, or run pace from the folder that holds it)") from e
-        raise UsageError(f"--methods {spec}: importing {where} failed: {e}") from e
-    except Exception as e: raise UsageError(f"--methods {spec}: importing {where} failed: {type(e).__name__}: {e}") from e
+            raise UsageError(f"--methods {spec}: no module named {e.name!r} "
+                             "(install it, or run pace from its folder)") from e
+        raise UsageError(f"--methods {spec}: importing {where} failed: {_first_line(e)}") from e
+    except Exception as e: raise UsageError(f"--methods {spec}: importing {where} failed: {_first_line(e)}") from e
+
+def _first_line(e: BaseException) -> str: return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
 
 # %% ../nbs/22_baselines.ipynb #cba713f5
 def own_method(spec: str, # 'package.module:Class' or 'path/to/file.py:Class'
                name: str | None = None, # its name in the rows (default: the class's own `name`, else `spec`)
               ) -> MethodSpec:
-    "The `MethodSpec` of a method class of your own, from the attributes it declares (see the protocol above)."
+    "The `MethodSpec` of a method class of your own, from the attributes it declares (the protocol above)."
     where, _, attr = spec.rpartition(":")
     if not where or not attr.isidentifier():
-        raise UsageError(f"--methods {spec}: a method of your own is named 'package.module:Class' or 'path/to/file.py:Class'")
+        raise UsageError(f"--methods {spec}: a method of your own is 'package.module:Class' or 'path/to/file.py:Class'")
     cls = getattr(_import_own(where, spec), attr, None)
     if cls is None: raise UsageError(f"--methods {spec}: {where} defines no {attr}")
     if not isinstance(cls, type) or not callable(getattr(cls, "run", None)):
         raise UsageError(f"--methods {spec}: {attr} is not a method: a class with run(query, instance, kb, answer), "
                          "e.g. a subclass of pace.baselines.Retriever")
     own = getattr(cls, "name", None)
-    name = name or (own if isinstance(own, str) and own and own != _Base.name else spec)   # a `name` of its own, not _Base's
+    name = name or (own if isinstance(own, str) and own and own != _Base.name else spec)   # its own, not _Base's
     if name in _names(bool) or "," in name or "@" in name:
-        raise UsageError(f"--methods {spec}: its name {name!r} is a method of pace, or holds ',' or '@': give the class a `name` of its own")
+        raise UsageError(f"--methods {spec}: its name {name!r} is a method of pace, or holds ',' or '@': "
+                         "give the class a `name` of its own")
     try: sha = hashlib.sha256(Path(inspect.getsourcefile(cls)).read_bytes()).hexdigest()
     except (TypeError, OSError): sha = None   # defined in a notebook or a shell: nothing to hash
-    return MethodSpec(name, cls, kind="own", ranked=bool(getattr(cls, "ranked", True)), needs_llm=bool(getattr(cls, "needs_llm", True)),
-                      batchable=callable(getattr(cls, "run_batch", None)), alone=bool(getattr(cls, "alone", False)), spec=spec, sha256=sha)
+    says = lambda attr, default: bool(getattr(cls, attr, default))
+    return MethodSpec(name, cls, kind="own", ranked=says("ranked", True), needs_llm=says("needs_llm", True),
+                      batchable=callable(getattr(cls, "run_batch", None)), alone=says("alone", False),
+                      spec=spec, sha256=sha)
 
 # %% ../nbs/22_baselines.ipynb #aa46d010
 def _entry_point(name: str) -> MethodSpec | None:
@@ -277,19 +284,19 @@ def method_size(name: str, # a method name, e.g. 'hybrid' or 'hybrid@15'
     return base, int(n)
 
 # %% ../nbs/22_baselines.ipynb #96829546
-def method_spec(name: str, # a registered name or variant, a sized retriever ('hybrid@20'), or 'module:Class' / 'file.py:Class'
+def method_spec(name: str, # a registered name or variant, a sized retriever ('hybrid@20'), or 'file.py:Class'
                ) -> MethodSpec:
-    "The `MethodSpec` a method name stands for, renamed to it when it is a variant (a size goes into `options`)."
+    "The `MethodSpec` a method name stands for, renamed to it for a variant (a size goes into `options`)."
     if ":" in name: return own_method(name)
     base, n = method_size(name)
     s = next((s for s in METHOD_SPECS if base in (s.name, *s.variants)), None) or _entry_point(name)
-    if s is None: raise ValueError(f"unknown method {name!r}; choose from {', '.join(_names(bool))}, a sized retriever such as "
-                                   f"'hybrid@20' ({', '.join(SIZED)}), or a class of your own ('module:Class', 'file.py:Class')")
+    if s is None: raise ValueError(f"unknown method {name!r}; choose from {', '.join(_names(bool))}, a sized retriever "
+                                   f"such as 'hybrid@20' ({', '.join(SIZED)}), or a class of your own ('file.py:Class')")
     if n is not None: s = replace(s, options=s.options | dict(k=n))
     return s if name == s.name else replace(s, name=name, variants=())
 
 # %% ../nbs/22_baselines.ipynb #10368e92
-def make_method(name: str | MethodSpec, # a name `method_spec` knows ('hybrid@20', 'pacemaker-no_planning', 'my.py:Mine'), or its spec
+def make_method(name: str | MethodSpec, # a name `method_spec` knows ('hybrid@20', 'my.py:Mine'...), or its spec
                 chat_model, # the agents' and answer model
                 index, # an index, `IndexStore` or callable
                 config: PaceMakerConfig | None = None, # PaceMaker's base config (its answer settings and k_rrf set the baselines' too)

@@ -52,10 +52,10 @@ def select_queries(queries: list, # the dataset's queries
     return out
 
 # %% ../nbs/25_run.ipynb #e5ee817e
-STRUCTURED_METHODS = tuple(s.name for s in METHOD_SPECS if s.kind == "structured")   # a graph index of their own each
+STRUCTURED_METHODS = tuple(s.name for s in METHOD_SPECS if s.kind == "structured")   # own graph index each
 METHODS = SIMPLE_METHODS + STRUCTURED_METHODS
 
-def build_method(name: str | MethodSpec, # one of `METHODS`, a sized retriever, 'file.py:Class' of your own, or its spec
+def build_method(name: str | MethodSpec, # one of `METHODS`, a sized retriever, 'file.py:Class', or its spec
                  chat_model, # the agents' and answer model
                  index, # an index or `IndexStore`
                  config: PaceMakerConfig | None = None, # PaceMaker's base config
@@ -63,7 +63,8 @@ def build_method(name: str | MethodSpec, # one of `METHODS`, a sized retriever, 
                  **kw): # options of the method's class
     "A `Method` from its name or spec, by `pace.baselines.make_method`; GraphRAG's settings are checked here."
     s = name if isinstance(name, MethodSpec) else method_spec(name)
-    return make_method(s, chat_model, index, config, _graphrag_config(graphrag_config) if s.config == "graphrag" else None, **kw)
+    gcfg = _graphrag_config(graphrag_config) if s.config == "graphrag" else None
+    return make_method(s, chat_model, index, config, gcfg, **kw)
 
 # %% ../nbs/25_run.ipynb #5a31be6f
 VOLATILE = frozenset({"seconds", "model_seconds", "model_calls", "cache_hits", "cached", "timings"})
@@ -258,17 +259,18 @@ def _graphrag_config(config):
 
 def _check_scope(methods, # names as given to --methods
                  retrieval_only, judge_mode) -> dict:
-    "{name in the rows: `MethodSpec`} of `methods`; an unknown one, or one that retrieves nothing in a retrieval-only run, is a `UsageError`."
+    "{name in the rows: `MethodSpec`} of `methods`; an unknown one, or a non-ranking one retrieval-only, is a `UsageError`."
     specs, given, bad = {}, {}, []
     for m in methods:
         try: s = method_spec(m)
         except UsageError: raise   # a class of your own that cannot be used says why
         except ValueError: bad.append(m); continue
-        if given.setdefault(s.name, m) != m: raise UsageError(f"--methods {given[s.name]} and {m} are both named {s.name!r}")
+        if given.setdefault(s.name, m) != m:
+            raise UsageError(f"--methods {given[s.name]} and {m} are both named {s.name!r}")
         specs[s.name] = s
     if bad or not specs:
-        raise UsageError(f"unknown or no methods {bad}; choose from {', '.join(METHODS)}, a sized retriever such as 'hybrid@20' "
-                         f"({', '.join(SIZED)}), or a class of your own ('module:Class', 'file.py:Class')")
+        raise UsageError(f"unknown or no methods {bad}; choose from {', '.join(METHODS)}, a sized retriever such as "
+                         f"'hybrid@20' ({', '.join(SIZED)}), or a class of your own ('module:Class', 'file.py:Class')")
     if retrieval_only:
         no = [m for m, s in specs.items() if not s.ranked]
         if no: raise UsageError(f"{', '.join(no)} retrieve nothing: drop them from --methods in a retrieval-only run")
@@ -370,9 +372,9 @@ def _take_lock(run_dir: Path) -> RunLock:
 
 def _own_settings(specs: dict, # {name: `MethodSpec`} of the run
                  ) -> dict:
-    "What makes the rows of methods of your own, for `run.json`: their spec and source sha256 ({} when the run has none)."
+    "What makes the rows of methods of your own, for `run.json`: spec and source sha256 ({} when there are none)."
     own = {m: dict(spec=s.spec, sha256=s.sha256) for m, s in specs.items() if s.kind == "own"}
-    return dict(own_methods=own) if own else {}   # no key at all otherwise: run.json of the other runs stays as it was
+    return dict(own_methods=own) if own else {}   # no key otherwise: the other runs' run.json stays as it was
 
 def _open_run(dataset, methods, chat, judge, embedder, out_dir, name, limit, seed, cache, config, judge_mode, judge_max_tokens, retrieval_only,
               graphrag_config=None):
