@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 import numpy as np, pandas as pd
+from .baselines import METHOD_SPECS
 from .metrics import retrieval_metrics, bootstrap_ci, funnel, stage_coverage
 from .judge import expected_decision
 
@@ -19,7 +20,7 @@ __all__ = ['KS', 'MRR', 'METRIC_COLS', 'ORDER', 'FUNNEL_STAGES', 'CALL_STAGES', 
 KS = (5, 10)
 MRR = f"mrr@{max(KS)}"
 METRIC_COLS = [f"{m}@{k}" for m in ("recall", "hit", "gold") for k in KS] + [MRR]
-ORDER = ("oracle", "full_kb", "full_kb_dense", "bm25", "dense", "hybrid", "pacemaker")
+ORDER = tuple(s.name for s in sorted((s for s in METHOD_SPECS if s.order is not None), key=lambda s: s.order))
 FUNNEL_STAGES = ("fused", "prehop", "pool", "final", "answer")
 CALL_STAGES = ("planner", "views", "prehop", "posthop", "answer", "judge_decision", "judge_rationale", "judge")
 LABEL_COLS = {"PASS": "pass", "WRONG_RATIONALE": "wrong_rationale", "FAIL": "fail"}

@@ -13,7 +13,7 @@ from tqdm.auto import tqdm
 from pydantic import ValidationError
 from .data import UsageError, first_missing
 from .cache import as_cache
-from .baselines import METHODS as SIMPLE_METHODS, LLM_FREE, SIZED, make_method, method_size
+from .baselines import METHODS as SIMPLE_METHODS, METHOD_SPECS, SIZED, MethodSpec, make_method, method_spec
 from .evaluate import write_tables, read_jsonl
 from .index_cost import write_index_costs
 from .judge import JUDGE_MODES, judge_answer
@@ -52,23 +52,19 @@ def select_queries(queries: list, # the dataset's queries
     return out
 
 # %% ../nbs/25_run.ipynb #e5ee817e
-STRUCTURED_METHODS = ("hipporag2", "graphrag")
+STRUCTURED_METHODS = tuple(s.name for s in METHOD_SPECS if s.kind == "structured")   # own graph index each
 METHODS = SIMPLE_METHODS + STRUCTURED_METHODS
 
-def build_method(name: str, # one of `METHODS`
+def build_method(name: str | MethodSpec, # one of `METHODS`, a sized retriever, 'file.py:Class', or its spec
                  chat_model, # the agents' and answer model
                  index, # an index or `IndexStore`
                  config: PaceMakerConfig | None = None, # PaceMaker's base config
                  graphrag_config=None, # a `pace.graphrag.GraphRAGConfig` or its settings as a dict (graphrag only)
                  **kw): # options of the method's class
-    "A `Method` from its name: the structured baselines here, the others by `pace.baselines.make_method`."
-    if name not in STRUCTURED_METHODS: return make_method(name, chat_model, index, config, **kw)
-    if config is not None: kw.setdefault('answer_max_tokens', config.answer_max_tokens)
-    if name == "hipporag2":
-        from pace.hipporag import HippoRAG2
-        return HippoRAG2(chat_model, index, **kw)
-    from pace.graphrag import GraphRAG
-    return GraphRAG(chat_model, index, config=_graphrag_config(graphrag_config), **kw)
+    "A `Method` from its name or spec, by `pace.baselines.make_method`; GraphRAG's settings are checked here."
+    s = name if isinstance(name, MethodSpec) else method_spec(name)
+    gcfg = _graphrag_config(graphrag_config) if s.config == "graphrag" else None
+    return make_method(s, chat_model, index, config, gcfg, **kw)
 
 # %% ../nbs/25_run.ipynb #5a31be6f
 VOLATILE = frozenset({"seconds", "model_seconds", "model_calls", "cache_hits", "cached", "timings"})
@@ -261,28 +257,30 @@ def _graphrag_config(config):
     from pace.graphrag import GraphRAGConfig
     return _validated(GraphRAGConfig, config, "--graphrag-config")
 
-def _known_method(m: str) -> bool:
-    "A name `pace run` can build: one of `METHODS`, or a sized retriever such as 'hybrid@20'."
-    if m in METHODS: return True
-    try: return method_size(m)[1] is not None
-    except ValueError: return False
-
-def _check_scope(methods, retrieval_only, judge_mode):
-    methods = list(methods)
-    bad = [m for m in methods if not _known_method(m)]
-    if bad or not methods:
-        raise UsageError(f"unknown or no methods {bad}; choose from {', '.join(METHODS)}, or a sized retriever "
-                         f"such as 'hybrid@20' ({', '.join(SIZED)})")
+def _check_scope(methods, # names as given to --methods
+                 retrieval_only, judge_mode) -> dict:
+    "{name in the rows: `MethodSpec`} of `methods`; an unknown one, or a non-ranking one retrieval-only, is a `UsageError`."
+    specs, given, bad = {}, {}, []
+    for m in methods:
+        try: s = method_spec(m)
+        except UsageError: raise   # a class of your own that cannot be used says why
+        except ValueError: bad.append(m); continue
+        if given.setdefault(s.name, m) != m:
+            raise UsageError(f"--methods {given[s.name]} and {m} are both named {s.name!r}")
+        specs[s.name] = s
+    if bad or not specs:
+        raise UsageError(f"unknown or no methods {bad}; choose from {', '.join(METHODS)}, a sized retriever such as "
+                         f"'hybrid@20' ({', '.join(SIZED)}), or a class of your own ('module:Class', 'file.py:Class')")
     if retrieval_only:
-        no = [m for m in methods if m in ("oracle", "full_kb", "full_kb_dense")]
+        no = [m for m, s in specs.items() if not s.ranked]
         if no: raise UsageError(f"{', '.join(no)} retrieve nothing: drop them from --methods in a retrieval-only run")
     if judge_mode not in JUDGE_MODES: raise UsageError(f"judge mode must be one of {JUDGE_MODES}, got {judge_mode!r}")
-    return methods
+    return specs
 
-def _check_pacemaker_names(methods, cfg):
+def _check_pacemaker_names(specs: dict, cfg):
     "A PaceMaker method name that the --config settings contradict (e.g. pacemaker-small with anchor_keep=0) is a `UsageError`."
-    for m in methods:
-        if m.startswith("pacemaker"):
+    for m, s in specs.items():
+        if s.config == "pacemaker":
             try: pacemaker_config(m, cfg)
             except ValueError as e: raise UsageError(f"--methods {m} with --config: {e}") from None
 
@@ -372,20 +370,26 @@ def _take_lock(run_dir: Path) -> RunLock:
     if old: print(f"pace run: {run_dir} was left locked by {_who(old)}, which has ended; the lock is taken over", file=sys.stderr)
     return lock
 
+def _own_settings(specs: dict, # {name: `MethodSpec`} of the run
+                 ) -> dict:
+    "What makes the rows of methods of your own, for `run.json`: spec and source sha256 ({} when there are none)."
+    own = {m: dict(spec=s.spec, sha256=s.sha256) for m, s in specs.items() if s.kind == "own"}
+    return dict(own_methods=own) if own else {}   # no key otherwise: the other runs' run.json stays as it was
+
 def _open_run(dataset, methods, chat, judge, embedder, out_dir, name, limit, seed, cache, config, judge_mode, judge_max_tokens, retrieval_only,
               graphrag_config=None):
     "Everything a run needs before its first pair: methods, config, dataset, queries, run folder (locked), models and settings."
     from pace import __version__
     from pace.data import load_pace_dataset
-    methods = _check_scope(methods or (RETRIEVAL_METHODS if retrieval_only else DEFAULT_METHODS), retrieval_only, judge_mode)
-    cfg, gcfg = _config(config), _graphrag_config(graphrag_config)
-    _check_pacemaker_names(methods, cfg)
+    specs = _check_scope(methods or (RETRIEVAL_METHODS if retrieval_only else DEFAULT_METHODS), retrieval_only, judge_mode)
+    methods, (cfg, gcfg) = list(specs), (_config(config), _graphrag_config(graphrag_config))
+    _check_pacemaker_names(specs, cfg)
     if name is not None: _check_name(name)
     ds = load_pace_dataset(dataset)
     _warn_dataset(ds)
     queries = select_queries(ds.queries, limit, seed)
     t_start = time.perf_counter()
-    needs_chat = not (retrieval_only and all(method_size(m)[0] in LLM_FREE for m in methods))
+    needs_chat = not (retrieval_only and not any(s.needs_llm for s in specs.values()))
     n_sel = len(queries) if len(queries) < len(ds.queries) else 0   # 0: every query (e.g. --limit 1000 on 72)
     run_dir, top = _run_folder(out_dir, name or default_run_name(dataset, chat_name(chat) if needs_chat else None, n_sel, retrieval_only))
     lock = None
@@ -401,13 +405,14 @@ def _open_run(dataset, methods, chat, judge, embedder, out_dir, name, limit, see
                         judge_max_tokens=None if retrieval_only else judge_max_tokens, embedder=model_fingerprint(emb),
                         pacemaker=cfg.model_dump(), small_preset={n: sw.on for n, sw in SMALL_SWITCHES.items()}, seed=seed, retrieval_only=retrieval_only,
                         graphrag=gcfg.model_dump(exclude_defaults=True) or None,
-                        hipporag=hipporag_settings() if "hipporag2" in methods else None)   # only what differs from the defaults: runs made before the option still resume
+                        hipporag=hipporag_settings() if "hipporag2" in methods else None,   # only what differs from the defaults: runs made before the option still resume
+                        **_own_settings(specs))
         check_settings(run_dir, settings)
     except BaseException:
         if lock is not None: lock.release()
         if top is not None: shutil.rmtree(top, ignore_errors=True)
         raise
-    return SimpleNamespace(methods=methods, cfg=cfg, gcfg=gcfg, ds=ds, queries=queries, n_dataset=len(ds.queries), t_start=t_start, run_dir=run_dir,
+    return SimpleNamespace(methods=methods, specs=specs, cfg=cfg, gcfg=gcfg, ds=ds, queries=queries, n_dataset=len(ds.queries), t_start=t_start, run_dir=run_dir,
                            cm=cm, jm=jm, emb=emb, settings=settings, lock=lock)
 
 def _replace_text(p: Path, text: str):
@@ -448,11 +453,13 @@ def round_floats(obj, # a result row (any JSON value)
     return obj
 
 # %% ../nbs/25_run.ipynb #3f376bfe
-def _run_pair(method, m: str, q, ds, cm, retrieval_only: bool) -> tuple[dict, float]:
+def _run_pair(method, m: str, q, ds, cm, retrieval_only: bool,
+              sees_gold: bool = False, # give the method the whole query, gold ids included (the Oracle)
+             ) -> tuple[dict, float]:
     "Run method `m` on query `q`: the result row (not judged yet) and its seconds."
     inst, kb = ds.instances[q.instance_id], public_kb(ds, q.instance_id)
     snap, t0 = cm.accounts.snapshot() if cm else {}, time.perf_counter()
-    r = method.run(q if m == "oracle" else public_query(q), inst, kb, answer=not retrieval_only)
+    r = method.run(q if sees_gold else public_query(q), inst, kb, answer=not retrieval_only)
     usage, secs = cm.accounts.since(snap) if cm else {}, time.perf_counter() - t0
     return _row(q, m, r, usage), secs
 
@@ -474,7 +481,7 @@ def _judged(row: dict, q, m: str, secs: float, jm, judge_mode: str, judge_max_to
 
 def _pair(o, ms: dict, q, m: str, old: dict | None, judge_mode, judge_max_tokens, retrieval_only) -> tuple[dict, dict, bool]:
     "One pair of the todo list, run (or only re-judged when `old` is given) and judged: (result line, timing line, re-judged?)."
-    if old is None: row, secs = _run_pair(ms[m], m, q, o.ds, o.cm, retrieval_only)
+    if old is None: row, secs = _run_pair(ms[m], m, q, o.ds, o.cm, retrieval_only, o.specs[m].sees_gold)
     else: row, secs = {k: v for k, v in old.items()}, 0.0
     return *_judged(row, q, m, secs, o.jm, judge_mode, judge_max_tokens), old is not None
 
@@ -528,10 +535,10 @@ def _run_pairs(o, ms: dict, todo: list, res_p: Path, tim_p: Path, judge_mode, ju
                workers: int = 1, batch: int = 1) -> tuple[int, int]:
     "Run, judge and append every pair of `todo` (at most `max_pairs`), `workers` at a time or PaceMaker `batch` at a time: (new lines, re-judged pairs)."
     todo = todo if max_pairs is None else todo[:max_pairs]
-    batched = [t for t in todo if batch > 1 and t[2] is None and hasattr(ms[t[1]], "run_batch")]
+    batched = [t for t in todo if batch > 1 and t[2] is None and o.specs[t[1]].batchable]
     todo = [t for t in todo if t not in batched]
     one = lambda t: _pair(o, ms, *t, judge_mode, judge_max_tokens, retrieval_only)
-    alone = lambda t: workers == 1 or t[1] in STRUCTURED_METHODS
+    alone = lambda t: workers == 1 or o.specs[t[1]].alone
     pairs = chain(_batch_pairs(o, ms, batched, judge_mode, judge_max_tokens, retrieval_only, batch),
                   _concurrently(_scoped(one, o.cm, o.jm), [t for t in todo if not alone(t)], workers), map(one, filter(alone, todo)))
     new = retried = 0
@@ -606,7 +613,7 @@ def _finish_run(o, scope: dict, res_p, tim_p, new: int, retried: int) -> dict:
 
 # %% ../nbs/25_run.ipynb #caeb334a
 def run_experiment(dataset=DEFAULT_DATA,                 # dataset folder (the format `pace.data` loads)
-                   methods=None,                         # method names (see `METHODS`); default DEFAULT_METHODS (RETRIEVAL_METHODS when retrieval_only)
+                   methods=None,                         # method names (see `METHODS`) or 'module:Class' of your own; default DEFAULT_METHODS (RETRIEVAL_METHODS when retrieval_only)
                    chat=DEFAULT_CHAT,                    # agent/answer model spec or object
                    judge=None,                           # judge model spec or object (default: same as `chat`)
                    embedder=None,                        # embedder spec or object (default: local int8 ONNX MiniLM)
@@ -640,7 +647,7 @@ def run_experiment(dataset=DEFAULT_DATA,                 # dataset folder (the f
         _write_manifest(o.run_dir, o.settings, scope, "running")
         try:
             store = IndexStore(o.run_dir / "index", o.emb, knn_k=o.cfg.knn_k)
-            ms = {m: build_method(m, o.cm, store, o.cfg, o.gcfg) for m in o.methods}
+            ms = {m: build_method(o.specs[m], o.cm, store, o.cfg, o.gcfg) for m in o.methods}
             new, retried = _run_pairs(o, ms, _todo(o.queries, o.methods, done, retry_failed), res_p, tim_p, judge_mode, judge_max_tokens,
                                       retrieval_only, max_pairs, progress, _workers(workers, o.cm, o.jm), batch)
             return _finish_run(o, scope, res_p, tim_p, new, retried)
@@ -708,7 +715,9 @@ def add_cli(subparsers, # the `pace` parser's sub-parsers
     p = subparsers.add_parser("run", help="run methods on a dataset, judge the answers, write results and tables",
                               description="Run methods on a PACE dataset (offline defaults), judge every answer and write results/<name>/.")
     p.add_argument("--data", default=DEFAULT_DATA, help=f"dataset folder (default {DEFAULT_DATA})")
-    p.add_argument("--methods", default=None, help=f"comma-separated, from: {', '.join(METHODS)} (default {','.join(DEFAULT_METHODS)})")
+    p.add_argument("--methods", default=None, help=f"comma-separated, from: {', '.join(METHODS)}, or a sized retriever "
+                   f"('hybrid@20'), or a class of your own ('mypkg.mod:MyRetriever', 'path/to/file.py:MyRetriever'); "
+                   f"default {','.join(DEFAULT_METHODS)}")
     p.add_argument("--chat", default=DEFAULT_CHAT, help=f"agent/answer model spec (default {DEFAULT_CHAT})")
     p.add_argument("--judge", default=None, help="judge model spec (default: the --chat model)")
     p.add_argument("--judge-mode", default="blind", choices=JUDGE_MODES, help="blind: decision classified without gold, then rationale graded (default); paper: the paper's one-call judge")
