@@ -11,11 +11,11 @@ from .cache import Accounts, ReplayError
 
 # %% auto #0
 __all__ = ['STAGE_ORDER', 'PLANNER_SYSTEM', 'VIEWS_SYSTEM', 'FILTER_SYSTEM', 'LABEL_CODES', 'ANSWER_SYSTEM', 'ANSWER_FORMATS',
-           'ANSWER_JSON_SYSTEM', 'AgentCall', 'agent_request', 'chat_one', 'read_reply', 'call_agent', 'run_steps',
-           'run_steps_batch', 'persona_name', 'as_date', 'date_hints', 'Direction', 'ConflictPlan', 'planner_messages',
-           'plan_steps', 'plan_conflicts', 'CounterQueries', 'views_messages', 'views_steps', 'generate_views',
-           'Selection', 'filter_messages', 'selection_schema', 'clean_selection', 'token_counts', 'prompt_budget',
-           'shown_labels', 'SelectionReport', 'select_steps', 'select_evidence', 'answer_messages',
+           'ANSWER_JSON_SYSTEM', 'AgentCall', 'reply_json', 'agent_request', 'chat_one', 'read_reply', 'call_agent',
+           'run_steps', 'run_steps_batch', 'persona_name', 'as_date', 'date_hints', 'Direction', 'ConflictPlan',
+           'planner_messages', 'plan_steps', 'plan_conflicts', 'CounterQueries', 'views_messages', 'views_steps',
+           'generate_views', 'Selection', 'filter_messages', 'selection_schema', 'clean_selection', 'token_counts',
+           'prompt_budget', 'shown_labels', 'SelectionReport', 'select_steps', 'select_evidence', 'answer_messages',
            'AnswerWithDecision', 'fit_facts', 'tidy_answer', 'read_structured_answer', 'answer_steps',
            'generate_answer']
 
@@ -34,7 +34,7 @@ class AgentCall(BaseModel):
     seconds: float = 0.0
 
 # %% ../nbs/20_agents.ipynb #f89649b0
-def _json_from(r) -> dict | None:
+def reply_json(r) -> dict | None:
     "The JSON object of a chat result: `parsed` if present, else the first `{...}` in the text."
     p = r.parsed
     if isinstance(p, BaseModel): return p.model_dump()
@@ -74,7 +74,7 @@ def read_reply(r,                          # a chat result, or the Exception its
         txt = (r.text or '').strip()
         if not txt: rec.ok, rec.error = False, "empty answer"
         return (txt or None), rec
-    d = _json_from(r)
+    d = reply_json(r)
     try: return model.model_validate(d if d is not None else {}), rec
     except ValidationError as e:
         rec.ok, rec.error = False, f"schema: {str(e).splitlines()[0]}"

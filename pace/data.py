@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_data.ipynb #286f5a27
 from __future__ import annotations
-import contextlib, datetime as dt, json
+import contextlib, datetime as dt, json, os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,8 +14,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 # %% auto #0
 __all__ = ['ISODate', 'Text', 'SITUATION_TYPES', 'LABELS', 'MAX_FACT_CHARS', 'TABLE1_FMT', 'Timeline', 'Person', 'Alter',
-           'Instance', 'Fact', 'Query', 'Problem', 'DatasetError', 'UsageError', 'first_missing', 'PaceDataset',
-           'load_pace_dataset', 'dataset_stats', 'stats_tables', 'stats_markdown']
+           'Instance', 'Fact', 'Query', 'Problem', 'DatasetError', 'UsageError', 'first_missing', 'read_jsonl_objects',
+           'validate_object', 'RunFileError', 'load_done', 'append_row', 'PaceDataset', 'load_pace_dataset',
+           'dataset_stats', 'stats_tables', 'stats_markdown']
 
 # %% ../nbs/00_data.ipynb #9bef0c50
 def _iso_date(v: Any) -> dt.date:
@@ -126,7 +127,7 @@ class _AnyId(set):
     "The ids of a file with unreadable lines: any id may be on one of them, so none is reported missing."
     def __contains__(self, x): return True
 
-def _read_jsonl(path: Path, rel: str, problems: list[Problem]) -> list[tuple[int, dict]]:
+def read_jsonl_objects(path: Path, rel: str, problems: list[Problem]) -> list[tuple[int, dict]]:
     "Parse a JSONL file, collecting a `Problem` for each unreadable line."
     rows = []
     try: raw = path.read_bytes()
@@ -147,7 +148,7 @@ def _read_jsonl(path: Path, rel: str, problems: list[Problem]) -> list[tuple[int
     return rows
 
 # %% ../nbs/00_data.ipynb #a4f984ce
-def _parse(model: type[BaseModel], obj: dict, rel: str, line: int, problems: list[Problem]):
+def validate_object(model: type[BaseModel], obj: dict, rel: str, line: int, problems: list[Problem]):
     "Validate one JSON object into `model`, turning pydantic errors into located problems."
     try: return model.model_validate(obj)
     except ValidationError as e:
@@ -157,6 +158,34 @@ def _parse(model: type[BaseModel], obj: dict, rel: str, line: int, problems: lis
             if err["type"] == "missing": msg = "missing required field"
             elif err["type"] == "extra_forbidden": msg = "unknown field"
             problems.append(Problem(rel, line, loc, msg))
+
+# %% ../nbs/00_data.ipynb #cfa46de6
+class RunFileError(UsageError):
+    "A run's or a generation's JSONL file is damaged where a resume cannot repair it."
+
+# %% ../nbs/00_data.ipynb #334ac295
+def load_done(path: Path, # a JSONL file written line by line (results or timings)
+             ) -> list[dict]:
+    "Rows (JSON objects) of a JSONL file; a broken *last* line is removed from the file, a broken line elsewhere is a `RunFileError`."
+    if not path.exists(): return []
+    raw = path.read_bytes()
+    lines, rows, good = raw.split(b"\n"), [], 0
+    for n, l in enumerate(lines):
+        if not l.strip(): good += len(l) + 1; continue
+        try: row = json.loads(l)
+        except ValueError: row = None
+        if isinstance(row, dict): rows.append(row); good += len(l) + 1; continue
+        if any(x.strip() for x in lines[n + 1:]):
+            raise RunFileError(f"{path}: line {n + 1} is not a valid JSON object (and is not the last line): repair or delete that line")
+        with open(path, "r+b") as f: f.truncate(min(good, len(raw)))
+        break
+    return rows
+
+# %% ../nbs/00_data.ipynb #85f424fc
+def append_row(f, # a file open for appending text
+               row: dict):
+    "Write `row` as one JSON line (UTF-8 kept, keys sorted), flushed and synced to disk."
+    f.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n"); f.flush(); os.fsync(f.fileno())
 
 # %% ../nbs/00_data.ipynb #abdd08e1
 class PaceDataset:
@@ -203,10 +232,10 @@ def _check_timeline(inst: Instance, rel: str, line: int, problems: list[Problem]
 def _load_instances(root: Path, problems: list[Problem]) -> tuple[dict[str, Instance], set[str]]:
     "Valid instances by id, and the ids named on lines that failed validation (any id, when a line could not be read)."
     instances, inst_line, n0 = {}, {}, len(problems)
-    rows = _read_jsonl(root/"instances.jsonl", "instances.jsonl", problems)
+    rows = read_jsonl_objects(root/"instances.jsonl", "instances.jsonl", problems)
     broken = _AnyId() if len(problems) > n0 else set()   # an unreadable line may name any instance
     for n, obj in rows:
-        inst = _parse(Instance, obj, "instances.jsonl", n, problems)
+        inst = validate_object(Instance, obj, "instances.jsonl", n, problems)
         if inst is None:
             if isinstance(obj.get("instance_id"), str): broken.add(obj["instance_id"])
             continue
@@ -230,11 +259,11 @@ def _load_kb(root: Path, instances: dict, broken: set, problems: list[Problem],
             problems.append(Problem(f"kb/{f.name}", None, None, f"no instance {f.stem!r} in instances.jsonl"))
     for iid in instances:
         rel, facts, seen, n0 = f"kb/{iid}.jsonl", [], {}, len(problems)
-        rows = _read_jsonl(kb_dir/f"{iid}.jsonl", rel, problems)
+        rows = read_jsonl_objects(kb_dir/f"{iid}.jsonl", rel, problems)
         kb_ids[iid] = ids = _AnyId() if len(problems) > n0 else set()   # an unreadable line may hold any doc id
         for n, obj in rows:
             if isinstance(obj.get("doc_id"), str): ids.add(obj["doc_id"])
-            fact = _parse(Fact, obj, rel, n, problems)
+            fact = validate_object(Fact, obj, rel, n, problems)
             if fact is None: continue
             if fact.doc_id in seen:
                 problems.append(Problem(rel, n, "doc_id", f"duplicate doc_id {fact.doc_id!r} (first on line {seen[fact.doc_id]})")); continue
@@ -261,8 +290,8 @@ def _check_query(q: Query, n: int, inst: Instance, ids: set, kb_file: Path, prob
 def _load_queries(root: Path, instances: dict, broken: set, kb_ids: dict, problems: list[Problem]) -> list[Query]:
     "The queries that parse and name a known (or broken) instance, each checked against it."
     queries, seen, n0 = [], {}, len(problems)
-    for n, obj in _read_jsonl(root/"queries.jsonl", "queries.jsonl", problems):
-        q = _parse(Query, obj, "queries.jsonl", n, problems)
+    for n, obj in read_jsonl_objects(root/"queries.jsonl", "queries.jsonl", problems):
+        q = validate_object(Query, obj, "queries.jsonl", n, problems)
         if q is None: continue
         if q.query_id in seen:
             problems.append(Problem("queries.jsonl", n, "query_id", f"duplicate query_id {q.query_id!r} (first on line {seen[q.query_id]})")); continue

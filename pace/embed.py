@@ -11,12 +11,13 @@ import numpy as np
 from tqdm.auto import tqdm
 from .cache import (Cache, Entry, Accounts, as_cache, request_key, canonical_json, log_calls, ReplayError,
                         replay_enabled, replay_miss, recorded_model)
-from .llm import parse_spec, build_from_spec, file_identity, dir_identity, normalise_base_url, _vllm_settings
+from .llm import parse_spec, build_from_spec, file_identity, dir_identity, normalise_base_url, vllm_settings
 
 # %% auto #0
 __all__ = ['ASSETS', 'MINILM_TOKENIZER', 'KNOWN_ST', 'DEFAULT_EMBEDDER', 'EMBED_BACKENDS', 'EMBED_REPLAY_SPECS', 'encode_vec',
            'decode_vec', 'l2_normalise', 'EmbeddingError', 'Embedder', 'HashEmbedder', 'OnnxEmbedder', 'st_model_path',
-           'STEmbedder', 'OpenAIEmbedder', 'VLLMEmbedder', 'get_embedder', 'ReplayEmbedder', 'replay_embedder']
+           'STEmbedder', 'OpenAIEmbedder', 'VLLMEmbedder', 'get_embedder', 'as_embedder', 'ReplayEmbedder',
+           'replay_embedder']
 
 # %% ../nbs/03_embed.ipynb #3ab7c075
 def encode_vec(v:np.ndarray) -> dict:
@@ -300,7 +301,7 @@ class VLLMEmbedder(Embedder):
             from vllm import LLM
             try: llm = LLM(model=model, runner="pooling", **kw)
             except TypeError: llm = LLM(model=model, task="embed", **kw)
-        self.llm, self.model, self.settings, self._source = llm, model, _vllm_settings(llm, kw), dir_identity(model) or model
+        self.llm, self.model, self.settings, self._source = llm, model, vllm_settings(llm, kw), dir_identity(model) or model
         dim = len(self._embed(["dimension probe"])[0][0])
         super().__init__(model_id or model, dim, batch_size=batch_size, **ck)
 
@@ -323,6 +324,14 @@ def get_embedder(spec:str|dict|Embedder|None=None, # "backend:model", a dict wit
     if isinstance(spec, Embedder): return spec
     if replay_enabled(replay): return replay_embedder(spec, cache, **kw)
     return build_from_spec(parse_spec(spec, DEFAULT_EMBEDDER, "PACE_EMBED_MODEL"), EMBED_BACKENDS, "embedding", cache, **kw)
+
+# %% ../nbs/03_embed.ipynb #b341c9c4
+def as_embedder(spec, # an embedder spec (see `get_embedder`), or an object with an `embed` method, used as it is
+                cache, # None: default cache file; a path or Cache; False: no cache
+               ):
+    "`spec` itself when it embeds (an embedder or a test double), else the embedder `get_embedder` builds from it."
+    if hasattr(spec, "embed"): return spec
+    return get_embedder(spec, cache=cache)
 
 # %% ../nbs/03_embed.ipynb #5c6d0713
 def _onnx_replay(d:dict) -> dict:

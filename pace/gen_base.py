@@ -10,14 +10,15 @@ from pathlib import Path
 from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tqdm.auto import tqdm
-from .agents import AgentCall, _json_from
+from .agents import AgentCall, reply_json
 from .cache import ReplayError
-from .run import load_done, _append
+from .data import append_row, load_done
 
 # %% auto #0
-__all__ = ['SITUATION_TYPES', 'LABELS', 'CELLS', 'MAX_TEXT', 'STAGES', 'GenConfig', 'case_id', 'calendar_text', 'to_minutes',
-           'hhmm', 'rng_for', 'Text', 'truncated', 'split_sentences', 'states_time', 'unique_sentences', 'ask_many',
-           'stage_path', 'read_stage', 'run_stage', 'read_accounts', 'count', 'add_counts']
+__all__ = ['SITUATION_TYPES', 'LABELS', 'CELLS', 'MAX_TEXT', 'TIME12_RE', 'TIME24_RE', 'DURATION_RE', 'WORD_DURATIONS', 'STAGES',
+           'GenConfig', 'case_id', 'calendar_text', 'to_minutes', 'hhmm', 'rng_for', 'Text', 'truncated',
+           'split_sentences', 'states_time', 'unique_sentences', 'ask_many', 'stage_path', 'read_stage', 'run_stage',
+           'read_accounts', 'count', 'add_counts']
 
 # %% ../nbs/30_gen_base.ipynb #65fc339e
 class GenConfig(BaseModel):
@@ -101,15 +102,17 @@ def split_sentences(text: str) -> list[str]:
         elif p: out.append(p)
     return out
 
-# %% ../nbs/30_gen_base.ipynb #1e252d83
-_TIME12 = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*([ap])\.?\s?m\b\.?", re.I)
-_TIME24 = re.compile(r"\b(\d{1,2}):(\d{2})\b")
-_DUR = re.compile(r"\b(\d+(?:\.\d+)?)[\s-]*(min|mins|minute|minutes|h|hr|hrs|hour|hours)\b", re.I)
-_WORD_DUR = {"half an hour": 30, "an hour and a half": 90, "one and a half hours": 90, "an hour": 60, "one hour": 60, "a quarter of an hour": 15}
+# %% ../nbs/30_gen_base.ipynb #417651af
+TIME12_RE = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*([ap])\.?\s?m\b\.?", re.I)
+TIME24_RE = re.compile(r"\b(\d{1,2}):(\d{2})\b")
+DURATION_RE = re.compile(r"\b(\d+(?:\.\d+)?)[\s-]*(min|mins|minute|minutes|h|hr|hrs|hour|hours)\b", re.I)
+WORD_DURATIONS = {"half an hour": 30, "an hour and a half": 90, "one and a half hours": 90, "an hour": 60, "one hour": 60,
+                  "a quarter of an hour": 15}
 
+# %% ../nbs/30_gen_base.ipynb #1e252d83
 def states_time(text: str) -> bool:
     "Whether `text` states a clock time or a duration."
-    return bool(_TIME24.search(text) or _TIME12.search(text) or _DUR.search(text)) or any(k in text.lower() for k in _WORD_DUR)
+    return bool(TIME24_RE.search(text) or TIME12_RE.search(text) or DURATION_RE.search(text)) or any(k in text.lower() for k in WORD_DURATIONS)
 
 # %% ../nbs/30_gen_base.ipynb #89345d65
 def unique_sentences(text: str) -> str:
@@ -132,7 +135,7 @@ def ask_many(cm, conversations: list[list[dict]], schema, *, stage: str, max_tok
         rec = AgentCall(stage=stage, ok=bool(r.ok), error=r.error, text=r.text, prompt_tokens=r.usage.prompt_tokens,
                         completion_tokens=r.usage.completion_tokens, cached=bool(getattr(r, "cached", False)))
         if not r.ok: out.append((None, rec)); continue
-        d = _json_from(r)
+        d = reply_json(r)
         try: out.append((s.model_validate(d if d is not None else {}), rec))
         except ValidationError as e:
             rec.ok, rec.error = False, f"schema: {str(e).splitlines()[0]}"
@@ -173,8 +176,8 @@ def run_stage(root, stage: str, ids: list[str], fn, models: list = (), progress:
             snaps, t0 = [m.accounts.snapshot() for m in models], time.perf_counter()
             row = fn(iid)
             if row.get("instance_id") != iid: raise ValueError(f"stage {stage} returned a row for {row.get('instance_id')!r}, expected {iid!r}")
-            _append(fa, dict(stage=stage, instance_id=iid, wall_seconds=round(time.perf_counter() - t0, 3), accounts=_since(models, snaps)))
-            _append(f, row)
+            append_row(fa, dict(stage=stage, instance_id=iid, wall_seconds=round(time.perf_counter() - t0, 3), accounts=_since(models, snaps)))
+            append_row(f, row)
             done[iid] = row
     return {i: done[i] for i in ids if i in done}
 

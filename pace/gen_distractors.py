@@ -8,7 +8,7 @@ import datetime as dt, re
 from pydantic import BaseModel, Field
 from .gen_base import GenConfig, Text, ask_many, calendar_text, count, split_sentences, truncated
 from .gen_profile import profile_text
-from .gen_validate import _norm, fact_problems, term_hits
+from .gen_validate import word_key, fact_problems, term_hits
 
 # %% auto #0
 __all__ = ['FACT_CHARS', 'DISTRACTOR_SYSTEM', 'DISTRACTOR_MAX_TOKENS', 'fact_drop_reason', 'NearMisses', 'distractor_messages',
@@ -27,7 +27,7 @@ def fact_drop_reason(text: str, window: dict, avoid_terms: list[str] = (), seen:
                       "kb_pronoun_start": "pronoun_start", "kb_relative_date": "relative_date"}[probs[0][1]]
     if term_hits(text, list(avoid_terms)): return "touches_hidden_reason"
     if seen is not None:
-        k = _norm(text)
+        k = word_key(text)
         if k in seen: return "duplicate"
         seen.add(k)
     return None
@@ -74,10 +74,10 @@ def make_distractors(cm, cfg: GenConfig, inst: dict, kept: list[dict]) -> dict:
         if obj is None: out[c["case_id"]] = []; why.append("malformed_output"); continue
         own = c["draft"]["hidden_terms"]
         others = [t for o in kept if o["case_id"] != c["case_id"] for t in o["draft"]["hidden_terms"]]
-        seen = {_norm(s) for s in split_sentences(c["draft"]["context"])}
+        seen = {word_key(s) for s in split_sentences(c["draft"]["context"])}
         keep = []
         for f in (s for x in obj.facts for s in split_sentences(x)):
-            r = "repeats_context" if _norm(f) in seen else fact_drop_reason(f, inst["timeline"], own, seen)
+            r = "repeats_context" if word_key(f) in seen else fact_drop_reason(f, inst["timeline"], own, seen)
             if r is None and term_hits(f, others): r = "touches_other_case"
             if r: why.append(r)
             else: keep.append(f)

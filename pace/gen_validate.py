@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Literal
 from pydantic import BaseModel
-from .gen_base import (_DUR, _TIME12, _TIME24, _WORD_DUR, GenConfig, Text, add_counts, ask_many, count, hhmm,
+from .gen_base import (DURATION_RE, TIME12_RE, TIME24_RE, WORD_DURATIONS, GenConfig, Text, add_counts, ask_many, count, hhmm,
                            truncated)
 from .gen_cases import (CASE_MAX_TOKENS, CASE_SYSTEM, CONTEXT_CHARS, EXAMPLE_MARKERS, JUDGMENT_CHARS, REQUEST_CHARS, arithmetic_text,
                             case_messages, chain_names, recompute, slot_draft, slot_schema)
@@ -20,8 +20,8 @@ __all__ = ['VERDICT_WORDS', 'REPAIRED_FIELDS', 'HINT_PHRASES', 'CHECK_ORDER', 'V
            'date_mentions', 'date_problems', 'weekday_problems', 'fix_weekdays', 'repair_draft', 'text_chains',
            'arithmetic_problems', 'times_in', 'duration_counts', 'durations_in', 'numbers_missing', 'term_hits',
            'leaked_terms', 'clock_times', 'chain_times', 'request_time_problems', 'case_problems', 'Review',
-           'review_messages', 'review_problems', 'fresh_problem_lines', 'rewrite_messages', 'validate_cases',
-           'fact_problems', 'verify_dataset', 'verify_markdown', 'data_verify']
+           'review_messages', 'review_problems', 'fresh_problem_lines', 'rewrite_messages', 'word_key',
+           'validate_cases', 'fact_problems', 'verify_dataset', 'verify_markdown', 'data_verify']
 
 # %% ../nbs/34_gen_validate.ipynb #bb97969c
 VERDICT_WORDS = ("conflict", "compatible", "feasible", "suitable", "cannot be carried out", "should not", "clash")
@@ -196,19 +196,19 @@ def arithmetic_problems(arith, label: str) -> tuple[str, list[str]]:
 def times_in(text: str) -> set[int]:
     "Clock times written in `text`, as minutes of the day."
     out = set()
-    for m in _TIME12.finditer(text or ""):
+    for m in TIME12_RE.finditer(text or ""):
         h = int(m.group(1)) % 12 + (12 if m.group(3).lower() == "p" else 0)
         out.add(h * 60 + int(m.group(2) or 0))
-    out |= {int(h) * 60 + int(m) for h, m in _TIME24.findall(text or "")}
+    out |= {int(h) * 60 + int(m) for h, m in TIME24_RE.findall(text or "")}
     return out
 
 # %% ../nbs/34_gen_validate.ipynb #846ac590
 def duration_counts(text: str) -> Counter:
     "Durations written in `text`, in minutes, with how often each is written."
     low = (text or "").lower()
-    out = Counter(round(float(n) * (60 if u.lower().startswith("h") else 1)) for n, u in _DUR.findall(low))
-    for k in sorted(_WORD_DUR, key=len, reverse=True):   # longest first: "half an hour" is not also "an hour"
-        if k in low: out[_WORD_DUR[k]] += low.count(k); low = low.replace(k, " ")
+    out = Counter(round(float(n) * (60 if u.lower().startswith("h") else 1)) for n, u in DURATION_RE.findall(low))
+    for k in sorted(WORD_DURATIONS, key=len, reverse=True):   # longest first: "half an hour" is not also "an hour"
+        if k in low: out[WORD_DURATIONS[k]] += low.count(k); low = low.replace(k, " ")
     return out
 
 def durations_in(text: str) -> set[int]:
@@ -253,11 +253,11 @@ def leaked_terms(request: str, terms: list[str]) -> list[str]:
 def clock_times(text: str) -> list[dict]:
     "Clock times in `text`, in order: {span, text, minutes (what it can mean, as minutes of the day)}."
     text, out = text or "", []
-    for m in _TIME12.finditer(text):
+    for m in TIME12_RE.finditer(text):
         if int(m.group(1)) > 12: continue   # '6.30 pm' is not 30 pm
         h = int(m.group(1)) % 12 + (12 if m.group(3).lower() == "p" else 0)
         out.append(dict(span=m.span(), text=m.group(0).strip(), minutes=(h * 60 + int(m.group(2) or 0),)))
-    for m in _TIME24.finditer(text):
+    for m in TIME24_RE.finditer(text):
         h, mi = int(m.group(1)), int(m.group(2))
         if h > 24 or mi > 59: continue
         if any(a < m.end() and m.start() < b for a, b in (o["span"] for o in out)): continue   # '6:30 pm' is read once
@@ -428,7 +428,9 @@ def rewrite_messages(inst: dict, slot: dict, draft: dict, problems: list[tuple[s
 REVIEW_MAX_TOKENS = 200
 
 # %% ../nbs/34_gen_validate.ipynb #91be6396
-def _norm(s: str) -> str: return " ".join(_words(s))
+def word_key(s: str) -> str:
+    "The lower-case words and numbers of `s`, one space apart: texts that differ only in case and punctuation share it."
+    return " ".join(_words(s))
 
 # %% ../nbs/34_gen_validate.ipynb #5bc52eaf
 def _ask_reviews(cm, cfg: GenConfig, open_: dict, clean: list[str], probs: dict) -> list[str]:
@@ -487,7 +489,7 @@ def validate_cases(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict:
         failed_review = _ask_reviews(cm, cfg, open_, clean, probs)
         for cid in open_:   # duplicates: in case order, against the cases already kept
             if not probs[cid] and cid not in failed_review:
-                r = _norm(open_[cid]["draft"]["hidden_reason"])
+                r = word_key(open_[cid]["draft"]["hidden_reason"])
                 if r in kept_reasons: probs[cid] = [("duplicate_reason", f"another case of this world already rests on {open_[cid]['draft']['hidden_reason']!r}: choose another")]
                 else: kept_reasons.append(r)
         redo = []
@@ -532,7 +534,7 @@ def _kb_findings(ds) -> tuple[list[dict], dict]:
         seen = {}
         for f in kb:
             fs = [dict(severity=s, check=c, message=m) for s, c, m in fact_problems(f.text, win)]
-            key = _norm(f.text)
+            key = word_key(f.text)
             if key in seen: fs.append(dict(severity="warn", check="kb_duplicate", message=f"same text as {seen[key]}"))
             else: seen[key] = f.doc_id
             fact_findings[(iid, f.doc_id)] = fs
@@ -588,17 +590,17 @@ def _gold_findings(ds, q, fact_findings: dict) -> list[tuple[str, str, str]]:
     for d in q.gold_doc_ids:
         out += [("error", f"gold_{f['check']}", f"gold fact {d}: {f['message']}") for f in fact_findings[(q.instance_id, d)] if f["severity"] == "error"]
         t = ds.fact(q.instance_id, d).text
-        if len(t) > 30 and _norm(t) in _norm(q.judgment): out.append(("warn", "fact_copies_judgment", f"gold fact {d} copies the judgment"))
+        if len(t) > 30 and word_key(t) in word_key(q.judgment): out.append(("warn", "fact_copies_judgment", f"gold fact {d} copies the judgment"))
     return out
 
 # %% ../nbs/34_gen_validate.ipynb #a0c906db
 def _duplicate_findings(q, req_seen: dict, reason_seen: dict) -> list[tuple[str, str, str]]:
     "A request seen before (an error), or a hidden reason seen before in the same world (a warning); records this query's."
     out = []
-    key = _norm(q.query)
+    key = word_key(q.query)
     if key in req_seen: out.append(("error", "duplicate_request", f"same request as {req_seen[key]}"))
     else: req_seen[key] = q.query_id
-    r = _norm(q.meta.get("hidden_reason") or "")
+    r = word_key(q.meta.get("hidden_reason") or "")
     if r and (q.instance_id, r) in reason_seen: out.append(("warn", "duplicate_reason", f"same hidden reason as {reason_seen[(q.instance_id, r)]}"))
     elif r: reason_seen[(q.instance_id, r)] = q.query_id
     return out

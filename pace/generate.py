@@ -235,12 +235,12 @@ def _seed_sha(seeds) -> str:
 # %% ../nbs/38_generate.ipynb #19384856
 def check_generation_settings(out, settings: dict):
     "Refuse (`pace.run.RunMismatchError`, a UsageError) to resume a folder whose generate.json holds other settings; say what differs."
-    from pace.run import RunMismatchError, _diff
+    from pace.run import RunMismatchError, settings_diff
     man = Path(out) / "generate.json"
     if not man.exists(): return
     try: old = json.loads(man.read_text()).get("settings", {})
     except ValueError: raise RunMismatchError(f"{man} is not valid JSON: move the folder away or use another --out") from None
-    diff = _diff(old, json.loads(json.dumps(settings, default=str)))
+    diff = settings_diff(old, json.loads(json.dumps(settings, default=str)))
     if diff: raise RunMismatchError(f"{out} holds a generation with other settings; it was not resumed (use another --out):\n  " + "\n  ".join(diff))
 
 # %% ../nbs/38_generate.ipynb #3b7c4073
@@ -478,16 +478,16 @@ def _setting_arg(s: str) -> dict:
 # %% ../nbs/38_generate.ipynb #77b40180
 def add_cli(subparsers) -> argparse.ArgumentParser:
     "Register the `generate` subcommand."
-    from pace.run import _count
+    from pace.run import nonnegative_int
     p = subparsers.add_parser("generate", help="generate a PACE-style dataset from personas (resumable)",
                               description="Generate a PACE dataset folder from one-line personas: persona expansion, profiles, cases, validation, "
                                           "distractors, atomization and KB assembly, resumable per stage and instance.")
     p.add_argument("--out", required=True, help="the dataset folder to write (an existing generation folder is resumed)")
     p.add_argument("--personas", required=True, help="a seed file (.jsonl with seed_id/persona, or .txt one per line), or N for the first N bundled seeds")
     p.add_argument("--chat", default=None, help="generator model spec (default $PACE_CHAT_MODEL or llamacpp:qwen2.5-0.5b)")
-    p.add_argument("--instances", type=_count, default=None, help="use only the first N personas")
-    p.add_argument("--cases-per-cell", type=_count, default=3, help="cases per (situation type, label) cell and instance (default 3: 18 per instance, like the paper)")
-    p.add_argument("--facts", type=_count, default=2000, help="target facts per knowledge base (default 2000, like the paper)")
+    p.add_argument("--instances", type=nonnegative_int, default=None, help="use only the first N personas")
+    p.add_argument("--cases-per-cell", type=nonnegative_int, default=3, help="cases per (situation type, label) cell and instance (default 3: 18 per instance, like the paper)")
+    p.add_argument("--facts", type=nonnegative_int, default=2000, help="target facts per knowledge base (default 2000, like the paper)")
     p.add_argument("--seed", type=int, default=0, help="seed of timelines, anchors, fill topics and the KB shuffle")
     p.add_argument("--embedder", default="onnx:all-MiniLM-L6-v2", help="embedder spec for near-duplicate merging")
     p.add_argument("--cache", default=None, help="cache file (default: <out>/cache.sqlite)")
@@ -531,10 +531,12 @@ def _check_out(out: Path) -> bool:
 def _gen_models(out: Path, chat, embedder, cache, cfg: GenConfig, personas) -> tuple:
     "The chat model, the embedder and the run's settings (version, prompt hashes, model fingerprints, config, seed source)."
     from pace import __version__
-    from pace.run import _build, _chat, _embedder, model_fingerprint
+    from pace.llm import as_chat_model
+    from pace.embed import as_embedder
+    from pace.run import build_model, model_fingerprint
     cache = (out / "cache.sqlite") if cache is None else cache
-    cm = _build("chat", _chat, chat, cache)
-    emb = _build("embedder", _embedder, embedder, cache)
+    cm = build_model("chat", as_chat_model, chat, cache)
+    emb = build_model("embedder", as_embedder, embedder, cache)
     file_seeds = persona_source(personas)   # settings hold the whole seed source; which seeds (--personas N, --instances) is scope
     settings = dict(pace_version=__version__, prompts=gen_prompt_hashes(), chat=model_fingerprint(cm), embedder=model_fingerprint(emb),
                     config=cfg.model_dump(), personas_sha256=_seed_sha(file_seeds))
@@ -645,7 +647,7 @@ def _drop_in_atoms(row: dict, cases) -> dict:
 # %% ../nbs/38_generate.ipynb #653f42b7
 def drop_cases(root, drops: dict[str, tuple[str, str]]) -> None:
     "Drop kept cases, {query_id: (check, message)}, from the stage files 4 to 6 of a finished generation folder."
-    from pace.run import _append
+    from pace.data import append_row
     root, by = Path(root), {}
     ids = json.loads((root / "generate.json").read_text())["instances"]
     for qid, why in drops.items():
@@ -663,7 +665,7 @@ def drop_cases(root, drops: dict[str, tuple[str, str]]) -> None:
                "5_distractors": dict(d5, distractors={c: v for c, v in d5["distractors"].items() if c not in cases}),
                "6_atomize": _drop_in_atoms(rows["6_atomize"][iid], cases)}
         for st, row in new.items():   # a new line: the last line of an instance wins
-            with open(stage_path(root, st), "a") as f: _append(f, row)
+            with open(stage_path(root, st), "a") as f: append_row(f, row)
 
 # %% ../nbs/38_generate.ipynb #12574314
 def _card_note_of(path) -> str:

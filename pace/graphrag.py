@@ -12,8 +12,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from .agents import AgentCall, generate_answer, persona_name
 from .baselines import MethodResult, BaselineTrace
-from .index import facts_sha256, _check_facts, embedder_fingerprint
-from .hipporag import model_identity, own_accounts, _InstanceStore
+from .index import facts_sha256, check_facts, embedder_fingerprint
+from .hipporag import model_identity, own_accounts, InstanceStore
 
 _log = logging.getLogger(__name__)
 
@@ -297,7 +297,7 @@ def _write_input(d: Path, facts):
     shutil.rmtree(d/"output", ignore_errors=True)
     (d/"input").mkdir(parents=True, exist_ok=True)
     with open(d/"input"/"docs.jsonl", "w", encoding="utf-8") as f:
-        for did, text in _check_facts(facts): f.write(json.dumps({"doc_id": did, "text": text}, ensure_ascii=False) + "\n")
+        for did, text in check_facts(facts): f.write(json.dumps({"doc_id": did, "text": text}, ensure_ascii=False) + "\n")
 
 # %% ../nbs/27_graphrag.ipynb #d95fbfcf
 def _build_cost(n_facts: int, t0: float, ca, ea, n_failed: int) -> dict:
@@ -321,7 +321,7 @@ def _table_counts(d: Path) -> dict[str, int]:
     return counts
 
 # %% ../nbs/27_graphrag.ipynb #f4289760
-class GraphRAGStore(_InstanceStore):
+class GraphRAGStore(InstanceStore):
     "Disk-backed GraphRAG indexes, one folder per instance under `root`."
     def __init__(self, root, chat_model, embedder, config: GraphRAGConfig | None = None):
         self.root, self.cm, self.embedder, self.config = Path(root), chat_model, embedder, config or GraphRAGConfig()
@@ -329,7 +329,7 @@ class GraphRAGStore(_InstanceStore):
     def key(self, facts) -> dict:
         _graphrag_env()
         import graphrag
-        return dict(facts_sha256=facts_sha256(_check_facts(facts)), chat=model_identity(self.cm), embedder=embedder_fingerprint(self.embedder),
+        return dict(facts_sha256=facts_sha256(check_facts(facts)), chat=model_identity(self.cm), embedder=embedder_fingerprint(self.embedder),
                     graphrag=getattr(graphrag, "__version__", None) or _dist_version(), max_tokens=self.config.max_tokens,
                     **({} if self.config.extract_max_tokens is None else dict(extract_max_tokens=self.config.extract_max_tokens)))
     load = staticmethod(_stored_index)   # the stored index if its manifest matches, else None

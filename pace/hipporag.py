@@ -12,7 +12,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 from .agents import AgentCall, call_agent, generate_answer, persona_name
 from .baselines import MethodResult, BaselineTrace
-from .index import facts_sha256, _check_facts, embedder_fingerprint
+from .index import facts_sha256, check_facts, embedder_fingerprint
 
 _log = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ __all__ = ['NER_SYSTEM', 'TRIPLE_SYSTEM', 'NER_SCHEMA', 'TRIPLE_SCHEMA', 'FILTER
            'prompts_sha256', 'read_openie', 'extract_openie', 'chunk_id', 'to_official_openie', 'from_official_openie',
            'HippoGraph', 'personalized_pagerank', 'FactFilter', 'link_facts', 'filter_messages', 'filter_schema',
            'nearest_candidate', 'recognition_filter', 'dense_ranking', 'graph_ranking', 'model_identity',
-           'own_accounts', 'HippoIndex', 'HippoStore', 'HippoRAG2']
+           'own_accounts', 'HippoIndex', 'InstanceStore', 'HippoStore', 'HippoRAG2']
 
 # %% ../nbs/26_hipporag.ipynb #21834878
 class HippoRAGConfig(BaseModel):
@@ -519,7 +519,7 @@ def _index_cost(rows: list[dict], ca, ea, n_before: int, t0: float, t1: float, t
     return cost
 
 # %% ../nbs/26_hipporag.ipynb #02020496
-class _InstanceStore:
+class InstanceStore:
     "Indexes kept per instance under `root`: in memory, on disk while their manifest matches `key(facts)`, else rebuilt (subclasses give `key`, `load`, `build`)."
     def path(self, instance_id: str) -> Path:
         "Folder of `instance_id` (the `pace.index.IndexStore` naming)."
@@ -536,7 +536,7 @@ class _InstanceStore:
         return idx
 
 # %% ../nbs/26_hipporag.ipynb #adc10fa0
-class HippoStore(_InstanceStore):
+class HippoStore(InstanceStore):
     "Disk-backed, manifest-checked HippoRAG 2 indexes, one folder per instance under `root`."
     def __init__(self, root, chat_model, embedder, config: HippoRAGConfig | None = None, progress: bool = False):
         self.root, self.cm, self.embedder, self.config, self.progress = Path(root), chat_model, embedder, config or HippoRAGConfig(), progress
@@ -544,7 +544,7 @@ class HippoStore(_InstanceStore):
 
     def key(self, facts) -> dict:
         "What the stored index must match."
-        return dict(format_version=FORMAT_VERSION, facts_sha256=facts_sha256(_check_facts(facts)), chat=model_identity(self.cm),
+        return dict(format_version=FORMAT_VERSION, facts_sha256=facts_sha256(check_facts(facts)), chat=model_identity(self.cm),
                     embedder=embedder_fingerprint(self.embedder), prompts=prompts_sha256(), params=self.config.graph_params())
 
     load = staticmethod(_stored_index)   # the stored index if its manifest matches, else None

@@ -14,13 +14,13 @@ from tqdm.auto import tqdm
 _log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['FORMAT_VERSION', 'BM25_PARAMS', 'APPROXIMATE', 'SMALL_BATCH', 'facts_sha256', 'embedder_fingerprint', 'InstanceIndex',
-           'IndexStore']
+__all__ = ['FORMAT_VERSION', 'BM25_PARAMS', 'APPROXIMATE', 'SMALL_BATCH', 'check_facts', 'facts_sha256', 'embedder_fingerprint',
+           'bm25_tokens', 'InstanceIndex', 'IndexStore']
 
 # %% ../nbs/10_index.ipynb #e4a634a0
 FORMAT_VERSION = 2 # 2: the manifest holds the embedder's whole fingerprint, not just its model id and size
 
-def _check_facts(facts) -> list[tuple[str, str]]:
+def check_facts(facts) -> list[tuple[str, str]]:
     "Return `(doc_id, text)` pairs, raising `ValueError` on missing fields, empty text or duplicate ids."
     pairs, seen = [], set()
     for i, f in enumerate(facts):
@@ -50,13 +50,14 @@ def _fp_diff(old, new) -> str:
 _STEMMER = Stemmer.Stemmer("english")
 BM25_PARAMS = dict(method="lucene", k1=1.5, b=0.75, stopwords="en", stemmer="snowball-english")
 
-def _tokenize(texts: list[str]) -> list[list[str]]:
+def bm25_tokens(texts: list[str]) -> list[list[str]]:
+    "The BM25 tokens of each text: English stopwords dropped, Snowball-stemmed, no empty token."
     toks = bm25s.tokenize(texts, stopwords="en", stemmer=_STEMMER, return_ids=False, show_progress=False)
     return [[t for t in ts if t] for ts in toks]
 
 def _bm25_build(texts: list[str]) -> bm25s.BM25:
     r = bm25s.BM25(method=BM25_PARAMS["method"], k1=BM25_PARAMS["k1"], b=BM25_PARAMS["b"])
-    r.index(_tokenize(texts), show_progress=False)
+    r.index(bm25_tokens(texts), show_progress=False)
     return r
 
 # %% ../nbs/10_index.ipynb #b9fd140e
@@ -173,7 +174,7 @@ class _IndexBuilder(_IndexData):
     @classmethod
     def build(cls, facts, embedder, *, knn_k=10, approximate=False, show_progress=False):
         "Embed every fact and build the FAISS, BM25 and k-NN graph indexes."
-        pairs = _check_facts(facts)
+        pairs = check_facts(facts)
         if not pairs: raise ValueError("cannot index an empty list of facts")
         idx = cls(embedder, knn_k=knn_k, approximate=approximate)
         idx.add(facts, show_progress=show_progress)
@@ -182,7 +183,7 @@ class _IndexBuilder(_IndexData):
 
     def add(self, facts, show_progress=False):
         "Add new facts: embed only them, then update FAISS, BM25 and the graph."
-        new = _check_facts(facts)
+        new = check_facts(facts)
         clash = [d for d, _ in new if d in self.pos]
         if clash: raise ValueError(f"doc_ids already indexed: {clash[:5]}")
         if not new: return self
@@ -244,7 +245,7 @@ class _IndexSearch(_IndexBuilder):
         if isinstance(queries, str): raise TypeError("queries must be a list of str")
         if k < 1: raise ValueError("k must be >= 1")
         ids, out = self.doc_ids, []
-        for toks in _tokenize(list(queries)) if queries else []:
+        for toks in bm25_tokens(list(queries)) if queries else []:
             tid = self.bm25.get_tokens_ids(toks)
             if not tid: out.append([]); continue
             ii, ss = _topk(self.bm25.get_scores_from_ids(tid), k, positive=True)
@@ -314,7 +315,7 @@ class InstanceIndex(_IndexGraph):
     @classmethod
     def load(cls, path, facts, embedder, *, knn_k=10, approximate=False, save=True, show_progress=False) -> "InstanceIndex":
         "Load the index at `path` for `facts`; rebuild (and re-save) it when stale, extend it when facts were appended."
-        path, pairs = Path(path), _check_facts(facts)
+        path, pairs = Path(path), check_facts(facts)
         idx, why = _read(path, embedder, knn_k, approximate)
         if idx is not None and why == facts_sha256(pairs): idx.status = "loaded"; return idx
         if idx is not None and len(idx) < len(pairs) and pairs[:len(idx)] == idx.pairs:
@@ -351,7 +352,7 @@ class IndexStore:
         "The index for `instance_id` over `facts` (built, loaded, extended or rebuilt as needed; the same tuple again is not re-hashed)."
         hit = self._mem.get(instance_id)
         if hit and isinstance(facts, tuple) and hit[2] is facts: return hit[1]
-        sha = facts_sha256(_check_facts(facts))
+        sha = facts_sha256(check_facts(facts))
         with self._lock:
             hit = self._mem.get(instance_id)
             if not (hit and hit[0] == sha):

@@ -11,7 +11,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm.auto import tqdm
 from .agents import AgentCall, call_agent
-from .data import DatasetError, PaceDataset, Problem, UsageError, first_missing, load_pace_dataset, _parse, _read_jsonl
+from .data import DatasetError, PaceDataset, Problem, UsageError, first_missing, load_pace_dataset, validate_object, read_jsonl_objects
 
 # %% auto #0
 __all__ = ['JUDGE_MODES', 'LABELS', 'DECISIONS', 'RATIONALE_LABEL', 'REASON_CHARS', 'DECISION_SYSTEM', 'RATIONALE_SYSTEM',
@@ -276,8 +276,8 @@ def _line_problems(line: CalibrationLine, q, rel: str, n: int) -> list[Problem]:
 def _second_pass(f: Path, gold: dict, problems: list[Problem]) -> dict[str, PassLabel]:
     "Second-pass file `f`'s labels by item_id; `gold`: the set's item ids -> gold label (None: unknown query)."
     rel, out, seen = str(f), {}, {}
-    for n, obj in _read_jsonl(f, rel, problems):
-        line = _parse(SecondPassLine, obj, rel, n, problems)
+    for n, obj in read_jsonl_objects(f, rel, problems):
+        line = validate_object(SecondPassLine, obj, rel, n, problems)
         if line is None: continue
         i = line.item_id
         if i not in gold: problems.append(Problem(rel, n, "item_id", f"unknown item_id {i!r} (not in the set)"))
@@ -318,8 +318,8 @@ def load_calibration(path,      # a calibration .jsonl file or a folder of them
     items, problems, first, gold = [], [], {}, {}
     for f in calibration_files(path):
         rel = str(f)
-        for n, obj in _read_jsonl(f, rel, problems):
-            line = _parse(CalibrationLine, obj, rel, n, problems)
+        for n, obj in read_jsonl_objects(f, rel, problems):
+            line = validate_object(CalibrationLine, obj, rel, n, problems)
             if line is None: continue
             if line.item_id in first:
                 problems.append(Problem(rel, n, "item_id", f"duplicate item_id {line.item_id!r} (first at {first[line.item_id]})")); continue
@@ -650,7 +650,7 @@ def run_calibration(judge,                      # judge model spec or model obje
 def _run_rows(vf: Path, known: dict) -> list[dict]:
     "The lines of a run's verdicts.jsonl; an item not in `known` or a line without a verdict is a located problem."
     problems, rows = [], []
-    for n, r in _read_jsonl(vf, str(vf), problems):
+    for n, r in read_jsonl_objects(vf, str(vf), problems):
         if not isinstance(r.get("judge"), dict): problems.append(Problem(str(vf), n, "judge", "no judge verdict"))
         elif r.get("item_id") not in known:
             problems.append(Problem(str(vf), n, "item_id", f"unknown item_id {r.get('item_id')!r}"))

@@ -21,8 +21,8 @@ __all__ = ['KNOWN_GGUF', 'LLAMACPP_PORTABLE_BUILD', 'OPENAI_BASE_URL', 'DEFAULT_
            'with_schema_instruction', 'ChatModel', 'FakeChat', 'ModelNotFoundError', 'models_dir', 'resolve_gguf',
            'file_identity', 'dir_identity', 'LlamaCppChat', 'ModelUnusableError', 'llamacpp_rebuild_command',
            'child_status', 'llamacpp_check_key', 'llamacpp_selfcheck', 'response_format', 'normalise_base_url',
-           'OpenAIChat', 'free_port', 'LlamaServer', 'VLLMChat', 'HFChat', 'parse_spec', 'build_from_spec',
-           'get_chat_model', 'ReplayChat', 'replay_chat_model']
+           'OpenAIChat', 'free_port', 'LlamaServer', 'vllm_settings', 'VLLMChat', 'HFChat', 'parse_spec',
+           'build_from_spec', 'get_chat_model', 'as_chat_model', 'ReplayChat', 'replay_chat_model']
 
 # %% ../nbs/02_llm.ipynb #29b72039
 @dataclass
@@ -864,7 +864,7 @@ def _template_sha256(tok) -> str|None:
     tpl = getattr(tok, "chat_template", None)
     return hashlib.sha256(canonical_json(tpl).encode()).hexdigest() if tpl else None
 
-def _vllm_settings(llm, kw:dict) -> dict:
+def vllm_settings(llm, kw:dict) -> dict:
     "The `vllm.LLM` arguments that change outputs, with dtype and quantisation as the engine resolved them where it says."
     out = {k: kw[k] for k in _VLLM_OUTPUT_KW if k in kw}
     mc = getattr(getattr(llm, "llm_engine", None), "model_config", None)
@@ -886,7 +886,7 @@ class VLLMChat(ChatModel):
             from vllm import LLM
             llm = LLM(model=model, **kw)  # remaining kwargs go to vllm.LLM (tensor_parallel_size, max_model_len, ...)
         self.llm, self.tokenizer, self.model = llm, llm.get_tokenizer(), model
-        self.settings, self._source = _vllm_settings(llm, kw), dir_identity(model) or model
+        self.settings, self._source = vllm_settings(llm, kw), dir_identity(model) or model
         try: cw = int(llm.llm_engine.model_config.max_model_len)
         except Exception: cw = 32768
         super().__init__(model_id or model, context_window=cw, **ck)
@@ -993,6 +993,14 @@ def get_chat_model(spec:str|dict|ChatModel|None=None, # "backend:model", a dict 
     if isinstance(spec, ChatModel): return spec
     if replay_enabled(replay): return replay_chat_model(spec, cache, **kw)
     return build_from_spec(_chat_spec(spec), CHAT_BACKENDS, "chat", cache, **kw)
+
+# %% ../nbs/02_llm.ipynb #e64ee51c
+def as_chat_model(spec, # a chat spec (see `get_chat_model`), or an object with a `chat` method, used as it is
+                  cache, # None: default cache file; a path or Cache; False: no cache
+                 ):
+    "`spec` itself when it chats (a model or a test double), else the chat model `get_chat_model` builds from it."
+    if hasattr(spec, "chat"): return spec
+    return get_chat_model(spec, cache=cache)
 
 # %% ../nbs/02_llm.ipynb #c4e7403d
 def _llamacpp_replay(d:dict) -> tuple[dict, int|None]:

@@ -11,7 +11,7 @@ from .agents import (AgentCall, ConflictPlan, SelectionReport, plan_steps, views
                          run_steps_batch, as_date, persona_name)
 from .retrieve import hybrid_search, wrrf
 from .traverse import bfs_expand
-from .index import _tokenize
+from .index import bm25_tokens
 
 # %% auto #0
 __all__ = ['LATE_DEFAULTS', 'EVIDENCE_STAGES', 'HYBRID_K', 'SMALL_SWITCHES', 'SMALL_SIZES', 'PAPER_ABLATIONS', 'PaceMakerConfig',
@@ -157,7 +157,7 @@ def view_specificity(view: str, # a counter query
                      query: str, # the request
                     ) -> float:
     "Share of the view's distinct BM25 tokens (stemmed, no stopwords) that also occur in the request; 0 for a view with no token."
-    v, q = (set(t) for t in _tokenize([view, query]))
+    v, q = (set(t) for t in bm25_tokens([view, query]))
     return len(v & q) / len(v) if v else 0.0
 
 # %% ../nbs/21_pipeline.ipynb #13143856

@@ -241,10 +241,10 @@ def recorded_runs(out_dir, # the study's folder: a run folder per setting and on
                   **common, # the arguments all runs share: dataset, methods, chat, limit, retrieval_only...
                  ) -> str:
     "Record the runs of a study in `out_dir` with one cache and export it, or (PACE_REPLAY) replay them; a summary."
-    from pace.run import _check_name
+    from pace.run import check_run_name
     if not runs: raise UsageError("recorded_runs: no runs given")
     for name, kw in runs.items():
-        _check_name(name)
+        check_run_name(name)
         if set(kw) & set(common): raise UsageError(f"run {name!r} sets {sorted(set(kw) & set(common))} given to all runs")
     out = Path(out_dir)
     done, n = _record_or_replay(out, Path(embeddings), [(out, name, common | kw) for name, kw in runs.items()])

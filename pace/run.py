@@ -11,7 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from tqdm.auto import tqdm
 from pydantic import ValidationError
-from .data import UsageError, first_missing
+from .data import UsageError, append_row, first_missing, load_done
 from .cache import as_cache
 from .baselines import METHODS as SIMPLE_METHODS, METHOD_SPECS, SIZED, MethodSpec, make_method, method_spec
 from .evaluate import write_tables, read_jsonl
@@ -22,10 +22,11 @@ from .pipeline import PaceMakerConfig, pacemaker_config, SMALL_SWITCHES
 
 # %% auto #0
 __all__ = ['DEFAULT_DATA', 'DEFAULT_CHAT', 'DEFAULT_METHODS', 'RETRIEVAL_METHODS', 'DEFAULT_LIMIT', 'STRUCTURED_METHODS',
-           'METHODS', 'VOLATILE', 'select_queries', 'build_method', 'split_volatile', 'RunFileError', 'load_done',
-           'dataset_sha256', 'prompt_hashes', 'model_fingerprint', 'hipporag_settings', 'RunMismatchError',
-           'check_settings', 'chat_name', 'default_run_name', 'public_query', 'public_facts', 'public_kb', 'RunLocked',
-           'RunLock', 'round_floats', 'RunInterrupted', 'run_experiment', 'add_cli']
+           'METHODS', 'VOLATILE', 'select_queries', 'build_method', 'split_volatile', 'dataset_sha256', 'prompt_hashes',
+           'model_fingerprint', 'hipporag_settings', 'settings_diff', 'RunMismatchError', 'check_settings',
+           'build_model', 'chat_name', 'default_run_name', 'check_run_name', 'public_query', 'public_facts',
+           'public_kb', 'RunLocked', 'RunLock', 'round_floats', 'RunInterrupted', 'run_experiment', 'nonnegative_int',
+           'add_cli']
 
 # %% ../nbs/25_run.ipynb #45bcaae8
 DEFAULT_DATA = "data/mini"
@@ -85,30 +86,6 @@ def split_volatile(obj, # a result row (any JSON value)
         return [k for k, _ in pairs], (gone if any(gone) else None)
     return obj, None
 
-# %% ../nbs/25_run.ipynb #49f61d23
-class RunFileError(UsageError):
-    "A run folder's file is damaged where a resume cannot repair it."
-
-def load_done(path: Path, # a JSONL file written line by line (results or timings)
-             ) -> list[dict]:
-    "Rows (JSON objects) of a JSONL file; a broken *last* line is removed from the file, a broken line elsewhere is a `RunFileError`."
-    if not path.exists(): return []
-    raw = path.read_bytes()
-    lines, rows, good = raw.split(b"\n"), [], 0
-    for n, l in enumerate(lines):
-        if not l.strip(): good += len(l) + 1; continue
-        try: row = json.loads(l)
-        except ValueError: row = None
-        if isinstance(row, dict): rows.append(row); good += len(l) + 1; continue
-        if any(x.strip() for x in lines[n + 1:]):
-            raise RunFileError(f"{path}: line {n + 1} is not a valid JSON object (and is not the last line): repair or delete that line")
-        with open(path, "r+b") as f: f.truncate(min(good, len(raw)))
-        break
-    return rows
-
-def _append(f, row: dict):
-    f.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n"); f.flush(); os.fsync(f.fileno())
-
 # %% ../nbs/25_run.ipynb #d3cd1dd0
 def dataset_sha256(path, # a dataset folder
                   ) -> str:
@@ -143,14 +120,16 @@ def hipporag_settings() -> dict:
                if isinstance(v, str) and k.endswith(("_SYSTEM", "_PROMPT"))}
     return dict(config=h.HippoRAGConfig().model_dump(), prompts=prompts)
 
+# %% ../nbs/25_run.ipynb #d6449c8b
+def settings_diff(old, new, path=""):
+    "One 'dotted.key: old -> new' line per leaf where two JSON settings differ (values cut to 80 characters)."
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for k in sorted(set(old) | set(new)) for d in settings_diff(old.get(k), new.get(k), f"{path}.{k}" if path else k)]
+    return [] if old == new else [f"{path}: {json.dumps(old, default=str)[:80]} -> {json.dumps(new, default=str)[:80]}"]
+
 # %% ../nbs/25_run.ipynb #e44c9270
 class RunMismatchError(UsageError):
     "A run folder holds a run with other settings."
-
-def _diff(old, new, path=""):
-    if isinstance(old, dict) and isinstance(new, dict):
-        return [d for k in sorted(set(old) | set(new)) for d in _diff(old.get(k), new.get(k), f"{path}.{k}" if path else k)]
-    return [] if old == new else [f"{path}: {json.dumps(old, default=str)[:80]} -> {json.dumps(new, default=str)[:80]}"]
 
 def check_settings(run_dir: Path, # the run folder (its run.json, if any, is compared)
                    settings: dict, # the settings of the run about to start
@@ -164,26 +143,20 @@ def check_settings(run_dir: Path, # the run folder (its run.json, if any, is com
         return
     try: old = json.loads(man.read_text()).get("settings", {})
     except ValueError: raise RunMismatchError(f"{man} is not valid JSON: move the folder away or use another --name") from None
-    diff = _diff(old, json.loads(json.dumps(settings, default=str)))
+    diff = settings_diff(old, json.loads(json.dumps(settings, default=str)))
     if diff: raise RunMismatchError(f"{run_dir} holds a run with other settings; it was not resumed (use another --name, or another --out):\n  "
                                     + "\n  ".join(diff))
 
-# %% ../nbs/25_run.ipynb #a69502c2
-def _chat(spec, cache):
-    if hasattr(spec, "chat"): return spec
-    from pace.llm import get_chat_model
-    return get_chat_model(spec, cache=cache)
-
-def _embedder(spec, cache):
-    if hasattr(spec, "embed"): return spec
-    from pace.embed import get_embedder
-    return get_embedder(spec, cache=cache)
-
-def _build(what: str, fn, spec, cache):
-    "Build a model; a bad spec, a missing key or a missing model file becomes a `UsageError` naming the option."
+# %% ../nbs/25_run.ipynb #7f024f79
+def build_model(what: str, # the option that names the model: "chat", "judge" or "embedder"
+                fn, # (spec, cache) -> model: `pace.llm.as_chat_model` or `pace.embed.as_embedder`
+                spec, cache):
+    "Build a model with `fn`; a bad spec, a missing key or a missing model file becomes a `UsageError` naming the option."
     try: return fn(spec, cache)
-    except (ValueError, TypeError, KeyError, OSError) as e: raise UsageError(f"--{what} {spec if isinstance(spec, str) else type(spec).__name__}: {e}") from e
+    except (ValueError, TypeError, KeyError, OSError) as e:
+        raise UsageError(f"--{what} {spec if isinstance(spec, str) else type(spec).__name__}: {e}") from e
 
+# %% ../nbs/25_run.ipynb #a69502c2
 def chat_name(spec, # a chat model spec or a model object
              ) -> str:
     "The model name a chat spec (or model object) carries, known before the model is built (it names the run folder and its cache)."
@@ -202,7 +175,7 @@ def default_run_name(dataset, # the dataset folder
     model = [chat_id.split('/')[-1]] if chat_id else []
     return _slug("-".join([Path(str(dataset)).name, *model, 'n%d' % n if n else 'all']) + ('-retrieval' if retrieval_only else ''))
 
-def _check_name(name: str) -> str:
+def check_run_name(name: str) -> str:
     "A run name is one folder name inside --out: not empty, no path separator, no '..'."
     seps = [c for c in ("/", "\\", os.sep, os.altsep) if c]
     if not name or not name.strip() or any(c in name for c in seps) or ".." in name or "\0" in name:
@@ -343,7 +316,7 @@ class RunLock:
 # %% ../nbs/25_run.ipynb #354f242a
 def _run_folder(out_dir, name: str) -> tuple[Path, Path | None]:
     "Make the run folder `out_dir/name` and its missing parents: (the folder, the topmost folder made, or None). Mistakes are `UsageError`s."
-    out, run_dir = Path(out_dir), Path(out_dir) / _check_name(name)
+    out, run_dir = Path(out_dir), Path(out_dir) / check_run_name(name)
     for p, what in ((out, "--out"), (run_dir, "the run folder")):
         if p.exists() and not p.is_dir(): raise UsageError(f"{what} {p} is a file, not a folder")
     top = first_missing(run_dir)
@@ -384,7 +357,7 @@ def _open_run(dataset, methods, chat, judge, embedder, out_dir, name, limit, see
     specs = _check_scope(methods or (RETRIEVAL_METHODS if retrieval_only else DEFAULT_METHODS), retrieval_only, judge_mode)
     methods, (cfg, gcfg) = list(specs), (_config(config), _graphrag_config(graphrag_config))
     _check_pacemaker_names(specs, cfg)
-    if name is not None: _check_name(name)
+    if name is not None: check_run_name(name)
     ds = load_pace_dataset(dataset)
     _warn_dataset(ds)
     queries = select_queries(ds.queries, limit, seed)
@@ -396,9 +369,11 @@ def _open_run(dataset, methods, chat, judge, embedder, out_dir, name, limit, see
     try:
         lock = _take_lock(run_dir)
         cache = _open_cache(cache, run_dir)
-        cm = _build("chat", _chat, chat, cache) if needs_chat else None
-        jm = None if retrieval_only else (cm if judge is None or judge == chat else _build("judge", _chat, judge, cache))
-        emb = _build("embedder", _embedder, embedder, cache)
+        from pace.llm import as_chat_model
+        from pace.embed import as_embedder
+        cm = build_model("chat", as_chat_model, chat, cache) if needs_chat else None
+        jm = None if retrieval_only else (cm if judge is None or judge == chat else build_model("judge", as_chat_model, judge, cache))
+        emb = build_model("embedder", as_embedder, embedder, cache)
         settings = dict(dataset=dict(name=Path(str(dataset)).resolve().name, sha256=dataset_sha256(dataset)), pace_version=__version__,
                         prompts=prompt_hashes(), chat=model_fingerprint(cm), judge=model_fingerprint(jm),
                         judge_mode=None if retrieval_only else judge_mode, judge_is_agent=jm is not None and jm is cm,
@@ -544,7 +519,7 @@ def _run_pairs(o, ms: dict, todo: list, res_p: Path, tim_p: Path, judge_mode, ju
     new = retried = 0
     with open(res_p, "a", encoding="utf-8") as fr, open(tim_p, "a", encoding="utf-8") as ft, tqdm(total=len(todo) + len(batched), desc=f"pace run {o.run_dir.name}", disable=not progress, unit="pair") as bar:
         for row, tim, again in pairs:
-            _append(ft, tim); _append(fr, row)
+            append_row(ft, tim); append_row(fr, row)
             new += 1; retried += again; bar.update()
     return new, retried
 
@@ -673,7 +648,7 @@ def _config_arg(s: str) -> dict:
         except ValueError: out[k.strip()] = v.strip()
     return out
 
-def _count(s: str) -> int:
+def nonnegative_int(s: str) -> int:
     "A non-negative integer argument."
     try: n = int(s)
     except ValueError: raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
@@ -682,7 +657,7 @@ def _count(s: str) -> int:
 
 def _positive(s: str) -> int:
     "A positive integer argument."
-    n = _count(s)
+    n = nonnegative_int(s)
     if n < 1: raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
     return n
 
@@ -721,12 +696,12 @@ def add_cli(subparsers, # the `pace` parser's sub-parsers
     p.add_argument("--chat", default=DEFAULT_CHAT, help=f"agent/answer model spec (default {DEFAULT_CHAT})")
     p.add_argument("--judge", default=None, help="judge model spec (default: the --chat model)")
     p.add_argument("--judge-mode", default="blind", choices=JUDGE_MODES, help="blind: decision classified without gold, then rationale graded (default); paper: the paper's one-call judge")
-    p.add_argument("--judge-max-tokens", type=_count, default=160, help="completion budget of each judge call")
+    p.add_argument("--judge-max-tokens", type=nonnegative_int, default=160, help="completion budget of each judge call")
     p.add_argument("--embedder", default=None, help="embedder spec (default: local int8 ONNX all-MiniLM-L6-v2)")
     p.add_argument("--out", default="results", help="parent folder of the run folder")
     p.add_argument("--name", default=None, help="run name, a folder inside --out (default: <dataset>-<model>-n<queries>, or -all)")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--limit", type=_count, default=DEFAULT_LIMIT, help=f"number of queries, stratified by label and type (default {DEFAULT_LIMIT}; 0 = all)")
+    g.add_argument("--limit", type=nonnegative_int, default=DEFAULT_LIMIT, help=f"number of queries, stratified by label and type (default {DEFAULT_LIMIT}; 0 = all)")
     g.add_argument("--all", action="store_true", help="every query of the dataset")
     p.add_argument("--seed", type=int, default=0, help="seed of the query subset")
     p.add_argument("--cache", default=None, help="cache file (default: <run>/cache.sqlite)")

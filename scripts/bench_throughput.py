@@ -120,7 +120,8 @@ def bench_batching(args):
     spec to `args.concurrency` for every row; one more row at the largest batch with the backend's default concurrency.
     (rows, whether every run's results.jsonl equals batch 1's apart from VOLATILE fields)."""
     from pace.llm import get_chat_model
-    from pace.run import load_done, run_experiment, split_volatile
+    from pace.data import load_done
+    from pace.run import run_experiment, split_volatile
     rows, base, runs = [], None, []
     plan = [(b, args.concurrency) for b in args.batches] + [(max(args.batches), None)]
     with BatchingFakeServer(args.latency, args.window, args.max_server_batch) as srv, tempfile.TemporaryDirectory() as d:

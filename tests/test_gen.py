@@ -268,8 +268,8 @@ def test_verify_finds_the_same_defects_in_a_finished_dataset(tmp_path):
 # ---------------------------------------------------------------- command line
 
 def test_cli_generate_and_verify(tmp_path, monkeypatch, capsys):
-    import pace.run
-    monkeypatch.setattr(pace.run, "_chat", lambda spec, cache: toy_chat(cache=cache))
+    import pace.llm
+    monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache: toy_chat(cache=cache))
     out = tmp_path / "ds"
     rc = main(["generate", "--out", str(out), "--personas", "1", "--chat", "fake:toy", "--cases-per-cell", "1", "--facts", "80",
                "--embedder", "hash:hash", "--set", "distractors_per_case=3", "--no-progress"])
@@ -424,8 +424,8 @@ def test_a_resumed_run_refuses_another_rewrite_mode_or_other_examples(tmp_path):
     assert res["status"] == "complete"
 
 def test_cli_sets_the_rewrite_mode(tmp_path, monkeypatch, capsys):
-    import pace.run
-    monkeypatch.setattr(pace.run, "_chat", lambda spec, cache: toy_chat(cache=cache))
+    import pace.llm
+    monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache: toy_chat(cache=cache))
     out = tmp_path / "ds"
     args = ["generate", "--out", str(out), "--personas", "1", "--chat", "fake:toy", "--cases-per-cell", "1", "--facts", "60", "--embedder", "hash:hash", "--no-progress"]
     assert main(args + ["--set", "rewrite_mode=fresh", "--stop-after", "2_profile"]) == 0

@@ -57,3 +57,44 @@ def test_no_import_cycles():
                 if nxt not in seen: seen.add(nxt); stack.append((nxt, path + [nxt]))
     cycles = [c for c in map(cycle_from, graph) if c]
     assert not cycles, cycles
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _private_uses(path: Path, modules: set) -> list:
+    "`(line, text)` for each private name `path` takes from another `pace` module, by import or `module._name`."
+    import ast
+    tree, me, found = ast.parse(path.read_text()), path.stem, []
+    aliases = {}   # local name -> pace module it is bound to
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 1: base = node.module or ""
+            elif node.module == "pace" or (node.module or "").startswith("pace."): base = node.module[5:]
+            else: continue
+            for a in node.names:
+                if not base and a.name in modules: aliases[a.asname or a.name] = a.name
+                elif base and base != me and _is_private(a.name): found.append((node.lineno, f"{base}.{a.name}"))
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("pace.") and a.asname: aliases[a.asname] = a.name[5:]
+                elif a.name.split(".")[0] == "pace": aliases["pace"] = ""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and _is_private(node.attr)): continue
+        v = node.value
+        if isinstance(v, ast.Name) and aliases.get(v.id): mod = aliases[v.id]
+        elif (isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "pace"
+              and v.attr in modules): mod = v.attr
+        else: continue
+        if mod != me: found.append((node.lineno, f"{mod}.{node.attr}"))
+    return found
+
+
+def test_no_private_names_across_modules():
+    "No `pace` module imports, or reaches through a module for, a `_private` name of another `pace` module."
+    root = Path(pace.__file__).parent
+    modules = {p.stem for p in root.glob("*.py")}
+    uses = [f"pace/{p.name}:{line} {name}" for p in sorted(root.glob("*.py")) if not p.stem.startswith("_")
+            for line, name in sorted(_private_uses(p, modules))]
+    assert not uses, "private names used across modules:\n" + "\n".join(uses)

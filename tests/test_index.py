@@ -3,7 +3,7 @@ import json, shutil
 import numpy as np
 import pytest
 
-from pace.index import InstanceIndex, IndexStore, facts_sha256, _check_facts, embedder_fingerprint, FORMAT_VERSION
+from pace.index import InstanceIndex, IndexStore, facts_sha256, check_facts, embedder_fingerprint, FORMAT_VERSION
 import pace.embed
 from retrieval_helpers import Fact, HashEmbedder, hash_embedder, random_embedder, synthetic_facts
 
@@ -85,7 +85,7 @@ def test_save_load_and_staleness(tmp_path, kb, caplog):
     idx.save(p)
     man = json.loads((p / "manifest.json").read_text())
     assert man["embedder"] == emb.fingerprint() == {"backend": "random", "model_id": "random-48", "dim": 48}
-    assert man["facts_sha256"] == facts_sha256(_check_facts(kb[:50]))
+    assert man["facts_sha256"] == facts_sha256(check_facts(kb[:50]))
     assert man["params"]["knn_k"] == 5 and man["format_version"] == FORMAT_VERSION == 2
 
     n = emb.n_texts

@@ -112,10 +112,10 @@ def test_a_module_in_the_current_folder_and_a_class_without_a_name(tmp_path, own
 
 
 def test_a_retriever_that_needs_the_chat_model_gets_one(tmp_path, own_file, monkeypatch):
-    import pace.run
+    import pace.llm
     from pace.llm import FakeChat
     from pace.testing import schema_reply
-    monkeypatch.setattr(pace.run, "_chat", lambda spec, cache: FakeChat(schema_reply, cache=False))
+    monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache: FakeChat(schema_reply, cache=False))
     assert main(["run", "--data", TINY, "--methods", f"{own_file}:Asks", "--retrieval-only", "--embedder", "hash:hash",
                  "--limit", "1", "--out", str(tmp_path), "--name", "asks", "--no-progress"]) == 0
     assert json.loads((tmp_path / "asks" / "run.json").read_text())["settings"]["chat"]["model_id"] == "fake"

@@ -218,8 +218,8 @@ def test_stratified_default_subset_of_mini():
     assert {q.situation_type for q in sel} == {"temporal", "personal", "state"}
 
 def test_cli_runs_and_prints_tables(tmp_path, capsys, monkeypatch):
-    import pace.run
-    monkeypatch.setattr(pace.run, "_chat", lambda spec, cache: fake())
+    import pace.llm
+    monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache: fake())
     assert main(["run", "--data", TINY, "--methods", "bm25,dense", "--embedder", "hash:hash", "--out", str(tmp_path),
                      "--name", "cli", "--limit", "2", "--no-progress"]) == 0
     out = capsys.readouterr().out
@@ -326,8 +326,8 @@ def test_batched_pairs_are_judged_at_once_and_concurrency_fits_the_batch(tmp_pat
     assert "--batch 4: the openai model" in capsys.readouterr().err
 
 def test_cli_batch_gives_the_same_results_file(tmp_path, monkeypatch):
-    import pace.run
-    monkeypatch.setattr(pace.run, "_chat", lambda spec, cache: fake())
+    import pace.llm
+    monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache: fake())
     base = ["run", "--data", TINY, "--methods", "bm25,pacemaker", "--embedder", "hash:hash", "--out", str(tmp_path), "--limit", "0", "--no-progress"]
     assert main(base + ["--name", "plain"]) == 0 and main(base + ["--name", "batch", "--batch", "4"]) == 0
     assert (tmp_path / "plain" / "results.jsonl").read_bytes() == (tmp_path / "batch" / "results.jsonl").read_bytes()
@@ -337,7 +337,7 @@ def test_cli_batch_gives_the_same_results_file(tmp_path, monkeypatch):
 
 def test_a_second_run_on_a_folder_in_use_is_refused_and_no_row_is_lost(tmp_path, capsys, monkeypatch):
     "Two runs on one folder: the second rewrote results.jsonl at its end and the first's later rows were lost."
-    import threading, pace.run
+    import threading, pace.llm
     from pace.run import RunLocked
     started, go, out = threading.Event(), threading.Event(), {}
     def held(messages, schema):
@@ -349,7 +349,7 @@ def test_a_second_run_on_a_folder_in_use_is_refused_and_no_row_is_lost(tmp_path,
         assert started.wait(60)
         with pytest.raises(RunLocked, match="is in use by pid"):
             run_experiment(chat=fake(), name="busy", cache=False, **kw(tmp_path, methods=["bm25"], limit=2))
-        monkeypatch.setattr(pace.run, "_chat", lambda spec, cache: fake())
+        monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache: fake())
         code = main(["run", "--data", TINY, "--methods", "bm25", "--embedder", "hash:hash", "--out", str(tmp_path), "--name", "busy",
                      "--limit", "2", "--no-progress"])
         err = capsys.readouterr().err.strip()
@@ -388,14 +388,14 @@ def test_kill_9_leaves_a_lock_that_the_resume_takes_over_with_the_same_file(tmp_
 
 
 def test_ctrl_c_marks_the_folder_partial_and_prints_the_command_that_resumes_it(tmp_path, capsys, monkeypatch):
-    import shlex, pace.run
+    import shlex, pace.llm
     whole = run_experiment(chat=fake(), name="whole", cache=False, **kw(tmp_path, methods=["bm25", "pacemaker"]))
     n = [0]
     def interrupted(messages, schema):
         n[0] += 1
         if n[0] == 12: raise KeyboardInterrupt
         return respond(messages, schema)
-    monkeypatch.setattr(pace.run, "_chat", lambda spec, cache: FakeChat(interrupted, cache=False))
+    monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache: FakeChat(interrupted, cache=False))
     argv = ["run", "--data", TINY, "--methods", "bm25,pacemaker", "--embedder", "hash:hash", "--out", str(tmp_path), "--name", "cut",
             "--limit", "0", "--no-progress"]
     assert main(argv) == 130
@@ -406,7 +406,7 @@ def test_ctrl_c_marks_the_folder_partial_and_prints_the_command_that_resumes_it(
     man = json.loads((tmp_path / "cut" / "run.json").read_text())
     assert man["status"] == "partial" and man["stopped"].startswith("interrupted") and 0 < man["n_pairs"] < 8
     assert f"{man['n_pairs']} result rows kept" in err and not (tmp_path / "cut" / "run.lock").exists()
-    monkeypatch.setattr(pace.run, "_chat", lambda spec, cache: fake())
+    monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache: fake())
     assert main(cmd[1:]) == 0
     assert (tmp_path / "cut" / "results.jsonl").read_bytes() == whole["results"].read_bytes()
     assert json.loads((tmp_path / "cut" / "run.json").read_text())["status"] == "complete"
