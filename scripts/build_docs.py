@@ -10,6 +10,8 @@ still run `nbdev_docs` (settings.ini is untouched); this build needs no Quarto a
 
 1. Stages the Sphinx sources in build/docs/src (nothing under nbs/ is touched or executed):
    - index.md, the home page: README.md with its relative links rewritten for the site;
+   - guide/<name>.md: the pages of docs/guide/ (links rewritten the same way), first in the
+     navigation, in the order the README links them;
    - the notebooks in reading order from their file names: nbs/*.ipynb under "Notebooks",
      each folder nbs/<name>/ (experiments/, ...) its own section; nbdev directives applied as
      nbdev's Quarto site does (`#| hide` cells dropped, `#| export` source replaced by the API
@@ -18,8 +20,8 @@ still run `nbdev_docs` (settings.ini is untouched); this build needs no Quarto a
    - api/<module>.md: the signature, docstring and parameter comments of every name in the
      `__all__` of each module a notebook exports (`#| default_exp`), read from pace/*.py;
    - results/: a page per folder of results/ with its Markdown tables included, its figures
-     shown and its CSV/LaTeX/JSON files downloadable; each experiment notebook's page ends
-     with the tables its default parameters wrote;
+     shown and its CSV/LaTeX/JSON files downloadable, and the folder's README.md (its findings)
+     at the top; each experiment notebook's page ends with the tables its default parameters wrote;
    - contributing.md (CONTRIBUTING.md).
 2. Runs sphinx-build with -W (a broken cross-reference or a missing include fails the build) and
    copies MathJax into the site, so math renders offline.
@@ -280,6 +282,7 @@ class Site:
         p = (origin.parent / path).resolve()
         if p in self.docs: return _rel(self.docs[p], page) + frag
         if p.is_dir() and p in self.result_pages: return _rel(self.result_pages[p], page) + frag
+        if p.name == "README.md" and p.parent in self.result_pages: return _rel(self.result_pages[p.parent], page) + frag  # shown on its folder's page
         try: rel = p.relative_to(self.root)
         except ValueError: return target
         if p.is_file():                          # any other file of the repository: shipped with the site
@@ -289,20 +292,25 @@ class Site:
         if p.is_dir() and self.repo_url: return f"{self.repo_url}/tree/{self.branch}/{rel.as_posix()}"
         return target                            # missing: sphinx -W reports it
 
-    def rewrite(self, md: str, origin: Path, page: Path, code_links: bool = False) -> str:
+    def rewrite(self, md: str, origin: Path, page: Path, code_links: bool = False, absolute: bool = False) -> str:
+        "Links of `md` (written at `origin`) for `page`; `absolute`: from the site's root (`/...`), for a file that is included."
+        if absolute: page = self.src / "index.md"
         def fix(m):
             t = self.link_target(m.group(2), origin, page)
+            if absolute and t != m.group(2) and not t.startswith(("#", "/")):
+                t = ("download:/" + t[len("download:"):]) if t.startswith("download:") else "/" + t
             if t.startswith("download:"):            # a file, not a page: an image shows it, a link downloads it
                 t = t[len("download:"):]
                 if m.group(1).startswith("!"): return f"{m.group(1)}({t})"
                 text = re.sub(r"[`<>]", "", m.group(1)[1:-1]) or Path(t).name
                 return f"{{download}}`{text} <{t}>`"
             return f"{m.group(1)}({t}{m.group(3) or ''})"
+        root = "/" if absolute else ""
         def code(m):                             # `nbs/00_data.ipynb`, `pace.data` -> links
             t = m.group(1)
             if (d := self.docs.get((origin.parent / t).resolve())) is not None and t.endswith((".ipynb", ".md")):
-                return f"[`{t}`]({_rel(d, page)})"
-            if t in self.modules: return f"[`{t}`]({_rel(self.src / 'api' / (t.split('.', 1)[1] + '.md'), page)})"
+                return f"[`{t}`]({root}{_rel(d, page)})"
+            if t in self.modules: return f"[`{t}`]({root}{_rel(self.src / 'api' / (t.split('.', 1)[1] + '.md'), page)})"
             return m.group(0)
         out = []
         for fenced, text in _segments(md):
@@ -412,6 +420,8 @@ class Site:
         for f in files:
             staged = self.src / "_results" / f.relative_to(self.results)
             staged.parent.mkdir(parents=True, exist_ok=True); shutil.copy2(f, staged)
+            if f.name == "README.md":                # included into pages at several depths: links from the site's root
+                staged.write_text(self.rewrite(f.read_text(), f, staged, code_links=True, absolute=True))
         readme = folder / "README.md"
         if readme.exists(): parts.append(f"```{{include}} {_rel(self.src / '_results' / readme.relative_to(self.results), page)}\n:heading-offset: {level - 1}\n```")
         for f in tables:                         # a table file with its own heading keeps it, one level down
@@ -427,6 +437,18 @@ class Site:
         if dl: parts.append("Files: " + " · ".join(dl))
         return "\n\n".join(parts)
 
+    def guide_pages(self) -> list[Path]:
+        "docs/guide/*.md, in the order the README first links them, then the others by name."
+        d = self.root / "docs" / "guide"
+        if not d.is_dir(): return []
+        pages = sorted(d.glob("*.md"))
+        readme = (self.root / "README.md").read_text() if (self.root / "README.md").exists() else ""
+        order = {}
+        for m in _LINK.finditer(readme):
+            p = (self.root / m.group(2).partition("#")[0]).resolve()
+            order.setdefault(p, len(order))
+        return sorted(pages, key=lambda p: (order.get(p.resolve(), len(order)), p.name))
+
     def stage(self) -> list[dict]:
         if self.src.exists(): shutil.rmtree(self.src)
         self.src.mkdir(parents=True)
@@ -439,10 +461,20 @@ class Site:
                     self.modules[f"{self.lib}.{m.split()[0]}"] = self.docs[p.resolve()]
         self.docs[(self.root / "README.md").resolve()] = self.src / "index.md"
         if (self.root / "CONTRIBUTING.md").exists(): self.docs[(self.root / "CONTRIBUTING.md").resolve()] = self.src / "contributing.md"
+        guide = self.guide_pages()
+        for g in guide: self.docs[g.resolve()] = self.src / "guide" / g.name
         folders = self.result_folders()
         for f in folders: self.result_pages[f.resolve()] = self.src / "results" / (f.relative_to(self.results).as_posix().replace("/", "--") + ".md")
 
         toc: list[tuple[str, list[str]]] = []
+        if guide:
+            (self.src / "guide").mkdir()
+            for g in guide:
+                text = self.rewrite(g.read_text(), g, self.src / "guide" / g.name, code_links=True)
+                (self.src / "guide" / g.name).write_text(text)
+                self.pages.append({"doc": f"guide/{g.stem}", "kind": "page", "source": g.relative_to(self.root).as_posix(),
+                                   "title": nb_title({"cells": [{"cell_type": "markdown", "source": text}]}, g.stem)})
+            toc.append(("Guide", [f"guide/{g.stem}" for g in guide]))
         for name, nbs in sections:
             kind = "experiment" if name.lower() == "experiments" else "notebook"
             entries = []
