@@ -11,7 +11,7 @@ still run `nbdev_docs` (settings.ini is untouched); this build needs no Quarto a
 1. Stages the Sphinx sources in build/docs/src (nothing under nbs/ is touched or executed):
    - index.md, the home page: README.md with its relative links rewritten for the site;
    - guide/<name>.md: the pages of docs/guide/ (links rewritten the same way), first in the
-     navigation, in the order the README links them;
+     navigation, in the order of the README's list of them;
    - the notebooks in reading order from their file names: nbs/*.ipynb under "Notebooks",
      each folder nbs/<name>/ (experiments/, ...) its own section; nbdev directives applied as
      nbdev's Quarto site does (`#| hide` cells dropped, `#| export` source replaced by the API
@@ -438,7 +438,7 @@ class Site:
         return "\n\n".join(parts)
 
     def guide_pages(self) -> list[Path]:
-        "docs/guide/*.md, in the order the README first links them, then the others by name."
+        "docs/guide/*.md, in the order of the README's last link to each (its list of them), then the others by name."
         d = self.root / "docs" / "guide"
         if not d.is_dir(): return []
         pages = sorted(d.glob("*.md"))
@@ -446,8 +446,8 @@ class Site:
         order = {}
         for m in _LINK.finditer(readme):
             p = (self.root / m.group(2).partition("#")[0]).resolve()
-            order.setdefault(p, len(order))
-        return sorted(pages, key=lambda p: (order.get(p.resolve(), len(order)), p.name))
+            order[p] = m.start()
+        return sorted(pages, key=lambda p: (order.get(p.resolve(), float("inf")), p.name))
 
     def stage(self) -> list[dict]:
         if self.src.exists(): shutil.rmtree(self.src)
