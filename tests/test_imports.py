@@ -98,3 +98,13 @@ def test_no_private_names_across_modules():
     uses = [f"pace/{p.name}:{line} {name}" for p in sorted(root.glob("*.py")) if not p.stem.startswith("_")
             for line, name in sorted(_private_uses(p, modules))]
     assert not uses, "private names used across modules:\n" + "\n".join(uses)
+
+
+def test_index_notebook_names_every_module_notebook():
+    "nbs/index.ipynb's reading order names every numbered notebook of nbs/ (a new notebook must be added to it)."
+    import json
+    from pathlib import Path
+    nbs = Path(__file__).parents[1] / "nbs"
+    text = "".join("".join(c["source"]) for c in json.loads((nbs / "index.ipynb").read_text())["cells"])
+    missing = [p.stem for p in sorted(nbs.glob("[0-9][0-9]*.ipynb")) if f"`{p.stem}`" not in text]
+    assert not missing, f"nbs/index.ipynb does not name: {', '.join(missing)}"
