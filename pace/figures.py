@@ -9,7 +9,8 @@ from pathlib import Path
 import pandas as pd
 
 # %% auto #0
-__all__ = ['SMALL_MODEL_NOTE', 'PDF_METADATA', 'is_small_model', 'recorded_models', 'caption', 'write_table', 'save_figure']
+__all__ = ['SMALL_MODEL_NOTE', 'PDF_METADATA', 'is_small_model', 'recorded_models', 'caption', 'write_table', 'save_figure',
+           'method_bars']
 
 # %% ../nbs/29b_figures.ipynb #f2736378
 SMALL_MODEL_NOTE = "Made with small models on CPU: it shows the pipeline at work, not how well the method does."
@@ -98,3 +99,22 @@ def save_figure(fig, # a matplotlib figure
     fig.savefig(d / f"{name}.pdf", metadata=PDF_METADATA)
     if caption is not None: (d / f"{name}.md").write_text(f"{caption}\n\n![{name}]({name}.png)\n")
     return [d / f"{name}.{x}" for x in ("png", "pdf", *(["md"] if caption is not None else []))]
+
+# %% ../nbs/29b_figures.ipynb #45daa5e5
+def method_bars(frames: dict, # setting (a model, an embedder) -> its per-query frame (`pace.evaluate.results_frame`)
+                hue: str, # what the settings are, e.g. 'model'
+                metrics: dict, # frame column -> its name in the figure, e.g. {'pass': 'PASS'}
+                aspect: float = 1.3, # width of a panel over its height
+               ):
+    "A seaborn bar chart: each metric's mean (%) per method and setting with a seeded 95% bootstrap interval."
+    import seaborn as sns
+    from pace.evaluate import table2
+    per_query = pd.concat([d.assign(**{hue: k}) for k, d in frames.items()])
+    long = per_query.melt(id_vars=[hue, "method"], value_vars=list(metrics), var_name="metric", value_name="%").dropna()
+    long["%"] = 100 * long["%"].astype(float)
+    long["metric"] = long["metric"].map(metrics)
+    order = list(dict.fromkeys(m for d in frames.values() for m in table2(d).index))   # the tables' method order
+    g = sns.catplot(data=long, x="method", y="%", order=order, hue=hue, col="metric", kind="bar", errorbar=("ci", 95),
+                    seed=0, palette="colorblind", height=3.2, aspect=aspect)
+    g.set(ylim=(0, 100))
+    return g
