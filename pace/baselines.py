@@ -13,6 +13,7 @@ from .agents import AgentCall, generate_answer, fit_facts, as_date, persona_name
 from .data import UsageError
 from .pipeline import (PaceMaker, PaceMakerConfig, MethodTrace, resolve_index, pacemaker_config, hybrid_ranking, HYBRID_K,
                            SMALL_SWITCHES, SMALL_SIZES, PAPER_ABLATIONS)
+from .pacemaker_score import SCORE_SWITCHES
 
 # %% auto #0
 __all__ = ['ANSWER_SETTINGS', 'METHOD_SPECS', 'SIZED', 'METHODS', 'LLM_FREE', 'MethodResult', 'Method', 'BaselineTrace', 'Oracle',
@@ -146,7 +147,7 @@ class PaceMakerMethod:
     def __init__(self, chat_model, # the agents' model
                  index, # an index, `IndexStore` or callable
                  config: PaceMakerConfig | None = None):
-        self.pm = PaceMaker(chat_model, index, config)
+        self.pm = (config.pipeline() if hasattr(config, 'pipeline') else PaceMaker)(chat_model, index, config)   # a variant's own class
     @property
     def name(self): return self.pm.name
     def run(self, query, instance, kb, answer: bool = True) -> MethodResult:
@@ -200,6 +201,8 @@ METHOD_SPECS = (
                variants=tuple(f"pacemaker-no_{s}" for s in PAPER_ABLATIONS)),
     MethodSpec("pacemaker-small", PaceMakerMethod, batchable=True, config="pacemaker",
                variants=tuple(f"pacemaker-small-no_{s}" for s in SMALL_SWITCHES)),
+    MethodSpec("pacemaker-score", PaceMakerMethod, batchable=True, config="pacemaker",
+               variants=tuple(f"pacemaker-score-no_{s}" for s in SCORE_SWITCHES)),
     MethodSpec("hipporag2", "pace.hipporag:HippoRAG2", kind="structured", alone=True,
                settings=("answer_max_tokens",)),
     MethodSpec("graphrag", "pace.graphrag:GraphRAG", kind="structured", alone=True, config="graphrag",

@@ -180,6 +180,9 @@ def pacemaker_config(name: str, # 'pacemaker' or 'pacemaker-small', then any '-n
                      base: PaceMakerConfig | None = None, # settings to start from (`pace run --config`)
                     ) -> PaceMakerConfig:
     "The config a PaceMaker method name stands for; settings given explicitly in `base` win over the small preset."
+    if name.split('-no_')[0] == 'pacemaker-score':   # the pointwise-scoring variant (nbs/21b_pacemaker_score.ipynb)
+        from pace.pacemaker_score import score_config
+        return score_config(name, base)
     base = base or PaceMakerConfig()
     head, *offs = name.split('-no_')
     if head not in ('pacemaker', 'pacemaker-small'): raise ValueError(f"not a PaceMaker method: {name!r}")
