@@ -8,7 +8,7 @@ import datetime as dt, math, re, time
 from typing import Literal
 from pydantic import BaseModel, Field
 from .agents import AgentCall, agent_request, as_date, persona_name, answer_steps
-from .pipeline import PaceMaker, PaceMakerConfig, Trace, View, ViewCandidates, Switch, resolve_index
+from .pipeline import PaceMaker, PaceMakerConfig, Trace, View, ViewCandidates, Switch, resolve_index, VARIANT_CONFIGS
 from .retrieve import hybrid_search, wrrf
 
 # %% auto #0
@@ -211,7 +211,10 @@ def score_config(name: str, # 'pacemaker-score', then any '-no_<switch>' of `SCO
         raise ValueError(f"the settings given make {name!r} into {cfg.name!r}: run that method, or change the settings")
     return cfg
 
-# %% ../nbs/21b_pacemaker_score.ipynb #c66f9106
+# %% ../nbs/21b_pacemaker_score.ipynb #b6f0c60b
+VARIANT_CONFIGS['pacemaker-score'] = score_config   # `pace.pipeline.pacemaker_config` (and so `pace run`) knows its names
+
+# %% ../nbs/21b_pacemaker_score.ipynb #0ceaa5f7
 class ScoreTrace(Trace):
     "A PaceMaker trace plus what pacemaker-score saw: the request's dates, the date facts and each candidate's score."
     dates: list[str] = []                  # the dates the request names (ISO)
@@ -220,7 +223,7 @@ class ScoreTrace(Trace):
     scores: dict[str, float | None] = {}   # P(yes) per scored candidate (None: no usable reply)
     ranking: list[tuple[str, float]] = []  # the whole fused ranking of the candidates
 
-# %% ../nbs/21b_pacemaker_score.ipynb #5cc054a1
+# %% ../nbs/21b_pacemaker_score.ipynb #57fbc53f
 class PaceMakerScore(PaceMaker):
     "pacemaker-score: score, don't pick. The request's Hybrid candidates and its date facts, each judged yes/no, fused by WRRF."
     def __init__(self, chat_model, # the scoring model (`pace.llm` chat model; log-probabilities where it has them)

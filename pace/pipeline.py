@@ -14,9 +14,9 @@ from .traverse import bfs_expand
 from .index import bm25_tokens
 
 # %% auto #0
-__all__ = ['LATE_DEFAULTS', 'EVIDENCE_STAGES', 'HYBRID_K', 'SMALL_SWITCHES', 'SMALL_SIZES', 'PAPER_ABLATIONS', 'PaceMakerConfig',
-           'MethodTrace', 'View', 'ViewCandidates', 'PoolDoc', 'Trace', 'pool_order', 'resolve_index', 'hybrid_ranking',
-           'view_specificity', 'Switch', 'pacemaker_config', 'PaceMaker']
+__all__ = ['LATE_DEFAULTS', 'EVIDENCE_STAGES', 'HYBRID_K', 'SMALL_SWITCHES', 'SMALL_SIZES', 'PAPER_ABLATIONS', 'VARIANT_CONFIGS',
+           'PaceMakerConfig', 'MethodTrace', 'View', 'ViewCandidates', 'PoolDoc', 'Trace', 'pool_order',
+           'resolve_index', 'hybrid_ranking', 'view_specificity', 'Switch', 'pacemaker_config', 'PaceMaker']
 
 # %% ../nbs/21_pipeline.ipynb #456dbf3e
 LATE_DEFAULTS = dict(answer_format='free_text')   # settings newer than recorded runs: dumped only when not at their default
@@ -176,13 +176,13 @@ SMALL_SIZES = dict(n_filter=15, n_final=15)   # pacemaker-small's filters add 5 
 PAPER_ABLATIONS = ('planning', 'traversal', 'selection')
 
 # %% ../nbs/21_pipeline.ipynb #15f60d8c
+VARIANT_CONFIGS = {}   # more PaceMaker variants, name -> its config function (`pace.pacemaker_score` adds 'pacemaker-score')
+
 def pacemaker_config(name: str, # 'pacemaker' or 'pacemaker-small', then any '-no_<switch>'
                      base: PaceMakerConfig | None = None, # settings to start from (`pace run --config`)
                     ) -> PaceMakerConfig:
     "The config a PaceMaker method name stands for; settings given explicitly in `base` win over the small preset."
-    if name.split('-no_')[0] == 'pacemaker-score':   # the pointwise-scoring variant (nbs/21b_pacemaker_score.ipynb)
-        from pace.pacemaker_score import score_config
-        return score_config(name, base)
+    if (variant := VARIANT_CONFIGS.get(name.split('-no_')[0])) is not None: return variant(name, base)
     base = base or PaceMakerConfig()
     head, *offs = name.split('-no_')
     if head not in ('pacemaker', 'pacemaker-small'): raise ValueError(f"not a PaceMaker method: {name!r}")
