@@ -169,13 +169,13 @@ class ScoreConfig(PaceMakerConfig):
     score_depth: int = Field(20, ge=1)          # the request's dense and BM25 top N: the Hybrid candidates (fused as Hybrid fuses them)
     date_seeds: bool = True                     # 'dates': facts naming the request's dates (or the day before) join the candidates
     date_days_before: int = Field(1, ge=0)      # also the days before each named date
-    max_date_facts: int = Field(10, ge=0)       # at most this many date facts, most similar to the request first
-    w_date: float = Field(1.0, ge=0)            # weight of the date facts' run in the fusion
+    max_date_facts: int = Field(5, ge=0)        # at most this many date facts, most similar to the request first
+    w_date: float = Field(0.25, ge=0)           # weight of the date facts' run in the fusion
     entity_view: bool = True                    # 'entities': a view of the request's names and dates, searched like the request
     entity_depth: int = Field(10, ge=1)         # its dense and BM25 top N
     w_entity: float = Field(1.0, ge=0)          # its weight in the fusion
     use_scores: bool = True                     # 'scores': one yes/no call per candidate, P(yes) ranks them
-    w_score: float = Field(1.0, ge=0)           # weight of that ranking in the fusion
+    w_score: float = Field(0.25, ge=0)          # weight of that ranking in the fusion
     score_top_logprobs: int = Field(8, ge=1)    # log-probabilities asked for per call
 
     @property
