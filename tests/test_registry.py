@@ -12,6 +12,7 @@ TINY = str(ROOT / "tests/fixtures/tiny")
 OLD_METHODS = ("oracle", "full_kb", "full_kb_dense", "bm25", "dense", "hybrid", "hybrid@15",
                "pacemaker", "pacemaker-no_planning", "pacemaker-no_traversal", "pacemaker-no_selection",
                "pacemaker-small", "pacemaker-small-no_weighting", "pacemaker-small-no_anchors", "pacemaker-small-no_poolcap")
+SCORE_METHODS = ("pacemaker-score", "pacemaker-score-no_dates", "pacemaker-score-no_entities", "pacemaker-score-no_scores")  # added since
 OLD_LLM_FREE = ("bm25", "dense", "hybrid", "hybrid@15")
 OLD_SIZED = ("bm25", "dense", "hybrid")
 OLD_STRUCTURED = ("hipporag2", "graphrag")
@@ -21,20 +22,20 @@ OLD_RETRIEVE_NOTHING = ("oracle", "full_kb", "full_kb_dense")   # the exclusion 
 
 def test_every_derived_list_is_what_it_was():
     import pace.baselines as b, pace.run as r, pace.evaluate as e
-    assert (b.METHODS, b.LLM_FREE, b.SIZED) == (OLD_METHODS, OLD_LLM_FREE, OLD_SIZED)
-    assert r.STRUCTURED_METHODS == OLD_STRUCTURED and r.METHODS == OLD_METHODS + OLD_STRUCTURED
+    assert (b.METHODS, b.LLM_FREE, b.SIZED) == (OLD_METHODS + SCORE_METHODS, OLD_LLM_FREE, OLD_SIZED)
+    assert r.STRUCTURED_METHODS == OLD_STRUCTURED and r.METHODS == OLD_METHODS + SCORE_METHODS + OLD_STRUCTURED
     assert e.ORDER == OLD_ORDER
     specs = {m: b.method_spec(m) for m in r.METHODS}
     assert tuple(m for m, s in specs.items() if not s.ranked) == OLD_RETRIEVE_NOTHING
     assert tuple(m for m, s in specs.items() if s.alone) == OLD_STRUCTURED           # what `_run_pairs` ran one at a time
-    assert {m for m, s in specs.items() if s.batchable} == {m for m in OLD_METHODS if m.startswith("pacemaker")}
+    assert {m for m, s in specs.items() if s.batchable} == {m for m in OLD_METHODS + SCORE_METHODS if m.startswith("pacemaker")}
     assert [m for m, s in specs.items() if s.sees_gold] == ["oracle"]
     # sizes and PaceMaker's variants keep their names, and build as before
     assert (specs["hybrid@15"].make, specs["hybrid@15"].options) == (b.Hybrid, {"k": 15})
-    assert {m for m, s in specs.items() if s.config == "pacemaker"} == {m for m in OLD_METHODS if m.startswith("pacemaker")}
+    assert {m for m, s in specs.items() if s.config == "pacemaker"} == {m for m in OLD_METHODS + SCORE_METHODS if m.startswith("pacemaker")}
     from pace.testing import ToyIndex
-    assert [b.make_method(m, None, ToyIndex([])).name for m in ("hybrid@15", "bm25@20", "full_kb_dense", "pacemaker-small-no_anchors")] \
-        == ["hybrid@15", "bm25@20", "full_kb_dense", "pacemaker-small-no_anchors"]
+    names = ("hybrid@15", "bm25@20", "full_kb_dense", "pacemaker-small-no_anchors", "pacemaker-score-no_entities")
+    assert [b.make_method(m, None, ToyIndex([])).name for m in names] == list(names)
 
 
 OWN = '''
