@@ -32,7 +32,7 @@ def _add_data(sub):
     v.add_argument("path", help="dataset folder")
     v.add_argument("--json", action="store_true", help="print the full report as JSON")
     def _verify(a):
-        from pace.gen_validate import data_verify   # the checks live with generation's validation stage (nbs/34_gen_validate.ipynb)
+        from pace.gen.validate import data_verify   # the checks live with generation's validation stage (nbs/44_gen_validate.ipynb)
         return data_verify(a.path, as_json=a.json)
     v.set_defaults(func=_verify)
 
@@ -48,7 +48,7 @@ class _Parser(argparse.ArgumentParser):
     "argparse with one-line errors: `prog: error: message` and exit status 2, no usage dump."
     def error(self, message): self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
-CLI_MODULES = ["pace.run", "pace.cache", "pace.judge", "pace.generate", "pace.reproduce"]  # modules with an `add_cli(subparsers)` hook, in --help order
+CLI_MODULES = ["pace.eval.run", "pace.cache", "pace.eval.judge", "pace.gen.generate", "pace.eval.reproduce"]  # modules with an `add_cli(subparsers)` hook, in --help order
 
 def build_parser() -> argparse.ArgumentParser:
     "The `pace` argument parser with every registered subcommand."

@@ -419,7 +419,8 @@ def test_each_attempt_a_model_computes_is_logged_and_nothing_else(tmp_path, monk
 def test_a_replay_answers_like_the_cache_replays_failures_and_stops_at_a_miss(tmp_path):
     from pace.cache import ReplayMissError
     from pace.llm import ReplayChat
-    from pace.agents import chat_one, run_steps_batch, plan_steps
+    from pace.calls import chat_one, run_steps_batch
+    from pace.methods.agents import plan_steps
     def answer(m, js):
         if "fail" in m[-1]["content"]: raise TimeoutError("server busy")
         return json.dumps({"conflict": True, "reason": m[-1]["content"]}) if js else "said " + m[-1]["content"]
