@@ -10,7 +10,8 @@ from pydantic import BaseModel, ValidationError
 from .cache import Accounts, ReplayError
 
 # %% auto #0
-__all__ = ['AgentCall', 'reply_json', 'agent_request', 'chat_one', 'read_reply', 'call_agent', 'run_steps', 'run_steps_batch']
+__all__ = ['AgentCall', 'reply_json', 'agent_request', 'chat_one', 'read_reply', 'call_agent', 'run_steps', 'run_steps_batch',
+           'prompt_asset']
 
 # %% ../nbs/03_calls.ipynb #0a9ed9e3
 class AgentCall(BaseModel):
@@ -130,3 +131,13 @@ def run_steps_batch(cm,            # chat model
         for i, reqs in now:
             mine = [next(res) for _ in reqs]; _tally(accs[i], reqs, mine); advance(i, mine)
     return vals, [a.by_stage() for a in accs]
+
+# %% ../nbs/03_calls.ipynb #abc98461
+def prompt_asset(name: str, # path under `pace/assets/prompts/`, e.g. 'agents/PLANNER_SYSTEM.md'
+                ):
+    "The text of a prompt file shipped with the package (a `.json` file: its parsed value)."
+    from importlib.resources import files
+    f = files("pace").joinpath("assets", "prompts", *name.split("/"))
+    if not f.is_file(): raise FileNotFoundError(f"no prompt asset {name!r} under pace/assets/prompts/")
+    text = f.read_bytes().decode("utf-8")
+    return json.loads(text) if name.endswith(".json") else text
