@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 import numpy as np, pandas as pd
 from ..methods.baselines import METHOD_SPECS
+from ..methods.agents import STAGE_ORDER, EVIDENCE_STAGES
 from ..metrics import retrieval_metrics, bootstrap_ci, funnel, stage_coverage
 from .judge import expected_decision
 
@@ -21,8 +22,8 @@ KS = (5, 10)
 MRR = f"mrr@{max(KS)}"
 METRIC_COLS = [f"{m}@{k}" for m in ("recall", "hit", "gold") for k in KS] + [MRR]
 ORDER = tuple(s.name for s in sorted((s for s in METHOD_SPECS if s.order is not None), key=lambda s: s.order))
-FUNNEL_STAGES = ("fused", "prehop", "pool", "final", "answer")
-CALL_STAGES = ("planner", "views", "prehop", "posthop", "answer", "judge_decision", "judge_rationale", "judge")
+FUNNEL_STAGES = EVIDENCE_STAGES   # PaceMaker's, from `pace.methods.agents.STAGES`
+CALL_STAGES = STAGE_ORDER + ("judge_decision", "judge_rationale", "judge")   # then the judge's (`pace.eval.judge`)
 LABEL_COLS = {"PASS": "pass", "WRONG_RATIONALE": "wrong_rationale", "FAIL": "fail"}
 
 def read_jsonl(path) -> list[dict]:

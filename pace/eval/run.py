@@ -31,8 +31,8 @@ __all__ = ['DEFAULT_DATA', 'DEFAULT_CHAT', 'DEFAULT_METHODS', 'RETRIEVAL_METHODS
 # %% ../../nbs/32_run.ipynb #45bcaae8
 DEFAULT_DATA = "data/mini"
 DEFAULT_CHAT = "llamacpp:qwen2.5-0.5b"
-DEFAULT_METHODS = ("oracle", "bm25", "dense", "hybrid", "pacemaker")
-RETRIEVAL_METHODS = ("bm25", "dense", "hybrid", "pacemaker")   # the default of a retrieval-only run
+DEFAULT_METHODS = tuple(s.name for s in METHOD_SPECS if s.default)
+RETRIEVAL_METHODS = tuple(s.name for s in METHOD_SPECS if s.default and s.ranked)   # the default of a retrieval-only run
 DEFAULT_LIMIT = 6   # one query per (label, situation type): see the measured run time in the README
 
 # %% ../../nbs/32_run.ipynb #b52030e5

@@ -4,24 +4,43 @@
 
 # %% ../../nbs/20_agents.ipynb #377baa39
 from __future__ import annotations
-import datetime as dt, itertools, json, random, re, string
-from typing import Any, Literal, get_args
+import datetime as dt, functools, itertools, json, random, re, string
+from typing import Any, Literal, NamedTuple, get_args
 from pydantic import BaseModel, Field, ValidationError
 from ..cache import Accounts, ReplayError
 from ..calls import (AgentCall, reply_json, agent_request, chat_one, read_reply, call_agent,
-                        run_steps, run_steps_batch)
+                        run_steps, run_steps_batch, prompt_asset)
 
 # %% auto #0
-__all__ = ['STAGE_ORDER', 'PLANNER_SYSTEM', 'VIEWS_SYSTEM', 'FILTER_SYSTEM', 'LABEL_CODES', 'ANSWER_SYSTEM', 'ANSWER_FORMATS',
-           'ANSWER_JSON_SYSTEM', 'persona_name', 'as_date', 'date_hints', 'Direction', 'ConflictPlan',
-           'planner_messages', 'plan_steps', 'plan_conflicts', 'CounterQueries', 'views_messages', 'views_steps',
-           'generate_views', 'Selection', 'filter_messages', 'selection_schema', 'clean_selection', 'token_counts',
-           'prompt_budget', 'shown_labels', 'SelectionReport', 'select_steps', 'select_evidence', 'answer_messages',
-           'AnswerWithDecision', 'fit_facts', 'tidy_answer', 'read_structured_answer', 'answer_steps',
-           'generate_answer']
+__all__ = ['STAGES', 'STAGE_ORDER', 'EVIDENCE_STAGES', 'PLANNER_SYSTEM', 'VIEWS_SYSTEM', 'FILTER_SYSTEM', 'LABEL_CODES',
+           'ANSWER_SYSTEM', 'ANSWER_FORMATS', 'ANSWER_JSON_SYSTEM', 'Stage', 'one_call', 'persona_name', 'as_date',
+           'date_hints', 'Direction', 'ConflictPlan', 'planner_messages', 'plan_conflicts', 'CounterQueries',
+           'views_messages', 'generate_views', 'Selection', 'filter_messages', 'selection_schema', 'clean_selection',
+           'token_counts', 'prompt_budget', 'shown_labels', 'SelectionReport', 'select_evidence', 'answer_messages',
+           'AnswerWithDecision', 'fit_facts', 'tidy_answer', 'read_structured_answer', 'generate_answer']
 
 # %% ../../nbs/20_agents.ipynb #33bad9a2
-STAGE_ORDER = ("planner", "views", "prehop", "posthop", "answer")   # the order of PaceMaker's stages
+class Stage(NamedTuple):
+    "One stage of PaceMaker."
+    name: str
+    calls: bool      # calls the model: its name tags the calls and the accounts
+    evidence: bool   # hands on evidence ids: a step of the evidence funnel
+
+STAGES = (Stage("planner", True, False), Stage("views", True, False), Stage("fused", False, True),
+          Stage("prehop", True, True), Stage("pool", False, True), Stage("posthop", True, False),
+          Stage("final", False, True), Stage("answer", True, True))
+# the model's stages, in the order they are served
+STAGE_ORDER = tuple(s.name for s in STAGES if s.calls)
+EVIDENCE_STAGES = tuple(s.name for s in STAGES if s.evidence)  # the funnel, in order
+
+# %% ../../nbs/20_agents.ipynb #e22e7e5d
+def one_call(steps):
+    """The agent `steps(cm, ...)` as one call: `agent(cm, ...)` runs it through `run_steps`; `agent.steps` is
+    `steps`."""
+    @functools.wraps(steps)
+    def agent(cm, *args, **kw): return run_steps(cm, steps(cm, *args, **kw))
+    agent.steps = steps
+    return agent
 
 # %% ../../nbs/20_agents.ipynb #7426a3de
 def persona_name(instance, # a `pace.data.Instance`, or anything with `ego`
@@ -44,7 +63,8 @@ def date_hints(ref_date, # the date of the request
               ) -> str:
     "A compact calendar starting at `ref_date`: 'today', 'tomorrow' and the next `days` days with weekdays."
     d0 = as_date(ref_date)
-    lines = [f"today = {d0:%A} {d0.isoformat()}", f"tomorrow = {(d0+dt.timedelta(1)):%A} {(d0+dt.timedelta(1)).isoformat()}"]
+    lines = [f"today = {d0:%A} {d0.isoformat()}",
+             f"tomorrow = {(d0+dt.timedelta(1)):%A} {(d0+dt.timedelta(1)).isoformat()}"]
     lines += [f"{(d0+dt.timedelta(i)):%a} {(d0+dt.timedelta(i)).isoformat()}" for i in range(2, days + 1)]
     return "; ".join(lines)
 
@@ -57,23 +77,15 @@ class ConflictPlan(BaseModel):
     directions: list[Direction] = Field(min_length=1, max_length=3)
 
 # %% ../../nbs/20_agents.ipynb #29a4c654
-PLANNER_SYSTEM = """You help a personal assistant check requests against what it knows about its user.
-Given one request and the date it is made, name the lines of inquiry (directions) that would turn up the facts needed to decide whether the request can go ahead.
+PLANNER_SYSTEM = prompt_asset("agents/PLANNER_SYSTEM.md")
 
-Useful directions look for: schedules, routines and earlier commitments; the people involved, their needs and availability; places, travel and access; preferences, sensitivities and habits; health, mobility or energy; bookings, resources, permissions or preparation; anything that makes a vague part of the request concrete.
-A direction does not have to predict a problem: facts that would confirm the request is fine are useful too.
-
-Rules:
-- Give 1 to 3 directions; give only one if only one clearly matters.
-- Tie every direction to something specific in the request; skip generic or speculative ones.
-- key_anchors: copy the exact words or short phrases from the request that the direction comes from (no paraphrase).
-- Answer with JSON only, in this shape: {{"directions": [{{"dimension": "what to look into", "key_anchors": ["exact words from the request"]}}]}}"""
-
+# %% ../../nbs/20_agents.ipynb #34adc50b
 def planner_messages(query: str, # the request
                      ref_date, # the date it is made
                     ) -> list[dict]:
     "Chat messages for the conflict planner."
-    user = f"Request: {query}\nDate of the request: {as_date(ref_date).isoformat()} ({as_date(ref_date):%A})\nList the directions as JSON."
+    user = (f"Request: {query}\nDate of the request: {as_date(ref_date).isoformat()} "
+            f"({as_date(ref_date):%A})\nList the directions as JSON.")
     return [dict(role='system', content=PLANNER_SYSTEM.format()), dict(role='user', content=user)]
 
 # %% ../../nbs/20_agents.ipynb #9821e41a
@@ -83,49 +95,43 @@ class _PlanAny(BaseModel):
 
 def _anchor_ok(a: str, query: str) -> bool: return bool(a.strip()) and a.strip().lower() in query.lower()
 
-def plan_steps(query: str,               # the request
-               ref_date,                 # the date it is made
-               *, max_directions: int = 3, # keep at most this many directions
-               stage: str = "planner", max_tokens: int = 200):
-    "The conflict planner as steps (see `run_steps`): one request; returns (plan or None, record)."
-    r, = yield [agent_request(planner_messages(query, ref_date), stage=stage, schema=ConflictPlan, max_tokens=max_tokens)]
+@one_call
+def plan_conflicts(cm,                         # chat model (the planner counts no tokens: None will do)
+                   query: str,                 # the request
+                   ref_date,                   # the date it is made
+                   *, max_directions: int = 3, # keep at most this many directions
+                   stage: str = "planner", max_tokens: int = 200):
+    """The conflict planner: one request; (plan or None, record). Anchors not found verbatim in `query` are
+    dropped. Fallback: no plan (counter queries then come from the request alone)."""
+    msgs = planner_messages(query, ref_date)
+    r, = yield [agent_request(msgs, stage=stage, schema=ConflictPlan, max_tokens=max_tokens)]
     plan, rec = read_reply(r, stage, _PlanAny)
     if plan is None:
         rec.fallback = "no plan"
         return None, rec
     dropped = [a for d in plan.directions for a in d.key_anchors if not _anchor_ok(a, query)]
-    dirs = [Direction(dimension=d.dimension.strip(), key_anchors=list(dict.fromkeys(a.strip() for a in d.key_anchors if _anchor_ok(a, query))))
+    dirs = [Direction(dimension=d.dimension.strip(),
+                      key_anchors=list(dict.fromkeys(a.strip() for a in d.key_anchors
+                                                     if _anchor_ok(a, query))))
             for d in plan.directions if d.dimension.strip()]
-    dirs = [d for d in dirs if d.key_anchors][:max_directions]  # a direction with no anchor in the request is not grounded
+    # a direction with no anchor in the request: not grounded
+    dirs = [d for d in dirs if d.key_anchors][:max_directions]
     rec.notes = dict(dropped_anchors=dropped, n_directions_returned=len(plan.directions))
     if not dirs:
         rec.ok, rec.error, rec.fallback = False, "no usable direction", "no plan"
         return None, rec
     return ConflictPlan(directions=dirs), rec
 
-def plan_conflicts(cm,                       # chat model
-                   query: str,               # the request
-                   ref_date,                 # the date it is made
-                   *, max_directions: int = 3, # keep at most this many directions
-                   stage: str = "planner", max_tokens: int = 200) -> tuple[ConflictPlan | None, AgentCall]:
-    "Run the conflict planner; anchors not found verbatim in `query` are dropped. Fallback: no plan (counter queries then come from the request alone)."
-    return run_steps(cm, plan_steps(query, ref_date, max_directions=max_directions, stage=stage, max_tokens=max_tokens))
-
 # %% ../../nbs/20_agents.ipynb #4471a98f
-VIEWS_SYSTEM = """You write search queries for a personal assistant's memory of facts about its user.
-The goal is to find facts that could block, limit or complicate the request: other commitments at that time, availability of the people involved, timing, access or travel problems, health limits, coordination needs, and the like.
+VIEWS_SYSTEM = prompt_asset("agents/VIEWS_SYSTEM.md")
 
-Rules:
-- Write up to {n} counter queries, each aimed at a different direction of the analysis below (if one is given).
-- Do not paraphrase the request; each query looks for a possible obstacle or condition.
-- Replace relative dates (today, tomorrow, tonight, this Friday, next week, this weekend...) with the actual date, using the calendar; do not explain the conversion.
-- Keep each query short and specific; no near-duplicates.
-- Answer with JSON only: {{"counter": [list of strings]}}"""
-
+# %% ../../nbs/20_agents.ipynb #7220582b
 class CounterQueries(BaseModel):
-    "Counter views as parsed (the cut to `max_counter` happens after validation; the schema sent caps the list)."
+    """Counter views as parsed (the cut to `max_counter` happens after validation; the schema sent caps the
+    list)."""
     counter: list[str]
 
+# %% ../../nbs/20_agents.ipynb #57d7439d
 def views_messages(query: str, # the request
                    ref_date, # the date it is made
                    plan: ConflictPlan | None, # the planner's output (None: no analysis)
@@ -141,18 +147,27 @@ def views_messages(query: str, # the request
 def _norm(s: str) -> str: return ' '.join(re.sub(r'[^\w\s]', ' ', s.lower()).split())
 
 def _clean_counters(counters: list[str], query: str, n: int) -> list[str]:
-    "Strip, drop empties, copies of the request and near-duplicates (same words ignoring case and punctuation); cut to `n`."
+    """Strip, drop empties, copies of the request and near-duplicates (same words ignoring case and
+    punctuation); cut to `n`."""
     out, seen = [], {_norm(query)}
     for c in counters:
         c = ' '.join(str(c).split())
         if c and _norm(c) and _norm(c) not in seen: out.append(c); seen.add(_norm(c))
     return out[:n]
 
-def views_steps(query: str, ref_date, plan: ConflictPlan | None, *, max_counter: int = 3, stage: str = "views", max_tokens: int = 200):
-    "The multi-view generator as steps (see `run_steps`): one request; returns (counter queries, record)."
-    sch = {"type": "object", "properties": {"counter": {"type": "array", "items": {"type": "string"}, "maxItems": max_counter}},
-           "required": ["counter"]}
-    r, = yield [agent_request(views_messages(query, ref_date, plan, max_counter), stage=stage, schema=sch, max_tokens=max_tokens)]
+@one_call
+def generate_views(cm,                        # chat model (unused by the steps: None is fine)
+                   query: str,                # the request
+                   ref_date,                  # the date it is made
+                   plan: ConflictPlan | None, # the planner's output
+                   *, max_counter: int = 3,   # at most this many counter queries
+                   stage: str = "views", max_tokens: int = 200):
+    """The multi-view generator: one request; (counter queries, record). Fallback: none (the original view
+    alone)."""
+    sch = {"type": "object", "required": ["counter"],
+           "properties": {"counter": {"type": "array", "items": {"type": "string"}, "maxItems": max_counter}}}
+    msgs = views_messages(query, ref_date, plan, max_counter)
+    r, = yield [agent_request(msgs, stage=stage, schema=sch, max_tokens=max_tokens)]
     out, rec = read_reply(r, stage, CounterQueries)
     if out is None:
         rec.fallback = "original query only"
@@ -162,34 +177,14 @@ def views_steps(query: str, ref_date, plan: ConflictPlan | None, *, max_counter:
     if not cs: rec.fallback = "original query only"
     return cs, rec
 
-def generate_views(cm,                        # chat model
-                   query: str,                # the request
-                   ref_date,                  # the date it is made
-                   plan: ConflictPlan | None, # the planner's output
-                   *, max_counter: int = 3,   # at most this many counter queries
-                   stage: str = "views", max_tokens: int = 200) -> tuple[list[str], AgentCall]:
-    "Counter queries for `query` (cleaned, at most `max_counter`). Fallback: none (the original view alone)."
-    return run_steps(cm, views_steps(query, ref_date, plan, max_counter=max_counter, stage=stage, max_tokens=max_tokens))
-
 # %% ../../nbs/20_agents.ipynb #e52cbe99
 class Selection(BaseModel):
     selected_doc_ids: list[str]
 
-FILTER_SYSTEM = """You pick evidence for a personal assistant. You get a request and candidate facts from the assistant's memory.
-You do not decide the request. You choose the facts most likely to help decide whether it can be carried out.
+# %% ../../nbs/20_agents.ipynb #e49cc579
+FILTER_SYSTEM = prompt_asset("agents/FILTER_SYSTEM.md")
 
-Keep, in this order of priority:
-1. constraints, commitments, obligations, availability, schedules, routines or limited resources that touch the request;
-2. preferences, habits, sensitivities or compatibility facts about the people involved;
-3. facts that pin down the people, places, times, recurring activities or relationships in the request;
-4. bridge facts that connect the request to other relevant facts.
-A fact can be worth keeping even if it mentions no problem, is only partial, or matters only together with other facts. Prefer concrete facts about specific people, times, places and states over facts that are merely on the same topic.
-
-Rules:
-- Select exactly {n} doc_ids when at least {n} candidates are given (all of them otherwise), ordered from most to least useful.
-- Use only doc_ids from the list.
-- Answer with JSON only: {{"selected_doc_ids": [...]}}"""
-
+# %% ../../nbs/20_agents.ipynb #2e2495be
 def filter_messages(query: str, # the request
                     ref_date, # the date it is made
                     candidates: list[tuple[str, str]], # (doc_id, text) to choose from, in the order shown
@@ -198,8 +193,10 @@ def filter_messages(query: str, # the request
     "Chat messages for one selection over `candidates` [(doc_id, text)]."
     docs = "\n".join(f"[{i}] {t}" for i, t in candidates)
     user = (f"Request: {query}\nDate of the request: {as_date(ref_date).isoformat()}\n"
-            f"Candidate facts ({len(candidates)}):\n{docs}\n\nSelect the {min(top_n, len(candidates))} most useful doc_ids as JSON.")
-    return [dict(role='system', content=FILTER_SYSTEM.format(n=min(top_n, len(candidates)))), dict(role='user', content=user)]
+            f"Candidate facts ({len(candidates)}):\n{docs}\n\nSelect the {min(top_n, len(candidates))} most "
+            f"useful doc_ids as JSON.")
+    return [dict(role='system', content=FILTER_SYSTEM.format(n=min(top_n, len(candidates)))),
+            dict(role='user', content=user)]
 
 # %% ../../nbs/20_agents.ipynb #f28bd983
 def selection_schema(ids: list[str], # the candidate ids shown
@@ -208,21 +205,24 @@ def selection_schema(ids: list[str], # the candidate ids shown
     "JSON schema that only admits ids from `ids`, at most `top_n` of them."
     n = min(top_n, len(ids))
     return {"type": "object", "required": ["selected_doc_ids"],
-            "properties": {"selected_doc_ids": {"type": "array", "items": {"type": "string", "enum": list(ids)},
+            "properties": {"selected_doc_ids": {"type": "array", "items": {"type": "string",
+                                                                           "enum": list(ids)},
                                                 "minItems": 1 if n else 0, "maxItems": n}}}
 
 def clean_selection(selected: list[str], # ids the model returned
                     shown_ids: list[str], # ids it was shown
                     top_n: int, # how many to keep
                    ) -> tuple[list[str], dict]:
-    "Keep ids that were shown, once each, in the model's order, cut to `top_n`. Returns (ids, notes with the invalid and repeated ids)."
+    """Keep ids that were shown, once each, in the model's order, cut to `top_n`. Returns (ids, notes with the
+    invalid and repeated ids)."""
     known, out, invalid, dups = set(shown_ids), [], [], 0
     for i in selected:
         i = str(i).strip().strip('[]')
         if i not in known: invalid.append(i)
         elif i in out: dups += 1
         else: out.append(i)
-    return out[:top_n], dict(n_returned=len(selected), invalid_ids=invalid, n_invalid=len(invalid), duplicates=dups, n_chosen=len(out[:top_n]))
+    return out[:top_n], dict(n_returned=len(selected), invalid_ids=invalid, n_invalid=len(invalid),
+                             duplicates=dups, n_chosen=len(out[:top_n]))
 
 # %% ../../nbs/20_agents.ipynb #03366548
 def token_counts(cm, # chat model (its `count_tokens_many`; `count_tokens` one by one for objects without it)
@@ -234,7 +234,8 @@ def token_counts(cm, # chat model (its `count_tokens_many`; `count_tokens` one b
     return many(list(texts), stage=stage) if many is not None else [cm.count_tokens(t) for t in texts]
 
 def _lazy_counts(cm, texts, stage: str, first: int = 16):
-    "Token counts of the iterable `texts` in order, asked for in batches of `first`, then twice as many each time."
+    """Token counts of the iterable `texts` in order, asked for in batches of `first`, then twice as many each
+    time."""
     it, n = iter(texts), first
     while batch := list(itertools.islice(it, n)):
         yield from token_counts(cm, batch, stage); n *= 2
@@ -250,11 +251,14 @@ LABEL_CODES = ["".join(p) for p in itertools.product(string.ascii_lowercase, rep
 random.Random(0).shuffle(LABEL_CODES)   # 676 two-letter codes in a fixed order that cannot be counted
 
 def shown_labels(chunk: list[tuple[str, str]], # (doc_id, text) of one call
-                 labels: str = "doc_id", # 'doc_id' (the doc ids), 'position' (1..n in the order shown) or 'code' (LABEL_CODES in order)
+                 labels: str = "doc_id", # 'doc_id', 'position' (1..n in the order shown) or 'code'
                 ) -> list[tuple[str, str]]:
-    "(label, text) as one filter call shows `chunk`: a doc id like `mini-01-f0451` costs 11 Qwen tokens, a position about 4, a code 3."
-    if labels not in ("doc_id", "position", "code"): raise ValueError(f"labels must be 'doc_id', 'position' or 'code', got {labels!r}")
-    if labels == "code" and len(chunk) > len(LABEL_CODES): raise ValueError(f"at most {len(LABEL_CODES)} candidates per call with labels='code'")
+    """(label, text) as one filter call shows `chunk`: a doc id like `mini-01-f0451` costs 11 Qwen tokens, a
+    position about 4, a code 3."""
+    if labels not in ("doc_id", "position", "code"):
+        raise ValueError(f"labels must be 'doc_id', 'position' or 'code', got {labels!r}")
+    if labels == "code" and len(chunk) > len(LABEL_CODES):
+        raise ValueError(f"at most {len(LABEL_CODES)} candidates per call with labels='code'")
     return [(_label(labels, k, i), t) for k, (i, t) in enumerate(chunk)]
 
 def _label(labels, k, doc_id) -> str:
@@ -264,7 +268,8 @@ def _label(labels, k, doc_id) -> str:
 def _chunks(cm, query, ref_date, cands, top_n, budget, labels="doc_id", stage="filter"):
     "Greedy split of `cands` into consecutive chunks whose filter prompt fits `budget` tokens."
     base = sum(token_counts(cm, [m['content'] for m in filter_messages(query, ref_date, [], top_n)], stage))
-    line = lambda k, c: f"[{_label(labels, k % len(LABEL_CODES), c[0])}] {c[1]}"   # the `k`-th line of a chunk
+    # the `k`-th line of a chunk
+    line = lambda k, c: f"[{_label(labels, k % len(LABEL_CODES), c[0])}] {c[1]}"
     out, cur, used = [], [], base
     counts = _lazy_counts(cm, (line(k, c) for k, c in enumerate(cands)), stage)
     for i, c in enumerate(cands):
@@ -291,7 +296,8 @@ class SelectionReport(BaseModel):
     n_fallback: int = 0         # final ids kept because a call failed (first of the chunk)
     n_bye: int = 0              # final ids kept without a call (too few in their chunk to choose from)
     n_padded: int = 0           # final ids added to reach top_n
-    n_passed_uncalled: int = 0  # final ids passed on as given: no call could select (context too small, max_rounds=0)
+    # final ids passed on as given: no call could select (context too small, max_rounds=0)
+    n_passed_uncalled: int = 0
     n_unseen_dropped: int = 0   # candidates no model read and that are not in the output
     n_cut_unjudged: int = 0     # winners cut without a final call (only when `max_rounds` ran out)
     note: str = ""
@@ -300,41 +306,52 @@ class SelectionReport(BaseModel):
 def _chunk_request(query, ref_date, ch, top_n, stage, max_tokens, labels="doc_id") -> dict:
     "The request of one call over a chunk of candidates."
     shown = shown_labels(ch, labels)
-    return agent_request(filter_messages(query, ref_date, shown, top_n), stage=stage, schema=selection_schema([i for i, _ in shown], top_n),
+    return agent_request(filter_messages(query, ref_date, shown, top_n), stage=stage,
+                         schema=selection_schema([i for i, _ in shown], top_n),
                          max_tokens=max_tokens)
 
 def _reached_model(r) -> bool:
-    "Whether a model read the request of result `r`: it replied, usable or not (not so after an exception or transport error)."
+    """Whether a model read the request of result `r`: it replied, usable or not (not so after an exception or
+    transport error)."""
     return not isinstance(r, Exception) and (bool(r.ok) or r.text is not None or r.usage.prompt_tokens > 0)
 
-def _judge_chunk(r, ch, top_n, stage, rep, how, seen, n_chunks, labels="doc_id") -> tuple[list[str], AgentCall]:
-    "Read one call over a chunk of more than `top_n` candidates: the ids it keeps (fallback: the first `top_n`) and the call record."
+def _judge_chunk(r, ch, top_n, stage, rep, how, seen, n_chunks,
+                 labels="doc_id") -> tuple[list[str], AgentCall]:
+    """Read one call over a chunk of more than `top_n` candidates: the ids it keeps (fallback: the first
+    `top_n`) and the call record."""
     ids = [i for i, _ in ch]
     to_id = {lab: i for (lab, _), i in zip(shown_labels(ch, labels), ids)}
     sel, rec = read_reply(r, stage, Selection)
     rep.n_calls += 1
     if _reached_model(r): seen.update(ids)
     got, notes = clean_selection(sel.selected_doc_ids if sel else [], list(to_id), top_n)
-    got = [to_id[g] for g in got]                       # invalid labels stay as the model wrote them, in the notes
+    # invalid labels stay as the model wrote them, in the notes
+    got = [to_id[g] for g in got]
     how.update(dict.fromkeys(got, 'model'))
     if sel is None:
         rep.n_failed_calls += 1; rec.fallback = "first candidates of the chunk, in the order shown"
         got = ids[:top_n]; how.update(dict.fromkeys(got, 'fallback'))
     rep.n_invalid += notes['n_invalid']
-    rec.notes = dict(notes, n_fallback=0 if sel else len(got), round=rep.rounds, chunk_size=len(ch), n_chunks=n_chunks)
+    rec.notes = dict(notes, n_fallback=0 if sel else len(got), round=rep.rounds, chunk_size=len(ch),
+                     n_chunks=n_chunks)
     return got, rec
 
 # %% ../../nbs/20_agents.ipynb #8f799278
-def _tournament(cm, query, ref_date, cands, top_n, stage, max_tokens, max_rounds, rep, how, seen, labels="doc_id"):
-    "Steps: rounds of chunked selection until at most `top_n` candidates remain (or `max_rounds` ran out); returns (the remaining candidates, call records)."
+def _tournament(cm, query, ref_date, cands, top_n, stage, max_tokens, max_rounds, rep, how, seen,
+                labels="doc_id"):
+    """Steps: rounds of chunked selection until at most `top_n` candidates remain (or `max_rounds` ran out);
+    returns (the remaining candidates, call records)."""
     cur, recs, texts, budget = list(cands), [], dict(cands), prompt_budget(cm, max_tokens)
     while len(cur) > top_n and (max_rounds is None or rep.rounds < max_rounds):
         chunks = _chunks(cm, query, ref_date, cur, top_n, budget, labels, stage)
         if len(chunks) > 1 and all(len(ch) <= top_n for ch in chunks):
-            rep.note = f"the context window holds at most {max(map(len, chunks))} candidates per call: no selection possible"; break
+            rep.note = (f"the context window holds at most {max(map(len, chunks))} candidates per call: no "
+                        f"selection possible")
+            break
         rep.rounds += 1; winners = []
         big = [ch for ch in chunks if len(ch) > top_n]
-        res = iter((yield [_chunk_request(query, ref_date, ch, top_n, stage, max_tokens, labels) for ch in big]) if big else [])
+        res = iter((yield [_chunk_request(query, ref_date, ch, top_n, stage, max_tokens, labels)
+                           for ch in big]) if big else [])
         for ch in chunks:
             if len(ch) <= top_n:
                 ids = [i for i, _ in ch]; winners += ids; how.update(dict.fromkeys(ids, 'bye')); continue
@@ -344,32 +361,38 @@ def _tournament(cm, query, ref_date, cands, top_n, stage, max_tokens, max_rounds
     return cur, recs
 
 # %% ../../nbs/20_agents.ipynb #684e94d5
-def select_steps(cm,                                 # chat model (its context window and token counter)
-                 query: str,                         # the request
-                 ref_date,                           # the date it is made
-                 candidates: list[tuple[str, str]],  # (doc_id, text), in the order the model should see them
-                 top_n: int,                         # how many to keep
-                 *, stage: str = "filter",           # 'prehop' or 'posthop' in PaceMaker
-                 max_candidates: int | None = None,  # cut the candidates first (counted as unseen drops)
-                 max_tokens: int = 160,              # completion budget per call
-                 max_rounds: int | None = None,      # bound on tournament rounds (None: until one call sees all winners)
-                 pad: bool = True,                   # fill a short selection from the order given (counted)
-                 labels: str = "doc_id",             # what the model sees and answers with: 'doc_id', or 'position' (1..n per call, fewer tokens)
-                ):
-    "`select_evidence` as steps (see `run_steps`): a step per tournament round; returns (ids, call records, report)."
+@one_call
+def select_evidence(cm,                                 # chat model (its context window and token counter)
+                    query: str,                         # the request
+                    ref_date,                           # the date it is made
+                    candidates: list[tuple[str, str]],  # (doc_id, text), in the order the model sees them
+                    top_n: int,                         # how many to keep
+                    *, stage: str = "filter",           # 'prehop' or 'posthop' in PaceMaker
+                    max_candidates: int | None = None,  # cut the candidates first (counted as unseen drops)
+                    max_tokens: int = 160,              # completion budget per call
+                    max_rounds: int | None = None,      # bound on rounds (None: a call sees all winners)
+                    pad: bool = True,                   # fill a short selection from the order given
+                    labels: str = "doc_id",             # what the model sees and answers with: `shown_labels`
+                   ):
+    """Choose `top_n` ids from `candidates` [(doc_id, text)] by tournament over context-sized chunks, a step
+    per round; (ids, call records, report), everything counted in the report."""
     first = {}
-    for i, t in candidates: first.setdefault(i, t)      # distinct ids, in order of first occurrence, with that text
+    for i, t in candidates:
+        first.setdefault(i, t)      # distinct ids, in order of first occurrence, with that text
     cands = list(first.items())
     rep, order = SelectionReport(n_candidates=len(cands)), [i for i, _ in cands]
     if max_candidates is not None and len(cands) > max_candidates:
         cands, rep.note = cands[:max_candidates], f"cut to the first {max_candidates} candidates"
     texts, seen, how = dict(cands), set(), {}
-    cur, recs = yield from _tournament(cm, query, ref_date, cands, top_n, stage, max_tokens, max_rounds, rep, how, seen, labels)
+    cur, recs = yield from _tournament(cm, query, ref_date, cands, top_n, stage, max_tokens, max_rounds,
+                                       rep, how, seen, labels)
     out = [i for i, _ in cur]
     if len(out) > top_n:
         rep.n_cut_unjudged = len(out) - top_n if rep.rounds else 0
-        rep.note = rep.note or f"{max_rounds} rounds were not enough: kept the first {top_n} winners"; out = out[:top_n]
-    if len(cur) <= top_n and not recs: how.update(dict.fromkeys(out, 'bye'))   # nothing to choose from: no call
+        rep.note = rep.note or f"{max_rounds} rounds were not enough: kept the first {top_n} winners"
+        out = out[:top_n]
+    if len(cur) <= top_n and not recs:
+        how.update(dict.fromkeys(out, 'bye'))   # nothing to choose from: no call
     how.update({i: 'passed' for i in out if i not in how})   # more than top_n, and no call could select
     if pad:
         for i in order:
@@ -382,44 +405,26 @@ def select_steps(cm,                                 # chat model (its context w
     if recs: recs[-1].notes['n_padded'] = rep.n_padded     # padding happens once, after the last call
     return out, recs, rep
 
-# %% ../../nbs/20_agents.ipynb #8c2d62d2
-def select_evidence(cm,                                 # chat model
-                    query: str,                         # the request
-                    ref_date,                           # the date it is made
-                    candidates: list[tuple[str, str]],  # (doc_id, text), in the order the model should see them
-                    top_n: int,                         # how many to keep
-                    **kw,                               # options of `select_steps`: stage, max_candidates, max_tokens, max_rounds, pad, labels
-                   ) -> tuple[list[str], list[AgentCall], SelectionReport]:
-    "Choose `top_n` ids from `candidates` [(doc_id, text)] by tournament over context-sized chunks; everything counted in the report."
-    return run_steps(cm, select_steps(cm, query, ref_date, candidates, top_n, **kw))
-
 # %% ../../nbs/20_agents.ipynb #adadd809
-ANSWER_SYSTEM = """You are the personal assistant of {name}. Today is {date} ({weekday}).
-You can act for {name}: book, buy, message people and arrange things. Below are facts you already know about {name} and their world.
-Decide whether you should carry out {name}'s request, and reply to {name} directly.
+ANSWER_SYSTEM = prompt_asset("agents/ANSWER_SYSTEM.md")
 
-Rules:
-- Write 2 to 4 sentences of plain prose: no lists, no JSON, no headings or labels.
-- Say plainly whether you will carry out the request or not (or not as asked).
-- Give the reason, using only the facts below and the request.
-- Do not talk about "context", "facts provided" or "data", and do not decline for lack of permission.
-
-Facts you know:
-{facts}"""
+# %% ../../nbs/20_agents.ipynb #25ceb39d
 ANSWER_FORMATS = ("free_text", "structured")   # the paper's reply, or `AnswerWithDecision` (below) as JSON
 
 def answer_messages(query: str, # the request
                     ref_date, # the date it is made
                     persona: str, # the ego's name
                     facts: list[str], # the evidence, in the order given
-                    answer_format: str = "free_text", # 'free_text' (the paper's) or 'structured' (JSON: decision, reply)
+                    answer_format: str = "free_text", # 'free_text' (the paper's) or 'structured' (JSON)
                    ) -> list[dict]:
     "Chat messages for the answer generator."
-    if answer_format not in ANSWER_FORMATS: raise ValueError(f"answer_format must be one of {ANSWER_FORMATS}: {answer_format!r}")
+    if answer_format not in ANSWER_FORMATS:
+        raise ValueError(f"answer_format must be one of {ANSWER_FORMATS}: {answer_format!r}")
     d = as_date(ref_date)
     fs = "\n".join(f"- {f}" for f in facts) or "- (none)"
     system = ANSWER_SYSTEM if answer_format == "free_text" else ANSWER_JSON_SYSTEM
-    return [dict(role='system', content=system.format(name=persona, date=d.isoformat(), weekday=f"{d:%A}", facts=fs)),
+    return [dict(role='system', content=system.format(name=persona, date=d.isoformat(), weekday=f"{d:%A}",
+                                                      facts=fs)),
             dict(role='user', content=query)]
 
 # %% ../../nbs/20_agents.ipynb #c2463fd2
@@ -428,19 +433,8 @@ class AnswerWithDecision(BaseModel):
     decision: Literal['carry_out', 'decline', 'ambiguous']
     reply: str
 
-ANSWER_JSON_SYSTEM = """You are the personal assistant of {name}. Today is {date} ({weekday}).
-You can act for {name}: book, buy, message people and arrange things. Below are facts you already know about {name} and their world.
-Decide whether you should carry out {name}'s request, and reply to {name} directly.
-
-Answer with one JSON object and nothing else: {{"decision": "carry_out" | "decline" | "ambiguous", "reply": "..."}}
-- decision: "carry_out" if you go ahead as asked; "decline" if you will not do it as asked
-  (you refuse, advise against it, or only offer something different); "ambiguous" if you cannot commit either way.
-- reply: 2 to 4 sentences of plain prose to {name} saying what you will do and why,
-  using only the facts below and the request. The reply must agree with the decision.
-- Do not talk about "context", "facts provided" or "data", and do not decline for lack of permission.
-
-Facts you know:
-{facts}"""
+# %% ../../nbs/20_agents.ipynb #568967a8
+ANSWER_JSON_SYSTEM = prompt_asset("agents/ANSWER_JSON_SYSTEM.md")
 
 # %% ../../nbs/20_agents.ipynb #4084b033
 def fit_facts(cm, # chat model (its context window and token counter)
@@ -475,25 +469,35 @@ def _json_string(s: str) -> str:
 
 def read_structured_answer(r, # a chat result, or the Exception its call raised
                            stage: str = "answer") -> tuple[str | None, str | None, AgentCall]:
-    "(reply or None, decision or None, record) of a structured answer; output that is not the JSON asked for is salvaged."
+    """(reply or None, decision or None, record) of a structured answer; output that is not the JSON asked for
+    is salvaged."""
     ans, rec = read_reply(r, stage, AnswerWithDecision)
     if ans is not None and ans.reply.strip(): return ans.reply.strip(), ans.decision, rec
     text = (rec.text or '').strip()
     if not text: return None, None, rec
-    dec, vocab = re.search(r'"decision"\s*:\s*"([a-z_]+)"', text), get_args(AnswerWithDecision.model_fields['decision'].annotation)
+    dec, vocab = re.search(r'"decision"\s*:\s*"([a-z_]+)"',
+                           text), get_args(AnswerWithDecision.model_fields['decision'].annotation)
     dec = dec.group(1) if dec and dec.group(1) in vocab else None
     rep = re.search(r'"reply"\s*:\s*"((?:[^"\\]|\\.)*)', text, re.S)
     reply = _json_string(rep.group(1)).strip() if rep else ("" if text.startswith("{") else text)
     rec.ok, rec.error = False, rec.error or "empty reply"
-    if reply: rec.fallback = "salvaged: " + ("the reply field of output that does not fit the schema" if rep else
+    if reply:
+        rec.fallback = "salvaged: " + ("the reply field of output that does not fit the schema" if rep else
                                              "the text as the reply, no decision")
     return reply or None, dec, rec
 
 # %% ../../nbs/20_agents.ipynb #b7374235
-def answer_steps(cm,                  # chat model (its context window and token counter)
-                 query: str, ref_date, persona: str, facts: list[str], *, stage: str = "answer", max_tokens: int = 200,
-                 answer_format: str = "free_text"): # 'structured': JSON, a decision beside the reply
-    "The answer generator as steps (see `run_steps`): one request; returns (answer, record)."
+@one_call
+def generate_answer(cm,                  # chat model (its context window and token counter)
+                    query: str,          # the request
+                    ref_date,            # the date it is made
+                    persona: str,        # the ego's name
+                    facts: list[str],    # the evidence, most important first (cut to what fits)
+                    *, stage: str = "answer", max_tokens: int = 200,
+                    answer_format: str = "free_text", # 'structured': the decision in `record.notes`
+                   ):
+    """The assistant's reply to `query` given `facts` (cut to fit the context), tidied to at most 4 sentences:
+    one request; (answer, record). Fallback: empty answer."""
     kept = fit_facts(cm, query, ref_date, persona, facts, max_tokens, answer_format, stage)
     schema = AnswerWithDecision if answer_format == "structured" else None
     msgs = answer_messages(query, ref_date, persona, kept, answer_format)
@@ -509,15 +513,3 @@ def answer_steps(cm,                  # chat model (its context window and token
     out = tidy_answer(txt)
     rec.notes['tidied'] = out != ' '.join(txt.split())
     return out, rec
-
-def generate_answer(cm,                  # chat model
-                    query: str,          # the request
-                    ref_date,            # the date it is made
-                    persona: str,        # the ego's name
-                    facts: list[str],    # the evidence, most important first (cut to what fits)
-                    *, stage: str = "answer", max_tokens: int = 200,
-                    answer_format: str = "free_text", # 'structured': the decision goes to `record.notes['decision']`
-                   ) -> tuple[str, AgentCall]:
-    "The assistant's reply to `query` given `facts` (cut to fit the context), tidied to at most 4 sentences. Fallback: empty answer."
-    return run_steps(cm, answer_steps(cm, query, ref_date, persona, facts, stage=stage, max_tokens=max_tokens,
-                                      answer_format=answer_format))

@@ -12,8 +12,9 @@ from pydantic import BaseModel
 from ..calls import AgentCall
 from .agents import generate_answer, fit_facts, as_date, persona_name
 from ..data import UsageError
-from .pipeline import (PaceMaker, PaceMakerConfig, MethodTrace, resolve_index, pacemaker_config, hybrid_ranking, HYBRID_K,
-                           SMALL_SWITCHES, SMALL_SIZES, PAPER_ABLATIONS)
+from .pipeline import (PaceMaker, PaceMakerConfig, MethodTrace, resolve_index, pacemaker_config,
+                                   hybrid_ranking, HYBRID_K,
+                           SMALL_SWITCHES, SMALL_SIZES, ABLATIONS)
 
 # %% auto #0
 __all__ = ['ANSWER_SETTINGS', 'METHOD_SPECS', 'SIZED', 'METHODS', 'LLM_FREE', 'MethodResult', 'Method', 'BaselineTrace', 'Oracle',
@@ -24,10 +25,13 @@ __all__ = ['ANSWER_SETTINGS', 'METHOD_SPECS', 'SIZED', 'METHODS', 'LLM_FREE', 'M
 class MethodResult(BaseModel):
     "What a method returns for one query."
     retrieved_ids: list[str]   # the evidence given to the answer generator, in rank order
-    ranked: bool               # True if `retrieved_ids` is a retrieval ranking (scored with Recall/Hit/Gold/MRR)
+    # True if `retrieved_ids` is a retrieval ranking (scored with Recall/Hit/Gold/MRR)
+    ranked: bool
     answer: str | None         # None when the answer stage was not run (retrieval-only)
-    evidence: dict[str, list[str]] = {}  # ids per funnel stage that ran (see `pace.methods.pipeline.EVIDENCE_STAGES`)
-    trace: dict                # the method's trace, dumped: a PaceMaker `Trace` or a `BaselineTrace` (both `MethodTrace`s)
+    # ids per funnel stage that ran (see `pace.methods.pipeline.EVIDENCE_STAGES`)
+    evidence: dict[str, list[str]] = {}
+    # the method's trace, dumped: a PaceMaker `Trace` or a `BaselineTrace` (both `MethodTrace`s)
+    trace: dict
 
 @runtime_checkable
 class Method(Protocol):
@@ -66,13 +70,15 @@ class _Base:
         tr.timings['retrieval'] = time.perf_counter() - t0
         tr.context_ids, ev, ans = ids, dict(final=list(ids)), None
         if answer:
-            ans, rec = generate_answer(self.cm, query.query, query.ref_date, persona_name(instance), [texts[i] for i in ids], stage='answer',
+            ans, rec = generate_answer(self.cm, query.query, query.ref_date, persona_name(instance),
+                                       [texts[i] for i in ids], stage='answer',
                                        max_tokens=self.answer_max_tokens, answer_format=self.answer_format)
             tr.calls.append(rec); tr.answer_facts_used = rec.notes.get('n_facts_used', 0)
             ev['answer'] = ids[:tr.answer_facts_used]
             tr.stages = self.cm.accounts.since(snap)
         tr.timings['total'] = time.perf_counter() - t0
-        return MethodResult(retrieved_ids=ids, ranked=self.ranked, answer=ans, evidence=ev, trace=tr.model_dump())
+        return MethodResult(retrieved_ids=ids, ranked=self.ranked, answer=ans, evidence=ev,
+                            trace=tr.model_dump())
 
 # %% ../../nbs/22_baselines.ipynb #fbabcbf6
 class Oracle(_Base):
@@ -84,12 +90,14 @@ class Oracle(_Base):
 
 # %% ../../nbs/22_baselines.ipynb #fcde5279
 class FullKB(_Base):
-    "All facts in KB order ('kb-order'), or sorted by dense similarity to the request ('dense-fit'); the prompt keeps what fits."
+    """All facts in KB order ('kb-order'), or sorted by dense similarity to the request ('dense-fit'); the
+    prompt keeps what fits."""
     name, ranked, retrieves = "full_kb", False, False
     def __init__(self, chat_model, index=None, *,
                  policy: str = "kb-order", # 'kb-order' or 'dense-fit' (needs an index)
                  **kw):
-        if policy not in ("dense-fit", "kb-order"): raise ValueError(f"policy must be 'dense-fit' or 'kb-order', got {policy!r}")
+        if policy not in ("dense-fit", "kb-order"):
+            raise ValueError(f"policy must be 'dense-fit' or 'kb-order', got {policy!r}")
         if policy == "dense-fit" and index is None: raise ValueError("policy 'dense-fit' needs an index")
         super().__init__(chat_model, index, **kw); self.policy = policy
         if policy == "dense-fit": self.name = "full_kb_dense"
@@ -100,9 +108,11 @@ class FullKB(_Base):
             ids = [i for i, _ in idx.dense([query.query], len(ids))[0]]
         texts = {f.doc_id: f.text for f in kb}
         facts = [texts[i] for i in ids]
-        n = len(fit_facts(self.cm, query.query, query.ref_date, persona_name(instance), facts, self.answer_max_tokens, self.answer_format))
+        n = len(fit_facts(self.cm, query.query, query.ref_date, persona_name(instance), facts,
+                          self.answer_max_tokens, self.answer_format))
         order = "sorted by dense similarity to the request" if self.policy == "dense-fit" else "in KB order"
-        tr.policy = f"{self.policy}: the first {n} of {len(ids)} facts {order} fit the context window of {self.cm.context_window} tokens"
+        tr.policy = (f"{self.policy}: the first {n} of {len(ids)} facts {order} fit the context window of "
+                     f"{self.cm.context_window} tokens")
         tr.details = dict(policy=self.policy, n_facts=len(ids), n_kept=n, truncated=n < len(ids))
         return ids[:n]
 
@@ -153,11 +163,14 @@ class PaceMakerMethod:
     def run(self, query, instance, kb, answer: bool = True) -> MethodResult:
         "Run PaceMaker on one query; its trace is the dumped `pace.methods.pipeline.Trace`."
         return self._result(self.pm.run(query, instance, kb=kb, answer=answer))
-    def run_batch(self, queries: list, instances: list, kbs: list | None = None, answer: bool = True) -> list[MethodResult]:
-        "Run PaceMaker on many queries stage by stage (`PaceMaker.run_batch`): the same results as `run` one by one."
+    def run_batch(self, queries: list, instances: list, kbs: list | None = None,
+                  answer: bool = True) -> list[MethodResult]:
+        """Run PaceMaker on many queries stage by stage (`PaceMaker.run_batch`): the same results as `run` one
+        by one."""
         return [self._result(tr) for tr in self.pm.run_batch(queries, instances, kbs, answer=answer)]
     def _result(self, tr) -> MethodResult:
-        return MethodResult(retrieved_ids=tr.final_ids, ranked=True, answer=tr.answer, evidence=tr.evidence, trace=tr.model_dump())
+        return MethodResult(retrieved_ids=tr.final_ids, ranked=True, answer=tr.answer, evidence=tr.evidence,
+                            trace=tr.model_dump())
 
 # %% ../../nbs/22_baselines.ipynb #33a958ff
 ANSWER_SETTINGS = ("answer_max_tokens", "answer_format")   # the run's answer settings a baseline takes
@@ -167,11 +180,14 @@ class MethodSpec:
     "What a method is, declared once: `pace run`, the tables and every list of method names read it."
     name: str                  # in --methods and in result rows
     make: type | str           # its class, or 'module:Class' for one in a later module (imported when built)
-    kind: str = "simple"       # 'simple' (this module), 'structured' (own graph index) or 'own' (a user's class)
-    ranked: bool = True        # its evidence is a ranking, scored by retrieval metrics (it may run retrieval-only)
+    # 'simple' (this module), 'structured' (own graph index) or 'own' (a user's class)
+    kind: str = "simple"
+    # its evidence is a ranking, scored by retrieval metrics (it may run retrieval-only)
+    ranked: bool = True
     needs_llm: bool = True     # needs the chat model to choose its evidence (else retrieval-only builds none)
     batchable: bool = False    # has `run_batch`: `pace run --batch` runs its queries together, stage by stage
     alone: bool = False        # one pair at a time even with --workers (its indexing swaps the accounts)
+    default: bool = False      # in `pace run` without --methods (the ranked ones too with --retrieval-only)
     sized: bool = False        # takes an evidence size in its name ('hybrid@20')
     sees_gold: bool = False    # is given the query with its gold ids (Oracle); others see its public part
     order: int | None = None   # its place in the tables (None: after those with one, alphabetically)
@@ -190,15 +206,16 @@ class MethodSpec:
 
 # %% ../../nbs/22_baselines.ipynb #c9c0e828
 METHOD_SPECS = (
-    MethodSpec("oracle", Oracle, ranked=False, needs_llm=False, sees_gold=True, order=0),
+    MethodSpec("oracle", Oracle, default=True, ranked=False, needs_llm=False, sees_gold=True, order=0),
     MethodSpec("full_kb", FullKB, ranked=False, order=1),
     MethodSpec("full_kb_dense", FullKB, ranked=False, order=2, options=dict(policy="dense-fit")),
-    MethodSpec("bm25", BM25, needs_llm=False, sized=True, order=3),
-    MethodSpec("dense", Dense, needs_llm=False, sized=True, order=4),
-    MethodSpec("hybrid", Hybrid, needs_llm=False, sized=True, order=5, settings=(*ANSWER_SETTINGS, "k_rrf"),
+    MethodSpec("bm25", BM25, default=True, needs_llm=False, sized=True, order=3),
+    MethodSpec("dense", Dense, default=True, needs_llm=False, sized=True, order=4),
+    MethodSpec("hybrid", Hybrid, default=True, needs_llm=False, sized=True, order=5,
+               settings=(*ANSWER_SETTINGS, "k_rrf"),
                variants=(f"hybrid@{SMALL_SIZES['n_final']}",)),
-    MethodSpec("pacemaker", PaceMakerMethod, batchable=True, order=6, config="pacemaker",
-               variants=tuple(f"pacemaker-no_{s}" for s in PAPER_ABLATIONS)),
+    MethodSpec("pacemaker", PaceMakerMethod, default=True, batchable=True, order=6, config="pacemaker",
+               variants=tuple(f"pacemaker-no_{s}" for s in ABLATIONS['pacemaker'])),
     MethodSpec("pacemaker-small", PaceMakerMethod, batchable=True, config="pacemaker",
                variants=tuple(f"pacemaker-small-no_{s}" for s in SMALL_SWITCHES)),
     MethodSpec("hipporag2", "pace.methods.hipporag:HippoRAG2", kind="structured", alone=True,
@@ -230,14 +247,16 @@ def _import_own(where: str, # 'package.module', or 'path/to/file.py'
         except Exception as e:
             del sys.modules[name]
             raise UsageError(f"--methods {spec}: importing {where} failed: {_first_line(e)}") from e
-    if os.getcwd() not in sys.path: sys.path.append(os.getcwd())   # 'mypkg.mod' in the current folder, as `python -m`
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())   # 'mypkg.mod' in the current folder, as `python -m`
     try: return importlib.import_module(where)
     except ModuleNotFoundError as e:
         if e.name and (where == e.name or where.startswith(e.name + ".")):
             raise UsageError(f"--methods {spec}: no module named {e.name!r} "
                              "(install it, or run pace from its folder)") from e
         raise UsageError(f"--methods {spec}: importing {where} failed: {_first_line(e)}") from e
-    except Exception as e: raise UsageError(f"--methods {spec}: importing {where} failed: {_first_line(e)}") from e
+    except Exception as e:
+        raise UsageError(f"--methods {spec}: importing {where} failed: {_first_line(e)}") from e
 
 def _first_line(e: BaseException) -> str: return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
 
@@ -248,14 +267,17 @@ def own_method(spec: str, # 'package.module:Class' or 'path/to/file.py:Class'
     "The `MethodSpec` of a method class of your own, from the attributes it declares (the protocol above)."
     where, _, attr = spec.rpartition(":")
     if not where or not attr.isidentifier():
-        raise UsageError(f"--methods {spec}: a method of your own is 'package.module:Class' or 'path/to/file.py:Class'")
+        raise UsageError(f"--methods {spec}: a method of your own is 'package.module:Class' or "
+                         f"'path/to/file.py:Class'")
     cls = getattr(_import_own(where, spec), attr, None)
     if cls is None: raise UsageError(f"--methods {spec}: {where} defines no {attr}")
     if not isinstance(cls, type) or not callable(getattr(cls, "run", None)):
-        raise UsageError(f"--methods {spec}: {attr} is not a method: a class with run(query, instance, kb, answer), "
+        raise UsageError(f"--methods {spec}: {attr} is not a method: a class with run(query, instance, kb, "
+                         f"answer), "
                          "e.g. a subclass of pace.methods.baselines.Retriever")
     own = getattr(cls, "name", None)
-    name = name or (own if isinstance(own, str) and own and own != _Base.name else spec)   # its own, not _Base's
+    # its own, not _Base's
+    name = name or (own if isinstance(own, str) and own and own != _Base.name else spec)
     if name in _names(bool) or "," in name or "@" in name:
         raise UsageError(f"--methods {spec}: its name {name!r} is a method of pace, or holds ',' or '@': "
                          "give the class a `name` of its own")
@@ -276,7 +298,8 @@ def _entry_point(name: str) -> MethodSpec | None:
 # %% ../../nbs/22_baselines.ipynb #176e2b3b
 def method_size(name: str, # a method name, e.g. 'hybrid' or 'hybrid@15'
                ) -> tuple[str, int | None]:
-    "(base name, evidence size or None) of a method name; a size on a method not in `SIZED`, or not >= 1, is an error."
+    """(base name, evidence size or None) of a method name; a size on a method not in `SIZED`, or not >= 1, is
+    an error."""
     base, at, n = name.partition("@")
     if not at: return name, None
     if base not in SIZED or not re.fullmatch(r"[1-9][0-9]*", n):
@@ -291,17 +314,19 @@ def method_spec(name: str, # a registered name or variant, a sized retriever ('h
     if ":" in name: return own_method(name)
     base, n = method_size(name)
     s = next((s for s in METHOD_SPECS if base in (s.name, *s.variants)), None) or _entry_point(name)
-    if s is None: raise ValueError(f"unknown method {name!r}; choose from {', '.join(_names(bool))}, a sized retriever "
-                                   f"such as 'hybrid@20' ({', '.join(SIZED)}), or a class of your own ('file.py:Class')")
+    if s is None:
+        raise ValueError(f"unknown method {name!r}; choose from {', '.join(_names(bool))}, a sized retriever "
+                                   f"such as 'hybrid@20' ({', '.join(SIZED)}), or a class of your own "
+                                   f"('file.py:Class')")
     if n is not None: s = replace(s, options=s.options | dict(k=n))
     return s if name == s.name else replace(s, name=name, variants=())
 
 # %% ../../nbs/22_baselines.ipynb #10368e92
-def make_method(name: str | MethodSpec, # a name `method_spec` knows ('hybrid@20', 'my.py:Mine'...), or its spec
+def make_method(name: str | MethodSpec, # a name `method_spec` knows ('hybrid@20', 'my.py:Mine'), or its spec
                 chat_model, # the agents' and answer model
                 index, # an index, `IndexStore` or callable
-                config: PaceMakerConfig | None = None, # PaceMaker's base config (its answer settings and k_rrf set the baselines' too)
-                graphrag_config=None, # GraphRAG's settings (a `pace.methods.graphrag.GraphRAGConfig`; graphrag only)
+                config: PaceMakerConfig | None = None, # PaceMaker's base config (answer settings, k_rrf)
+                graphrag_config=None, # GraphRAG's settings (a `GraphRAGConfig`)
                 **kw): # options of the method's class (k, k_rrf, answer_max_tokens, answer_format, policy)
     "A `Method` from its name or `MethodSpec` (see `METHOD_SPECS`), named as its rows will be."
     s = name if isinstance(name, MethodSpec) else method_spec(name)

@@ -36,50 +36,63 @@ def _text(content) -> str:
 def _schema(rf) -> dict | None:
     "A JSON schema from an OpenAI `response_format` (None for plain text)."
     if not isinstance(rf, dict): return None
-    if rf.get("type") == "json_schema": return (rf.get("json_schema") or {}).get("schema") or {"type": "object"}
+    if rf.get("type") == "json_schema":
+        return (rf.get("json_schema") or {}).get("schema") or {"type": "object"}
     if rf.get("type") == "json_object": return rf.get("schema") or {"type": "object"}
     return None
 
 # %% ../../nbs/24_graphrag.ipynb #38ced9b3
 def _chat_request(body: dict, max_tokens: int) -> tuple[list[dict], dict]:
-    "(messages, keyword arguments) of the `pace.llm` chat call for the OpenAI chat request `body`; `max_tokens` when it sets none."
-    msgs = [{"role": {"developer": "system"}.get(m.get("role"), m.get("role")), "content": _text(m.get("content"))} for m in body.get("messages", [])]
+    """(messages, keyword arguments) of the `pace.llm` chat call for the OpenAI chat request `body`;
+    `max_tokens` when it sets none."""
+    msgs = [{"role": {"developer": "system"}.get(m.get("role"), m.get("role")),
+             "content": _text(m.get("content"))} for m in body.get("messages", [])]
     mt = body.get("max_completion_tokens") or body.get("max_tokens") or max_tokens
-    return msgs, dict(schema=_schema(body.get("response_format")), temperature=float(body.get("temperature") or 0.0), max_tokens=int(mt),
+    return msgs, dict(schema=_schema(body.get("response_format")), temperature=float(body.get("temperature")
+                                                                                     or 0.0),
+                      max_tokens=int(mt),
                       seed=int(body.get("seed") or 0))
 
 # %% ../../nbs/24_graphrag.ipynb #eb4c8b9c
 def _openai_usage(u) -> dict:
     "OpenAI's usage object for a `pace.llm` usage `u`."
-    return dict(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, total_tokens=u.prompt_tokens + u.completion_tokens)
+    return dict(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
+                total_tokens=u.prompt_tokens + u.completion_tokens)
 
 def _chat_completion(text: str, usage: dict, model: str) -> dict:
     "An OpenAI `chat.completion` whose reply is `text`."
-    return {"id": "chatcmpl-" + uuid.uuid4().hex[:12], "object": "chat.completion", "created": int(time.time()), "model": model, "usage": usage,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
+    return {"id": "chatcmpl-" + uuid.uuid4().hex[:12], "object": "chat.completion",
+            "created": int(time.time()), "model": model, "usage": usage,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "finish_reason": "stop"}]}
 
 # %% ../../nbs/24_graphrag.ipynb #0f328ae2
 def _chat_stream(text: str, usage: dict | None, model: str) -> bytes:
-    "The server-sent events of a streamed completion whose reply is `text` (a usage chunk when `usage` is given)."
+    """The server-sent events of a streamed completion whose reply is `text` (a usage chunk when `usage` is
+    given)."""
     cid, now = "chatcmpl-" + uuid.uuid4().hex[:12], int(time.time())
     chunk = lambda delta, fin: {"id": cid, "object": "chat.completion.chunk", "created": now, "model": model,
                                 "choices": [{"index": 0, "delta": delta, "finish_reason": fin}]}
     events = [chunk({"role": "assistant", "content": text}, None), chunk({}, "stop")]
-    if usage is not None: events.append({"id": cid, "object": "chat.completion.chunk", "created": now, "model": model, "choices": [], "usage": usage})
+    if usage is not None:
+        events.append({"id": cid, "object": "chat.completion.chunk", "created": now, "model": model,
+                       "choices": [], "usage": usage})
     return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
 
 # %% ../../nbs/24_graphrag.ipynb #187bec51
 def _input_texts(inp) -> list[str]:
     "The texts of an embedding request's `input` (token arrays are refused)."
     texts = [inp] if isinstance(inp, str) else list(inp or [])
-    if not all(isinstance(t, str) for t in texts): raise TypeError("only text inputs can be embedded (no token arrays)")
+    if not all(isinstance(t, str) for t in texts):
+        raise TypeError("only text inputs can be embedded (no token arrays)")
     return texts
 
 def _embedding_list(v: np.ndarray, texts: list[str], model: str) -> dict:
     "OpenAI's embedding `list` for the rows `v` of `texts` (usage counted in words)."
     n = sum(len(t.split()) for t in texts)
     return {"object": "list", "model": model, "usage": {"prompt_tokens": n, "total_tokens": n},
-            "data": [{"object": "embedding", "index": i, "embedding": row.tolist()} for i, row in enumerate(v)]}
+            "data": [{"object": "embedding", "index": i, "embedding": row.tolist()} for i,
+                     row in enumerate(v)]}
 
 # %% ../../nbs/24_graphrag.ipynb #621dc043
 class _Server(ThreadingHTTPServer):
@@ -87,20 +100,24 @@ class _Server(ThreadingHTTPServer):
     def handle_error(self, request, client_address):
         "A client that hung up (a search that timed out) is not an error worth a traceback."
         import sys
-        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)): super().handle_error(request, client_address)
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
 
 # %% ../../nbs/24_graphrag.ipynb #1b107a62
 def _handler(proxy) -> type:
-    "The `BaseHTTPRequestHandler` class of `proxy` (a `ModelProxy`): GET <stage>/v1/models, POST <stage>/v1/chat/completions and <stage>/v1/embeddings."
+    """The `BaseHTTPRequestHandler` class of `proxy` (a `ModelProxy`): GET <stage>/v1/models, POST
+    <stage>/v1/chat/completions and <stage>/v1/embeddings."""
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         def log_message(self, *a): pass
         def send(self, code, obj=None, raw=None, ctype="application/json"):
             body = raw if raw is not None else json.dumps(obj).encode()
-            self.send_response(code); self.send_header("Content-Type", ctype); self.send_header("Content-Length", str(len(body)))
+            self.send_response(code)
+            self.send_header("Content-Type", ctype); self.send_header("Content-Length", str(len(body)))
             self.end_headers(); self.wfile.write(body)
         def do_GET(self):
-            if self.path.rstrip("/").endswith("/models"): return self.send(200, {"object": "list", "data": [{"id": "pace", "object": "model"}]})
+            if self.path.rstrip("/").endswith("/models"):
+                return self.send(200, {"object": "list", "data": [{"id": "pace", "object": "model"}]})
             self.send(404, {"error": {"message": f"unknown path {self.path}"}})
         def do_POST(self):
             try: body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
@@ -108,19 +125,24 @@ def _handler(proxy) -> type:
             parts = [p for p in self.path.split("?")[0].split("/") if p]
             stage = parts[0] if len(parts) >= 3 and parts[1] == "v1" else "proxy"
             try:
-                if parts[-2:] == ["chat", "completions"] and proxy.cm is not None: return proxy._chat(self, body, stage)
-                if parts[-1:] == ["embeddings"] and proxy.embedder is not None: return self.send(200, proxy._embed(body, stage))
+                if parts[-2:] == ["chat", "completions"] and proxy.cm is not None:
+                    return proxy._chat(self, body, stage)
+                if parts[-1:] == ["embeddings"] and proxy.embedder is not None:
+                    return self.send(200, proxy._embed(body, stage))
             except Exception as e: return self.send(500, {"error": {"message": f"{type(e).__name__}: {e}"}})
             self.send(404, {"error": {"message": f"unknown path {self.path}"}})
     return Handler
 
 # %% ../../nbs/24_graphrag.ipynb #75b871c6
 class ModelProxy:
-    "An OpenAI-compatible HTTP endpoint on 127.0.0.1 answering with a `pace.llm` chat model and a `pace.embed` embedder."
+    """An OpenAI-compatible HTTP endpoint on 127.0.0.1 answering with a `pace.llm` chat model and a
+    `pace.embed` embedder."""
     def __init__(self, chat_model=None, embedder=None, *, host: str = "127.0.0.1", port: int = 0,
                  max_tokens: int = 1024, # completion budget when a request sets none
-                 stage_max_tokens: dict[str, int] | None = None): # the same for the requests of some stages (stage -> budget)
-        self.cm, self.embedder, self.max_tokens, self.stage_max_tokens = chat_model, embedder, max_tokens, dict(stage_max_tokens or {})
+                 # the same for the requests of some stages (stage -> budget)
+                 stage_max_tokens: dict[str, int] | None = None):
+        self.cm, self.embedder, self.max_tokens = chat_model, embedder, max_tokens
+        self.stage_max_tokens = dict(stage_max_tokens or {})
         self.n_chat = self.n_embed = self.n_failed = 0
         self._lock = threading.Lock()
         self.server = _Server((host, port), _handler(self))
@@ -131,7 +153,9 @@ class ModelProxy:
         "The OpenAI base URL whose calls are accounted under `stage`."
         return f"http://{self.host}:{self.port}/{stage}/v1"
     def start(self) -> "ModelProxy":
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True, name="pace-model-proxy"); self._thread.start()
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True,
+                                        name="pace-model-proxy")
+        self._thread.start()
         return self
     def stop(self):
         self.server.shutdown(); self.server.server_close()
@@ -139,7 +163,8 @@ class ModelProxy:
     def __exit__(self, *a): self.stop()
 
     def _chat(self, h, body: dict, stage: str):
-        "Answer the chat completion request `body` on handler `h` with the chat model (an empty reply when its call failed)."
+        """Answer the chat completion request `body` on handler `h` with the chat model (an empty reply when
+        its call failed)."""
         msgs, kw = _chat_request(body, self.stage_max_tokens.get(stage, self.max_tokens))
         r = self.cm.chat(msgs, stage=stage, **kw)
         with self._lock: self.n_chat += 1; self.n_failed += 0 if r.ok else 1
@@ -162,26 +187,34 @@ class GraphRAGConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     community_level: int = 2                   # local search's community level (the `graphrag query` default)
     response_type: str = "Multiple Paragraphs" # local search's response type (the `graphrag query` default)
-    timeout: float = 300.0                     # seconds per local search (the paper's); a timed-out query has no context
+    # seconds per local search (the paper's); a timed-out query has no context
+    timeout: float = 300.0
     max_tokens: int = 1024                     # completion budget of a GraphRAG request that sets none
-    extract_max_tokens: int | None = Field(None, ge=1)  # the same for entity extraction and its gleaning (None: max_tokens); a small model can loop until the budget
-    answer_context: str = "response"           # 'response': local search's output is the answer's context (the paper); 'sources': the facts it cited
+    # the same for entity extraction and its gleaning (None: max_tokens); a small model can loop until the end
+    extract_max_tokens: int | None = Field(None, ge=1)
+    # 'response': local search's output is the answer's context (the paper); 'sources': the facts it cited
+    answer_context: str = "response"
     top_k: int = 10                            # facts given to the answer with answer_context='sources'
     answer_max_tokens: int = 200
     def proxy_budgets(self) -> dict:
         "`ModelProxy`'s completion budgets under this config."
-        return dict(max_tokens=self.max_tokens, stage_max_tokens={} if self.extract_max_tokens is None else {"graphrag_extract": self.extract_max_tokens})
+        return dict(max_tokens=self.max_tokens, stage_max_tokens={} if self.extract_max_tokens is None
+                    else {"graphrag_extract": self.extract_max_tokens})
 
 # %% ../../nbs/24_graphrag.ipynb #a508bff6
-GRAPHRAG_STAGES = {"extract_graph": "graphrag_extract", "summarize_descriptions": "graphrag_summarize", "extract_claims": "graphrag_claims",
-                   "community_reports": "graphrag_report", "local_search": "graphrag_search", "global_search": "graphrag_global",
+GRAPHRAG_STAGES = {"extract_graph": "graphrag_extract", "summarize_descriptions": "graphrag_summarize",
+                   "extract_claims": "graphrag_claims",
+                   "community_reports": "graphrag_report", "local_search": "graphrag_search",
+                   "global_search": "graphrag_global",
                    "drift_search": "graphrag_drift", "basic_search": "graphrag_basic"}
 
 # %% ../../nbs/24_graphrag.ipynb #4e1b2198
 def graphrag_settings(root, proxy: ModelProxy, dim: int) -> dict:
-    "GraphRAG's settings for an instance folder `root`: defaults, with models routed through `proxy` (one stage per workflow)."
+    """GraphRAG's settings for an instance folder `root`: defaults, with models routed through `proxy` (one
+    stage per workflow)."""
     root = Path(root).resolve()
-    model = lambda stage, name: dict(model_provider="openai", model=name, api_base=proxy.base_url(stage), api_key="sk-local")
+    model = lambda stage, name: dict(model_provider="openai", model=name, api_base=proxy.base_url(stage),
+                                     api_key="sk-local")
     s = {"completion_models": {st: model(st, "pace-chat") for st in GRAPHRAG_STAGES.values()},
          "embedding_models": {"graphrag_embed": model("graphrag_embed", "pace-embed")},
          "input": {"type": "jsonl", "id_column": "doc_id", "title_column": "doc_id", "text_column": "text"},
@@ -193,16 +226,21 @@ def graphrag_settings(root, proxy: ModelProxy, dim: int) -> dict:
          "vector_store": {"db_uri": str(root/"output"/"lancedb"), "vector_size": int(dim)},
          "embed_text": {"embedding_model_id": "graphrag_embed"}}
     if proxy.cm is not None and not getattr(proxy.cm, "concurrent", False):
-        s["concurrent_requests"] = 1   # a model that serves one request at a time: GraphRAG's 25 would queue past its client's timeout and be sent again
+        # a model that serves one request at a time: GraphRAG's 25 would queue past its client's timeout and
+        # be sent again
+        s["concurrent_requests"] = 1
     for wf, st in GRAPHRAG_STAGES.items():
-        s[wf] = {"completion_model_id": st} | ({"embedding_model_id": "graphrag_embed"} if wf in ("local_search", "drift_search", "basic_search") else {})
+        s[wf] = {"completion_model_id": st} | ({"embedding_model_id": "graphrag_embed"}
+                                               if wf in ("local_search", "drift_search", "basic_search")
+                                               else {})
     return s
 
 # %% ../../nbs/24_graphrag.ipynb #25430bee
 def graphrag_missing() -> str | None:
     "Why GraphRAG cannot run here (None when it can)."
     if importlib.util.find_spec("graphrag") is None:
-        return f"GraphRAG needs the optional extra: pip install -e '.[graphrag]' (graphrag=={GRAPHRAG_VERSION})"
+        return (f"GraphRAG needs the optional extra: pip install -e '.[graphrag]' "
+                f"(graphrag=={GRAPHRAG_VERSION})")
     return None
 
 # %% ../../nbs/24_graphrag.ipynb #ca414b84
@@ -213,8 +251,10 @@ def _dist_version() -> str | None:
 
 # %% ../../nbs/24_graphrag.ipynb #1fe0e319
 def _graphrag_env():
-    "Environment GraphRAG needs offline, set before it is first imported: litellm's bundled price list, quiet LanceDB."
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")   # litellm must not fetch its price list at import
+    """Environment GraphRAG needs offline, set before it is first imported: litellm's bundled price list,
+    quiet LanceDB."""
+    # litellm must not fetch its price list at import
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("LANCEDB_LOG", "error")
 
 # %% ../../nbs/24_graphrag.ipynb #5aabcff2
@@ -225,7 +265,8 @@ def _load_config(settings: dict):
 
 # %% ../../nbs/24_graphrag.ipynb #c4c2bf9f
 def _run_async(coro_fn, timeout: float | None = None):
-    "Run `coro_fn()` to completion in a fresh event loop on a worker thread (safe inside Jupyter), with an optional timeout."
+    """Run `coro_fn()` to completion in a fresh event loop on a worker thread (safe inside Jupyter), with an
+    optional timeout."""
     async def main(): return await (asyncio.wait_for(coro_fn(), timeout) if timeout else coro_fn())
     with ThreadPoolExecutor(1) as ex: return ex.submit(asyncio.run, main()).result()
 
@@ -243,12 +284,18 @@ class GraphRAGScript:
             kind = "extract"
             text = allt.rsplit("Text:", 1)[-1].split("######################")[0]
             names = list(dict.fromkeys(_re.findall(r"\b[A-Z][a-z]+(?: [A-Z][a-z]+)*", text)))[:5]
-            recs = [f'("entity"<|>{n.upper()}<|>PERSON<|>{n} is mentioned in: {text.strip()[:80]})' for n in names]
-            recs += [f'("relationship"<|>{a.upper()}<|>{b.upper()}<|>{a} and {b} appear together<|>5)' for a, b in zip(names, names[1:])]
+            recs = [f'("entity"<|>{n.upper()}<|>PERSON<|>{n} is mentioned in: {text.strip()[:80]})'
+                    for n in names]
+            recs += [f'("relationship"<|>{a.upper()}<|>{b.upper()}<|>{a} and {b} appear together<|>5)' for a,
+                     b in zip(names, names[1:])]
             out = "\n##\n".join(recs) + "\n<|COMPLETE|>"
-        elif json_schema is not None or "community" in sys_.lower() and "report" in sys_.lower() and "---Role---" not in sys_:
-            kind, out = "report", json.dumps({"title": "A community", "summary": "People and places that appear together.", "rating": 5.0,
-                                              "rating_explanation": "scripted", "findings": [{"summary": "s", "explanation": "e"}]})
+        elif (json_schema is not None
+              or "community" in sys_.lower() and "report" in sys_.lower() and "---Role---" not in sys_):
+            kind, out = "report", json.dumps({"title": "A community",
+                                              "summary": "People and places that appear together.",
+                                              "rating": 5.0,
+                                              "rating_explanation": "scripted",
+                                              "findings": [{"summary": "s", "explanation": "e"}]})
         elif "---Role---" in sys_:
             kind = "search"
             m = _re.search(r"-----Sources-----\s*\nid\|text\n([^\n]*)", sys_)
@@ -261,7 +308,8 @@ class GraphRAGScript:
 # %% ../../nbs/24_graphrag.ipynb #03b9af2d
 def _stage_cost(acc) -> dict:
     st = acc.by_stage()
-    keys = ("calls", "cache_hits", "model_calls", "failures", "prompt_tokens", "completion_tokens", "model_seconds")
+    keys = ("calls", "cache_hits", "model_calls", "failures", "prompt_tokens", "completion_tokens",
+            "model_seconds")
     return {k: {f: round(v[f], 4) for f in keys} for k, v in st.items()}
 
 # %% ../../nbs/24_graphrag.ipynb #b05811a0
@@ -276,38 +324,48 @@ class GraphRAGIndex:
         if self._tables is None:
             import pandas as pd
             out = self.root/"output"
-            self._tables = {n: pd.read_parquet(out/f"{n}.parquet") for n in ("entities", "communities", "community_reports", "text_units", "relationships")}
+            self._tables = {n: pd.read_parquet(out/f"{n}.parquet") for n in ("entities", "communities",
+                                                                             "community_reports",
+                                                                             "text_units", "relationships")}
             cov = out/"covariates.parquet"
             self._tables["covariates"] = pd.read_parquet(cov) if cov.exists() else None
         return self._tables
 
 # %% ../../nbs/24_graphrag.ipynb #cd7072fb
 def _stored_index(d: Path, key: dict) -> GraphRAGIndex | None:
-    "The index saved in folder `d` if its manifest matches `key`; None (with a warning when it is stale) otherwise."
+    """The index saved in folder `d` if its manifest matches `key`; None (with a warning when it is stale)
+    otherwise."""
     try:
         man = json.loads((d/"manifest.json").read_text())
         if {k: man.get(k) for k in key} == key: return GraphRAGIndex(d, man, "loaded")
-        _log.warning("GraphRAG index %s is stale (%s): rebuilding", d, ", ".join(k for k in key if man.get(k) != key[k]))
+        _log.warning("GraphRAG index %s is stale (%s): rebuilding", d, ", ".join(k for k in key
+                                                                                 if man.get(k) != key[k]))
     except (OSError, ValueError): pass
     return None
 
 # %% ../../nbs/24_graphrag.ipynb #5f6a3ac7
 def _write_input(d: Path, facts):
-    "Clear folder `d` of a previous build's manifest and output, and write `facts` as GraphRAG's input (`input/docs.jsonl`)."
+    """Clear folder `d` of a previous build's manifest and output, and write `facts` as GraphRAG's input
+    (`input/docs.jsonl`)."""
     (d/"manifest.json").unlink(missing_ok=True)
     shutil.rmtree(d/"output", ignore_errors=True)
     (d/"input").mkdir(parents=True, exist_ok=True)
     with open(d/"input"/"docs.jsonl", "w", encoding="utf-8") as f:
-        for did, text in check_facts(facts): f.write(json.dumps({"doc_id": did, "text": text}, ensure_ascii=False) + "\n")
+        for did, text in check_facts(facts):
+            f.write(json.dumps({"doc_id": did, "text": text}, ensure_ascii=False) + "\n")
 
 # %% ../../nbs/24_graphrag.ipynb #d95fbfcf
 def _build_cost(n_facts: int, t0: float, ca, ea, n_failed: int) -> dict:
-    "The cost of a build of `n_facts` facts started at `t0`: from its chat and embedder accounts `ca`, `ea`, and the replies the proxy left empty."
+    """The cost of a build of `n_facts` facts started at `t0`: from its chat and embedder accounts `ca`, `ea`,
+    and the replies the proxy left empty."""
     stages, emb = _stage_cost(ca), _stage_cost(ea)
     tot = lambda f: sum(v[f] for v in stages.values())
-    return dict(n_facts=n_facts, wall_seconds=round(time.perf_counter() - t0, 3), llm_calls=int(tot("calls")), llm_failed_replies=n_failed,
-                prompt_tokens=int(tot("prompt_tokens")), completion_tokens=int(tot("completion_tokens")), llm_seconds=round(tot("model_seconds"), 3),
-                model_calls_now=int(tot("model_calls")), embed_texts=int(sum(v["calls"] for v in emb.values())),
+    return dict(n_facts=n_facts, wall_seconds=round(time.perf_counter() - t0, 3), llm_calls=int(tot("calls")),
+                llm_failed_replies=n_failed,
+                prompt_tokens=int(tot("prompt_tokens")), completion_tokens=int(tot("completion_tokens")),
+                llm_seconds=round(tot("model_seconds"), 3),
+                model_calls_now=int(tot("model_calls")), embed_texts=int(sum(v["calls"]
+                                                                             for v in emb.values())),
                 embed_seconds=round(sum(v["model_seconds"] for v in emb.values()), 3), stages=stages)
 
 # %% ../../nbs/24_graphrag.ipynb #b82b54da
@@ -325,31 +383,40 @@ def _table_counts(d: Path) -> dict[str, int]:
 class GraphRAGStore(InstanceStore):
     "Disk-backed GraphRAG indexes, one folder per instance under `root`."
     def __init__(self, root, chat_model, embedder, config: GraphRAGConfig | None = None):
-        self.root, self.cm, self.embedder, self.config = Path(root), chat_model, embedder, config or GraphRAGConfig()
+        self.root, self.cm, self.embedder = Path(root), chat_model, embedder
+        self.config = config or GraphRAGConfig()
         self._mem = {}
     def key(self, facts) -> dict:
         _graphrag_env()
         import graphrag
-        return dict(facts_sha256=facts_sha256(check_facts(facts)), chat=model_identity(self.cm), embedder=embedder_fingerprint(self.embedder),
-                    graphrag=getattr(graphrag, "__version__", None) or _dist_version(), max_tokens=self.config.max_tokens,
-                    **({} if self.config.extract_max_tokens is None else dict(extract_max_tokens=self.config.extract_max_tokens)))
+        return dict(facts_sha256=facts_sha256(check_facts(facts)), chat=model_identity(self.cm),
+                    embedder=embedder_fingerprint(self.embedder),
+                    graphrag=getattr(graphrag, "__version__", None) or _dist_version(),
+                    max_tokens=self.config.max_tokens,
+                    **({} if self.config.extract_max_tokens is None
+                       else dict(extract_max_tokens=self.config.extract_max_tokens)))
     load = staticmethod(_stored_index)   # the stored index if its manifest matches, else None
     def build(self, instance_id: str, facts, key: dict) -> GraphRAGIndex:
-        "Run GraphRAG's indexing pipeline for `instance_id`, its models behind a proxy, and save the manifest (last) with the cost."
+        """Run GraphRAG's indexing pipeline for `instance_id`, its models behind a proxy, and save the
+        manifest (last) with the cost."""
         _graphrag_env()
         import graphrag.api as api
         d = self.path(instance_id)
         _write_input(d, facts)
         t0 = time.perf_counter()
-        with own_accounts(self.cm, self.embedder) as (ca, ea), ModelProxy(self.cm, self.embedder, **self.config.proxy_budgets()) as px:
+        with (own_accounts(self.cm, self.embedder) as (ca, ea),
+              ModelProxy(self.cm, self.embedder, **self.config.proxy_budgets()) as px):
             cfg = _load_config(graphrag_settings(d, px, self.embedder.dim))
             outs = _run_async(lambda: api.build_index(config=cfg))
             n_failed = px.n_failed
         errs = [f"{o.workflow}: {o.error}" for o in outs if o.error is not None]
-        if errs: raise RuntimeError(f"GraphRAG indexing of {instance_id} failed: " + "; ".join(map(str, errs)))
+        if errs:
+            raise RuntimeError(f"GraphRAG indexing of {instance_id} failed: " + "; ".join(map(str, errs)))
         cost = _build_cost(len(facts), t0, ca, ea, n_failed)
-        man = dict(key, stats=_table_counts(d), cost=cost, config=self.config.model_dump(), workflows=[o.workflow for o in outs])
-        tmp = d/"manifest.json.tmp"; tmp.write_text(json.dumps(man, indent=1)); os.replace(tmp, d/"manifest.json")
+        man = dict(key, stats=_table_counts(d), cost=cost, config=self.config.model_dump(),
+                   workflows=[o.workflow for o in outs])
+        tmp = d/"manifest.json.tmp"
+        tmp.write_text(json.dumps(man, indent=1)); os.replace(tmp, d/"manifest.json")
         return GraphRAGIndex(d, man, "built")
 
 # %% ../../nbs/24_graphrag.ipynb #3816812a
@@ -366,36 +433,49 @@ def source_doc_ids(context: dict, text_units) -> list[str]:
     return out
 
 # %% ../../nbs/24_graphrag.ipynb #ff07d2c5
-def local_search(idx: GraphRAGIndex, query: str, proxy: ModelProxy, embed_dim: int, config: GraphRAGConfig | None = None) -> tuple[str, dict]:
-    "GraphRAG's local search over an index, its models routed through `proxy`: (response, context tables). Raises TimeoutError after `config.timeout`."
+def local_search(idx: GraphRAGIndex, query: str, proxy: ModelProxy, embed_dim: int,
+                 config: GraphRAGConfig | None = None) -> tuple[str, dict]:
+    """GraphRAG's local search over an index, its models routed through `proxy`: (response, context tables).
+    Raises TimeoutError after `config.timeout`."""
     _graphrag_env()
     import graphrag.api as api
     cfg = config or GraphRAGConfig()
     gc = _load_config(graphrag_settings(idx.root, proxy, embed_dim))
     t = idx.tables()
-    return _run_async(lambda: api.local_search(config=gc, entities=t["entities"], communities=t["communities"], community_reports=t["community_reports"],
-                                              text_units=t["text_units"], relationships=t["relationships"], covariates=t["covariates"],
-                                              community_level=cfg.community_level, response_type=cfg.response_type, query=query), cfg.timeout)
+    return _run_async(lambda: api.local_search(config=gc, entities=t["entities"],
+                                               communities=t["communities"],
+                                               community_reports=t["community_reports"],
+                                              text_units=t["text_units"], relationships=t["relationships"],
+                                               covariates=t["covariates"],
+                                              community_level=cfg.community_level,
+                                               response_type=cfg.response_type, query=query), cfg.timeout)
 
 # %% ../../nbs/24_graphrag.ipynb #5d059143
 def _check_runnable(store):
-    "Raise when GraphRAG cannot run: the `graphrag` extra is missing, or there is no `store` (no embedder or folder)."
+    """Raise when GraphRAG cannot run: the `graphrag` extra is missing, or there is no `store` (no embedder or
+    folder)."""
     why = graphrag_missing()
     if why: raise ModuleNotFoundError(why)
-    if store is None: raise ValueError("graphrag needs an embedder and a folder for its indexes: embedder= and root=, or an IndexStore as the index")
+    if store is None:
+        raise ValueError("graphrag needs an embedder and a folder for its indexes: embedder= and root=, or "
+                         "an IndexStore as the index")
 
 # %% ../../nbs/24_graphrag.ipynb #840fe2ef
 def _index_or_error(store, errors: dict, iid: str, kb):
-    "The index of instance `iid`, or None when its build failed (now or before: `errors` maps instance ids to why)."
+    """The index of instance `iid`, or None when its build failed (now or before: `errors` maps instance ids
+    to why)."""
     if iid in errors: return None
     try: return store.get(iid, kb)
-    except Exception as e:   # a failed build (e.g. a model that extracts no entity) fails this instance's queries, not the run
+    # a failed build (e.g. a model that extracts no entity) fails this instance's queries, not the run
+    except Exception as e:
         errors[iid] = f"GraphRAG indexing failed: {type(e).__name__}: {e}"
         _log.error("%s", errors[iid])
 
 # %% ../../nbs/24_graphrag.ipynb #60c6b2b2
-def _search(idx, query: str, cm, embedder, config: GraphRAGConfig, error: str | None = None) -> tuple[str | None, dict, list[str], AgentCall]:
-    "(response, context tables, cited doc ids, the search's call record) for `query` on `idx`; `error`: why the index is missing."
+def _search(idx, query: str, cm, embedder, config: GraphRAGConfig,
+            error: str | None = None) -> tuple[str | None, dict, list[str], AgentCall]:
+    """(response, context tables, cited doc ids, the search's call record) for `query` on `idx`; `error`: why
+    the index is missing."""
     rec = AgentCall(stage="graphrag_search", ok=True)
     try:
         if error: raise RuntimeError(error)
@@ -404,7 +484,8 @@ def _search(idx, query: str, cm, embedder, config: GraphRAGConfig, error: str | 
         ids = source_doc_ids(ctx, idx.tables()["text_units"])
     except (TimeoutError, asyncio.TimeoutError):
         response, ctx, ids = None, {}, []
-        rec.ok, rec.error, rec.fallback = False, f"local search timed out after {config.timeout:g} s", "no context"
+        rec.ok, rec.fallback = False, "no context"
+        rec.error = f"local search timed out after {config.timeout:g} s"
     except Exception as e:
         response, ctx, ids = None, {}, []
         rec.ok, rec.error, rec.fallback = False, f"{type(e).__name__}: {e}", "no context"
@@ -420,17 +501,21 @@ def _search_details(response: str | None, ctx: dict, ids: list[str], idx, error:
 
 # %% ../../nbs/24_graphrag.ipynb #1efa8212
 def _policy(use_resp: bool, top_k: int) -> str:
-    "The trace's policy: local search's response as the answer's context (`use_resp`), or its first `top_k` cited facts."
-    return ("local search's response as the answer's context; the ranking is the text units (facts) it cited, in context order"
+    """The trace's policy: local search's response as the answer's context (`use_resp`), or its first `top_k`
+    cited facts."""
+    return ("local search's response as the answer's context; the ranking is the text units (facts) it "
+            "cited, in context order"
             if use_resp else f"the first {top_k} facts local search cited, in context order")
 
 # %% ../../nbs/24_graphrag.ipynb #29f211a6
-def _answer_from(cm, query, instance, kb, response: str | None, ids: list[str], cfg: GraphRAGConfig, tr: BaselineTrace) -> tuple[str, list[str] | None]:
+def _answer_from(cm, query, instance, kb, response: str | None, ids: list[str], cfg: GraphRAGConfig,
+                 tr: BaselineTrace) -> tuple[str, list[str] | None]:
     "(answer, the cited ids it used: None with the response as context); its call goes into `tr`."
     use_resp = cfg.answer_context == "response"
     texts = {f.doc_id: f.text for f in kb}
     ctx_facts = ([response] if response else []) if use_resp else [texts[i] for i in ids[:cfg.top_k]]
-    ans, arec = generate_answer(cm, query.query, query.ref_date, persona_name(instance), ctx_facts, stage="answer", max_tokens=cfg.answer_max_tokens)
+    ans, arec = generate_answer(cm, query.query, query.ref_date, persona_name(instance), ctx_facts,
+                                stage="answer", max_tokens=cfg.answer_max_tokens)
     tr.calls.append(arec); tr.answer_facts_used = arec.notes.get("n_facts_used", 0)
     return ans, None if use_resp else ids[:tr.answer_facts_used]
 
@@ -438,15 +523,19 @@ def _answer_from(cm, query, instance, kb, response: str | None, ids: list[str], 
 class GraphRAG:
     "Microsoft GraphRAG (standard indexing, local search) behind the `Method` interface."
     name, ranked, retrieves = "graphrag", True, True
-    def __init__(self, chat_model, index=None, *, embedder=None, root=None, config: GraphRAGConfig | None = None,
+    def __init__(self, chat_model, index=None, *, embedder=None, root=None,
+                 config: GraphRAGConfig | None = None,
                  answer_max_tokens: int | None = None):
         embedder = embedder if embedder is not None else getattr(index, "embedder", None)
         if root is None and hasattr(index, "root"): root = Path(index.root)/"@graphrag"
         cfg = config or GraphRAGConfig()
-        if answer_max_tokens is not None: cfg = cfg.model_copy(update=dict(answer_max_tokens=answer_max_tokens))
-        if cfg.answer_context not in ("response", "sources"): raise ValueError(f"answer_context must be 'response' or 'sources', got {cfg.answer_context!r}")
+        if answer_max_tokens is not None:
+            cfg = cfg.model_copy(update=dict(answer_max_tokens=answer_max_tokens))
+        if cfg.answer_context not in ("response", "sources"):
+            raise ValueError(f"answer_context must be 'response' or 'sources', got {cfg.answer_context!r}")
         self.cm, self.embedder, self.config = chat_model, embedder, cfg
-        self.store = GraphRAGStore(root, chat_model, embedder, cfg) if embedder is not None and root is not None else None
+        self.store = GraphRAGStore(root, chat_model, embedder,
+                                   cfg) if embedder is not None and root is not None else None
         self._index_errors = {}   # instance id -> why its index could not be built (in this process)
 
     def run(self, query, instance, kb, answer: bool = True) -> MethodResult:
@@ -458,7 +547,8 @@ class GraphRAG:
         snap = self.cm.accounts.snapshot()
         tr = BaselineTrace(method=self.name, query_id=getattr(query, "query_id", None))
         t1 = time.perf_counter()
-        response, ctx, ids, rec = _search(idx, query.query, self.cm, self.embedder, self.config, self._index_errors.get(iid))
+        response, ctx, ids, rec = _search(idx, query.query, self.cm, self.embedder, self.config,
+                                          self._index_errors.get(iid))
         tr.calls.append(rec)
         tr.timings["index"], tr.timings["retrieval"] = t1 - t0, time.perf_counter() - t1
         tr.details = _search_details(response, ctx, ids, idx, self._index_errors.get(iid))

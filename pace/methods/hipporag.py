@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
-from ..calls import AgentCall, call_agent
+from ..calls import AgentCall, call_agent, prompt_asset
 from .agents import generate_answer, persona_name
 from .baselines import MethodResult, BaselineTrace
 from ..index import facts_sha256, check_facts, embedder_fingerprint
@@ -29,9 +29,11 @@ __all__ = ['NER_SYSTEM', 'TRIPLE_SYSTEM', 'NER_SCHEMA', 'TRIPLE_SCHEMA', 'FILTER
 class HippoRAGConfig(BaseModel):
     "HippoRAG 2 settings (defaults from the official `BaseConfig`, top-10 passages as in the paper)."
     model_config = ConfigDict(extra="forbid", frozen=True)
-    synonymy_threshold: float = 0.8    # synonymy_edge_sim_threshold: min cosine of two phrases joined by a synonymy edge
+    # synonymy_edge_sim_threshold: min cosine of two phrases joined by a synonymy edge
+    synonymy_threshold: float = 0.8
     synonymy_top_k: int = 2047         # synonymy_edge_topk: nearest phrases looked at per phrase
-    synonymy_max_edges: int = 101      # the official loop stops once more than 100 synonyms were added (so 101 per phrase)
+    # the official loop stops once more than 100 synonyms were added (so 101 per phrase)
+    synonymy_max_edges: int = 101
     passage_node_weight: float = 0.05  # factor on the dense score of every passage in the PPR reset vector
     damping: float = 0.5               # PPR damping
     linking_top_k: int = 5             # triples shown to the filter, and phrases kept as PPR seeds
@@ -46,17 +48,20 @@ class HippoRAGConfig(BaseModel):
 
     def graph_params(self) -> dict:
         "The settings that change the index (the rest only change retrieval)."
-        return {k: getattr(self, k) for k in ("synonymy_threshold", "synonymy_top_k", "synonymy_max_edges", "ner_max_tokens", "triple_max_tokens")}
+        return {k: getattr(self, k) for k in ("synonymy_threshold", "synonymy_top_k", "synonymy_max_edges",
+                                              "ner_max_tokens", "triple_max_tokens")}
 
 # %% ../../nbs/23_hipporag.ipynb #28c65df5
 def text_processing(text) -> str:
-    "Lower-cased text with every character other than [a-z0-9 ] replaced by a space (the official normalisation)."
+    """Lower-cased text with every character other than [a-z0-9 ] replaced by a space (the official
+    normalisation)."""
     if isinstance(text, (list, tuple)): return [text_processing(t) for t in text]
     return re.sub(r"[^A-Za-z0-9 ]", " ", str(text).lower()).strip()
 
 # %% ../../nbs/23_hipporag.ipynb #272fd619
 def valid_triples(triples) -> list[list[str]]:
-    "Triples with exactly three parts, as strings, first occurrence kept (the official `filter_invalid_triples`)."
+    """Triples with exactly three parts, as strings, first occurrence kept (the official
+    `filter_invalid_triples`)."""
     out, seen = [], set()
     for t in triples or []:
         if not isinstance(t, (list, tuple)) or len(t) != 3: continue
@@ -78,39 +83,35 @@ def min_max(x: np.ndarray) -> np.ndarray:
     return np.ones_like(x) if hi - lo <= 0 else (x - lo) / (hi - lo)
 
 # %% ../../nbs/23_hipporag.ipynb #2297da83
-NER_SYSTEM = """You read one short note from a personal assistant's memory about its user and list the named entities in it.
-Named entities are the specific people, pets, places, organisations, products, events, days, dates, times and amounts the note mentions.
-Copy each entity exactly as it is written in the note; list each once.
-Answer with JSON only: {"named_entities": ["...", "..."]}"""
+NER_SYSTEM = prompt_asset("hipporag/NER_SYSTEM.md")
 
 # %% ../../nbs/23_hipporag.ipynb #8fae1308
-TRIPLE_SYSTEM = """You turn one short note from a personal assistant's memory into a small knowledge graph.
-Write (subject, relation, object) triples that together say everything the note says.
-Rules:
-- every triple should contain at least one, and preferably two, of the named entities listed for the note;
-- replace pronouns with the names they stand for;
-- keep the relation a short verb phrase, and use the note's own words;
-- do not add anything the note does not state.
-Answer with JSON only: {"triples": [["subject", "relation", "object"], ...]}"""
+TRIPLE_SYSTEM = prompt_asset("hipporag/TRIPLE_SYSTEM.md")
 
 # %% ../../nbs/23_hipporag.ipynb #0042a837
 _EXAMPLE_NOTE = "Dr. Lena Park moved her Tuesday clinic at Riverside Hospital to 14:00 from 3 March 2026."
-_EXAMPLE_NER = {"named_entities": ["Dr. Lena Park", "Tuesday clinic", "Riverside Hospital", "14:00", "3 March 2026"]}
-_EXAMPLE_TRIPLES = {"triples": [["Dr. Lena Park", "moved", "Tuesday clinic"], ["Tuesday clinic", "is held at", "Riverside Hospital"],
-                                ["Tuesday clinic", "now starts at", "14:00"], ["Tuesday clinic", "moved from", "3 March 2026"]]}
+_EXAMPLE_NER = {"named_entities": ["Dr. Lena Park", "Tuesday clinic", "Riverside Hospital", "14:00",
+                                   "3 March 2026"]}
+_EXAMPLE_TRIPLES = {"triples": [["Dr. Lena Park", "moved", "Tuesday clinic"], ["Tuesday clinic", "is held at",
+                                                                               "Riverside Hospital"],
+                                ["Tuesday clinic", "now starts at", "14:00"], ["Tuesday clinic", "moved from",
+                                                                               "3 March 2026"]]}
 
 # %% ../../nbs/23_hipporag.ipynb #4c4e5af0
 NER_SCHEMA = {"type": "object", "required": ["named_entities"],
-              "properties": {"named_entities": {"type": "array", "items": {"type": "string"}, "maxItems": 20}}}
+              "properties": {"named_entities": {"type": "array", "items": {"type": "string"},
+                                                "maxItems": 20}}}
 TRIPLE_SCHEMA = {"type": "object", "required": ["triples"],
                  "properties": {"triples": {"type": "array", "maxItems": 20,
-                                            "items": {"type": "array", "items": {"type": "string"}, "minItems": 3, "maxItems": 3}}}}
+                                            "items": {"type": "array", "items": {"type": "string"},
+                                                      "minItems": 3, "maxItems": 3}}}}
 
 # %% ../../nbs/23_hipporag.ipynb #8150da96
 def ner_messages(passage: str) -> list[dict]:
     "Chat messages for the named-entity step."
     return [dict(role="system", content=NER_SYSTEM), dict(role="user", content=f"Note: {_EXAMPLE_NOTE}"),
-            dict(role="assistant", content=json.dumps(_EXAMPLE_NER)), dict(role="user", content=f"Note: {passage}")]
+            dict(role="assistant", content=json.dumps(_EXAMPLE_NER)), dict(role="user",
+                                                                           content=f"Note: {passage}")]
 
 # %% ../../nbs/23_hipporag.ipynb #9049b87c
 def triple_messages(passage: str, entities: list[str]) -> list[dict]:
@@ -119,16 +120,20 @@ def triple_messages(passage: str, entities: list[str]) -> list[dict]:
     return [dict(role="system", content=TRIPLE_SYSTEM),
             dict(role="user", content=f"Note: {_EXAMPLE_NOTE}\nNamed entities: {ex}"),
             dict(role="assistant", content=json.dumps(_EXAMPLE_TRIPLES)),
-            dict(role="user", content=f"Note: {passage}\nNamed entities: {json.dumps(entities, ensure_ascii=False)}")]
+            dict(role="user",
+                 content=f"Note: {passage}\nNamed entities: {json.dumps(entities, ensure_ascii=False)}")]
 
 # %% ../../nbs/23_hipporag.ipynb #a9c6ae1f
 def prompts_sha256() -> str:
-    "sha256 (16 hex) of the extraction prompts and their example: part of the index manifest, so changed prompts rebuild the index."
-    return hashlib.sha256(json.dumps([NER_SYSTEM, TRIPLE_SYSTEM, _EXAMPLE_NOTE, _EXAMPLE_NER, _EXAMPLE_TRIPLES]).encode()).hexdigest()[:16]
+    """sha256 (16 hex) of the extraction prompts and their example: part of the index manifest, so changed
+    prompts rebuild the index."""
+    return hashlib.sha256(json.dumps([NER_SYSTEM, TRIPLE_SYSTEM, _EXAMPLE_NOTE, _EXAMPLE_NER,
+                                      _EXAMPLE_TRIPLES]).encode()).hexdigest()[:16]
 
 # %% ../../nbs/23_hipporag.ipynb #79a24022
 def _parsed(r, key: str) -> list:
-    "The list under `key` of a structured chat result (parsed, or dug out of the text), [] when there is none."
+    """The list under `key` of a structured chat result (parsed, or dug out of the text), [] when there is
+    none."""
     p = r.parsed if r.ok else None
     if isinstance(p, BaseModel): p = p.model_dump()
     if p is None and r.ok and r.text:
@@ -140,12 +145,15 @@ def _parsed(r, key: str) -> list:
 
 # %% ../../nbs/23_hipporag.ipynb #cdbebd4e
 def _usage(r) -> dict:
-    return dict(ok=bool(r.ok), error=r.error, prompt_tokens=r.usage.prompt_tokens, completion_tokens=r.usage.completion_tokens,
-                seconds=round(float(getattr(r, "seconds", 0.0) or 0.0), 4), cached=bool(getattr(r, "cached", False)))
+    return dict(ok=bool(r.ok), error=r.error, prompt_tokens=r.usage.prompt_tokens,
+                completion_tokens=r.usage.completion_tokens,
+                seconds=round(float(getattr(r, "seconds", 0.0) or 0.0), 4), cached=bool(getattr(r, "cached",
+                                                                                                False)))
 
 # %% ../../nbs/23_hipporag.ipynb #293a193d
 def read_openie(path) -> dict[str, dict]:
-    "Rows of an extraction file by doc_id (the last line of a doc wins); a broken last line (a kill mid-write) is ignored."
+    """Rows of an extraction file by doc_id (the last line of a doc wins); a broken last line (a kill
+    mid-write) is ignored."""
     p, out = Path(path), {}
     if not p.exists(): return out
     lines = p.read_text(encoding="utf-8").splitlines()
@@ -167,16 +175,22 @@ def _cut_partial_line(path):
 
 # %% ../../nbs/23_hipporag.ipynb #ee82427a
 def _extract_batch(cm, chunk, cfg: HippoRAGConfig) -> list[dict]:
-    "The extraction rows of the facts `chunk`: NER for all, then triples given each fact's entities (two chat batches)."
-    ner = cm.chat_batch([dict(messages=ner_messages(f.text), schema=NER_SCHEMA, max_tokens=cfg.ner_max_tokens) for f in chunk], stage="hippo_ner")
+    """The extraction rows of the facts `chunk`: NER for all, then triples given each fact's entities (two
+    chat batches)."""
+    ner = cm.chat_batch([dict(messages=ner_messages(f.text), schema=NER_SCHEMA,
+                              max_tokens=cfg.ner_max_tokens) for f in chunk], stage="hippo_ner")
     ents = [list(dict.fromkeys(str(e) for e in _parsed(r, "named_entities"))) for r in ner]
-    tri = cm.chat_batch([dict(messages=triple_messages(f.text, e), schema=TRIPLE_SCHEMA, max_tokens=cfg.triple_max_tokens)
+    tri = cm.chat_batch([dict(messages=triple_messages(f.text, e), schema=TRIPLE_SCHEMA,
+                              max_tokens=cfg.triple_max_tokens)
                          for f, e in zip(chunk, ents)], stage="hippo_triples")
-    return [dict(doc_id=f.doc_id, passage=f.text, extracted_entities=e, extracted_triples=valid_triples(_parsed(rt, "triples")),
-                 usage=dict(ner=_usage(rn), triples=_usage(rt))) for f, rn, e, rt in zip(chunk, ner, ents, tri)]
+    return [dict(doc_id=f.doc_id, passage=f.text, extracted_entities=e,
+                 extracted_triples=valid_triples(_parsed(rt, "triples")),
+                 usage=dict(ner=_usage(rn), triples=_usage(rt))) for f, rn, e, rt in zip(chunk, ner, ents,
+                                                                                         tri)]
 
 # %% ../../nbs/23_hipporag.ipynb #92faf801
-def extract_openie(cm, facts, path=None, *, config: HippoRAGConfig | None = None, progress: bool = False) -> list[dict]:
+def extract_openie(cm, facts, path=None, *, config: HippoRAGConfig | None = None,
+                   progress: bool = False) -> list[dict]:
     "NER then triple extraction for every fact (resuming from `path`); one row per fact, in fact order."
     cfg, facts = config or HippoRAGConfig(), list(facts)
     done = read_openie(path) if path else {}
@@ -214,19 +228,23 @@ def to_official_openie(rows: list[dict]) -> dict:
 
 # %% ../../nbs/23_hipporag.ipynb #4d7b00fa
 def from_official_openie(obj: dict | str | Path, facts) -> list[dict]:
-    "Rows for `facts` from an official extraction file (or its parsed dict); a fact with no entry gets empty lists."
+    """Rows for `facts` from an official extraction file (or its parsed dict); a fact with no entry gets empty
+    lists."""
     if not isinstance(obj, dict): obj = json.loads(Path(obj).read_text(encoding="utf-8"))
     by_text = {d["passage"]: d for d in obj.get("docs", [])}
     out = []
     for f in facts:
         d = by_text.get(f.text, {})
-        out.append(dict(doc_id=f.doc_id, passage=f.text, extracted_entities=list(d.get("extracted_entities", [])),
-                        extracted_triples=valid_triples(d.get("extracted_triples", [])), usage={}, imported=bool(d)))
+        out.append(dict(doc_id=f.doc_id, passage=f.text, extracted_entities=list(d.get("extracted_entities",
+                                                                                       [])),
+                        extracted_triples=valid_triples(d.get("extracted_triples", [])), usage={},
+                        imported=bool(d)))
     return out
 
 # %% ../../nbs/23_hipporag.ipynb #ff33551e
 def _knn(vecs: np.ndarray, k: int, batch: int = 1024):
-    "For each row, the indices and cosines of its k nearest rows (itself included), best first, ties by index."
+    """For each row, the indices and cosines of its k nearest rows (itself included), best first, ties by
+    index."""
     n = len(vecs); k = min(k, n)
     for s in range(0, n, batch):
         sims = vecs[s:s + batch] @ vecs.T
@@ -243,7 +261,8 @@ def _embed(embedder, texts, stage) -> np.ndarray:
 
 # %% ../../nbs/23_hipporag.ipynb #057e4e99
 def _triple_edges(rows: list[dict], chunk_triples: list[list[tuple]]) -> tuple[dict, dict]:
-    "(edges, phrase -> doc ids): +1 to (subject, object) and (object, subject) per fact stating a triple, and (passage, phrase) = 1."
+    """(edges, phrase -> doc ids): +1 to (subject, object) and (object, subject) per fact stating a triple,
+    and (passage, phrase) = 1."""
     edges, ent_docs = {}, {}
     for r, ts in zip(rows, chunk_triples):
         for s, _, o in ts:
@@ -255,14 +274,17 @@ def _triple_edges(rows: list[dict], chunk_triples: list[list[tuple]]) -> tuple[d
     return edges, ent_docs
 
 # %% ../../nbs/23_hipporag.ipynb #6b53d178
-def _node_vectors(embedder, entities: list[str], facts: list[tuple], passages: list[str]) -> dict[str, np.ndarray]:
+def _node_vectors(embedder, entities: list[str], facts: list[tuple],
+                  passages: list[str]) -> dict[str, np.ndarray]:
     "Unit embeddings of the phrases, the triples and the passages, by kind."
-    return dict(entity=_embed(embedder, entities, "hippo_embed_phrase"), fact=_embed(embedder, [str(f) for f in facts], "hippo_embed_triple"),
+    return dict(entity=_embed(embedder, entities, "hippo_embed_phrase"),
+                fact=_embed(embedder, [str(f) for f in facts], "hippo_embed_triple"),
                 passage=_embed(embedder, passages, "hippo_embed_passage"))
 
 # %% ../../nbs/23_hipporag.ipynb #b782c678
 def _synonymy_edges(entities: list[str], vecs: np.ndarray, cfg: HippoRAGConfig) -> dict:
-    "(phrase, neighbour) -> cosine for the neighbours of each phrase at least `synonymy_threshold` similar, at most `synonymy_max_edges` each."
+    """(phrase, neighbour) -> cosine for the neighbours of each phrase at least `synonymy_threshold` similar,
+    at most `synonymy_max_edges` each."""
     syn = {}
     for i, idx, sc in _knn(vecs, cfg.synonymy_top_k):
         if len(re.sub("[^A-Za-z0-9]", "", entities[i])) <= 2: continue
@@ -278,7 +300,8 @@ def _igraph(names: list[str], edges: dict):
     import igraph as ig
     pos = {n: i for i, n in enumerate(names)}
     g = ig.Graph(n=len(names), directed=False)
-    g.add_edges([(pos[a], pos[b]) for (a, b) in edges]); g.vs["name"] = names; g.es["weight"] = [float(w) for w in edges.values()]
+    g.add_edges([(pos[a], pos[b]) for (a, b) in edges])
+    g.vs["name"] = names; g.es["weight"] = [float(w) for w in edges.values()]
     return g
 
 # %% ../../nbs/23_hipporag.ipynb #a78aaa10
@@ -286,15 +309,19 @@ def _edge_counts(edges: dict, syn: set) -> dict:
     "Edge keys by kind: passage, synonymy (the keys in `syn`), triple, all."
     n_syn = sum(1 for (a, b) in edges if a.startswith("e:") and b.startswith("e:") and (a, b) in syn)
     return dict(passage_edges=sum(1 for (a, b) in edges if a.startswith("p:")), synonymy_edges=n_syn,
-                triple_edges=sum(1 for (a, b) in edges if a.startswith("e:") and b.startswith("e:")) - n_syn, edges=len(edges))
+                triple_edges=sum(1 for (a, b) in edges if a.startswith("e:") and b.startswith("e:")) - n_syn,
+                edges=len(edges))
 
 # %% ../../nbs/23_hipporag.ipynb #ff0c4b57
 class HippoGraph:
     "HippoRAG 2's phrase/passage graph with its embeddings and bookkeeping."
     def __init__(self, passages, texts, entities, facts, edges, ent_docs, vecs):
-        self.passages, self.texts, self.entities, self.facts = list(passages), list(texts), list(entities), [tuple(f) for f in facts]
-        self.edges = dict(edges)                       # (node name, node name) -> weight: the official node_to_node_stats
-        self.ent_docs = {e: sorted(d) for e, d in ent_docs.items()}   # phrase -> doc ids whose triples hold it
+        self.passages, self.texts, self.entities = list(passages), list(texts), list(entities)
+        self.facts = [tuple(f) for f in facts]
+        # (node name, node name) -> weight: the official node_to_node_stats
+        self.edges = dict(edges)
+        # phrase -> doc ids whose triples hold it
+        self.ent_docs = {e: sorted(d) for e, d in ent_docs.items()}
         self.vecs = vecs                               # {'entity', 'fact', 'passage'} -> unit rows
         self.ent_index = {e: i for i, e in enumerate(self.entities)}
         self._syn = set()                               # the keys set by synonymy
@@ -306,7 +333,8 @@ class HippoGraph:
 
     def stats(self) -> dict:
         "Counts of nodes and edges by kind (edge keys as the official statistics count them)."
-        return dict(phrase_nodes=len(self.entities), passage_nodes=len(self.passages), triples=len(self.facts), **_edge_counts(self.edges, self._syn))
+        return dict(phrase_nodes=len(self.entities), passage_nodes=len(self.passages),
+                    triples=len(self.facts), **_edge_counts(self.edges, self._syn))
 
     @property
     def graph(self):
@@ -325,23 +353,23 @@ class HippoGraph:
         vecs = _node_vectors(embedder, entities, facts, [r["passage"] for r in rows])
         syn = _synonymy_edges(entities, vecs["entity"], cfg) if entities else {}
         edges.update(syn)
-        g = cls([r["doc_id"] for r in rows], [r["passage"] for r in rows], entities, facts, edges, ent_docs, vecs)
+        g = cls([r["doc_id"] for r in rows], [r["passage"] for r in rows], entities, facts, edges, ent_docs,
+                vecs)
         g._syn = set(syn)
         return g
 
 # %% ../../nbs/23_hipporag.ipynb #00b51de7
 def personalized_pagerank(graph, reset: np.ndarray, damping: float = 0.5) -> np.ndarray:
-    "PPR scores of every node (igraph PRPACK, undirected, weighted), the reset vector cleaned as the official code does."
+    """PPR scores of every node (igraph PRPACK, undirected, weighted), the reset vector cleaned as the
+    official code does."""
     reset = np.where(np.isnan(reset) | (reset < 0), 0.0, np.asarray(reset, dtype=np.float64))
-    return np.asarray(graph.personalized_pagerank(vertices=range(graph.vcount()), damping=damping, directed=False,
-                                                   weights="weight", reset=reset.tolist(), implementation="prpack"))
+    return np.asarray(graph.personalized_pagerank(vertices=range(graph.vcount()), damping=damping,
+                                                  directed=False,
+                                                   weights="weight", reset=reset.tolist(),
+                                                  implementation="prpack"))
 
 # %% ../../nbs/23_hipporag.ipynb #8407777f
-FILTER_SYSTEM = """You help a personal assistant recall what matters for a request.
-You get the request and a few candidate facts from the assistant's memory, each written as a [subject, relation, object] triple.
-Keep the facts that bear on the request: facts about the people, places, times or things it involves, or that connect it to something that could matter. Keep at most {n}; drop the rest. If no fact is relevant, keep none.
-Copy kept facts exactly as they appear among the candidates; never write new ones.
-Answer with JSON only: {{"fact": [["subject", "relation", "object"], ...]}}"""
+FILTER_SYSTEM = prompt_asset("hipporag/FILTER_SYSTEM.md")
 
 # %% ../../nbs/23_hipporag.ipynb #17e230ab
 class FactFilter(BaseModel):
@@ -358,7 +386,9 @@ def link_facts(g: HippoGraph, qvec: np.ndarray, k: int) -> tuple[np.ndarray, lis
 # %% ../../nbs/23_hipporag.ipynb #803624ba
 def filter_messages(query: str, candidates: list[tuple], n: int) -> list[dict]:
     "Chat messages for the recognition-memory filter."
-    user = f"Request: {query}\nCandidate facts: {json.dumps({'fact': [list(c) for c in candidates]}, ensure_ascii=False)}\nWhich facts should be kept? Answer as JSON."
+    user = (f"Request: {query}\nCandidate facts: "
+            f"{json.dumps({'fact': [list(c) for c in candidates]}, ensure_ascii=False)}\nWhich facts should "
+            f"be kept? Answer as JSON.")
     return [dict(role="system", content=FILTER_SYSTEM.format(n=n)), dict(role="user", content=user)]
 
 # %% ../../nbs/23_hipporag.ipynb #efecefc7
@@ -366,9 +396,11 @@ def filter_schema(candidates: list[tuple], n: int, matching: str = "nearest") ->
     "The filter's JSON schema: the official `Fact` (`nearest`), or at most `n` candidates (`exact`)."
     if matching == "nearest":
         triple = {"type": "array", "items": {"type": "string"}}
-        return {"type": "object", "required": ["fact"], "properties": {"fact": {"type": "array", "items": triple}}}
+        return {"type": "object", "required": ["fact"], "properties": {"fact": {"type": "array",
+                                                                                "items": triple}}}
     return {"type": "object", "required": ["fact"],
-            "properties": {"fact": {"type": "array", "maxItems": n, "items": {"enum": [list(c) for c in candidates]}}}}
+            "properties": {"fact": {"type": "array", "maxItems": n,
+                                    "items": {"enum": [list(c) for c in candidates]}}}}
 
 # %% ../../nbs/23_hipporag.ipynb #486b3b7d
 def nearest_candidate(fact: list[str], candidates: list[tuple]) -> int:
@@ -380,7 +412,8 @@ def nearest_candidate(fact: list[str], candidates: list[tuple]) -> int:
 def recognition_filter(cm, query: str, candidates: list[tuple], *, max_kept: int = 5, max_tokens: int = 512,
                        matching: str = "nearest", stage: str = "hippo_filter"
                       ) -> tuple[list[int] | None, AgentCall]:
-    "Positions in `candidates` of the kept triples (the model's order, at most `max_kept`); None if the call failed."
+    """Positions in `candidates` of the kept triples (the model's order, at most `max_kept`); None if the call
+    failed."""
     if matching not in ("nearest", "exact"):
         raise ValueError(f"matching: 'nearest' or 'exact', not {matching!r}")
     if not candidates: return [], AgentCall(stage=stage, ok=True, notes=dict(n_candidates=0))
@@ -406,7 +439,8 @@ def dense_ranking(g: HippoGraph, qvec: np.ndarray) -> list[tuple[str, float]]:
 # %% ../../nbs/23_hipporag.ipynb #3e151eb4
 def graph_ranking(g: HippoGraph, qvec: np.ndarray, kept: list[int], fact_scores: np.ndarray,
                   config: HippoRAGConfig | None = None) -> tuple[list[tuple[str, float]], dict]:
-    "All passages ranked by PPR seeded from the kept triples' phrases and every passage's dense score; (ranking, details)."
+    """All passages ranked by PPR seeded from the kept triples' phrases and every passage's dense score;
+    (ranking, details)."""
     cfg = config or HippoRAGConfig()
     n_e = len(g.entities)
     phrase_w, occurs = np.zeros(g.n_nodes), np.zeros(g.n_nodes)
@@ -418,7 +452,8 @@ def graph_ranking(g: HippoGraph, qvec: np.ndarray, kept: list[int], fact_scores:
             phrase_w[j] += fact_scores[i] / max(1, len(g.ent_docs.get(ph, ())))
             occurs[j] += 1
     phrase_w = np.divide(phrase_w, occurs, out=np.zeros_like(phrase_w), where=occurs > 0)
-    linked = sorted(((g.entities[j], float(phrase_w[j])) for j in np.flatnonzero(occurs)), key=lambda x: (-x[1], x[0]))[:cfg.linking_top_k]
+    linked = sorted(((g.entities[j], float(phrase_w[j])) for j in np.flatnonzero(occurs)),
+                    key=lambda x: (-x[1], x[0]))[:cfg.linking_top_k]
     keep = {g.ent_index[e] for e, _ in linked}
     phrase_w[[j for j in range(n_e) if j not in keep]] = 0.0
     dense = min_max(g.vecs["passage"] @ np.asarray(qvec, np.float32))
@@ -435,12 +470,15 @@ FORMAT_VERSION = 1
 def model_identity(m) -> dict:
     "A model's fingerprint (backend, model id, options), or its class and id."
     fp = getattr(m, "fingerprint", None)
-    return json.loads(json.dumps(fp() if callable(fp) else dict(backend=type(m).__name__, model_id=getattr(m, "model_id", None)), default=str))
+    return json.loads(json.dumps(fp() if callable(fp) else dict(backend=type(m).__name__,
+                                                                model_id=getattr(m, "model_id", None)),
+                                 default=str))
 
 # %% ../../nbs/23_hipporag.ipynb #0982cbb7
 @contextmanager
 def own_accounts(*models):
-    "Give each model a fresh `Accounts` inside the block (restored after); yields them, so a build's cost is kept apart."
+    """Give each model a fresh `Accounts` inside the block (restored after); yields them, so a build's cost is
+    kept apart."""
     from pace.cache import Accounts
     olds = [getattr(m, "accounts", None) for m in models]
     news = [Accounts() for _ in models]
@@ -454,13 +492,18 @@ def own_accounts(*models):
 # %% ../../nbs/23_hipporag.ipynb #838d2eb5
 def _stage_sum(acc, prefix) -> dict:
     st = {k: v for k, v in acc.by_stage().items() if k.startswith(prefix)}
-    return {f: round(sum(d[f] for d in st.values()), 4) for f in ("calls", "cache_hits", "model_calls", "failures", "prompt_tokens", "completion_tokens", "seconds", "model_seconds")}
+    return {f: round(sum(d[f] for d in st.values()), 4) for f in ("calls", "cache_hits", "model_calls",
+                                                                  "failures", "prompt_tokens",
+                                                                  "completion_tokens", "seconds",
+                                                                  "model_seconds")}
 
 # %% ../../nbs/23_hipporag.ipynb #6c95c4ef
 def _save_graph(g: HippoGraph, d: Path):
     pos = {n: i for i, n in enumerate(g.names)}
-    (d/"graph.json").write_text(json.dumps(dict(passages=g.passages, texts=g.texts, entities=g.entities, facts=g.facts,
-        edges=[[pos[a], pos[b], w] for (a, b), w in g.edges.items()], synonymy=[[pos[a], pos[b]] for a, b in sorted(g._syn)],
+    (d/"graph.json").write_text(json.dumps(dict(passages=g.passages, texts=g.texts, entities=g.entities,
+                                                facts=g.facts,
+        edges=[[pos[a], pos[b], w] for (a, b), w in g.edges.items()], synonymy=[[pos[a], pos[b]] for a,
+                                                                                b in sorted(g._syn)],
         ent_docs=g.ent_docs), ensure_ascii=False))
     np.savez(d/"vectors.npz", **g.vecs)
 
@@ -469,20 +512,24 @@ def _load_graph(d: Path) -> HippoGraph:
     j = json.loads((d/"graph.json").read_text())
     with np.load(d/"vectors.npz", allow_pickle=False) as z: vecs = {k: z[k] for k in z.files}
     names = [f"e:{e}" for e in j["entities"]] + [f"p:{p}" for p in j["passages"]]
-    g = HippoGraph(j["passages"], j["texts"], j["entities"], j["facts"], {(names[a], names[b]): w for a, b, w in j["edges"]}, j["ent_docs"], vecs)
+    g = HippoGraph(j["passages"], j["texts"], j["entities"], j["facts"], {(names[a], names[b]): w for a, b,
+                                                                          w in j["edges"]}, j["ent_docs"],
+                   vecs)
     g._syn = {(names[a], names[b]) for a, b in j["synonymy"]}
     return g
 
 # %% ../../nbs/23_hipporag.ipynb #8257d962
 class HippoIndex:
     "One instance's HippoRAG 2 index: the graph, the extraction rows and the manifest (with the build cost)."
-    def __init__(self, graph, rows, manifest, status): self.graph, self.rows, self.manifest, self.status = graph, rows, manifest, status
+    def __init__(self, graph, rows, manifest, status):
+        self.graph, self.rows, self.manifest, self.status = graph, rows, manifest, status
     @property
     def cost(self) -> dict: return self.manifest.get("cost", {})
 
 # %% ../../nbs/23_hipporag.ipynb #543f112e
 def _stored_index(d: Path, key: dict) -> HippoIndex | None:
-    "The index saved in folder `d` if its manifest matches `key`; None (with a warning when it is stale) otherwise."
+    """The index saved in folder `d` if its manifest matches `key`; None (with a warning when it is stale)
+    otherwise."""
     try:
         man = json.loads((d/"manifest.json").read_text())
         if {k: man.get(k) for k in key} == key:
@@ -494,7 +541,8 @@ def _stored_index(d: Path, key: dict) -> HippoIndex | None:
 
 # %% ../../nbs/23_hipporag.ipynb #a70f90ad
 def _prepare_folder(d: Path, meta: dict) -> int:
-    "Ready folder `d` for a build (made by `meta`: chat model, prompts, graph settings); the number of facts already extracted there."
+    """Ready folder `d` for a build (made by `meta`: chat model, prompts, graph settings); the number of facts
+    already extracted there."""
     d.mkdir(parents=True, exist_ok=True)
     (d/"manifest.json").unlink(missing_ok=True)
     mp = d/"openie.meta.json"
@@ -502,33 +550,41 @@ def _prepare_folder(d: Path, meta: dict) -> int:
     except (OSError, ValueError): old = None
     if old != meta and (d/"openie.jsonl").exists():
         stale = d/f"openie.stale-{int(time.time())}.jsonl"
-        os.replace(d/"openie.jsonl", stale); _log.warning("extraction %s was made by another model or prompts: moved to %s", d/"openie.jsonl", stale.name)
+        os.replace(d/"openie.jsonl", stale)
+        _log.warning("extraction %s was made by another model or prompts: moved to %s", d/"openie.jsonl",
+                     stale.name)
     mp.write_text(json.dumps(meta, indent=1))
     return len(read_openie(d/"openie.jsonl"))
 
 # %% ../../nbs/23_hipporag.ipynb #b16803f5
 def _index_cost(rows: list[dict], ca, ea, n_before: int, t0: float, t1: float, t2: float) -> dict:
-    "The build's cost: `rows` extracted (`n_before` of them resumed), chat and embedder accounts `ca`, `ea`, clock at start, after extraction, after the graph."
+    """The build's cost: `rows` extracted (`n_before` of them resumed), chat and embedder accounts `ca`, `ea`,
+    clock at start, after extraction, after the graph."""
     use = [u for r in rows for u in (r.get("usage") or {}).values()]
     emb = _stage_sum(ea, "hippo_embed")
     cost = dict(n_facts=len(rows), llm_calls=len(use), llm_failures=sum(not u["ok"] for u in use),
-                prompt_tokens=sum(u["prompt_tokens"] for u in use), completion_tokens=sum(u["completion_tokens"] for u in use),
-                llm_seconds=round(sum(u["seconds"] for u in use), 3), embed_texts=int(emb["calls"]), embed_seconds=emb["model_seconds"],
+                prompt_tokens=sum(u["prompt_tokens"] for u in use),
+                completion_tokens=sum(u["completion_tokens"] for u in use),
+                llm_seconds=round(sum(u["seconds"] for u in use), 3), embed_texts=int(emb["calls"]),
+                embed_seconds=emb["model_seconds"],
                 graph_seconds=round(max(0.0, t2 - t1 - emb["seconds"]), 3),
-                wall_seconds=round(time.perf_counter() - t0, 3), rows_resumed=n_before, model_calls_now=int(_stage_sum(ca, "hippo_")["model_calls"]))
+                wall_seconds=round(time.perf_counter() - t0, 3), rows_resumed=n_before,
+                model_calls_now=int(_stage_sum(ca, "hippo_")["model_calls"]))
     cost["index_seconds"] = round(cost["llm_seconds"] + cost["embed_seconds"] + cost["graph_seconds"], 3)
     return cost
 
 # %% ../../nbs/23_hipporag.ipynb #02020496
 class InstanceStore:
-    "Indexes kept per instance under `root`: in memory, on disk while their manifest matches `key(facts)`, else rebuilt (subclasses give `key`, `load`, `build`)."
+    """Indexes kept per instance under `root`: in memory, on disk while their manifest matches `key(facts)`,
+    else rebuilt (subclasses give `key`, `load`, `build`)."""
     def path(self, instance_id: str) -> Path:
         "Folder of `instance_id` (the `pace.index.IndexStore` naming)."
         from pace.index import IndexStore
         return IndexStore(self.root, None).path(instance_id)
 
     def get(self, instance_id: str, facts):
-        "The index of `instance_id` over `facts`: from memory, from disk when its manifest matches, else built."
+        """The index of `instance_id` over `facts`: from memory, from disk when its manifest matches, else
+        built."""
         key = self.key(facts)
         hit = self._mem.get(instance_id)
         if hit is not None and hit[0] == key: return hit[1]
@@ -539,38 +595,48 @@ class InstanceStore:
 # %% ../../nbs/23_hipporag.ipynb #adc10fa0
 class HippoStore(InstanceStore):
     "Disk-backed, manifest-checked HippoRAG 2 indexes, one folder per instance under `root`."
-    def __init__(self, root, chat_model, embedder, config: HippoRAGConfig | None = None, progress: bool = False):
-        self.root, self.cm, self.embedder, self.config, self.progress = Path(root), chat_model, embedder, config or HippoRAGConfig(), progress
+    def __init__(self, root, chat_model, embedder, config: HippoRAGConfig | None = None,
+                 progress: bool = False):
+        self.root, self.cm, self.embedder = Path(root), chat_model, embedder
+        self.config, self.progress = config or HippoRAGConfig(), progress
         self._mem = {}
 
     def key(self, facts) -> dict:
         "What the stored index must match."
-        return dict(format_version=FORMAT_VERSION, facts_sha256=facts_sha256(check_facts(facts)), chat=model_identity(self.cm),
-                    embedder=embedder_fingerprint(self.embedder), prompts=prompts_sha256(), params=self.config.graph_params())
+        return dict(format_version=FORMAT_VERSION, facts_sha256=facts_sha256(check_facts(facts)),
+                    chat=model_identity(self.cm),
+                    embedder=embedder_fingerprint(self.embedder), prompts=prompts_sha256(),
+                    params=self.config.graph_params())
 
     load = staticmethod(_stored_index)   # the stored index if its manifest matches, else None
 
     def build(self, instance_id: str, facts, key: dict) -> HippoIndex:
         "Extract, embed and build the graph of `instance_id`, then save it with its manifest (written last)."
         d = self.path(instance_id)
-        n_before = _prepare_folder(d, dict(chat=key["chat"], prompts=key["prompts"], params=self.config.graph_params()))
+        n_before = _prepare_folder(d, dict(chat=key["chat"], prompts=key["prompts"],
+                                           params=self.config.graph_params()))
         t0 = time.perf_counter()
         with own_accounts(self.cm, self.embedder) as (ca, ea):
-            rows = extract_openie(self.cm, facts, d/"openie.jsonl", config=self.config, progress=self.progress)
+            rows = extract_openie(self.cm, facts, d/"openie.jsonl", config=self.config,
+                                  progress=self.progress)
             t1 = time.perf_counter()
             g = HippoGraph.build(rows, self.embedder, self.config)
             t2 = time.perf_counter()
             _save_graph(g, d)
-        man = dict(key, stats=g.stats(), cost=_index_cost(rows, ca, ea, n_before, t0, t1, t2), config=self.config.model_dump())
-        tmp = d/"manifest.json.tmp"; tmp.write_text(json.dumps(man, indent=1)); os.replace(tmp, d/"manifest.json")
+        man = dict(key, stats=g.stats(), cost=_index_cost(rows, ca, ea, n_before, t0, t1, t2),
+                   config=self.config.model_dump())
+        tmp = d/"manifest.json.tmp"
+        tmp.write_text(json.dumps(man, indent=1)); os.replace(tmp, d/"manifest.json")
         return HippoIndex(g, rows, man, "built")
 
 # %% ../../nbs/23_hipporag.ipynb #4651c759
 def _ranking_details(g: HippoGraph, qvec: np.ndarray, fs: np.ndarray, top: list[int], kept: list[int] | None,
                      cfg: HippoRAGConfig) -> tuple[list[tuple[str, float]], dict]:
-    "(ranking, details): the candidate triples `top` with their scores `fs`, the `kept` ones, the PPR seeds, and the `fallback` (None for PPR)."
+    """(ranking, details): the candidate triples `top` with their scores `fs`, the `kept` ones, the PPR seeds,
+    and the `fallback` (None for PPR)."""
     cands = [g.facts[i] for i in top]
-    det = dict(candidate_facts=[list(c) for c in cands], candidate_scores=[round(float(fs[i]), 4) for i in top],
+    det = dict(candidate_facts=[list(c) for c in cands], candidate_scores=[round(float(fs[i]), 4)
+                                                                           for i in top],
                kept_facts=[list(cands[i]) for i in kept or []])
     if not cands: ranking, det["fallback"] = dense_ranking(g, qvec), "no triples in the index"
     elif kept is None: ranking, det["fallback"] = dense_ranking(g, qvec), "filter call failed"
@@ -582,17 +648,22 @@ def _ranking_details(g: HippoGraph, qvec: np.ndarray, fs: np.ndarray, top: list[
 
 # %% ../../nbs/23_hipporag.ipynb #95f5ec53
 def _top_ids(ranking: list[tuple[str, float]], k: int, tr: BaselineTrace) -> list[str]:
-    "The ids of the top `k` of `ranking`; their scores and the policy (PPR, or dense and why: the details' `fallback`) go into `tr`."
+    """The ids of the top `k` of `ranking`; their scores and the policy (PPR, or dense and why: the details'
+    `fallback`) go into `tr`."""
     fb = tr.details.get("fallback")
     tr.policy = f"top-{k} passages by " + ("Personalized PageRank" if not fb else f"dense similarity ({fb})")
     tr.details["scores"] = [[d, round(s, 6)] for d, s in ranking[:k]]
     return [d for d, _ in ranking[:k]]
 
 # %% ../../nbs/23_hipporag.ipynb #e91ed2ff
-def _answer_from(cm, query, instance, kb, ids: list[str], tr: BaselineTrace, max_tokens: int) -> tuple[str, list[str]]:
-    "(answer, ids used): the shared generator's answer to `query` from the facts `ids` of `kb`; its call goes into `tr`."
+def _answer_from(cm, query, instance, kb, ids: list[str], tr: BaselineTrace,
+                 max_tokens: int) -> tuple[str, list[str]]:
+    """(answer, ids used): the shared generator's answer to `query` from the facts `ids` of `kb`; its call
+    goes into `tr`."""
     texts = {f.doc_id: f.text for f in kb}
-    ans, rec = generate_answer(cm, query.query, query.ref_date, persona_name(instance), [texts[i] for i in ids], stage="answer", max_tokens=max_tokens)
+    ans, rec = generate_answer(cm, query.query, query.ref_date, persona_name(instance), [texts[i]
+                                                                                         for i in ids],
+                               stage="answer", max_tokens=max_tokens)
     tr.calls.append(rec); tr.answer_facts_used = rec.notes.get("n_facts_used", 0)
     return ans, ids[:tr.answer_facts_used]
 
@@ -600,14 +671,17 @@ def _answer_from(cm, query, instance, kb, ids: list[str], tr: BaselineTrace, max
 class HippoRAG2:
     "HippoRAG 2 behind the `Method` interface (index built on first use per instance)."
     name, ranked, retrieves = "hipporag2", True, True
-    def __init__(self, chat_model, index=None, *, embedder=None, root=None, config: HippoRAGConfig | None = None,
+    def __init__(self, chat_model, index=None, *, embedder=None, root=None,
+                 config: HippoRAGConfig | None = None,
                  answer_max_tokens: int | None = None, progress: bool = False):
         embedder = embedder if embedder is not None else getattr(index, "embedder", None)
         if root is None and hasattr(index, "root"): root = Path(index.root)/"@hipporag2"
         cfg = config or HippoRAGConfig()
-        if answer_max_tokens is not None: cfg = cfg.model_copy(update=dict(answer_max_tokens=answer_max_tokens))
+        if answer_max_tokens is not None:
+            cfg = cfg.model_copy(update=dict(answer_max_tokens=answer_max_tokens))
         self.cm, self.embedder, self.config = chat_model, embedder, cfg
-        self.store = HippoStore(root, chat_model, embedder, cfg, progress=progress) if embedder is not None and root is not None else None
+        self.store = HippoStore(root, chat_model, embedder, cfg,
+                                progress=progress) if embedder is not None and root is not None else None
 
     def retrieve(self, query: str, idx: HippoIndex, tr: BaselineTrace) -> list[tuple[str, float]]:
         "The full passage ranking for `query`, with what happened recorded in `tr`."
@@ -624,7 +698,9 @@ class HippoRAG2:
 
     def run(self, query, instance, kb, answer: bool = True) -> MethodResult:
         "Index the instance if needed, rank its facts for the request, and answer from the top `top_k`."
-        if self.store is None: raise ValueError("hipporag2 needs an embedder and a folder for its indexes: embedder= and root=, or an IndexStore as the index")
+        if self.store is None:
+            raise ValueError("hipporag2 needs an embedder and a folder for its indexes: embedder= and root=, "
+                             "or an IndexStore as the index")
         t0 = time.perf_counter()
         idx = self.store.get(instance.instance_id, kb)
         snap = self.cm.accounts.snapshot()
@@ -634,7 +710,9 @@ class HippoRAG2:
         ids = _top_ids(ranking, self.config.top_k, tr)
         tr.timings["index"], tr.timings["retrieval"] = t1 - t0, time.perf_counter() - t1
         tr.context_ids, ev, ans = ids, dict(final=list(ids)), None
-        if answer: ans, ev["answer"] = _answer_from(self.cm, query, instance, kb, ids, tr, self.config.answer_max_tokens)
+        if answer:
+            ans, ev["answer"] = _answer_from(self.cm, query, instance, kb, ids, tr,
+                                             self.config.answer_max_tokens)
         tr.stages = self.cm.accounts.since(snap)
         tr.timings["total"] = time.perf_counter() - t0
         return MethodResult(retrieved_ids=ids, ranked=True, answer=ans, evidence=ev, trace=tr.model_dump())

@@ -8,19 +8,23 @@ import random, time
 from typing import Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 from ..calls import AgentCall, run_steps, run_steps_batch
-from .agents import (ConflictPlan, SelectionReport, plan_steps, views_steps, select_steps, answer_steps,
-                                 as_date, persona_name, STAGE_ORDER)
+from .agents import (ConflictPlan, SelectionReport, plan_conflicts, generate_views,
+                                 select_evidence,
+                                 generate_answer,
+                                 as_date, persona_name, STAGE_ORDER, EVIDENCE_STAGES)
 from ..retrieve import hybrid_search, wrrf
 from ..traverse import bfs_expand
 from ..index import bm25_tokens
 
 # %% auto #0
-__all__ = ['LATE_DEFAULTS', 'EVIDENCE_STAGES', 'HYBRID_K', 'SMALL_SWITCHES', 'SMALL_SIZES', 'PAPER_ABLATIONS', 'PaceMakerConfig',
-           'MethodTrace', 'View', 'ViewCandidates', 'PoolDoc', 'Trace', 'pool_order', 'resolve_index', 'hybrid_ranking',
-           'view_specificity', 'Switch', 'pacemaker_config', 'PaceMaker']
+__all__ = ['LATE_DEFAULTS', 'CONFIG_GROUPS', 'HYBRID_K', 'SMALL_SWITCHES', 'SMALL_SIZES', 'PAPER_SWITCHES', 'PAPER_ABLATIONS',
+           'PRESETS', 'ABLATIONS', 'PaceMakerConfig', 'MethodTrace', 'View', 'ViewCandidates', 'PoolDoc', 'Trace',
+           'pool_order', 'resolve_index', 'hybrid_ranking', 'view_specificity', 'Switch', 'pacemaker_config',
+           'PaceMaker']
 
 # %% ../../nbs/21_pipeline.ipynb #456dbf3e
-LATE_DEFAULTS = dict(answer_format='free_text')   # settings newer than recorded runs: dumped only when not at their default
+# settings newer than recorded runs: dumped only when not at their default
+LATE_DEFAULTS = dict(answer_format='free_text')
 
 class PaceMakerConfig(BaseModel):
     "PaceMaker hyper-parameters (paper defaults, Appendix B) and ablation switches (Appendix D.5)."
@@ -41,18 +45,24 @@ class PaceMakerConfig(BaseModel):
     use_traversal: bool = True
     use_selection: bool = True
     no_traversal_evidence: Literal['fused', 'seeds'] = 'fused'  # what w/o traversal hands the answer
-    posthop_order: Literal['bfs', 'shuffle'] = 'bfs'            # order of the pool shown to the post-hop filter
+    # order of the pool shown to the post-hop filter
+    posthop_order: Literal['bfs', 'shuffle'] = 'bfs'
     pad_filters: bool = True                   # fill a short filter selection from the order shown (counted)
-    max_pool_candidates: int | None = Field(None, ge=1)  # cut the pool before the post-hop filter (counted as unseen drops)
+    # cut the pool before the post-hop filter (counted as unseen drops)
+    max_pool_candidates: int | None = Field(None, ge=1)
     planner_max_tokens: int = Field(200, ge=1) # completion budgets per stage
     views_max_tokens: int = Field(200, ge=1)
     filter_max_tokens: int = Field(160, ge=1)  # 10 ids need ~80
-    filter_labels: Literal['doc_id', 'position', 'code'] = 'doc_id'   # what the filters see and answer with (see pace.methods.agents.shown_labels)
+    # what the filters see and answer with (see pace.methods.agents.shown_labels)
+    filter_labels: Literal['doc_id', 'position', 'code'] = 'doc_id'
     answer_max_tokens: int = Field(200, ge=1)  # 2-4 sentences
     variant: Literal['paper', 'small'] = 'paper'               # 'small': pacemaker-small (its switches below)
-    counter_weighting: Literal['fixed', 'overlap'] = 'fixed'   # 'overlap': a counter view's weight scales with its words from the request
-    anchor_keep: int = Field(0, ge=0)          # the first N of the Hybrid baseline's ranking, kept through both filters
-    answer_format: Literal['free_text', 'structured'] = 'free_text'   # 'structured': a decision field beside the reply
+    # 'overlap': a counter view's weight scales with its words from the request
+    counter_weighting: Literal['fixed', 'overlap'] = 'fixed'
+    # the first N of the Hybrid baseline's ranking, kept through both filters
+    anchor_keep: int = Field(0, ge=0)
+    # 'structured': a decision field beside the reply
+    answer_format: Literal['free_text', 'structured'] = 'free_text'
 
     @model_serializer(mode='wrap')
     def _dump(self, handler):
@@ -63,10 +73,28 @@ class PaceMakerConfig(BaseModel):
 
     @property
     def name(self) -> str:
-        "Method name: 'pacemaker' or 'pacemaker-small', then '-no_<switch>' for each switch that is off (the ablations)."
-        off = [n for n, on in (('planning', self.use_planning), ('traversal', self.use_traversal), ('selection', self.use_selection)) if not on]
-        if self.variant == 'small': off += [n for n, sw in SMALL_SWITCHES.items() if not sw.is_on(self)]
-        return ('pacemaker-small' if self.variant == 'small' else 'pacemaker') + ''.join(f'-no_{n}' for n in off)
+        """Method name: the preset of `variant`, then '-no_<switch>' for each of its switches that is off
+        (`ABLATIONS`)."""
+        head = next(p for p, o in PRESETS.items() if o['variant'] == self.variant)
+        return head + ''.join(f'-no_{s}' for s, sw in ABLATIONS[head].items() if not sw.is_on(self))
+
+    def group(self, stage: str) -> dict:
+        "The settings of one stage (see `CONFIG_GROUPS`)."
+        return {k: getattr(self, k) for k in CONFIG_GROUPS[stage]}
+
+# %% ../../nbs/21_pipeline.ipynb #da355b07
+CONFIG_GROUPS = {   # PaceMakerConfig's fields by the stage they set, in the order the stages run
+    'index': ('knn_k',),
+    'planner': ('use_planning', 'max_directions', 'planner_max_tokens'),
+    'views': ('max_counter_queries', 'views_max_tokens', 'w_original', 'w_counter', 'counter_weighting'),
+    'retrieval': ('top_k', 'k_rrf', 'n_seed', 'anchor_keep'),
+    'filters': ('pad_filters', 'filter_labels', 'filter_max_tokens'),   # both filters
+    'prehop': ('n_filter',),
+    'traversal': ('use_traversal', 'no_traversal_evidence', 'hops', 'm'),
+    'posthop': ('use_selection', 'n_final', 'posthop_order', 'max_pool_candidates'),
+    'answer': ('answer_max_tokens', 'answer_format'),
+    'preset': ('variant',),
+}
 
 # %% ../../nbs/21_pipeline.ipynb #a7a7e0ba
 class MethodTrace(BaseModel):
@@ -75,7 +103,8 @@ class MethodTrace(BaseModel):
     query_id: str | None = None
     answer_facts_used: int = 0            # how many of the evidence ids fitted the answer prompt
     calls: list[AgentCall] = []           # one record per LLM call, in order
-    stages: dict[str, dict] = {}          # per-stage accounts delta: calls, cache_hits, failures, tokens, seconds
+    # per-stage accounts delta: calls, cache_hits, failures, tokens, seconds
+    stages: dict[str, dict] = {}
     timings: dict[str, float] = {}        # seconds of the non-LLM steps (retrieval, traversal) and the total
 
     @property
@@ -85,7 +114,8 @@ class MethodTrace(BaseModel):
 class View(BaseModel):
     text: str
     kind: Literal['original', 'counter']
-    weight: float                      # 0: searched but not fused (a counter view with no word from the request, under `counter_weighting='overlap'`)
+    # 0: searched, not fused (a counter view with no word from the request, counter_weighting='overlap')
+    weight: float
 
 class ViewCandidates(BaseModel):
     view: int                          # index into `Trace.views`
@@ -97,8 +127,6 @@ class PoolDoc(BaseModel):
     hop: int                           # 0 for seeds
     parent: str | None = None          # the doc it was reached from
 
-EVIDENCE_STAGES = ("fused", "prehop", "pool", "final", "answer")  # the funnel, in order
-
 class Trace(MethodTrace):
     "Everything one PaceMaker run saw, chose and spent."
     query: str
@@ -109,7 +137,8 @@ class Trace(MethodTrace):
     candidates: list[ViewCandidates] = []
     fused: list[tuple[str, float]] = []   # WRRF over all views and retrievers, best first
     seed_candidates: list[str] = []       # top n_seed fused (pre-hop filter input)
-    anchors: list[str] = []               # the raw query's hybrid top `anchor_keep`, kept through both filters
+    # the raw query's hybrid top `anchor_keep`, kept through both filters
+    anchors: list[str] = []
     seeds: list[str] = []                 # pre-hop filter output (after the anchors)
     pool: list[PoolDoc] = []              # seeds + BFS discoveries, in BFS order
     pool_order: list[str] = []            # the pool in the order shown to the post-hop filter
@@ -131,13 +160,14 @@ def pool_order(pool: list[PoolDoc], # the traversal pool, in BFS order
     raise ValueError(f"pool order must be 'bfs' or 'shuffle', got {how!r}")
 
 # %% ../../nbs/21_pipeline.ipynb #44df087f
-def resolve_index(index, # an index, an `IndexStore` (anything with `get`) or a callable (instance_id, kb) -> index
+def resolve_index(index, # an index, an `IndexStore` (with `get`) or a callable (instance_id, kb) -> index
                   instance_id: str, # the instance the query belongs to
                   kb, # that instance's facts (an `IndexStore` needs them)
                  ):
     "The index of `instance_id` from an index, an `IndexStore` or a callable."
     if hasattr(index, 'get'):
-        if kb is None: raise ValueError("an IndexStore builds the index from the instance's facts: pass the kb")
+        if kb is None:
+            raise ValueError("an IndexStore builds the index from the instance's facts: pass the kb")
         return index.get(instance_id, kb)
     if callable(index) and not hasattr(index, 'dense'): return index(instance_id, kb)
     return index
@@ -150,14 +180,16 @@ def hybrid_ranking(idx, # the instance's index
                    k: int = HYBRID_K, # depth per retriever, and how many are kept
                    k_rrf: float = 60, # WRRF's k
                   ) -> list[tuple[str, float]]:
-    "The Hybrid baseline's ranking: the request's dense and BM25 top `k`, fused by WRRF (weight 1), first `k`."
+    """The Hybrid baseline's ranking: the request's dense and BM25 top `k`, fused by WRRF (weight 1), first
+    `k`."""
     return hybrid_search(idx, [(query, 1.0)], top_k=k, k_rrf=k_rrf).fused[:k]
 
 # %% ../../nbs/21_pipeline.ipynb #1d0045e9
 def view_specificity(view: str, # a counter query
                      query: str, # the request
                     ) -> float:
-    "Share of the view's distinct BM25 tokens (stemmed, no stopwords) that also occur in the request; 0 for a view with no token."
+    """Share of the view's distinct BM25 tokens (stemmed, no stopwords) that also occur in the request; 0 for
+    a view with no token."""
     v, q = (set(t) for t in bm25_tokens([view, query]))
     return len(v & q) / len(v) if v else 0.0
 
@@ -166,35 +198,48 @@ class Switch(NamedTuple):
     "One change of pacemaker-small: its settings when on, and the paper's settings (off)."
     on: dict
     off: dict
-    def is_on(self, cfg: PaceMakerConfig) -> bool: return any(getattr(cfg, k) != v for k, v in self.off.items())
+    def is_on(self, cfg: PaceMakerConfig) -> bool:
+        return any(getattr(cfg, k) != v for k, v in self.off.items())
 
+# %% ../../nbs/21_pipeline.ipynb #64d92e52
 SMALL_SWITCHES = {
     'weighting': Switch(dict(counter_weighting='overlap'), dict(counter_weighting='fixed')),
     'anchors': Switch(dict(anchor_keep=10), dict(anchor_keep=0)),
     'poolcap': Switch(dict(max_pool_candidates=40), dict(max_pool_candidates=None)),
 }
 SMALL_SIZES = dict(n_filter=15, n_final=15)   # pacemaker-small's filters add 5 to the anchors
-PAPER_ABLATIONS = ('planning', 'traversal', 'selection')
+PAPER_SWITCHES = {s: Switch({f'use_{s}': True}, {f'use_{s}': False}) for s in ('planning', 'traversal',
+                                                                               'selection')}
+PAPER_ABLATIONS = tuple(PAPER_SWITCHES)
+
+# %% ../../nbs/21_pipeline.ipynb #66a75ae9
+PRESETS = {   # a PaceMaker method's settings over the base config: the paper's, or pacemaker-small's
+    'pacemaker': dict(variant='paper'),
+    'pacemaker-small': dict(variant='small', **SMALL_SIZES, **{k: v for sw in SMALL_SWITCHES.values() for k,
+                                                               v in sw.on.items()}),
+}
+# '-no_<switch>': its `off`
+ABLATIONS = {'pacemaker': PAPER_SWITCHES, 'pacemaker-small': PAPER_SWITCHES | SMALL_SWITCHES}
 
 # %% ../../nbs/21_pipeline.ipynb #15f60d8c
 def pacemaker_config(name: str, # 'pacemaker' or 'pacemaker-small', then any '-no_<switch>'
                      base: PaceMakerConfig | None = None, # settings to start from (`pace run --config`)
                     ) -> PaceMakerConfig:
-    "The config a PaceMaker method name stands for; settings given explicitly in `base` win over the small preset."
+    """The config a PaceMaker method name stands for: `base`, its preset's overlay (settings given explicitly
+    in `base` win, `variant` aside), then the overlay of each ablation it names."""
     base = base or PaceMakerConfig()
     head, *offs = name.split('-no_')
-    if head not in ('pacemaker', 'pacemaker-small'): raise ValueError(f"not a PaceMaker method: {name!r}")
-    small, upd = head == 'pacemaker-small', {}
-    if small:
-        preset = SMALL_SIZES | {k: v for sw in SMALL_SWITCHES.values() for k, v in sw.on.items()}
-        upd = dict(variant='small') | {k: v for k, v in preset.items() if k not in base.model_fields_set}
-    for o in offs:
-        if o in PAPER_ABLATIONS: upd[f'use_{o}'] = False
-        elif small and o in SMALL_SWITCHES: upd |= SMALL_SWITCHES[o].off
-        else: raise ValueError(f"unknown switch {o!r} in {name!r}; switches: {', '.join(PAPER_ABLATIONS + (tuple(SMALL_SWITCHES) if small else ()))}")
+    if head not in PRESETS: raise ValueError(f"not a PaceMaker method: {name!r}")
+    switches = ABLATIONS[head]
+    if bad := [o for o in offs if o not in switches]:
+        raise ValueError(f"unknown switch {bad[0]!r} in {name!r}; switches: {', '.join(switches)}")
+    upd = {k: v for k, v in PRESETS[head].items() if k == 'variant' or k not in base.model_fields_set}
+    for o in offs: upd |= switches[o].off
     cfg = PaceMakerConfig(**(base.model_dump() | upd))
-    got_head, *got_offs = cfg.name.split('-no_')
-    if (got_head, set(got_offs)) != (head, set(offs)): raise ValueError(f"the settings given make {name!r} into {cfg.name!r}: run that method, or change the settings")
+    # `base` turned a switch off
+    if [s for s, sw in switches.items() if s not in offs and not sw.is_on(cfg)]:
+        raise ValueError(f"the settings given make {name!r} into {cfg.name!r}: run that method, or change "
+                         f"the settings")
     return cfg
 
 # %% ../../nbs/21_pipeline.ipynb #03ef6223
@@ -205,21 +250,28 @@ class _Views:
         c = self.config
         views = [View(text=q, kind='original', weight=c.w_original)]
         if not c.use_planning: return views
-        tr.plan, rec = yield from plan_steps(q, ref, max_directions=c.max_directions, stage='planner', max_tokens=c.planner_max_tokens)
+        tr.plan, rec = yield from plan_conflicts.steps(self.cm, q, ref, max_directions=c.max_directions,
+                                                       stage='planner', max_tokens=c.planner_max_tokens)
         tr.calls.append(rec)
-        counters, rec = yield from views_steps(q, ref, tr.plan, max_counter=c.max_counter_queries, stage='views', max_tokens=c.views_max_tokens)
+        counters, rec = yield from generate_views.steps(self.cm, q, ref, tr.plan,
+                                                        max_counter=c.max_counter_queries,
+                                                        stage='views', max_tokens=c.views_max_tokens)
         tr.calls.append(rec)
         share = (lambda t: view_specificity(t, q)) if c.counter_weighting == 'overlap' else (lambda t: 1.0)
         return views + [View(text=t, kind='counter', weight=c.w_counter * share(t)) for t in counters]
 
     def _retrieve(self, idx, tr):
-        "Hybrid search over the views; the fused ranking, its top `n_seed` and each view's candidates go into the trace."
+        """Hybrid search over the views; the fused ranking, its top `n_seed` and each view's candidates go
+        into the trace."""
         c, t0 = self.config, time.perf_counter()
         hr = hybrid_search(idx, [(v.text, v.weight) for v in tr.views], top_k=c.top_k, k_rrf=c.k_rrf)
-        hr.fused = [(d, s) for d, s in hr.fused if s > 0]   # a weight-0 view is searched (its candidates stay in the trace) but adds nothing
-        tr.candidates = [ViewCandidates(view=i, dense=h.dense, sparse=h.sparse) for i, h in enumerate(hr.per_view)]
+        # a weight-0 view is searched (its candidates stay in the trace) but adds nothing
+        hr.fused = [(d, s) for d, s in hr.fused if s > 0]
+        tr.candidates = [ViewCandidates(view=i, dense=h.dense, sparse=h.sparse) for i,
+                         h in enumerate(hr.per_view)]
         tr.fused, tr.seed_candidates = hr.fused, hr.ids(c.n_seed)
-        if c.anchor_keep:   # the Hybrid baseline's own ranking at its own size (PaceMaker's top_k does not reach it)
+        # the Hybrid baseline's own ranking at its own size (PaceMaker's top_k does not reach it)
+        if c.anchor_keep:
             hyb = hybrid_ranking(idx, tr.query, max(HYBRID_K, c.anchor_keep), c.k_rrf)
             tr.anchors = [d for d, _ in hyb][:c.anchor_keep]
         tr.timings['retrieval'] = time.perf_counter() - t0
@@ -230,12 +282,15 @@ class _Views:
 class _Evidence(_Views):
     "PaceMaker's middle stages: pre-hop filter, traversal and post-hop filter (or the ablations' shortcuts)."
     def _filter(self, tr, stage, q, ref, ids, n, text, **kw):
-        "Steps: one filter stage; its calls and report go into the trace, the ids are returned. The anchors are kept first and not shown."
+        """Steps: one filter stage; its calls and report go into the trace, the ids are returned. The anchors
+        are kept first and not shown."""
         c, kept = self.config, tr.anchors
         slots = n - len(kept)
         if slots <= 0: return kept[:n]
-        out, recs, rep = yield from select_steps(self.cm, q, ref, [(i, text(i)) for i in ids if i not in kept], slots, stage=stage, max_tokens=c.filter_max_tokens,
-                                         pad=c.pad_filters, labels=c.filter_labels, **kw)
+        cands = [(i, text(i)) for i in ids if i not in kept]
+        out, recs, rep = yield from select_evidence.steps(self.cm, q, ref, cands, slots, stage=stage,
+                                                          max_tokens=c.filter_max_tokens, pad=c.pad_filters,
+                                                          labels=c.filter_labels, **kw)
         tr.calls += recs; tr.selection[stage] = rep
         return kept + out
 
@@ -244,38 +299,53 @@ class _Evidence(_Views):
         c, text = self.config, idx.text
         if not c.use_traversal and c.no_traversal_evidence == 'fused':
             tr.final_ids = hr.ids(c.n_final)
-            tr.ranking_rule = "fused top n_final (no pre-hop filter, no traversal, no post-hop filter)"; return
+            tr.ranking_rule = "fused top n_final (no pre-hop filter, no traversal, no post-hop filter)"
+            return
         tr.seeds = yield from self._filter(tr, 'prehop', q, ref, tr.seed_candidates, c.n_filter, text)
         tr.evidence['prehop'] = list(tr.seeds)
         if not c.use_traversal:
-            tr.final_ids, tr.ranking_rule = list(tr.seeds), "pre-hop filter order (no traversal, no post-hop filter)"; return
+            tr.final_ids, tr.ranking_rule = list(tr.seeds), ("pre-hop filter order (no traversal, no "
+                                                             "post-hop filter)")
+            return
         t0 = time.perf_counter()
-        nbr = getattr(idx, 'neighbor_ids', None) or idx.neighbors   # ids only, cached per row, where the index has them
-        tr.pool = [PoolDoc(doc_id=v.doc_id, hop=v.hop, parent=v.parent) for v in bfs_expand(nbr, tr.seeds, depth=c.hops, m=c.m)]
+        # ids only, cached per row, where the index has them
+        nbr = getattr(idx, 'neighbor_ids', None) or idx.neighbors
+        tr.pool = [PoolDoc(doc_id=v.doc_id, hop=v.hop, parent=v.parent) for v in bfs_expand(nbr, tr.seeds,
+                                                                                            depth=c.hops,
+                                                                                            m=c.m)]
         tr.pool_order = pool_order(tr.pool, c.posthop_order, q)
         tr.timings['traversal'] = time.perf_counter() - t0
         tr.evidence['pool'] = [p.doc_id for p in tr.pool]
         if c.use_selection:
-            tr.final_ids = yield from self._filter(tr, 'posthop', q, ref, tr.pool_order, c.n_final, text, max_candidates=c.max_pool_candidates)
-            tr.ranking_rule = (f"the raw query's hybrid top {len(tr.anchors)}, then " if tr.anchors else "") + \
+            tr.final_ids = yield from self._filter(tr, 'posthop', q, ref, tr.pool_order, c.n_final, text,
+                                                   max_candidates=c.max_pool_candidates)
+            tr.ranking_rule = (f"the raw query's hybrid top {len(tr.anchors)}, then " if tr.anchors
+                               else "") + \
                 f"post-hop filter order (most useful first) over the pool in {c.posthop_order} order"
-        else: tr.final_ids, tr.ranking_rule = list(tr.pool_order), f"the whole pool in {c.posthop_order} order (no selection)"
+        else:
+            tr.final_ids, tr.ranking_rule = list(tr.pool_order), (f"the whole pool in {c.posthop_order} "
+                                                                  f"order (no selection)")
 
 # %% ../../nbs/21_pipeline.ipynb #f2c6358b
 class _Steps(_Evidence):
     "One query's whole run as steps."
     def _steps(self, query, instance, kb, answer):
-        "Steps (see `pace.methods.agents.run_steps`): PaceMaker on one query; returns its trace (without `stages` and the total time)."
+        """Steps (see `pace.methods.agents.run_steps`): PaceMaker on one query; returns its trace (without
+        `stages` and the total time)."""
         c, cm = self.config, self.cm
         q, ref = query.query, as_date(query.ref_date)
         idx = resolve_index(self.index, instance.instance_id, kb)
-        tr = Trace(method=self.name, query_id=getattr(query, 'query_id', None), query=q, ref_date=ref.isoformat(), config=c.model_dump())
+        tr = Trace(method=self.name, query_id=getattr(query, 'query_id', None), query=q,
+                   ref_date=ref.isoformat(), config=c.model_dump())
         tr.views = yield from self._views(q, ref, tr)
         yield from self._evidence(idx, self._retrieve(idx, tr), q, ref, tr)
         tr.evidence['final'] = list(tr.final_ids)
         if answer:
-            tr.answer, rec = yield from answer_steps(cm, q, ref, persona_name(instance), [idx.text(i) for i in tr.final_ids], stage='answer',
-                                                     max_tokens=c.answer_max_tokens, answer_format=c.answer_format)
+            facts = [idx.text(i) for i in tr.final_ids]
+            tr.answer, rec = yield from generate_answer.steps(cm, q, ref, persona_name(instance), facts,
+                                                              stage='answer',
+                                                              max_tokens=c.answer_max_tokens,
+                                                              answer_format=c.answer_format)
             tr.calls.append(rec); tr.answer_facts_used = rec.notes.get('n_facts_used', 0)
             tr.evidence['answer'] = tr.final_ids[:tr.answer_facts_used]
         else: tr.answer = None
@@ -310,10 +380,14 @@ class PaceMaker(_Steps):
                   kbs: list | None = None, # each query's facts (needed when the index is an `IndexStore`)
                   answer: bool = True, # False stops after retrieval
                  ) -> list[Trace]:
-        "`run` for many queries, stage by stage: each stage of all queries (each tournament round) in one `chat_batch` call; the same traces."
+        """`run` for many queries, stage by stage: each stage of all queries (each tournament round) in one
+        `chat_batch` call; the same traces."""
         t_all, kbs = time.perf_counter(), [None] * len(queries) if kbs is None else list(kbs)
-        if not len(queries) == len(instances) == len(kbs): raise ValueError("run_batch needs one instance (and kb) per query")
-        trs, usage = run_steps_batch(self.cm, [self._steps(q, i, kb, answer) for q, i, kb in zip(queries, instances, kbs)],
+        if not len(queries) == len(instances) == len(kbs):
+            raise ValueError("run_batch needs one instance (and kb) per query")
+        trs, usage = run_steps_batch(self.cm, [self._steps(q, i, kb, answer) for q, i, kb in zip(queries,
+                                                                                                 instances,
+                                                                                                 kbs)],
                                      STAGE_ORDER)
         for tr, u in zip(trs, usage): tr.stages, tr.timings['total'] = u, time.perf_counter() - t_all
         return trs
