@@ -4,13 +4,17 @@
 
 # %% ../nbs/06_runfolder.ipynb #26efbbfa
 from __future__ import annotations
-import argparse, contextlib, fcntl, hashlib, json, os, shlex, socket, sys, time
+import argparse, contextlib, fcntl, hashlib, json, os, shlex, socket, sys, time, types, typing
 from pathlib import Path
+from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticUndefined
 from .data import UsageError
 
 # %% auto #0
 __all__ = ['VOLATILE', 'split_volatile', 'dataset_sha256', 'model_fingerprint', 'settings_diff', 'RunMismatchError',
-           'check_settings', 'build_model', 'RunLocked', 'RunLock', 'take_lock', 'nonnegative_int']
+           'check_settings', 'build_model', 'RunLocked', 'RunLock', 'take_lock', 'nonnegative_int', 'positive_int',
+           'key_values', 'comma_list', 'option_fields', 'add_options', 'option_values', 'usage_error', 'replace_text',
+           'read_manifest', 'write_manifest']
 
 # %% ../nbs/06_runfolder.ipynb #5a31be6f
 VOLATILE = frozenset({"seconds", "model_seconds", "model_calls", "cache_hits", "cached", "timings"})
@@ -34,7 +38,7 @@ def split_volatile(obj, # a result row (any JSON value)
 # %% ../nbs/06_runfolder.ipynb #a13cb353
 def dataset_sha256(path, # a dataset folder
                   ) -> str:
-    "sha256 over the dataset's files (instances, queries, every KB file, in name order): its content, not its name."
+    "sha256 over the dataset's files (instances, queries, each KB file, in name order): content, not name."
     path, h = Path(path), hashlib.sha256()
     files = [path / "instances.jsonl", path / "queries.jsonl", *sorted((path / "kb").glob("*.jsonl"))]
     for f in files:
@@ -44,17 +48,20 @@ def dataset_sha256(path, # a dataset folder
 # %% ../nbs/06_runfolder.ipynb #dd935bb7
 def model_fingerprint(m, # a chat model or embedder (None: no model)
                      ) -> dict | None:
-    "A model's `fingerprint()` (backend, model identity and options), or its class and id for objects without one."
+    "A model's `fingerprint()` (backend, model, options), or its class and id for objects without one."
     if m is None: return None
     fp = getattr(m, "fingerprint", None)
-    return json.loads(json.dumps(fp() if callable(fp) else dict(backend=type(m).__name__, model_id=getattr(m, "model_id", None)), default=str))
+    fp = fp() if callable(fp) else dict(backend=type(m).__name__, model_id=getattr(m, "model_id", None))
+    return json.loads(json.dumps(fp, default=str))
 
 # %% ../nbs/06_runfolder.ipynb #d6449c8b
 def settings_diff(old, new, path=""):
     "One 'dotted.key: old -> new' line per leaf where two JSON settings differ (values cut to 80 characters)."
     if isinstance(old, dict) and isinstance(new, dict):
-        return [d for k in sorted(set(old) | set(new)) for d in settings_diff(old.get(k), new.get(k), f"{path}.{k}" if path else k)]
-    return [] if old == new else [f"{path}: {json.dumps(old, default=str)[:80]} -> {json.dumps(new, default=str)[:80]}"]
+        return [d for k in sorted(set(old) | set(new))
+                for d in settings_diff(old.get(k), new.get(k), f"{path}.{k}" if path else k)]
+    cut = lambda v: json.dumps(v, default=str)[:80]
+    return [] if old == new else [f"{path}: {cut(old)} -> {cut(new)}"]
 
 # %% ../nbs/06_runfolder.ipynb #e44c9270
 class RunMismatchError(UsageError):
@@ -63,24 +70,28 @@ class RunMismatchError(UsageError):
 def check_settings(run_dir: Path, # the run folder (its run.json, if any, is compared)
                    settings: dict, # the settings of the run about to start
                   ):
-    "Refuse (RunMismatchError) when `run_dir/run.json` was written with other settings, or is missing beside result rows."
+    "Refuse (RunMismatchError) when `run_dir/run.json` holds other settings or is missing beside rows."
     man, res = Path(run_dir) / "run.json", Path(run_dir) / "results.jsonl"
     if not man.exists():
-        if res.exists() and res.read_bytes().strip():   # run.json is written before the first row: these rows' settings are unknown
-            raise RunMismatchError(f"{run_dir} holds result rows but no run.json, so the settings that made them are unknown; "
-                                   "they were not reused (move the folder away, or use another --name)")
+        # run.json is written before the first row: these rows' settings are unknown
+        if res.exists() and res.read_bytes().strip():
+            raise RunMismatchError(f"{run_dir} holds result rows but no run.json, so the settings that made "
+                                   "them are unknown; they were not reused (move the folder away, or use "
+                                   "another --name)")
         return
     try: old = json.loads(man.read_text()).get("settings", {})
-    except ValueError: raise RunMismatchError(f"{man} is not valid JSON: move the folder away or use another --name") from None
+    except ValueError:
+        raise RunMismatchError(f"{man} is not valid JSON: move the folder away or use another --name"
+                               ) from None
     diff = settings_diff(old, json.loads(json.dumps(settings, default=str)))
-    if diff: raise RunMismatchError(f"{run_dir} holds a run with other settings; it was not resumed (use another --name, or another --out):\n  "
-                                    + "\n  ".join(diff))
+    if diff: raise RunMismatchError(f"{run_dir} holds a run with other settings; it was not resumed "
+                                    "(use another --name, or another --out):\n  " + "\n  ".join(diff))
 
 # %% ../nbs/06_runfolder.ipynb #7f024f79
 def build_model(what: str, # the option that names the model: "chat", "judge" or "embedder"
                 fn, # (spec, cache) -> model: `pace.llm.as_chat_model` or `pace.embed.as_embedder`
                 spec, cache):
-    "Build a model with `fn`; a bad spec, a missing key or a missing model file becomes a `UsageError` naming the option."
+    "Build a model with `fn`; a bad spec, a missing key or model file is a `UsageError` naming the option."
     try: return fn(spec, cache)
     except (ValueError, TypeError, KeyError, OSError) as e:
         raise UsageError(f"--{what} {spec if isinstance(spec, str) else type(spec).__name__}: {e}") from e
@@ -98,12 +109,14 @@ def _holder(fd: int) -> dict:
     return d if isinstance(d, dict) else {}
 
 def _who(h: dict) -> str:
-    return f"pid {h.get('pid', '?')} on {h.get('host', '?')} (since {h.get('since', '?')})" if h else "another run"
+    if not h: return "another run"
+    return f"pid {h.get('pid', '?')} on {h.get('host', '?')} (since {h.get('since', '?')})"
 
 # %% ../nbs/06_runfolder.ipynb #74e79e6f
 class RunLock:
-    "One run at a time in a run folder: an exclusive `flock` on `<run>/run.lock`, a file naming the holder (pid, host, start, command)."
-    def __init__(self, run_dir: Path): self.run_dir, self.path, self.fd = Path(run_dir), Path(run_dir) / "run.lock", None
+    "One run at a time in a folder: an exclusive `flock` on `<run>/run.lock`, a file naming its holder."
+    def __init__(self, run_dir: Path):
+        self.run_dir, self.path, self.fd = Path(run_dir), Path(run_dir) / "run.lock", None
     def __enter__(self):
         if self.fd is None: self.acquire()
         return self
@@ -116,21 +129,24 @@ class RunLock:
             try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 h = _holder(fd); os.close(fd)
-                raise RunLocked(f"{self.run_dir} is in use by {_who(h)}: wait for that run to end, or use another --name") from None
+                raise RunLocked(f"{self.run_dir} is in use by {_who(h)}: wait for that run to end, "
+                                "or use another --name") from None
             try: same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
             except FileNotFoundError: same = False
             if same: return fd
             os.close(fd)   # the holder removed the file as it let go, after we opened it: lock the new one
 
     def acquire(self) -> dict:
-        "Take the lock or raise `RunLocked`; returns the record a dead holder on this machine left ({} when none)."
+        "Take the lock or raise `RunLocked`; the record a dead holder on this machine left ({} when none)."
         fd = self._open_locked()
         old = _holder(fd)
         if old and old.get("host") != _HOST:
             os.close(fd)
-            raise RunLocked(f"{self.run_dir} was locked by {_who(old)}, which cannot be checked from {_HOST}: "
+            raise RunLocked(f"{self.run_dir} was locked by {_who(old)}, which cannot be checked from "
+                            f"{_HOST}: "
                             f"if no run is going on there, delete {self.path}")
-        me = dict(pid=os.getpid(), host=_HOST, since=time.strftime("%Y-%m-%dT%H:%M:%S"), command=shlex.join(sys.argv))
+        me = dict(pid=os.getpid(), host=_HOST, since=time.strftime("%Y-%m-%dT%H:%M:%S"),
+                  command=shlex.join(sys.argv))
         os.ftruncate(fd, 0); os.pwrite(fd, json.dumps(me).encode(), 0); os.fsync(fd)
         self.fd = fd
         return old
@@ -147,7 +163,8 @@ def take_lock(run_dir: Path, # the folder to lock
              ) -> RunLock:
     "The run folder's `RunLock`, taken (saying so when a dead run's lock file is taken over)."
     lock = RunLock(run_dir); old = lock.acquire()
-    if old: print(f"{prog}: {run_dir} was left locked by {_who(old)}, which has ended; the lock is taken over", file=sys.stderr)
+    if old: print(f"{prog}: {run_dir} was left locked by {_who(old)}, which has ended; the lock is taken "
+                  "over", file=sys.stderr)
     return lock
 
 # %% ../nbs/06_runfolder.ipynb #4acda979
@@ -157,3 +174,134 @@ def nonnegative_int(s: str) -> int:
     except ValueError: raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
     if n < 0: raise argparse.ArgumentTypeError(f"must be >= 0, got {n}")
     return n
+
+# %% ../nbs/06_runfolder.ipynb #4c408c70
+def positive_int(s: str) -> int:
+    "A positive integer argument."
+    n = nonnegative_int(s)
+    if n < 1: raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
+    return n
+
+# %% ../nbs/06_runfolder.ipynb #844baf72
+def key_values(s: str) -> dict:
+    "'key=value,key=value' or a JSON object -> dict (the values are checked by the settings' class)."
+    s = s.strip()
+    if s.startswith("{"):
+        try: d = json.loads(s)
+        except ValueError as e: raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from None
+        if not isinstance(d, dict): raise argparse.ArgumentTypeError("a JSON value here must be an object")
+        return d
+    out = {}
+    for kv in filter(None, s.split(",")):
+        k, sep, v = kv.partition("=")
+        if not sep or not k.strip(): raise argparse.ArgumentTypeError(f"bad item {kv!r}: use key=value")
+        try: out[k.strip()] = json.loads(v) if v.strip()[:1] in "0123456789-[{tfn" else v.strip()
+        except ValueError: out[k.strip()] = v.strip()
+    return out
+
+# %% ../nbs/06_runfolder.ipynb #4cf0be9b
+def comma_list(s: str) -> list[str]:
+    "'a,b, c' -> ['a', 'b', 'c'] (empty items dropped)."
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+# %% ../nbs/06_runfolder.ipynb #57fcb1a6
+def option_fields(cls, # a pydantic model of settings and parts
+                  path: tuple = ()) -> list[tuple]:
+    "(field path, `FieldInfo`, option name or None) of every setting of `cls`, parts walked in field order."
+    out = []
+    for k, f in cls.model_fields.items():
+        x, t = f.json_schema_extra or {}, f.annotation
+        if isinstance(t, type) and issubclass(t, BaseModel) and not {"cli", "kw"} & set(x):
+            out += option_fields(t, path + (k,)); continue
+        opt = x.get("cli", "--" + x.get("kw", k).replace("_", "-"))
+        out.append((path + (k,), f, opt or None))
+    return out
+
+# %% ../nbs/06_runfolder.ipynb #beea0802
+def _option_type(f) -> tuple:
+    "(argparse type, choices) of a setting: its `type`, or from its annotation and lower bound."
+    x, t = f.json_schema_extra or {}, f.annotation
+    if typing.get_origin(t) in (typing.Union, types.UnionType):
+        t = next(a for a in typing.get_args(t) if a is not type(None))
+    if "type" in x: return x["type"], None
+    if typing.get_origin(t) is typing.Literal: return None, typing.get_args(t)
+    if typing.get_origin(t) is list: return comma_list, None
+    if t is dict or typing.get_origin(t) is dict or (isinstance(t, type) and issubclass(t, BaseModel)):
+        return key_values, None
+    if t is int:
+        lo = next((m.ge for m in f.metadata if getattr(m, "ge", None) is not None), None)
+        return {0: nonnegative_int, 1: positive_int}.get(lo, int), None
+    return None, None
+
+# %% ../nbs/06_runfolder.ipynb #c1d3e4ab
+def add_options(parser: argparse.ArgumentParser, # the job's (sub)parser
+                cls, # the job's settings model
+               ) -> argparse.ArgumentParser:
+    "An option on `parser` for every setting of `cls` with one: name, type, default and help from the field."
+    for path, f, opt in option_fields(cls):
+        if opt is None: continue
+        x, d = f.json_schema_extra or {}, (None if f.default is PydanticUndefined else f.default)
+        g = parser.add_mutually_exclusive_group() if "every" in x else parser
+        text = f.description or ""
+        if f.annotation is bool: g.add_argument(opt, action="store_true", help=text)
+        else:
+            kind, choices = _option_type(f)
+            if d is not None and "default" not in text: text += f" (default {d})"
+            g.add_argument(opt, type=kind, choices=choices, default=d, help=text)
+        if "every" in x: g.add_argument(x["every"][0], action="store_true", help=x["every"][2])
+    return parser
+
+# %% ../nbs/06_runfolder.ipynb #c4cfe81d
+def _dest(opt: str) -> str: return opt.lstrip("-").replace("-", "_")
+
+def option_values(args, # the namespace `add_options`' parser gave
+                  cls) -> dict:
+    "The nested settings of `cls` the options say (those without an option are left out)."
+    out = {}
+    for path, f, opt in option_fields(cls):
+        if opt is None: continue
+        x, v = f.json_schema_extra or {}, getattr(args, _dest(opt))
+        if f.annotation is bool and opt.startswith("--no-"): v = not v
+        if "every" in x and getattr(args, _dest(x["every"][0])): v = x["every"][1]
+        d = out
+        for k in path[:-1]: d = d.setdefault(k, {})
+        d[path[-1]] = v
+    return out
+
+# %% ../nbs/06_runfolder.ipynb #52a01bce
+def usage_error(cls, # the settings model that was validated
+                e: ValidationError) -> UsageError:
+    "The first problem of `e` as a one-line `UsageError` naming its option (a validator's, as it is)."
+    x = e.errors()[0]
+    if isinstance((x.get("ctx") or {}).get("error"), UsageError): return x["ctx"]["error"]
+    names = {p: o or p[-1] for p, _, o in option_fields(cls)}
+    loc = tuple(x["loc"])
+    n = next((i for i in range(len(loc), 0, -1) if loc[:i] in names), len(loc))
+    where = names.get(loc[:n], ".".join(map(str, loc[:n])))
+    rest = "".join(f"{k}: " for k in map(str, loc[n:]))
+    got = f" (got {x['input']!r})" if x.get("type") != "extra_forbidden" else ""
+    return UsageError(f"bad {where}: {rest}{x['msg']}{got}")
+
+# %% ../nbs/06_runfolder.ipynb #4e8de7cb
+def replace_text(p: Path, # the file to write
+                 text: str):
+    "Write `p` through a temporary file beside it, fsync'd, then `os.replace`d: old or new, whole."
+    tmp = p.with_name(p.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f: f.write(text); f.flush(); os.fsync(f.fileno())
+    os.replace(tmp, p)
+
+# %% ../nbs/06_runfolder.ipynb #cac38b9f
+def read_manifest(run_dir: Path, # the job folder
+                  name: str = "run.json") -> dict:
+    "The folder's manifest ({} when there is none)."
+    man = Path(run_dir) / name
+    return json.loads(man.read_text()) if man.exists() else {}
+
+def write_manifest(run_dir: Path, # the job folder
+                   settings: dict, # what the job is (`check_settings` compares it)
+                   scope: dict, # what it covers (e.g. methods and query ids)
+                   status: str, # e.g. "running", "partial", "complete"
+                   name: str = "run.json", **extra):
+    "Write the manifest (atomically): the settings, the scope, the status and `extra`."
+    text = json.dumps(dict(settings=settings, **scope, status=status, **extra), indent=1, default=str) + "\n"
+    replace_text(Path(run_dir) / name, text)

@@ -4,29 +4,34 @@
 
 # %% ../../nbs/32_run.ipynb #0552f37f
 from __future__ import annotations
-import argparse, contextlib, fcntl, hashlib, json, os, re, shlex, shutil, socket, sys, time, weakref
+import argparse, contextlib, hashlib, json, os, re, shlex, shutil, sys, time, weakref
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from itertools import chain
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any, Literal
 from tqdm.auto import tqdm
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from ..data import UsageError, append_row, first_missing, load_done
 from ..cache import as_cache
-from ..methods.baselines import METHODS as SIMPLE_METHODS, METHOD_SPECS, SIZED, MethodSpec, make_method, method_spec
+from ..methods.baselines import (METHODS as SIMPLE_METHODS, METHOD_SPECS, SIZED, MethodSpec, make_method,
+                                        method_spec)
 from .evaluate import write_tables, read_jsonl
 from .index_cost import write_index_costs
 from .judge import JUDGE_MODES, judge_answer
 from ..metrics import funnel
 from ..methods.pipeline import PaceMakerConfig, pacemaker_config, SMALL_SWITCHES
 from ..runfolder import (VOLATILE, split_volatile, dataset_sha256, model_fingerprint, settings_diff,
-                            RunMismatchError, check_settings, build_model, RunLocked, RunLock, take_lock, nonnegative_int)
+                            RunMismatchError, check_settings, build_model, RunLocked, RunLock, take_lock,
+                            nonnegative_int, positive_int, key_values, add_options, option_fields,
+                            option_values, usage_error, replace_text, read_manifest, write_manifest)
 
 # %% auto #0
 __all__ = ['DEFAULT_DATA', 'DEFAULT_CHAT', 'DEFAULT_METHODS', 'RETRIEVAL_METHODS', 'DEFAULT_LIMIT', 'STRUCTURED_METHODS',
            'METHODS', 'select_queries', 'build_method', 'prompt_hashes', 'hipporag_settings', 'chat_name',
-           'default_run_name', 'check_run_name', 'public_query', 'public_facts', 'public_kb', 'round_floats',
-           'RunInterrupted', 'run_experiment', 'add_cli']
+           'default_run_name', 'check_run_name', 'ScopeConfig', 'ModelsConfig', 'JudgeConfig', 'ExecutionConfig',
+           'RunConfig', 'public_query', 'public_facts', 'public_kb', 'round_floats', 'RunInterrupted', 'Run',
+           'run_experiment', 'add_cli']
 
 # %% ../../nbs/32_run.ipynb #45bcaae8
 DEFAULT_DATA = "data/mini"
@@ -60,35 +65,34 @@ def build_method(name: str | MethodSpec, # one of `METHODS`, a sized retriever, 
                  chat_model, # the agents' and answer model
                  index, # an index or `IndexStore`
                  config: PaceMakerConfig | None = None, # PaceMaker's base config
-                 graphrag_config=None, # a `pace.methods.graphrag.GraphRAGConfig` or its settings as a dict (graphrag only)
+                 graphrag_config=None, # a `GraphRAGConfig` or its settings as a dict (graphrag only)
                  **kw): # options of the method's class
-    "A `Method` from its name or spec, by `pace.methods.baselines.make_method`; GraphRAG's settings are checked here."
+    "A `Method` from its name or spec (`make_method`); GraphRAG's settings are checked here."
     s = name if isinstance(name, MethodSpec) else method_spec(name)
     gcfg = _graphrag_config(graphrag_config) if s.config == "graphrag" else None
     return make_method(s, chat_model, index, config, gcfg, **kw)
 
 # %% ../../nbs/32_run.ipynb #d3cd1dd0
+def _prompt_digests(mod) -> dict[str, str]:
+    "sha256 (first 16 hex) of each module constant of `mod` named *_SYSTEM or *_PROMPT, by name."
+    return {k: hashlib.sha256(v.encode()).hexdigest()[:16] for k, v in sorted(vars(mod).items())
+            if isinstance(v, str) and k.endswith(("_SYSTEM", "_PROMPT"))}
+
 def prompt_hashes() -> dict[str, str]:
-    "sha256 (first 16 hex) of every prompt template of the agents and the judge (module constants named *_SYSTEM or *_PROMPT)."
+    "sha256 (first 16 hex) of every prompt template of the agents and the judge, by 'module.NAME'."
     import pace.methods.agents, pace.eval.judge
-    out = {}
-    for mod in (pace.methods.agents, pace.eval.judge):
-        for k, v in sorted(vars(mod).items()):
-            if isinstance(v, str) and k.endswith(("_SYSTEM", "_PROMPT")):
-                out[f"{mod.__name__.split('.')[-1]}.{k}"] = hashlib.sha256(v.encode()).hexdigest()[:16]
-    return out
+    return {f"{mod.__name__.split('.')[-1]}.{k}": h for mod in (pace.methods.agents, pace.eval.judge)
+            for k, h in _prompt_digests(mod).items()}
 
 def hipporag_settings() -> dict:
-    "What makes HippoRAG 2's rows: its config and the sha256 (first 16 hex) of its prompts (NER, triples, filter)."
+    "What makes HippoRAG 2's rows: its config and its prompts' sha256 (first 16 hex; NER, triples, filter)."
     import pace.methods.hipporag as h
-    prompts = {k: hashlib.sha256(v.encode()).hexdigest()[:16] for k, v in sorted(vars(h).items())
-               if isinstance(v, str) and k.endswith(("_SYSTEM", "_PROMPT"))}
-    return dict(config=h.HippoRAGConfig().model_dump(), prompts=prompts)
+    return dict(config=h.HippoRAGConfig().model_dump(), prompts=_prompt_digests(h))
 
 # %% ../../nbs/32_run.ipynb #a69502c2
 def chat_name(spec, # a chat model spec or a model object
              ) -> str:
-    "The model name a chat spec (or model object) carries, known before the model is built (it names the run folder and its cache)."
+    "The model name of a chat spec (or model object), known before the model is built: it names the folder."
     if hasattr(spec, "chat"): return spec.model_id
     from pace.llm import parse_spec
     try: return parse_spec(spec, DEFAULT_CHAT, "PACE_CHAT_MODEL")["model"]
@@ -100,9 +104,10 @@ def default_run_name(dataset, # the dataset folder
                      chat_id: str | None, # the chat model's name (None: the run uses no chat model)
                      n, # the number of queries the run selects (0/None: all of them)
                      retrieval_only: bool = False) -> str:
-    "E.g. 'mini-qwen2.5-0.5b-n6' ('-all' for every query; no model part for a run without a chat model; '-retrieval' for a retrieval-only run)."
+    "E.g. 'mini-qwen2.5-0.5b-n6' ('-all': every query; no model part without a chat model; '-retrieval')."
     model = [chat_id.split('/')[-1]] if chat_id else []
-    return _slug("-".join([Path(str(dataset)).name, *model, 'n%d' % n if n else 'all']) + ('-retrieval' if retrieval_only else ''))
+    name = "-".join([Path(str(dataset)).name, *model, 'n%d' % n if n else 'all'])
+    return _slug(name + ('-retrieval' if retrieval_only else ''))
 
 def check_run_name(name: str) -> str:
     "A run name is one folder name inside --out: not empty, no path separator, no '..'."
@@ -110,6 +115,138 @@ def check_run_name(name: str) -> str:
     if not name or not name.strip() or any(c in name for c in seps) or ".." in name or "\0" in name:
         raise UsageError(f"--name {name!r}: a run name is one folder name inside --out (no '/', no '..')")
     return name
+
+# %% ../../nbs/32_run.ipynb #d0c5f78c
+def _validated(cls, config, flag: str):
+    "`config` (a dict or a `cls`) as a `cls`; a `UsageError` naming `flag` and the bad settings otherwise."
+    if isinstance(config, cls): return config
+    try: return cls(**(config or {}))
+    except ValidationError as e:
+        got = lambda x: f" (got {x['input']!r})" if x.get('type') != 'extra_forbidden' else ""
+        bad = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}{got(x)}" for x in e.errors())
+        raise UsageError(f"bad {flag}: {bad} (settings: {', '.join(cls.model_fields)})") from None
+
+def _config(config) -> PaceMakerConfig: return _validated(PaceMakerConfig, config, "--config")
+
+def _graphrag_config(config):
+    from pace.methods.graphrag import GraphRAGConfig
+    return _validated(GraphRAGConfig, config, "--graphrag-config")
+
+def _whole(v, flag: str, lo: int = 1) -> int:
+    "`v` when it is a whole number >= `lo` (not a bool); a `UsageError` naming `flag` otherwise."
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        raise UsageError(f"{flag} must be a whole number >= {lo}, got {v!r}")
+    return v
+
+# %% ../../nbs/32_run.ipynb #4d45c13c
+_OWN = "'mypkg.mod:MyRetriever', 'path/to/file.py:MyRetriever'"
+
+class ScopeConfig(BaseModel):
+    "What a run covers: the dataset, methods and queries, and where its folder goes."
+    model_config = ConfigDict(extra="forbid")
+    dataset: str | Path = Field(DEFAULT_DATA, description="dataset folder",
+                                json_schema_extra=dict(cli="--data"))
+    methods: list[Any] | None = Field(None, description=(
+        f"comma-separated, from: {', '.join(METHODS)}, or a sized retriever ('hybrid@20'), or a class of "
+        f"your own ({_OWN}); default {','.join(DEFAULT_METHODS)}"))
+    limit: int | None = Field(DEFAULT_LIMIT, ge=0,
+                              description="number of queries, stratified by label and type (0 = all)",
+                              json_schema_extra=dict(every=("--all", 0, "every query of the dataset")))
+    seed: int = Field(0, description="seed of the query subset")
+    retrieval_only: bool = Field(False, description="no answers, no judge: retrieval metrics and the funnel "
+                                 f"(default methods {','.join(RETRIEVAL_METHODS)})")
+    name: str | None = Field(None, description="run name, a folder inside --out "
+                             "(default: <dataset>-<model>-n<queries>, or -all)")
+    out_dir: str | Path = Field("results", description="parent folder of the run folder",
+                                json_schema_extra=dict(cli="--out"))
+
+    @field_validator("name")
+    @classmethod
+    def one_folder(cls, v): return v if v is None else check_run_name(v)
+
+# %% ../../nbs/32_run.ipynb #c45ef844
+class ModelsConfig(BaseModel):
+    "The run's models: specs (`backend:model`, JSON) or ready objects; `None`: the default."
+    model_config = ConfigDict(extra="forbid")
+    chat: Any = Field(DEFAULT_CHAT, description="agent/answer model spec")
+    judge: Any = Field(None, description="judge model spec (default: the --chat model)")
+    embedder: Any = Field(None, description="embedder spec (default: local int8 ONNX all-MiniLM-L6-v2)")
+
+# %% ../../nbs/32_run.ipynb #d51ad920
+class JudgeConfig(BaseModel):
+    "How each answer is judged (`pace.eval.judge`)."
+    model_config = ConfigDict(extra="forbid")
+    mode: Literal[JUDGE_MODES] = Field("blind", json_schema_extra=dict(kw="judge_mode"), description=(
+        "blind: decision classified without gold, then rationale graded (default); "
+        "paper: the paper's one-call judge"))
+    max_tokens: int = Field(160, ge=0, description="completion budget of each judge call",
+                            json_schema_extra=dict(kw="judge_max_tokens"))
+
+# %% ../../nbs/32_run.ipynb #7d56fc22
+class ExecutionConfig(BaseModel):
+    "How the pairs run: none of these changes a result row."
+    model_config = ConfigDict(extra="forbid")
+    workers: int = Field(1, ge=1,
+                         description="(query, method) pairs run at once, for models served over HTTP")
+    batch: int = Field(1, ge=1, description="PaceMaker queries run together stage by stage, one batch per "
+                       "stage (vLLM, servers that batch)")
+    max_pairs: int | None = Field(None, description="stop after this many new (query, method) pairs",
+                                  json_schema_extra=dict(cli=False))
+    retry_failed: bool = Field(False, description="rerun pairs whose agent calls failed; judge again pairs "
+                               "whose judge call failed")
+    cache: Any = Field(None, description="cache file (default: <run>/cache.sqlite)")
+    progress: bool = Field(True, description="no progress bar", json_schema_extra=dict(cli="--no-progress"))
+
+    @field_validator("workers", "batch", mode="before")
+    @classmethod
+    def whole(cls, v, info): return _whole(v, f"--{info.field_name}")
+
+# %% ../../nbs/32_run.ipynb #cbf90e74
+class RunConfig(BaseModel):
+    "Every setting of a `pace run`, in parts, checked once: a mistake is one `UsageError` naming the option."
+    model_config = ConfigDict(extra="forbid")
+    scope: ScopeConfig = Field(default_factory=ScopeConfig, description="what the run covers")
+    models: ModelsConfig = Field(default_factory=ModelsConfig, description="the models")
+    judge: JudgeConfig = Field(default_factory=JudgeConfig, description="how answers are judged")
+    execution: ExecutionConfig = Field(default_factory=ExecutionConfig, description="how the pairs run")
+    pacemaker: PaceMakerConfig = Field(
+        default_factory=PaceMakerConfig, json_schema_extra=dict(cli="--config", kw="config"),
+        description="PaceMaker settings, e.g. 'hops=3,n_final=5,answer_max_tokens=400' or JSON")
+    graphrag: Any = Field(None, validate_default=True,
+                          json_schema_extra=dict(kw="graphrag_config", type=key_values),
+                          description="GraphRAG settings, e.g. 'extract_max_tokens=384' or JSON")
+
+    @field_validator("pacemaker", mode="before")
+    @classmethod
+    def pacemaker_settings(cls, v): return _config(v)
+
+    @field_validator("graphrag", mode="before")
+    @classmethod
+    def graphrag_settings(cls, v): return _graphrag_config(v)
+
+    @classmethod
+    def checked(cls, **parts) -> RunConfig:
+        "The settings from their parts (dicts or models), checked: a mistake is a `UsageError`."
+        try: return cls(**parts)
+        except ValidationError as e: raise usage_error(cls, e) from None
+
+    @classmethod
+    def from_kwargs(cls, **kw) -> RunConfig:
+        "The checked settings from `run_experiment`'s keywords: each field's `kw`, or its name."
+        paths = {(f.json_schema_extra or {}).get("kw", p[-1]): p for p, f, _ in option_fields(cls)}
+        parts = {}
+        for k, v in kw.items():
+            if k not in paths: raise TypeError(f"run_experiment() got an unexpected keyword argument {k!r}")
+            *head, last = paths[k]
+            d = parts
+            for h in head: d = d.setdefault(h, {})
+            d[last] = v
+        return cls.checked(**parts)
+
+    @classmethod
+    def from_args(cls, args) -> RunConfig:
+        "The checked settings from `pace run`'s parsed options (`add_cli`)."
+        return cls.checked(**option_values(args, cls))
 
 # %% ../../nbs/32_run.ipynb #06fbb589
 def public_query(q, # a `pace.data.Query`
@@ -126,9 +263,9 @@ _KBS = weakref.WeakKeyDictionary()   # dataset -> {instance_id: its public facts
 
 def public_kb(ds, # a `pace.data.PaceDataset`
               instance_id: str) -> tuple:
-    "`public_facts` of one instance as a tuple, made once per dataset: every pair of the instance gets the same object, which the index store hashes once."
+    "`public_facts` of one instance as a tuple made once per dataset: every pair of it gets the same object."
     try: kbs = _KBS.setdefault(ds, {})
-    except TypeError: return tuple(public_facts(ds.facts(instance_id)))   # a dataset stand-in without weak references
+    except TypeError: return tuple(public_facts(ds.facts(instance_id)))   # a stand-in without weak references
     if instance_id not in kbs: kbs[instance_id] = tuple(public_facts(ds.facts(instance_id)))
     return kbs[instance_id]
 
@@ -138,30 +275,17 @@ def _failed(trace: dict, judge: dict | None) -> dict:
     return dict(agent=agent, judge=bool(judge is not None and judge.get("label") is None))
 
 def _judge(jm, q, answer, mode, max_tokens):
-    "(verdict dict, judge call records, judge usage) for one answer; (None, [], {}) when there is none (retrieval-only)."
+    "(verdict dict, judge call records, judge usage, seconds) of one answer; (None, [], {}, 0.0) without one."
     if answer is None or jm is None: return None, [], {}, 0.0
     snap, t0 = jm.accounts.snapshot(), time.perf_counter()
     verdict, recs = judge_answer(jm, q.query, answer, q.label, q.judgment, mode=mode, max_tokens=max_tokens)
-    return verdict.model_dump(), [r.model_dump() for r in recs], jm.accounts.since(snap), time.perf_counter() - t0
+    secs = time.perf_counter() - t0
+    return verdict.model_dump(), [r.model_dump() for r in recs], jm.accounts.since(snap), secs
 
 # %% ../../nbs/32_run.ipynb #45cfe910
-def _validated(cls, config, flag: str):
-    "`config` (a dict or a `cls`) as a `cls`; a `UsageError` naming `flag` and the bad settings otherwise."
-    if isinstance(config, cls): return config
-    try: return cls(**(config or {}))
-    except ValidationError as e:
-        bad = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" + (f" (got {x['input']!r})" if x.get('type') != 'extra_forbidden' else "")
-                        for x in e.errors())
-        raise UsageError(f"bad {flag}: {bad} (settings: {', '.join(cls.model_fields)})") from None
-
-def _config(config) -> PaceMakerConfig: return _validated(PaceMakerConfig, config, "--config")
-def _graphrag_config(config):
-    from pace.methods.graphrag import GraphRAGConfig
-    return _validated(GraphRAGConfig, config, "--graphrag-config")
-
 def _check_scope(methods, # names as given to --methods
-                 retrieval_only, judge_mode) -> dict:
-    "{name in the rows: `MethodSpec`} of `methods`; an unknown one, or a non-ranking one retrieval-only, is a `UsageError`."
+                 retrieval_only: bool) -> dict:
+    "{name in the rows: `MethodSpec`} of `methods`; refuses unknown ones, or non-ranking ones retrieval-only."
     specs, given, bad = {}, {}, []
     for m in methods:
         try: s = method_spec(m)
@@ -171,16 +295,17 @@ def _check_scope(methods, # names as given to --methods
             raise UsageError(f"--methods {given[s.name]} and {m} are both named {s.name!r}")
         specs[s.name] = s
     if bad or not specs:
-        raise UsageError(f"unknown or no methods {bad}; choose from {', '.join(METHODS)}, a sized retriever such as "
-                         f"'hybrid@20' ({', '.join(SIZED)}), or a class of your own ('module:Class', 'file.py:Class')")
+        raise UsageError(f"unknown or no methods {bad}; choose from {', '.join(METHODS)}, a sized retriever "
+                         f"such as 'hybrid@20' ({', '.join(SIZED)}), or a class of your own ('module:Class', "
+                         "'file.py:Class')")
     if retrieval_only:
         no = [m for m, s in specs.items() if not s.ranked]
-        if no: raise UsageError(f"{', '.join(no)} retrieve nothing: drop them from --methods in a retrieval-only run")
-    if judge_mode not in JUDGE_MODES: raise UsageError(f"judge mode must be one of {JUDGE_MODES}, got {judge_mode!r}")
+        if no: raise UsageError(f"{', '.join(no)} retrieve nothing: drop them from --methods in a "
+                                "retrieval-only run")
     return specs
 
 def _check_pacemaker_names(specs: dict, cfg):
-    "A PaceMaker method name that the --config settings contradict (e.g. pacemaker-small with anchor_keep=0) is a `UsageError`."
+    "Refuse a PaceMaker method name that the --config settings contradict (pacemaker-small, anchor_keep=0)."
     for m, s in specs.items():
         if s.config == "pacemaker":
             try: pacemaker_config(m, cfg)
@@ -188,7 +313,7 @@ def _check_pacemaker_names(specs: dict, cfg):
 
 # %% ../../nbs/32_run.ipynb #354f242a
 def _run_folder(out_dir, name: str) -> tuple[Path, Path | None]:
-    "Make the run folder `out_dir/name` and its missing parents: (the folder, the topmost folder made, or None). Mistakes are `UsageError`s."
+    "Make the folder `out_dir/name` and its missing parents: (the folder, the topmost folder made, or None)."
     out, run_dir = Path(out_dir), Path(out_dir) / check_run_name(name)
     for p, what in ((out, "--out"), (run_dir, "the run folder")):
         if p.exists() and not p.is_dir(): raise UsageError(f"{what} {p} is a file, not a folder")
@@ -200,81 +325,44 @@ def _run_folder(out_dir, name: str) -> tuple[Path, Path | None]:
     return run_dir, top
 
 def _open_cache(cache, run_dir: Path):
-    "The run's cache, opened once for all its models: `<run>/cache.sqlite` by default; False: none. A bad --cache is a `UsageError`."
+    "The run's cache, opened once for all its models: `<run>/cache.sqlite` by default; False: none."
     if cache is None: return as_cache(run_dir / "cache.sqlite")
     try: return as_cache(cache)
     except (UsageError, OSError) as e: raise UsageError(f"--cache {cache}: {e}") from None
 
+# %% ../../nbs/32_run.ipynb #4c7f4985
 def _warn_dataset(ds):
-    "One line on stderr when a dataset has warnings (e.g. very long facts): how many, the first, and how to see them all."
+    "One line on stderr when a dataset has warnings (e.g. long facts): how many, the first, how to see all."
     ws = getattr(ds, "warnings", None) or []
-    if ws: print(f"pace run: warning: {ds.path}: {len(ws)} warning(s), the first: {ws[0]} (`pace data check {ds.path}` lists them)", file=sys.stderr)
+    if ws: print(f"pace run: warning: {ds.path}: {len(ws)} warning(s), the first: {ws[0]} "
+                 f"(`pace data check {ds.path}` lists them)", file=sys.stderr)
 
 def _own_settings(specs: dict, # {name: `MethodSpec`} of the run
                  ) -> dict:
-    "What makes the rows of methods of your own, for `run.json`: spec and source sha256 ({} when there are none)."
+    "What makes the rows of methods of your own, for `run.json`: spec and source sha256 ({} for none)."
     own = {m: dict(spec=s.spec, sha256=s.sha256) for m, s in specs.items() if s.kind == "own"}
     return dict(own_methods=own) if own else {}   # no key otherwise: the other runs' run.json stays as it was
 
-def _open_run(dataset, methods, chat, judge, embedder, out_dir, name, limit, seed, cache, config, judge_mode, judge_max_tokens, retrieval_only,
-              graphrag_config=None):
-    "Everything a run needs before its first pair: methods, config, dataset, queries, run folder (locked), models and settings."
+def _settings(run) -> dict:
+    "What the opened `run` is, for `run.json`; a folder resumes only under the same settings."
     from pace import __version__
-    from pace.data import load_pace_dataset
-    specs = _check_scope(methods or (RETRIEVAL_METHODS if retrieval_only else DEFAULT_METHODS), retrieval_only, judge_mode)
-    methods, (cfg, gcfg) = list(specs), (_config(config), _graphrag_config(graphrag_config))
-    _check_pacemaker_names(specs, cfg)
-    if name is not None: check_run_name(name)
-    ds = load_pace_dataset(dataset)
-    _warn_dataset(ds)
-    queries = select_queries(ds.queries, limit, seed)
-    t_start = time.perf_counter()
-    needs_chat = not (retrieval_only and not any(s.needs_llm for s in specs.values()))
-    n_sel = len(queries) if len(queries) < len(ds.queries) else 0   # 0: every query (e.g. --limit 1000 on 72)
-    run_dir, top = _run_folder(out_dir, name or default_run_name(dataset, chat_name(chat) if needs_chat else None, n_sel, retrieval_only))
-    lock = None
-    try:
-        lock = take_lock(run_dir)
-        cache = _open_cache(cache, run_dir)
-        from pace.llm import as_chat_model
-        from pace.embed import as_embedder
-        cm = build_model("chat", as_chat_model, chat, cache) if needs_chat else None
-        jm = None if retrieval_only else (cm if judge is None or judge == chat else build_model("judge", as_chat_model, judge, cache))
-        emb = build_model("embedder", as_embedder, embedder, cache)
-        settings = dict(dataset=dict(name=Path(str(dataset)).resolve().name, sha256=dataset_sha256(dataset)), pace_version=__version__,
-                        prompts=prompt_hashes(), chat=model_fingerprint(cm), judge=model_fingerprint(jm),
-                        judge_mode=None if retrieval_only else judge_mode, judge_is_agent=jm is not None and jm is cm,
-                        judge_max_tokens=None if retrieval_only else judge_max_tokens, embedder=model_fingerprint(emb),
-                        pacemaker=cfg.model_dump(), small_preset={n: sw.on for n, sw in SMALL_SWITCHES.items()}, seed=seed, retrieval_only=retrieval_only,
-                        graphrag=gcfg.model_dump(exclude_defaults=True) or None,
-                        hipporag=hipporag_settings() if "hipporag2" in methods else None,   # only what differs from the defaults: runs made before the option still resume
-                        **_own_settings(specs))
-        check_settings(run_dir, settings)
-    except BaseException:
-        if lock is not None: lock.release()
-        if top is not None: shutil.rmtree(top, ignore_errors=True)
-        raise
-    return SimpleNamespace(methods=methods, specs=specs, cfg=cfg, gcfg=gcfg, ds=ds, queries=queries, n_dataset=len(ds.queries), t_start=t_start, run_dir=run_dir,
-                           cm=cm, jm=jm, emb=emb, settings=settings, lock=lock)
-
-def _replace_text(p: Path, text: str):
-    "Write `p` through a temporary file beside it, fsync'd, then `os.replace`: a reader (or a kill) sees the old file or the new one, whole."
-    tmp = p.with_name(p.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f: f.write(text); f.flush(); os.fsync(f.fileno())
-    os.replace(tmp, p)
-
-def _manifest(run_dir: Path) -> dict:
-    "The folder's `run.json` ({} when there is none)."
-    man = Path(run_dir) / "run.json"
-    return json.loads(man.read_text()) if man.exists() else {}
-
-def _write_manifest(run_dir: Path, settings: dict, scope: dict, status: str, **extra):
-    "Write `run.json` (atomically): the settings, the scope and the status."
-    _replace_text(run_dir / "run.json", json.dumps(dict(settings=settings, **scope, status=status, **extra), indent=1, default=str) + "\n")
+    c, ro, ds = run.cfg, run.cfg.scope.retrieval_only, run.cfg.scope.dataset
+    return dict(dataset=dict(name=Path(str(ds)).resolve().name, sha256=dataset_sha256(ds)),
+                pace_version=__version__, prompts=prompt_hashes(), chat=model_fingerprint(run.cm),
+                judge=model_fingerprint(run.jm), judge_mode=None if ro else c.judge.mode,
+                judge_is_agent=run.jm is not None and run.jm is run.cm,
+                judge_max_tokens=None if ro else c.judge.max_tokens, embedder=model_fingerprint(run.emb),
+                pacemaker=c.pacemaker.model_dump(),
+                small_preset={n: sw.on for n, sw in SMALL_SWITCHES.items()}, seed=c.scope.seed,
+                retrieval_only=ro,
+                # only what differs from the defaults: runs made before the option still resume
+                graphrag=c.graphrag.model_dump(exclude_defaults=True) or None,
+                hipporag=hipporag_settings() if "hipporag2" in run.methods else None,
+                **_own_settings(run.specs))
 
 # %% ../../nbs/32_run.ipynb #4de9862f
 def _todo(queries, methods, done: dict, retry_failed: bool) -> list[tuple]:
-    "(query, method name, old row to re-judge or None) for every pair still to run, in query then method order."
+    "(query, method name, old row to re-judge or None) of every pair still to run, query then method."
     todo = []
     for q in queries:
         for m in methods:
@@ -307,56 +395,69 @@ def _run_pair(method, m: str, q, ds, cm, retrieval_only: bool,
 
 def _row(q, m: str, r, usage: dict) -> dict:
     "The result row of method `m` on query `q` from its `MethodResult` and usage (not judged yet)."
-    return round_floats(dict(query_id=q.query_id, instance_id=q.instance_id, method=m, label=q.label, situation_type=q.situation_type,
-                query=q.query, ref_date=str(q.ref_date), gold_doc_ids=list(q.gold_doc_ids), ranked=r.ranked,
-                retrieved_ids=r.retrieved_ids, evidence=r.evidence, funnel=funnel(r.evidence, q.gold_doc_ids), answer=r.answer,
-                usage=usage, trace=r.trace))
+    return round_floats(dict(query_id=q.query_id, instance_id=q.instance_id, method=m, label=q.label,
+                             situation_type=q.situation_type, query=q.query, ref_date=str(q.ref_date),
+                             gold_doc_ids=list(q.gold_doc_ids), ranked=r.ranked,
+                             retrieved_ids=r.retrieved_ids, evidence=r.evidence,
+                             funnel=funnel(r.evidence, q.gold_doc_ids), answer=r.answer, usage=usage,
+                             trace=r.trace))
 
-def _judged(row: dict, q, m: str, secs: float, jm, judge_mode: str, judge_max_tokens: int) -> tuple[dict, dict]:
-    "Judge `row` and split off its volatile fields: (result line, timing line)."
-    row["judge"], row["judge_calls"], row["judge_usage"], jsecs = _judge(jm, q, row["answer"], judge_mode, judge_max_tokens)
+def _judged(run, row: dict, q, m: str, secs: float) -> tuple[dict, dict]:
+    "Judge `row` as the run's `judge` settings say, split off its volatile fields: (result, timing line)."
+    j = run.cfg.judge
+    verdict = _judge(run.jm, q, row["answer"], j.mode, j.max_tokens)
+    row["judge"], row["judge_calls"], row["judge_usage"], jsecs = verdict
     row["failed"] = _failed(row["trace"], row["judge"])
     row, vol = split_volatile(row)
-    return row, dict(query_id=q.query_id, method=m, seconds=secs, judge_seconds=jsecs,
-                     cache_hits=sum(s.get("cache_hits", 0) for s in list(row["usage"].values()) + list(row["judge_usage"].values())),
+    hits = sum(s.get("cache_hits", 0) for s in [*row["usage"].values(), *row["judge_usage"].values()])
+    return row, dict(query_id=q.query_id, method=m, seconds=secs, judge_seconds=jsecs, cache_hits=hits,
                      volatile=vol)
 
-def _pair(o, ms: dict, q, m: str, old: dict | None, judge_mode, judge_max_tokens, retrieval_only) -> tuple[dict, dict, bool]:
-    "One pair of the todo list, run (or only re-judged when `old` is given) and judged: (result line, timing line, re-judged?)."
-    if old is None: row, secs = _run_pair(ms[m], m, q, o.ds, o.cm, retrieval_only, o.specs[m].sees_gold)
+def _pair(run, q, m: str, old: dict | None) -> tuple[dict, dict, bool]:
+    "One pair, run (or only judged again when `old` is given) and judged: (result, timing, judged again?)."
+    if old is None:
+        ro, gold = run.cfg.scope.retrieval_only, run.specs[m].sees_gold
+        row, secs = _run_pair(run.ms[m], m, q, run.ds, run.cm, ro, gold)
     else: row, secs = {k: v for k, v in old.items()}, 0.0
-    return *_judged(row, q, m, secs, o.jm, judge_mode, judge_max_tokens), old is not None
+    return *_judged(run, row, q, m, secs), old is not None
 
 # %% ../../nbs/32_run.ipynb #0e897998
-def _batch_pairs(o, ms: dict, todo: list, judge_mode, judge_max_tokens, retrieval_only, batch: int):
-    "Run the pairs of `todo` (methods with `run_batch`) `batch` queries of one method at a time, and judge each (a batch's pairs at once when the judge serves concurrent requests): yields (result line, timing line, False)."
+def _batch_pairs(run, todo: list):
+    "Run `todo`'s pairs `batch` queries of a method at a time (`run_batch`), judge each: (lines, False)s."
+    n = run.cfg.execution.batch
     for m in dict.fromkeys(t[1] for t in todo):
         qs = [q for q, mm, _ in todo if mm == m]
-        for s in range(0, len(qs), batch):
-            part, t0 = qs[s:s + batch], time.perf_counter()
-            rs = ms[m].run_batch([public_query(q) for q in part], [o.ds.instances[q.instance_id] for q in part],
-                                 [public_kb(o.ds, q.instance_id) for q in part], answer=not retrieval_only)
+        for s in range(0, len(qs), n):
+            part, t0 = qs[s:s + n], time.perf_counter()
+            rs = run.ms[m].run_batch([public_query(q) for q in part],
+                                     [run.ds.instances[q.instance_id] for q in part],
+                                     [public_kb(run.ds, q.instance_id) for q in part],
+                                     answer=not run.cfg.scope.retrieval_only)
             secs = (time.perf_counter() - t0) / len(part)
-            judge = lambda qr: _judged(_row(qr[0], m, qr[1], qr[1].trace.get("stages", {})), qr[0], m, secs, o.jm, judge_mode, judge_max_tokens)
-            if len(part) > 1 and getattr(o.jm, "concurrent", False):
-                with ThreadPoolExecutor(len(part)) as ex: lines = list(ex.map(_scoped(judge, o.jm), zip(part, rs)))
+            judge = lambda qr: _judged(run, _row(qr[0], m, qr[1], qr[1].trace.get("stages", {})), qr[0], m,
+                                       secs)
+            if len(part) > 1 and getattr(run.jm, "concurrent", False):   # a judge serving requests at once
+                with ThreadPoolExecutor(len(part)) as ex:
+                    lines = list(ex.map(_scoped(judge, run.jm), zip(part, rs)))
             else: lines = map(judge, zip(part, rs))
             for line in lines: yield (*line, False)
 
 # %% ../../nbs/32_run.ipynb #9df170d3
 def _workers(n: int, *models) -> int:
-    "Pairs to run at once: `n`, or 1 (saying why on stderr) when a model serves one request at a time in this process."
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1: raise UsageError(f"--workers must be a whole number >= 1, got {n!r}")
+    "Pairs to run at once: `n`, or 1 (saying why on stderr) when a model serves one request at a time here."
+    _whole(n, "--workers")
     slow = [m for m in models if m is not None and not getattr(m, "concurrent", False)]
     if n > 1 and slow:
-        print(f"pace run: --workers {n}: the {getattr(slow[0], 'backend', type(slow[0]).__name__)} backend serves one request at a time "
-              "in this process (llama.cpp in process is not thread-safe), so pairs run one at a time. To run them at once, serve the model "
-              "over HTTP (e.g. `python -m llama_cpp.server`, vLLM) and pass it as an openai spec.", file=sys.stderr)
+        backend = getattr(slow[0], 'backend', type(slow[0]).__name__)
+        print(f"pace run: --workers {n}: the {backend} backend serves one request at a time in this process "
+              "(llama.cpp in process is not thread-safe), so pairs run one at a time. To run them at once, "
+              "serve the model over HTTP (e.g. `python -m llama_cpp.server`, vLLM) and pass it as an openai "
+              "spec.", file=sys.stderr)
         return 1
     return n
 
 def _scoped(fn, *models):
-    "`fn` run with the models' accounts scoped to the calling thread (a pair's usage then holds its own calls only)."
+    "`fn` run with the models' accounts scoped to the calling thread: a pair's usage holds its own calls."
     accs = list({id(m.accounts): m.accounts for m in models if m is not None}.values())
     def run(*a):
         with contextlib.ExitStack() as st:
@@ -365,7 +466,7 @@ def _scoped(fn, *models):
     return run
 
 def _concurrently(fn, items: list, workers: int):
-    "`fn(item)` for every item, `workers` at a time in threads, yielded as they finish; on an error or interrupt the queued ones are cancelled."
+    "`fn(item)` of each item, `workers` at a time in threads; an error or interrupt cancels the rest."
     if not items: return
     ex = ThreadPoolExecutor(workers, thread_name_prefix="pace-pair")
     try:
@@ -373,18 +474,20 @@ def _concurrently(fn, items: list, workers: int):
     finally: ex.shutdown(wait=True, cancel_futures=True)
 
 # %% ../../nbs/32_run.ipynb #1016c967
-def _run_pairs(o, ms: dict, todo: list, res_p: Path, tim_p: Path, judge_mode, judge_max_tokens, retrieval_only, max_pairs, progress,
-               workers: int = 1, batch: int = 1) -> tuple[int, int]:
-    "Run, judge and append every pair of `todo` (at most `max_pairs`), `workers` at a time or PaceMaker `batch` at a time: (new lines, re-judged pairs)."
-    todo = todo if max_pairs is None else todo[:max_pairs]
-    batched = [t for t in todo if batch > 1 and t[2] is None and o.specs[t[1]].batchable]
+def _run_pairs(run, todo: list) -> tuple[int, int]:
+    "Run, judge and append each pair of `todo`, `workers` or PaceMaker `batch` at a time: (new, re-judged)."
+    x = run.cfg.execution
+    batched = [t for t in todo if x.batch > 1 and t[2] is None and run.specs[t[1]].batchable]
     todo = [t for t in todo if t not in batched]
-    one = lambda t: _pair(o, ms, *t, judge_mode, judge_max_tokens, retrieval_only)
-    alone = lambda t: workers == 1 or o.specs[t[1]].alone
-    pairs = chain(_batch_pairs(o, ms, batched, judge_mode, judge_max_tokens, retrieval_only, batch),
-                  _concurrently(_scoped(one, o.cm, o.jm), [t for t in todo if not alone(t)], workers), map(one, filter(alone, todo)))
+    one = lambda t: _pair(run, *t)
+    alone = lambda t: run.workers == 1 or run.specs[t[1]].alone
+    pairs = chain(_batch_pairs(run, batched),
+                  _concurrently(_scoped(one, run.cm, run.jm), [t for t in todo if not alone(t)], run.workers),
+                  map(one, filter(alone, todo)))
     new = retried = 0
-    with open(res_p, "a", encoding="utf-8") as fr, open(tim_p, "a", encoding="utf-8") as ft, tqdm(total=len(todo) + len(batched), desc=f"pace run {o.run_dir.name}", disable=not progress, unit="pair") as bar:
+    bar = tqdm(total=len(todo) + len(batched), desc=f"pace run {run.run_dir.name}", disable=not x.progress,
+               unit="pair")
+    with open(run.results, "a", encoding="utf-8") as fr, open(run.timings, "a", encoding="utf-8") as ft, bar:
         for row, tim, again in pairs:
             append_row(ft, tim); append_row(fr, row)
             new += 1; retried += again; bar.update()
@@ -392,39 +495,36 @@ def _run_pairs(o, ms: dict, todo: list, res_p: Path, tim_p: Path, judge_mode, ju
 
 # %% ../../nbs/32_run.ipynb #b3fe1dc4
 def _rewrite_sorted(res_p: Path, tim_p: Path) -> list[dict]:
-    "Rewrite results and timings (atomically) sorted by (query_id, method), the newest line of each pair kept; the result rows."
-    last = {(r["query_id"], r["method"]): r for r in load_done(res_p)}          # the newest line of each pair wins
+    "Rewrite results and timings atomically, sorted by (query_id, method), a pair's newest line kept: rows."
+    last = {(r["query_id"], r["method"]): r for r in load_done(res_p)}          # a pair's newest line wins
     rows = [last[k] for k in sorted(last)]
     tims = {(t["query_id"], t["method"]): t for t in load_done(tim_p) if (t["query_id"], t["method"]) in last}
     for p, rs in ((res_p, rows), (tim_p, [tims[k] for k in sorted(tims)])):
-        _replace_text(p, "".join(json.dumps(x, ensure_ascii=False, sort_keys=True) + "\n" for x in rs))
+        replace_text(p, "".join(json.dumps(x, ensure_ascii=False, sort_keys=True) + "\n" for x in rs))
     return rows
 
 # %% ../../nbs/32_run.ipynb #11549ee7
-def _check_batch(batch) -> int:
-    "The number of PaceMaker queries run together, checked before the run folder exists."
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1: raise UsageError(f"--batch must be a whole number >= 1, got {batch!r}")
-    return batch
-
 def _fit_concurrency(batch: int, *models):
-    "Let a batch's requests be in flight together: raise an HTTP backend's `concurrency` below `batch` to `batch` (saying so on stderr)."
+    "Let a batch's requests be in flight together: raise an HTTP backend's `concurrency` to `batch`."
     for m in {id(m): m for m in models if m is not None}.values():
         c = getattr(m, "concurrency", None)
         if batch > 1 and isinstance(c, int) and c < batch:
-            print(f"pace run: --batch {batch}: the {getattr(m, 'backend', type(m).__name__)} model {m.model_id} sent {c} requests at a time; "
+            backend = getattr(m, 'backend', type(m).__name__)
+            print(f"pace run: --batch {batch}: the {backend} model {m.model_id} sent {c} requests at a time; "
                   f"it sends {batch} now, so a stage's requests reach the server together", file=sys.stderr)
             m.concurrency, m.chunk_size = batch, max(getattr(m, "chunk_size", 1), batch)
 
-def _scope(o, rows) -> dict:
-    "The folder's scope after this run: methods and query ids of its run.json, of this run and of the rows it holds (it only grows)."
-    old, rows = _manifest(o.run_dir), list(rows)
-    methods = list(dict.fromkeys([*old.get("methods", []), *o.methods, *(r["method"] for r in rows)]))
-    qids = list(dict.fromkeys([*old.get("query_ids", []), *(q.query_id for q in o.queries), *(r["query_id"] for r in rows)]))
-    return dict(methods=methods, query_ids=qids, limit=0 if len(qids) >= o.n_dataset else len(qids))
+def _scope(run, rows) -> dict:
+    "The folder's scope after this run: the methods and query ids of its run.json, this run and its rows."
+    old, rows = read_manifest(run.run_dir), list(rows)
+    methods = list(dict.fromkeys([*old.get("methods", []), *run.methods, *(r["method"] for r in rows)]))
+    qids = list(dict.fromkeys([*old.get("query_ids", []), *(q.query_id for q in run.queries),
+                               *(r["query_id"] for r in rows)]))
+    return dict(methods=methods, query_ids=qids, limit=0 if len(qids) >= run.n_dataset else len(qids))
 
-def _resume(o, res_p: Path, tim_p: Path) -> dict:
-    "The rows the folder holds, {(query_id, method): row}; both files lose a half-written last line (a damaged one elsewhere is an error)."
-    rows = load_done(res_p); load_done(tim_p)
+def _resume(res_p: Path, tim_p: Path) -> dict:
+    "The rows the folder holds, {(query_id, method): row}; both files lose a half-written last line."
+    rows = load_done(res_p); load_done(tim_p)   # a damaged line elsewhere is an error
     return {(r["query_id"], r["method"]): r for r in rows}
 
 class RunInterrupted(KeyboardInterrupt):
@@ -433,93 +533,127 @@ class RunInterrupted(KeyboardInterrupt):
         super().__init__(f"{run_dir}: interrupted with {n_rows} result rows (status partial)")
         self.run_dir, self.n_rows = Path(run_dir), n_rows
 
-def _mark_stopped(o, scope: dict, res_p: Path, why: str) -> int:
+def _mark_stopped(run, why: str) -> int:
     "Write `run.json` as `partial`, with why the run stopped; the number of pairs the folder holds."
-    n = len({(r["query_id"], r["method"]) for r in load_done(res_p)})
-    _write_manifest(o.run_dir, o.settings, scope, "partial", n_pairs=n, stopped=why[:300])
+    n = len({(r["query_id"], r["method"]) for r in load_done(run.results)})
+    write_manifest(run.run_dir, run.settings, run.scope, "partial", n_pairs=n, stopped=why[:300])
     return n
 
-def _finish_run(o, scope: dict, res_p, tim_p, new: int, retried: int) -> dict:
-    "Sort the run's files, write the manifest's final status, the tables and the index costs; return the run's summary."
-    rows = _rewrite_sorted(res_p, tim_p)
-    pairs = {(q, m) for q in scope["query_ids"] for m in scope["methods"]}
-    held = [r for r in rows if (r["query_id"], r["method"]) in pairs]     # every row: the scope holds the pair of each
+def _finish_run(run, new: int, retried: int) -> dict:
+    "Sort the run's files, write the manifest's final status, the tables and index costs: the run's summary."
+    rows = _rewrite_sorted(run.results, run.timings)
+    pairs = {(q, m) for q in run.scope["query_ids"] for m in run.scope["methods"]}
+    held = [r for r in rows if (r["query_id"], r["method"]) in pairs]   # all rows: the scope holds each
     n_failed = sum(bool(r["failed"]["agent"] or r["failed"]["judge"]) for r in held)
     status = "complete" if len(held) == len(pairs) else "partial"
-    _write_manifest(o.run_dir, o.settings, scope, status, n_pairs=len(held), n_pairs_with_failures=n_failed)
-    tabs = write_tables(res_p) if held else {}
-    if held: write_index_costs(o.run_dir)   # what building each method's indexes cost (seconds, LLM calls, tokens): pace.eval.index_cost
-    return dict(run_dir=o.run_dir, results=res_p, timings=tim_p, n_rows=len(held), n_scope=len(pairs), status=status, n_new=new,
-                n_rejudged=retried, n_failed=n_failed, seconds=time.perf_counter() - o.t_start, tables=tabs,
-                accounts=dict(chat=o.cm.accounts.by_stage() if o.cm else {}, judge=o.jm.accounts.by_stage() if o.jm is not None and o.jm is not o.cm else None))
+    write_manifest(run.run_dir, run.settings, run.scope, status, n_pairs=len(held),
+                   n_pairs_with_failures=n_failed)
+    tabs = write_tables(run.results) if held else {}
+    if held: write_index_costs(run.run_dir)   # what building each method's indexes cost: pace.eval.index_cost
+    judge = run.jm.accounts.by_stage() if run.jm is not None and run.jm is not run.cm else None
+    return dict(run_dir=run.run_dir, results=run.results, timings=run.timings, n_rows=len(held),
+                n_scope=len(pairs), status=status, n_new=new, n_rejudged=retried, n_failed=n_failed,
+                seconds=time.perf_counter() - run.t_start, tables=tabs,
+                accounts=dict(chat=run.cm.accounts.by_stage() if run.cm else {}, judge=judge))
 
 # %% ../../nbs/32_run.ipynb #caeb334a
-def run_experiment(dataset=DEFAULT_DATA,                 # dataset folder (the format `pace.data` loads)
-                   methods=None,                         # method names (see `METHODS`) or 'module:Class' of your own; default DEFAULT_METHODS (RETRIEVAL_METHODS when retrieval_only)
-                   chat=DEFAULT_CHAT,                    # agent/answer model spec or object
-                   judge=None,                           # judge model spec or object (default: same as `chat`)
-                   embedder=None,                        # embedder spec or object (default: local int8 ONNX MiniLM)
-                   out_dir="results",                    # parent folder of the run folder
-                   name: str | None = None,              # run name (default from dataset, model and limit)
-                   limit: int | None = DEFAULT_LIMIT,    # number of queries (stratified); 0/None: all
-                   seed: int = 0,                        # query-subset seed
-                   cache=None,                           # cache file (default: <run>/cache.sqlite); False: no cache
-                   config: PaceMakerConfig | dict | None = None,  # PaceMaker settings (paper defaults)
-                   judge_mode: str = "blind",            # 'blind' (two steps, no gold in the decision prompt) or 'paper' (one call)
-                   judge_max_tokens: int = 160,          # completion budget of each judge call
-                   retrieval_only: bool = False,         # no answers and no judge: retrieval columns and the funnel only
-                   retry_failed: bool = False,           # rerun pairs with failed agent calls; judge again pairs whose judge failed
-                   max_pairs: int | None = None,         # stop after this many new (query, method) pairs (for tests/interruptions)
-                   workers: int = 1,                     # (query, method) pairs run at once (models served over HTTP); 1 for in-process llama.cpp
-                   batch: int = 1,                       # PaceMaker queries run together stage by stage (`PaceMaker.run_batch`); 1: one at a time
-                   graphrag_config: dict | None = None,  # GraphRAG settings (`pace.methods.graphrag.GraphRAGConfig`), e.g. {'extract_max_tokens': 384}
-                   progress: bool = True,
-                  ) -> dict:
-    "Run `methods` on `dataset`, judge, write `run.json`, `results.jsonl`, `timings.jsonl` and the tables; resumes (and extends) an existing run."
-    from pace.index import IndexStore
-    _workers(workers)   # a bad value fails before the run folder exists
-    _check_batch(batch)
-    o = _open_run(dataset, methods, chat, judge, embedder, out_dir, name, limit, seed, cache, config, judge_mode, judge_max_tokens, retrieval_only,
-                  graphrag_config)
-    with o.lock:   # held until the tables are written: no other run reads or writes the folder meanwhile
-        _fit_concurrency(batch, o.cm, o.jm)
-        res_p, tim_p = o.run_dir / "results.jsonl", o.run_dir / "timings.jsonl"
-        done = _resume(o, res_p, tim_p)
-        scope = _scope(o, done.values())
-        _write_manifest(o.run_dir, o.settings, scope, "running")
+class Run:
+    "One `pace run` on its folder, in steps: `open`, the `pending` pairs, `run` them, `finish` (`execute`)."
+    def __init__(self, cfg: RunConfig, # the checked settings
+                ): self.cfg, self.lock, self.scope = cfg, None, None
+
+    def open(self) -> Run:
+        "Check the scope, load the dataset, pick queries, make and lock the folder, build models, check them."
+        from pace.data import load_pace_dataset
+        s = self.cfg.scope
+        self.specs = _check_scope(s.methods or (RETRIEVAL_METHODS if s.retrieval_only else DEFAULT_METHODS),
+                                  s.retrieval_only)
+        self.methods = list(self.specs)
+        _check_pacemaker_names(self.specs, self.cfg.pacemaker)
+        self.ds = load_pace_dataset(s.dataset)
+        _warn_dataset(self.ds)
+        self.queries, self.n_dataset = select_queries(self.ds.queries, s.limit, s.seed), len(self.ds.queries)
+        self.t_start = time.perf_counter()
+        self.run_dir, top = _run_folder(s.out_dir, s.name or self.default_name())
+        self.results, self.timings = self.run_dir / "results.jsonl", self.run_dir / "timings.jsonl"
         try:
-            store = IndexStore(o.run_dir / "index", o.emb, knn_k=o.cfg.knn_k)
-            ms = {m: build_method(o.specs[m], o.cm, store, o.cfg, o.gcfg) for m in o.methods}
-            new, retried = _run_pairs(o, ms, _todo(o.queries, o.methods, done, retry_failed), res_p, tim_p, judge_mode, judge_max_tokens,
-                                      retrieval_only, max_pairs, progress, _workers(workers, o.cm, o.jm), batch)
-            return _finish_run(o, scope, res_p, tim_p, new, retried)
-        except KeyboardInterrupt:
-            raise RunInterrupted(o.run_dir, _mark_stopped(o, scope, res_p, "interrupted (Ctrl-C)")) from None
-        except BaseException as e:
-            _mark_stopped(o, scope, res_p, f"{type(e).__name__}: {e}"); raise
+            self.lock = take_lock(self.run_dir)
+            self.build_models()
+            self.settings = _settings(self)
+            check_settings(self.run_dir, self.settings)
+        except BaseException:
+            if self.lock is not None: self.lock.release()
+            if top is not None: shutil.rmtree(top, ignore_errors=True)
+            raise
+        return self
 
-# %% ../../nbs/32_run.ipynb #4b280b95
-def _config_arg(s: str) -> dict:
-    "'key=value,key=value' or a JSON object -> dict for `PaceMakerConfig` (validated by `run_experiment`)."
-    s = s.strip()
-    if s.startswith("{"):
-        try: d = json.loads(s)
-        except ValueError as e: raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from None
-        if not isinstance(d, dict): raise argparse.ArgumentTypeError("a JSON --config must be an object")
-        return d
-    out = {}
-    for kv in filter(None, s.split(",")):
-        k, sep, v = kv.partition("=")
-        if not sep or not k.strip(): raise argparse.ArgumentTypeError(f"bad item {kv!r}: use key=value")
-        try: out[k.strip()] = json.loads(v) if v.strip()[:1] in "0123456789-[{tfn" else v.strip()
-        except ValueError: out[k.strip()] = v.strip()
-    return out
+    @property
+    def needs_chat(self) -> bool:
+        "Whether the run calls a chat model: it answers, or one of its methods retrieves with one."
+        return not self.cfg.scope.retrieval_only or any(s.needs_llm for s in self.specs.values())
 
-def _positive(s: str) -> int:
-    "A positive integer argument."
-    n = nonnegative_int(s)
-    if n < 1: raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
-    return n
+    def default_name(self) -> str:
+        "The folder name when --name is not given (`default_run_name`)."
+        s, n = self.cfg.scope, len(self.queries)
+        chat = chat_name(self.cfg.models.chat) if self.needs_chat else None
+        n = n if n < self.n_dataset else 0   # 0: every query (e.g. --limit 1000 of 72)
+        return default_run_name(s.dataset, chat, n, s.retrieval_only)
+
+    def build_models(self):
+        "Open the cache once; build the chat model, the judge (the chat model unless given) and the embedder."
+        from pace.llm import as_chat_model
+        from pace.embed import as_embedder
+        m, cache = self.cfg.models, _open_cache(self.cfg.execution.cache, self.run_dir)
+        self.cm = build_model("chat", as_chat_model, m.chat, cache) if self.needs_chat else None
+        same = m.judge is None or m.judge == m.chat
+        self.jm = (None if self.cfg.scope.retrieval_only else self.cm if same
+                   else build_model("judge", as_chat_model, m.judge, cache))
+        self.emb = build_model("embedder", as_embedder, m.embedder, cache)
+
+    def pending(self, done: dict) -> list[tuple]:
+        "(query, method, old row to judge again or None) of each pair still to run, at most `max_pairs`."
+        x = self.cfg.execution
+        todo = _todo(self.queries, self.methods, done, x.retry_failed)
+        return todo if x.max_pairs is None else todo[:x.max_pairs]
+
+    def run(self, todo: list) -> tuple[int, int]:
+        "Run, judge and append the pairs of `todo`: (new lines, pairs judged again)."
+        return _run_pairs(self, todo)
+
+    def finish(self, new: int, retried: int) -> dict:
+        "Sort the files, write the manifest's final status and the tables: the run's summary."
+        return _finish_run(self, new, retried)
+
+    def execute(self) -> dict:
+        "`open`; then, holding the folder's lock: resume, `run` the `pending`, `finish` (a stop: partial)."
+        from pace.index import IndexStore
+        self.open()
+        with self.lock:   # held until the tables are written: no other run reads or writes the folder
+            x = self.cfg.execution
+            _fit_concurrency(x.batch, self.cm, self.jm)
+            done = _resume(self.results, self.timings)
+            self.scope = _scope(self, done.values())
+            write_manifest(self.run_dir, self.settings, self.scope, "running")
+            try:
+                store = IndexStore(self.run_dir / "index", self.emb, knn_k=self.cfg.pacemaker.knn_k)
+                c = self.cfg
+                self.ms = {m: build_method(self.specs[m], self.cm, store, c.pacemaker, c.graphrag)
+                           for m in self.methods}
+                todo = self.pending(done)
+                self.workers = _workers(x.workers, self.cm, self.jm)
+                return self.finish(*self.run(todo))
+            except KeyboardInterrupt:
+                raise RunInterrupted(self.run_dir, _mark_stopped(self, "interrupted (Ctrl-C)")) from None
+            except BaseException as e:
+                _mark_stopped(self, f"{type(e).__name__}: {e}"); raise
+
+# %% ../../nbs/32_run.ipynb #840db9d3
+def run_experiment(dataset=DEFAULT_DATA, # dataset folder (the format `pace.data` loads)
+                   methods=None, # method names (`METHODS`) or 'module:Class'; default DEFAULT_METHODS
+                   **kw, # the other settings, by `RunConfig`'s keywords: chat, judge, out_dir, limit...
+                  ) -> dict:
+    "Run `methods` on `dataset`, judge, write run.json, results.jsonl, timings.jsonl, tables; resumes a run."
+    return Run(RunConfig.from_kwargs(dataset=dataset, methods=methods, **kw)).execute()
 
 # %% ../../nbs/32_run.ipynb #111c5e6a
 def _resume_command(a) -> str:
@@ -528,49 +662,26 @@ def _resume_command(a) -> str:
     return shlex.join(["pace", *(sys.argv[1:] if argv is None else argv)])
 
 def _run_cmd(a) -> int:
-    methods = [m.strip() for m in a.methods.split(",") if m.strip()] if a.methods is not None else None
-    if a.methods is not None and not methods: raise UsageError("--methods is empty")
-    try:
-        res = run_experiment(a.data, methods, a.chat, a.judge, a.embedder, a.out, a.name, 0 if a.all else a.limit, a.seed, a.cache, a.config,
-                             judge_mode=a.judge_mode, judge_max_tokens=a.judge_max_tokens, retrieval_only=a.retrieval_only,
-                             retry_failed=a.retry_failed, progress=not a.no_progress, workers=a.workers, batch=a.batch,
-                             graphrag_config=a.graphrag_config)
+    if a.methods == []: raise UsageError("--methods is empty")
+    try: res = Run(RunConfig.from_args(a)).execute()
     except RunInterrupted as e:
-        print(f"pace run: interrupted; {e.n_rows} result rows kept in {e.run_dir} (status partial); resume with: {_resume_command(a)}",
-              file=sys.stderr)
+        print(f"pace run: interrupted; {e.n_rows} result rows kept in {e.run_dir} (status partial); "
+              f"resume with: {_resume_command(a)}", file=sys.stderr)
         return 130
-    rest = f"; {res['n_scope'] - res['n_rows']} of the folder's {res['n_scope']} pairs still to run" if res["n_rows"] < res["n_scope"] else ""
-    print(f"{res['n_rows']} result rows ({res['n_new']} new, {res['n_failed']} with failed calls) in {res['run_dir']} [{res['seconds']:.0f} s]{rest}")
+    rest = (f"; {res['n_scope'] - res['n_rows']} of the folder's {res['n_scope']} pairs still to run"
+            if res["n_rows"] < res["n_scope"] else "")
+    print(f"{res['n_rows']} result rows ({res['n_new']} new, {res['n_failed']} with failed calls) in "
+          f"{res['run_dir']} [{res['seconds']:.0f} s]{rest}")
     if res["tables"]: print((res["run_dir"] / "tables.md").read_text())
     return 0
 
 def add_cli(subparsers, # the `pace` parser's sub-parsers
            ) -> argparse.ArgumentParser:
-    "Register the `run` subcommand."
-    p = subparsers.add_parser("run", help="run methods on a dataset, judge the answers, write results and tables",
-                              description="Run methods on a PACE dataset (offline defaults), judge every answer and write results/<name>/.")
-    p.add_argument("--data", default=DEFAULT_DATA, help=f"dataset folder (default {DEFAULT_DATA})")
-    p.add_argument("--methods", default=None, help=f"comma-separated, from: {', '.join(METHODS)}, or a sized retriever "
-                   f"('hybrid@20'), or a class of your own ('mypkg.mod:MyRetriever', 'path/to/file.py:MyRetriever'); "
-                   f"default {','.join(DEFAULT_METHODS)}")
-    p.add_argument("--chat", default=DEFAULT_CHAT, help=f"agent/answer model spec (default {DEFAULT_CHAT})")
-    p.add_argument("--judge", default=None, help="judge model spec (default: the --chat model)")
-    p.add_argument("--judge-mode", default="blind", choices=JUDGE_MODES, help="blind: decision classified without gold, then rationale graded (default); paper: the paper's one-call judge")
-    p.add_argument("--judge-max-tokens", type=nonnegative_int, default=160, help="completion budget of each judge call")
-    p.add_argument("--embedder", default=None, help="embedder spec (default: local int8 ONNX all-MiniLM-L6-v2)")
-    p.add_argument("--out", default="results", help="parent folder of the run folder")
-    p.add_argument("--name", default=None, help="run name, a folder inside --out (default: <dataset>-<model>-n<queries>, or -all)")
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--limit", type=nonnegative_int, default=DEFAULT_LIMIT, help=f"number of queries, stratified by label and type (default {DEFAULT_LIMIT}; 0 = all)")
-    g.add_argument("--all", action="store_true", help="every query of the dataset")
-    p.add_argument("--seed", type=int, default=0, help="seed of the query subset")
-    p.add_argument("--cache", default=None, help="cache file (default: <run>/cache.sqlite)")
-    p.add_argument("--config", type=_config_arg, default=None, help="PaceMaker settings, e.g. 'hops=3,n_final=5,answer_max_tokens=400' or JSON")
-    p.add_argument("--graphrag-config", type=_config_arg, default=None, help="GraphRAG settings, e.g. 'extract_max_tokens=384' or JSON")
-    p.add_argument("--retrieval-only", action="store_true", help=f"no answers, no judge: retrieval metrics and the funnel (default methods {','.join(RETRIEVAL_METHODS)})")
-    p.add_argument("--retry-failed", action="store_true", help="rerun pairs whose agent calls failed; judge again pairs whose judge call failed")
-    p.add_argument("--workers", type=_positive, default=1, help="(query, method) pairs run at once, for models served over HTTP (default 1)")
-    p.add_argument("--batch", type=_positive, default=1, help="PaceMaker queries run together stage by stage, one batch per stage (vLLM, servers that batch; default 1)")
-    p.add_argument("--no-progress", action="store_true")
+    "Register the `run` subcommand: an option for every setting of `RunConfig` (`add_options`)."
+    p = subparsers.add_parser(
+        "run", help="run methods on a dataset, judge the answers, write results and tables",
+        description="Run methods on a PACE dataset (offline defaults), judge every answer and write "
+                    "results/<name>/.")
+    add_options(p, RunConfig)
     p.set_defaults(func=_run_cmd)
     return p
