@@ -18,7 +18,8 @@ def data_check(path: str, out=None) -> int:
     try: ds = load_pace_dataset(path)
     except DatasetError as e:
         print(e, file=out); return 1
-    print(f"{path}: OK ({len(ds.instances)} instances, {len(ds.queries)} queries)" + "".join(f"\n  warning: {w}" for w in ds.warnings) + "\n", file=out)
+    warnings = "".join(f"\n  warning: {w}" for w in ds.warnings)
+    print(f"{path}: OK ({len(ds.instances)} instances, {len(ds.queries)} queries){warnings}\n", file=out)
     print(stats_markdown(ds.stats()), file=out)
     return 0
 
@@ -28,16 +29,18 @@ def _add_data(sub):
     c = dsub.add_parser("check", help="validate a dataset folder and print its statistics")
     c.add_argument("path", help="dataset folder (instances.jsonl, kb/, queries.jsonl)")
     c.set_defaults(func=lambda a: data_check(a.path))
-    v = dsub.add_parser("verify", help="deterministic checks of every query and fact (dates, weekdays, arithmetic, verdict words, leaks, duplicates)")
+    v = dsub.add_parser("verify", help="deterministic checks of every query and fact (dates, weekdays, "
+                                       "arithmetic, verdict words, leaks, duplicates)")
     v.add_argument("path", help="dataset folder")
     v.add_argument("--json", action="store_true", help="print the full report as JSON")
     def _verify(a):
-        from pace.gen_validate import data_verify   # the checks live with generation's validation stage (nbs/34_gen_validate.ipynb)
+        from pace.gen.validate import data_verify   # the checks live with generation's validation stage (44)
         return data_verify(a.path, as_json=a.json)
     v.set_defaults(func=_verify)
 
 # %% ../nbs/90_cli.ipynb #3888ed74
-from .data import DatasetError, UsageError, first_missing   # UsageError lives in pace.data, so modules below the CLI can raise it; `pace.cli.UsageError` still works
+# UsageError lives in pace.data, so modules below the CLI can raise it; `pace.cli.UsageError` is the same
+from .data import DatasetError, UsageError, first_missing
 from .llm import ModelNotFoundError, ModelUnusableError
 _all_ = ["UsageError"]
 
@@ -48,7 +51,8 @@ class _Parser(argparse.ArgumentParser):
     "argparse with one-line errors: `prog: error: message` and exit status 2, no usage dump."
     def error(self, message): self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
-CLI_MODULES = ["pace.run", "pace.cache", "pace.judge", "pace.generate", "pace.reproduce"]  # modules with an `add_cli(subparsers)` hook, in --help order
+# modules with an `add_cli(subparsers)` hook, in --help order
+CLI_MODULES = ["pace.eval.run", "pace.cache", "pace.eval.judge", "pace.gen.generate", "pace.eval.reproduce"]
 
 def build_parser() -> argparse.ArgumentParser:
     "The `pace` argument parser with every registered subcommand."
@@ -64,11 +68,12 @@ def _message(e: BaseException) -> str:
     "The line a user error prints: a one-problem dataset on one line, a file error as 'path: reason'."
     if isinstance(e, DatasetError) and len(e.problems) == 1: return f"{e.path}: {e.problems[0]}"
     if isinstance(e, OSError) and e.strerror:
-        return f"{e.filename}: {e.strerror}" + (f" (and {e.filename2})" if e.filename2 else "") if e.filename else e.strerror
+        if not e.filename: return e.strerror
+        return f"{e.filename}: {e.strerror}" + (f" (and {e.filename2})" if e.filename2 else "")
     return str(e)
 
 def _reader_gone() -> int:
-    "stdout's reader closed the pipe: send what is still buffered nowhere, and end quietly as a SIGPIPE'd program does."
+    "stdout's reader closed the pipe: drop what is still buffered, end quietly as a SIGPIPE'd program does."
     with contextlib.suppress(OSError, ValueError, AttributeError):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 141
@@ -80,8 +85,9 @@ def _new_out(args) -> Path | None:
     return first_missing(out)
 
 def _drop_if_empty(p: Path | None):
-    "Remove folder `p` if it holds no file (only empty folders): what a command that failed made of its --out."
-    if p is not None and p.is_dir() and not any(not f.is_dir() for f in p.rglob("*")): shutil.rmtree(p, ignore_errors=True)
+    "Remove folder `p` if it holds no file (only empty folders): what a failed command made of --out."
+    if p is not None and p.is_dir() and not any(not f.is_dir() for f in p.rglob("*")):
+        shutil.rmtree(p, ignore_errors=True)
 
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `pace` console script."

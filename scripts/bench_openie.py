@@ -4,7 +4,7 @@ the projection to a 2,000-fact KB.
     .venv/bin/python scripts/bench_openie.py [--facts 10] [--chat qwen2.5-0.5b] [--data data/mini] [--instance mini-01]"""
 import argparse, time
 from pace.data import load_pace_dataset
-from pace.hipporag import extract_openie
+from pace.methods.hipporag import extract_openie
 from pace.llm import LlamaCppChat
 
 ap = argparse.ArgumentParser()

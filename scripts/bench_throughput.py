@@ -12,7 +12,7 @@
     requests are in flight together), and one more row at the largest batch with the backend's default concurrency (4).
     Pairs per second, requests (of them judge calls: `--batch` does not batch the judge), server batches and their mean
     and largest size, and whether every run's results.jsonl has batch 1's rows apart from volatile fields.
-(c) PaceMaker's non-model time per pair as `pace run` spends it (`pace.run._run_pair`: the KB's public facts, the
+(c) PaceMaker's non-model time per pair as `pace run` spends it (`pace.eval.run._run_pair`: the KB's public facts, the
     index store, hybrid search of every view, WRRF, BFS, the filters' bookkeeping, the funnel) with a scripted chat
     model that answers at once, on synthetic KBs of 2K, 20K and 200K facts (hash embedder, dim 64, flat FAISS), for
     this tree ("after") and for the package at --before-rev ("before", extracted with `git archive` into a temp folder;
@@ -92,7 +92,7 @@ class BatchingFakeServer(FakeServer):
 
 def bench_workers(args):
     from pace.llm import get_chat_model
-    from pace.run import run_experiment
+    from pace.eval.run import run_experiment
     rows, base = [], None
     with FakeServer(args.latency) as srv, tempfile.TemporaryDirectory() as d:
         spec = {"backend": "openai", "model": "fake", "base_url": srv.url, "json_mode": "json_schema", "max_retries": 0,
@@ -121,7 +121,7 @@ def bench_batching(args):
     (rows, whether every run's results.jsonl equals batch 1's apart from VOLATILE fields)."""
     from pace.llm import get_chat_model
     from pace.data import load_done
-    from pace.run import run_experiment, split_volatile
+    from pace.eval.run import run_experiment, split_volatile
     rows, base, runs = [], None, []
     plan = [(b, args.concurrency) for b in args.batches] + [(max(args.batches), None)]
     with BatchingFakeServer(args.latency, args.window, args.max_server_batch) as srv, tempfile.TemporaryDirectory() as d:
@@ -178,9 +178,9 @@ import json, re, sys, time, statistics
 from types import SimpleNamespace as NS
 from pace.embed import get_embedder
 from pace.index import IndexStore
-from pace.pipeline import PaceMaker
+from pace.methods.pipeline import PaceMaker
 from pace.testing import ScriptedChat
-import pace.run
+import pace.eval.run
 root, n, nq = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 facts = [NS(**json.loads(l)) for l in open(f"{root}/{n}/facts.jsonl")]
 ids_in = lambda ms, k: re.findall(r"^\[([^\]]+)\]", ms[-1]["content"], re.M)[:k]
@@ -196,11 +196,11 @@ ds = DS()
 words = ["quiet", "late", "early", "big", "small", "long", "short", "cheap"]
 qs = [NS(query_id=f"q{i}", instance_id="ego", query=f"Book Mina a {words[i % 8]} dinner at the Lotus Thai restaurant on {d}", ref_date="2026-04-16",
          label="conflict", situation_type="temporal", gold_doc_ids=["f0"]) for i, d in enumerate(["Friday", "Monday", "Sunday"] * nq)][:nq]
-pm = pace.run.build_method("pacemaker", cm, store)
-pace.run._run_pair(pm, "pacemaker", qs[0], ds, cm, False)        # loads the index (not timed)
+pm = pace.eval.run.build_method("pacemaker", cm, store)
+pace.eval.run._run_pair(pm, "pacemaker", qs[0], ds, cm, False)        # loads the index (not timed)
 ts, ids = [], []
 for q in qs:
-    t = time.perf_counter(); row, _ = pace.run._run_pair(pm, "pacemaker", q, ds, cm, False); ts.append(time.perf_counter() - t)
+    t = time.perf_counter(); row, _ = pace.eval.run._run_pair(pm, "pacemaker", q, ds, cm, False); ts.append(time.perf_counter() - t)
     ids.append(row["retrieved_ids"])
 print(json.dumps(dict(ms=1000 * statistics.median(ts), mean=1000 * statistics.fmean(ts), pool=statistics.fmean(len(r["trace"]["pool"]) for r in [row]), ids=ids)))
 '''
@@ -284,7 +284,7 @@ def main(argv=None):
         out["batching"] = dict(rows=rows, same_results=same)
     if "c" not in skip:
         rows = bench_nonmodel(a)
-        print(f"\n(c) PaceMaker's non-model time per pair (pace.run._run_pair with a scripted model that answers at once; median of {a.nq} "
+        print(f"\n(c) PaceMaker's non-model time per pair (pace.eval.run._run_pair with a scripted model that answers at once; median of {a.nq} "
               f"queries; hash embedder dim 64, flat FAISS); before = the package at {a.before_rev[:10]}")
         print(table(rows))
         out["nonmodel"] = dict(rows=rows)

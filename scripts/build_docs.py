@@ -495,7 +495,8 @@ class Site:
                             f"(`{nb_doc.relative_to(self.src).as_posix()}`) into `{self.lib}/{name.replace('.', '/')}.py`; "
                             f"edit the notebook, never the `.py`.\n\n{entries}\n")
             api.append(f"{module} <api/{name}>")
-            self.pages.append({"doc": f"api/{name}", "kind": "api", "source": f"{self.lib}/{name}.py", "title": module})
+            self.pages.append({"doc": f"api/{name}", "kind": "api", "source": f"{self.lib}/{name.replace('.', '/')}.py",
+                               "title": module})
         if api: toc.append(("API reference", api))
 
         res = []

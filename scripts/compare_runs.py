@@ -9,7 +9,7 @@ keeps the seconds of the call that filled it), so compare seconds only between r
 import argparse, json, sys
 from pathlib import Path
 import numpy as np, pandas as pd
-from pace.evaluate import read_jsonl, results_frame
+from pace.eval.evaluate import read_jsonl, results_frame
 from pace.metrics import bootstrap_ci
 
 

@@ -2,8 +2,8 @@
 import json
 import pytest
 from pace.testing import ScriptedChat
-from pace.agents import (plan_conflicts, generate_views, select_evidence, generate_answer, clean_selection,
-                         selection_schema, date_hints, planner_messages, answer_messages)
+from pace.methods.agents import (plan_conflicts, generate_views, select_evidence, generate_answer, clean_selection,
+                                 selection_schema, date_hints, planner_messages, answer_messages)
 
 Q = "Reserve two seats for Dad and me at the Old Duke jazz night next Friday."
 
@@ -182,8 +182,8 @@ def test_default_answer_prompt_is_the_papers_and_structured_adds_a_schema():
     import hashlib
     from pathlib import Path
     from typing import get_args
-    from pace.agents import ANSWER_SYSTEM, AnswerWithDecision
-    from pace.judge import DECISIONS
+    from pace.methods.agents import ANSWER_SYSTEM, AnswerWithDecision
+    from pace.eval.judge import DECISIONS
     ref = json.loads((Path(__file__).parents[1] / "tests/fixtures/old-run/mini-qwen2.5-0.5b-n6/run.json").read_text())
     assert hashlib.sha256(ANSWER_SYSTEM.encode()).hexdigest()[:16] == ref["settings"]["prompts"]["agents.ANSWER_SYSTEM"]
     facts = ["The Old Duke music room is upstairs.", "Tunde had hip surgery."]

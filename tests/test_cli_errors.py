@@ -42,7 +42,7 @@ def rows_without_run_json(t):
     a_finished_run(t); (t / "runs" / "r" / "run.json").unlink()
 
 def a_run_in_progress(t):
-    from pace.run import RunLock
+    from pace.runfolder import RunLock
     a_finished_run(t)
     lock = RunLock(t / "runs" / "r"); lock.acquire()
     return lock.release

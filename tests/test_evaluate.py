@@ -2,7 +2,7 @@
 import json, math
 import numpy as np
 import pytest
-from pace.evaluate import (results_frame, table2, table3, rate_by, coverage, funnel_table, failures, cost, warnings, write_tables,
+from pace.eval.evaluate import (results_frame, table2, table3, rate_by, coverage, funnel_table, failures, cost, warnings, write_tables,
                            to_markdown)
 from pace.metrics import bootstrap_ci
 
@@ -136,7 +136,7 @@ def test_evidence_size_in_table2_and_the_funnel_with_a_warning_when_unequal():
     t2, ft = table2(df), funnel_table(df)
     assert (t2.loc['hybrid', 'evidence'], t2.loc['pacemaker-small', 'evidence'], t2.loc['oracle', 'evidence']) == (10, 15, 2)
     assert ft.loc['pacemaker-small', 'evidence'] == 15 and list(t2.columns[:2]) == ['n', 'evidence']
-    from pace.evaluate import header, evidence_warning
+    from pace.eval.evaluate import header, evidence_warning
     w = evidence_warning(df)
     assert w.startswith("WARNING") and "10: hybrid; 15: pacemaker-small" in w and "add hybrid@15" in w and w in header(None, df)
     df2 = results_frame(rows + [sized('hybrid@15', 15), sized('hybrid@15', 15, q='q2')])
@@ -182,7 +182,7 @@ def test_decision_accuracy_comes_from_the_decision_field_when_the_answer_has_one
 
 def test_reference_run_rows_still_read(tmp_path):
     from pathlib import Path
-    from pace.evaluate import read_jsonl, evidence_warning
+    from pace.eval.evaluate import read_jsonl, evidence_warning
     rows = read_jsonl(Path(__file__).parents[1] / "tests/fixtures/old-run/mini-qwen2.5-0.5b-n6/results.jsonl")
     df = results_frame(rows)
     t = table2(df)
@@ -204,8 +204,8 @@ def test_structured_decisions_and_equal_sizes_through_pace_run(tmp_path):
     from statistics import mean
     from pace.llm import FakeChat
     from pace.testing import schema_reply
-    from pace.run import run_experiment
-    from pace.evaluate import read_jsonl
+    from pace.eval.run import run_experiment
+    from pace.eval.evaluate import read_jsonl
     def respond(msgs, schema):
         if "reply" in (schema or {}).get("properties", {}):   # the structured answer states carry_out, whatever its reply says
             return json.dumps({"decision": "carry_out", "reply": "I won't do that: it clashes with your evening."})

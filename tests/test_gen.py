@@ -5,11 +5,11 @@ import pytest
 from pace.cli import main, UsageError
 from pace.data import load_pace_dataset
 from pace.embed import get_embedder
-from pace.gen_base import GenConfig, STAGES
-from pace.gen_cases import recompute
-from pace.gen_validate import case_problems, verify_dataset, data_verify, request_time_problems
-from pace.generate import GenerationError, drop_failing_cases, generate_dataset, rebuild_outputs, toy_chat, toy_reply
-from pace.run import RunMismatchError
+from pace.gen.base import GenConfig, STAGES
+from pace.gen.cases import recompute
+from pace.gen.validate import case_problems, verify_dataset, data_verify, request_time_problems
+from pace.gen.generate import GenerationError, drop_failing_cases, generate_dataset, rebuild_outputs, toy_chat, toy_reply
+from pace.runfolder import RunMismatchError
 
 CFG = GenConfig(cases_per_cell=1, facts=120, distractors_per_case=4, everyday_per_call=10)
 W = dict(window_start="2026-02-16", ref_date="2026-03-04", window_end="2026-04-12")
@@ -96,12 +96,12 @@ def test_other_settings_refuse_to_resume(tmp_path):
     with pytest.raises(RunMismatchError, match="config.facts: 120 -> 200"):
         gen(tmp_path / "ds", cfg=CFG.model_copy(update=dict(facts=200)))
     with pytest.raises(RunMismatchError, match="prompts.gen_cases.CASE_SYSTEM"):
-        import pace.gen_cases
-        old = pace.gen_cases.CASE_SYSTEM
+        import pace.gen.cases
+        old = pace.gen.cases.CASE_SYSTEM
         try:
-            pace.gen_cases.CASE_SYSTEM = old + " Be brief."
+            pace.gen.cases.CASE_SYSTEM = old + " Be brief."
             gen(tmp_path / "ds")
-        finally: pace.gen_cases.CASE_SYSTEM = old
+        finally: pace.gen.cases.CASE_SYSTEM = old
 
 # ---------------------------------------------------------------- what reaches the prompts
 
@@ -341,8 +341,8 @@ def shown_example(u):
 
 def test_fresh_rewrites_show_the_problems_but_never_the_draft(tmp_path):
     "First drafts that copy the example, contradict their label, leak or judge; fresh rewrites fix them without ever seeing them, and the dataset passes the strict loader."
-    from pace.gen_validate import FRESH_NOTE, REWRITE_HINTS
-    from pace.gen_cases import EXAMPLE_MARKERS
+    from pace.gen.validate import FRESH_NOTE, REWRITE_HINTS
+    from pace.gen.cases import EXAMPLE_MARKERS
     drafts, rewrites = {}, []
     def flawed(ms, js):
         u = ms[-1]["content"]
@@ -394,7 +394,7 @@ def test_a_generator_that_pastes_what_it_sees_is_dropped_for_copying(tmp_path, m
     else: assert all("Previous version" in u and shown_example(u) for u in rewrites)
 
 def test_each_slot_shows_the_example_it_records_and_the_examples_vary(tmp_path):
-    from pace.gen_cases import CASE_EXAMPLES
+    from pace.gen.cases import CASE_EXAMPLES
     seen = []
     def spy(ms, js):
         if schema_title(js) in ("TemporalCase", "CaseDraft"): seen.append(ms[-1]["content"])
@@ -414,12 +414,12 @@ def test_each_slot_shows_the_example_it_records_and_the_examples_vary(tmp_path):
 def test_a_resumed_run_refuses_another_rewrite_mode_or_other_examples(tmp_path):
     gen(tmp_path / "ds", stop_after="3_cases")
     with pytest.raises(RunMismatchError, match='config.rewrite_mode: "revise" -> "fresh"'): gen(tmp_path / "ds", cfg=FRESH)
-    import pace.gen_cases
-    old = pace.gen_cases.CASE_EXAMPLES
+    import pace.gen.cases
+    old = pace.gen.cases.CASE_EXAMPLES
     try:
-        pace.gen_cases.CASE_EXAMPLES = old[:2]
+        pace.gen.cases.CASE_EXAMPLES = old[:2]
         with pytest.raises(RunMismatchError, match="prompts.gen_cases.CASE_EXAMPLES"): gen(tmp_path / "ds")
-    finally: pace.gen_cases.CASE_EXAMPLES = old
+    finally: pace.gen.cases.CASE_EXAMPLES = old
     res, _ = gen(tmp_path / "ds")                                   # the same settings resume
     assert res["status"] == "complete"
 

@@ -3,8 +3,8 @@ import subprocess, sys, importlib.util
 import pytest
 from pace.llm import ModelNotFoundError, resolve_gguf
 
-SCHEMAS = ["pace.gen_persona:PersonaText", "pace.gen_profile:EgoProfile", "pace.gen_profile:AlterList", "pace.gen_cases:TemporalCase",
-           "pace.gen_cases:CaseDraft", "pace.gen_cases:fixed_temporal_schema(2)", "pace.gen_cases:fixed_temporal_schema(3)", "pace.gen_validate:Review", "pace.gen_distractors:NearMisses", "pace.gen_atomize:Atoms", "pace.gen_kb:Everyday"]
+SCHEMAS = ["pace.gen.persona:PersonaText", "pace.gen.profile:EgoProfile", "pace.gen.profile:AlterList", "pace.gen.cases:TemporalCase",
+           "pace.gen.cases:CaseDraft", "pace.gen.cases:fixed_temporal_schema(2)", "pace.gen.cases:fixed_temporal_schema(3)", "pace.gen.validate:Review", "pace.gen.distractors:NearMisses", "pace.gen.atomize:Atoms", "pace.gen.kb:Everyday"]
 
 CHILD = """
 import importlib, sys

@@ -1,4 +1,4 @@
-"""GraphRAG baseline (pace.graphrag): the loopback OpenAI-compatible proxy (always), and the adapter end to end against the official
+"""GraphRAG baseline (pace.methods.graphrag): the loopback OpenAI-compatible proxy (always), and the adapter end to end against the official
 package with a scripted model behind the proxy (skipped, with the reason, when the `graphrag` extra is not installed)."""
 import json, time
 import numpy as np
@@ -7,7 +7,7 @@ import pytest
 from types import SimpleNamespace as NS
 from pace.llm import FakeChat
 from pace.embed import HashEmbedder
-from pace.graphrag import (ModelProxy, GraphRAG, GraphRAGConfig, GraphRAGScript, graphrag_settings, graphrag_missing, source_doc_ids,
+from pace.methods.graphrag import (ModelProxy, GraphRAG, GraphRAGConfig, GraphRAGScript, graphrag_settings, graphrag_missing, source_doc_ids,
                            GRAPHRAG_STAGES)
 
 openai = pytest.importorskip("openai")
@@ -119,7 +119,7 @@ def test_reload_sources_context_and_timeout(built):
 
 @needs_graphrag
 def test_pace_run_wiring(tmp_path):
-    from pace.run import run_experiment
+    from pace.eval.run import run_experiment
     res = run_experiment("tests/fixtures/tiny", ["graphrag"], chat=model(False), embedder="hash:hash", out_dir=tmp_path, name="r", limit=1,
                          cache=False, retrieval_only=True, progress=False, graphrag_config={"extract_max_tokens": 300})
     rows = [json.loads(l) for l in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]

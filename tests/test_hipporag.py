@@ -1,4 +1,4 @@
-"""HippoRAG 2 (pace.hipporag): graph construction on hand-built triples, PPR against independent computations, the recognition filter
+"""HippoRAG 2 (pace.methods.hipporag): graph construction on hand-built triples, PPR against independent computations, the recognition filter
 (the official DSPyFilter's five kept triples and nearest-candidate mapping) and its dense fallback, resumable extraction, the official
 OpenIE format, the index store and its cost."""
 import difflib, hashlib, json
@@ -8,7 +8,7 @@ from types import SimpleNamespace as NS
 from pace.llm import FakeChat
 from pace.testing import ScriptedChat
 from pace.embed import HashEmbedder
-from pace.hipporag import (HippoGraph, HippoRAG2, HippoRAGConfig, personalized_pagerank, link_facts, recognition_filter, graph_ranking,
+from pace.methods.hipporag import (HippoGraph, HippoRAG2, HippoRAGConfig, personalized_pagerank, link_facts, recognition_filter, graph_ranking,
                            dense_ranking, extract_openie, read_openie, to_official_openie, from_official_openie, text_processing, _embed)
 
 igraph = pytest.importorskip("igraph", reason="HippoRAG 2 needs python-igraph (a core dependency)")
@@ -260,9 +260,9 @@ def openie_from_words(ms, js):
     return json.dumps({"triples": [[w[0], w[1], w[-1]]] if len(w) >= 3 else []})
 
 def test_pace_run_wiring_and_index_cost(tmp_path):
-    from pace.run import METHODS, build_method as make_method
+    from pace.eval.run import METHODS, build_method as make_method
     from pace.index import IndexStore
-    from pace.run import run_experiment
+    from pace.eval.run import run_experiment
     assert "hipporag2" in METHODS
     st = IndexStore(tmp_path / "idx", HashEmbedder(cache=False))
     m = make_method("hipporag2", FakeChat(cache=False), st)

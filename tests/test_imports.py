@@ -19,7 +19,7 @@ print('ok', len({mods!r}))
 
 
 def test_modules_import_without_dev_packages():
-    mods = ["pace"] + [f"pace.{m.name}" for m in pkgutil.iter_modules(pace.__path__) if not m.name.startswith("_")]
+    mods = list(_modules())
     assert "pace.data" in mods and "pace.cli" in mods
     code = BLOCKER.format(dev=DEV_ONLY, mods=mods)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(pace.__file__).parents[1])
@@ -27,27 +27,54 @@ def test_modules_import_without_dev_packages():
     assert r.stdout.strip() == f"ok {len(mods)}"
 
 
-def _pace_imports(path: Path) -> set:
+ROOT = Path(pace.__file__).parent
+
+
+def _modules() -> dict:
+    "{dotted module name: its file} for every module of the package (subpackages included, `_modidx` left out)."
+    out = {}
+    for p in sorted(ROOT.rglob("*.py")):
+        parts = p.relative_to(ROOT.parent).with_suffix("").parts
+        if parts[-1] == "__init__": parts = parts[:-1]
+        if not parts[-1].startswith("_"): out[".".join(parts)] = p
+    return out
+
+
+def _package(mod: str, path: Path) -> str:
+    return mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+
+
+def _imported(node, mod: str, path: Path) -> str | None:
+    "The absolute `pace...` module an `ImportFrom` node names (relative ones resolved), or None for other packages."
+    if node.level:
+        base = _package(mod, path).split(".")
+        base = base[:len(base) - node.level + 1]
+        return ".".join(base + ([node.module] if node.module else []))
+    return node.module if (node.module or "").split(".")[0] == "pace" else None
+
+
+def _pace_imports(mod: str, path: Path, modules: dict) -> set:
     "The `pace` modules a module imports anywhere in its body (top level or inside functions)."
     import ast
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            if node.level == 1: base = f"pace.{node.module}" if node.module else "pace"
-            elif (node.module or "").startswith("pace"): base = node.module
-            else: continue
-            if base == "pace": found |= {f"pace.{a.name}" for a in node.names}
-            else: found.add(base)
+        if isinstance(node, ast.ImportFrom) and (base := _imported(node, mod, path)):
+            subs = {f"{base}.{a.name}" for a in node.names} & set(modules)
+            found |= subs or {base}
         elif isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.startswith("pace.")}
-    return found
+    return found - {"pace"}
+
+
+def _graph() -> dict:
+    mods = _modules()
+    return {m: _pace_imports(m, p, mods) for m, p in mods.items() if m != "pace"}
 
 
 def test_no_import_cycles():
     "No chain of imports, lazy ones included, leads from a `pace` module back to itself."
-    root = Path(pace.__file__).parent
-    graph = {f"pace.{p.stem}": _pace_imports(p) for p in root.glob("*.py") if not p.stem.startswith("_")}
-    assert graph["pace.run"] >= {"pace.baselines", "pace.judge"}   # the parser sees multi-line and relative imports
+    graph = _graph()
+    assert graph["pace.eval.run"] >= {"pace.methods.baselines", "pace.eval.judge"}   # the parser sees multi-line and relative imports
     def cycle_from(start):
         stack, seen = [(start, [start])], set()
         while stack:
@@ -59,45 +86,76 @@ def test_no_import_cycles():
     assert not cycles, cycles
 
 
+WINGS = {"foundation": set(), "methods": {"foundation"}, "eval": {"foundation", "methods"}, "gen": {"foundation"}}
+
+
+def wing(mod: str) -> str:
+    "'methods', 'eval' or 'gen' for a module of that subpackage; 'cli' for the command line; 'foundation' for the rest."
+    part = mod.split(".")[1] if mod.count(".") else ""
+    return part if part in WINGS else "cli" if mod == "pace.cli" else "foundation"
+
+
+def arrows_against_the_layout(graph: dict) -> list:
+    "Imports from the foundation up into a wing, and between generation and evaluation (in either direction)."
+    bad = []
+    for m, deps in graph.items():
+        w = wing(m)
+        if w == "cli": continue
+        for d in sorted(deps):
+            v = wing(d)
+            if v != w and v not in WINGS[w]: bad.append(f"{m} ({w}) -> {d} ({v})")
+    return bad
+
+
+def test_wings_import_only_downward():
+    "The foundation imports no wing; methods import the foundation; evaluation imports methods and the foundation; generation only the foundation."
+    graph = _graph()
+    assert {wing(m) for m in graph} == {"foundation", "methods", "eval", "gen", "cli"}
+    assert not arrows_against_the_layout(graph), "\n".join(arrows_against_the_layout(graph))
+    # the check itself: an upward and a sideways import are caught
+    assert arrows_against_the_layout({"pace.data": {"pace.eval.run"}, "pace.gen.kb": {"pace.eval.judge", "pace.data"},
+                                      "pace.eval.run": {"pace.methods.agents", "pace.data"}}) == [
+        "pace.data (foundation) -> pace.eval.run (eval)", "pace.gen.kb (gen) -> pace.eval.judge (eval)"]
+
+
 def _is_private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
-def _private_uses(path: Path, modules: set) -> list:
-    "`(line, text)` for each private name `path` takes from another `pace` module, by import or `module._name`."
+def _private_uses(mod: str, path: Path, modules: dict) -> list:
+    "`(line, text)` for each private name `mod` takes from another `pace` module, by import or `module._name`."
     import ast
-    tree, me, found = ast.parse(path.read_text()), path.stem, []
-    aliases = {}   # local name -> pace module it is bound to
+    tree, found, aliases = ast.parse(path.read_text()), [], {}   # aliases: local name -> pace module it is bound to
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            if node.level == 1: base = node.module or ""
-            elif node.module == "pace" or (node.module or "").startswith("pace."): base = node.module[5:]
-            else: continue
+        if isinstance(node, ast.ImportFrom) and (base := _imported(node, mod, path)):
             for a in node.names:
-                if not base and a.name in modules: aliases[a.asname or a.name] = a.name
-                elif base and base != me and _is_private(a.name): found.append((node.lineno, f"{base}.{a.name}"))
+                if f"{base}.{a.name}" in modules: aliases[a.asname or a.name] = f"{base}.{a.name}"
+                elif base != mod and _is_private(a.name): found.append((node.lineno, f"{base}.{a.name}"))
         elif isinstance(node, ast.Import):
             for a in node.names:
-                if a.name.startswith("pace.") and a.asname: aliases[a.asname] = a.name[5:]
-                elif a.name.split(".")[0] == "pace": aliases["pace"] = ""
+                if a.name.startswith("pace.") and a.asname: aliases[a.asname] = a.name
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Attribute) and _is_private(node.attr)): continue
-        v = node.value
-        if isinstance(v, ast.Name) and aliases.get(v.id): mod = aliases[v.id]
-        elif (isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "pace"
-              and v.attr in modules): mod = v.attr
-        else: continue
-        if mod != me: found.append((node.lineno, f"{mod}.{node.attr}"))
+        target = aliases.get(node.value.id) if isinstance(node.value, ast.Name) else None
+        if target is None and isinstance(node.value, (ast.Attribute, ast.Name)):
+            target = ast.unparse(node.value) if ast.unparse(node.value) in modules else None
+        if target and target != mod: found.append((node.lineno, f"{target}.{node.attr}"))
     return found
 
 
 def test_no_private_names_across_modules():
     "No `pace` module imports, or reaches through a module for, a `_private` name of another `pace` module."
-    root = Path(pace.__file__).parent
-    modules = {p.stem for p in root.glob("*.py")}
-    uses = [f"pace/{p.name}:{line} {name}" for p in sorted(root.glob("*.py")) if not p.stem.startswith("_")
-            for line, name in sorted(_private_uses(p, modules))]
+    modules = _modules()
+    uses = [f"{p.relative_to(ROOT.parent)}:{line} {name}" for m, p in modules.items()
+            for line, name in sorted(_private_uses(m, p, modules))]
     assert not uses, "private names used across modules:\n" + "\n".join(uses)
+    # the check itself, on a module written for it
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "x.py"
+        f.write_text("from ..runfolder import _holder\nimport pace.eval.run as r\nr._failed\nfrom . import judge\njudge._judge\n")
+        test = _private_uses("pace.eval.x", f, modules)
+    assert [n for _, n in test] == ["pace.runfolder._holder", "pace.eval.run._failed", "pace.eval.judge._judge"], test
 
 
 def test_index_notebook_names_every_module_notebook():

@@ -8,7 +8,7 @@ from pace.cli import main
 from pace.data import DatasetError, load_pace_dataset
 from pace.llm import FakeChat
 import pace.llm
-from pace.judge import (JUDGE_MODES, LABELS, Verdict, expected_decision, judge_answer, decision_messages, rationale_messages,
+from pace.eval.judge import (JUDGE_MODES, LABELS, Verdict, expected_decision, judge_answer, decision_messages, rationale_messages,
                         paper_messages, load_calibration, calibrate, confusion, cohen_kappa, wilson, select_items, run_calibration,
                         calibration_markdown, agreement, pass_agreement, rescore_calibration, SECOND_PASS)
 
@@ -287,7 +287,7 @@ def test_agreement_of_two_raters_hand_computed():
     with pytest.raises(ValueError, match="not in"): agreement(["PASS"], ["GOOD"])   # never silently dropped
     with pytest.raises(ValueError, match="same items"): agreement(["PASS"], ["PASS", "FAIL"])
 
-# A scripted judge reading its answers from a table, wrong on purpose on some items (see nbs/23_judge.ipynb).
+# A scripted judge reading its answers from a table, wrong on purpose on some items (see nbs/30_judge.ipynb).
 TABLE = {"tiny-q1/pass": ("decline", "same_core_reason"), "tiny-q1/fail_decision": ("carry_out", None),
          "tiny-q2/wrong_rationale": ("decline", "same_core_reason"), "tiny-q2/fail_ambiguous": ("decline", "partial_or_weak"),
          "tiny-q3/pass": ("carry_out", "same_core_reason"), "tiny-q3/fail_reason": ("carry_out", "partial_or_weak"),

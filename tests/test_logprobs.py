@@ -53,8 +53,8 @@ def test_openai_compatible_servers_are_asked_for_logprobs_and_a_server_without_t
 
 def test_pacemaker_score_falls_back_to_the_reply_when_a_backend_gives_no_logprobs(tmp_path):
     "A server without log-probabilities: plain yes/no replies are scores 1.0 and 0.0, anything else no score."
-    from pace.agents import run_steps
-    from pace.pacemaker_score import score_steps
+    from pace.calls import run_steps
+    from pace.methods.pacemaker_score import score_steps
     comp = LogprobCompletions(give=False)
     replies = iter(["Yes", "no, it is not", "The fact is unrelated"])
     comp.create = (lambda create: lambda **kw: (setattr(r := create(**kw), "choices", r.choices) or
@@ -74,7 +74,7 @@ def qwen(tmp_path_factory):
 def test_llamacpp_logprobs_reuse_the_prefix_and_agree_with_a_fresh_context_and_with_generation(qwen):
     """In-process llama.cpp: the next token's distribution after a shared prefix is the one a fresh context computes, up to the
     rounding of quantised kernels over other batch shapes (about 0.01 in P(yes) here; a run's cache makes it exact on replay)."""
-    from pace.pacemaker_score import yes_probability
+    from pace.methods.pacemaker_score import yes_probability
     sys_ = {"role": "system", "content": "Answer with one word: Yes or No."}
     ask = lambda f: [sys_, {"role": "user", "content": f"Is this about food? {f}"}]
     facts = ["Rice and dal for lunch.", "A train timetable.", "Apples and pears."]

@@ -1,7 +1,7 @@
 "PaceMaker on the tiny dataset: a complete trace with the paper's defaults, and the real index end to end. The stages, ablations and fallbacks are tested in nbs/21_pipeline."
 import pytest
 from pace.testing import ScriptedChat
-from pace.pipeline import PaceMaker, PaceMakerConfig, Trace
+from pace.methods.pipeline import PaceMaker, PaceMakerConfig, Trace
 from pace.testing import ToyIndex
 from pace.data import load_pace_dataset
 
@@ -67,7 +67,7 @@ def per_query(ms):
 
 @pytest.mark.parametrize("cfg", [dict(), dict(use_planning=False), dict(use_traversal=False, no_traversal_evidence='seeds')])
 def test_stage_batching_gives_the_per_query_traces(ds, cfg):
-    from pace.run import split_volatile
+    from pace.runfolder import split_volatile
     qs = ds.queries[:8]; insts = [ds.instances[q.instance_id] for q in qs]; kbs = [ds.facts(q.instance_id) for q in qs]
     s = {st: per_query for st in ('planner', 'views', 'prehop', 'posthop')} | {'answer': lambda ms: "No." if len(ms[-1]['content']) % 3 else RuntimeError("down")}
     store = {q.instance_id: ToyIndex(ds.facts(q.instance_id)) for q in qs}
@@ -97,8 +97,8 @@ class Crossed:
 
 def crossed_run(base, **script_kw):
     from types import SimpleNamespace as NS
-    from pace.pipeline import pacemaker_config
-    from pace.baselines import make_method
+    from pace.methods.pipeline import pacemaker_config
+    from pace.methods.baselines import make_method
     idx = Crossed(); kb = [NS(doc_id=i, text=idx.text(i)) for i in idx.ids]
     q = NS(query_id='q', query='Book the Old Duke on Friday', ref_date='2026-04-14'); inst = NS(instance_id='x', ego={'name': 'Maya'})
     last = lambda ms: {'selected_doc_ids': ids_in(ms, 50)[::-1][:5]}    # disagrees with the order shown
@@ -112,7 +112,7 @@ def test_anchors_follow_the_hybrid_baseline_not_pacemakers_top_k():
     idx, tr, hybrid = crossed_run(PaceMakerConfig(top_k=20))
     assert len(tr.candidates[0].dense) == 20                          # top_k still sets PaceMaker's own depth
     assert tr.anchors == hybrid.retrieved_ids
-    from pace.pipeline import hybrid_ranking
+    from pace.methods.pipeline import hybrid_ranking
     assert tr.anchors == [d for d, _ in hybrid_ranking(idx, tr.query)]
     assert tr.final_ids[:10] == tr.seeds[:10] == hybrid.retrieved_ids and len(tr.final_ids) == 15
     deep = [d for d, _ in hybrid_ranking(idx, tr.query, 20)][:10]
@@ -121,7 +121,7 @@ def test_anchors_follow_the_hybrid_baseline_not_pacemakers_top_k():
     assert tr5.anchors == hybrid5.retrieved_ids
 
 def test_anchors_above_hybrids_size_are_the_sized_hybrid_list():
-    from pace.baselines import make_method
+    from pace.methods.baselines import make_method
     from types import SimpleNamespace as NS
     idx, tr, _ = crossed_run(PaceMakerConfig(anchor_keep=12, n_filter=15, n_final=15))
     kb = [NS(doc_id=i, text=idx.text(i)) for i in idx.ids]
@@ -132,7 +132,7 @@ def test_anchors_above_hybrids_size_are_the_sized_hybrid_list():
 # --- the answer format reaches PaceMaker and the baselines; the default trace is as before
 
 def test_answer_format_reaches_pacemaker_and_the_baselines(ds):
-    from pace.baselines import make_method
+    from pace.methods.baselines import make_method
     q = ds.queries[0]; inst = ds.instances[q.instance_id]; kb = ds.facts(q.instance_id)
     cfg = PaceMakerConfig(answer_format='structured')
     for name in ('pacemaker', 'pacemaker-small', 'hybrid', 'hybrid@15', 'oracle', 'full_kb'):

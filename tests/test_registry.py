@@ -1,9 +1,9 @@
-"The registry of methods (`pace.baselines.METHOD_SPECS`): the lists derived from it, and a retriever of your own run by `pace run`."
+"The registry of methods (`pace.methods.baselines.METHOD_SPECS`): the lists derived from it, and a retriever of your own run by `pace run`."
 import json, subprocess, sys, textwrap
 from pathlib import Path
 import pytest
 from pace.cli import main
-from pace.evaluate import read_jsonl
+from pace.eval.evaluate import read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = str(ROOT / "tests/fixtures/tiny")
@@ -21,7 +21,7 @@ OLD_RETRIEVE_NOTHING = ("oracle", "full_kb", "full_kb_dense")   # the exclusion 
 
 
 def test_every_derived_list_is_what_it_was():
-    import pace.baselines as b, pace.run as r, pace.evaluate as e
+    import pace.methods.baselines as b, pace.eval.run as r, pace.eval.evaluate as e
     assert (b.METHODS, b.LLM_FREE, b.SIZED) == (OLD_METHODS + SCORE_METHODS, OLD_LLM_FREE, OLD_SIZED)
     assert r.STRUCTURED_METHODS == OLD_STRUCTURED and r.METHODS == OLD_METHODS + SCORE_METHODS + OLD_STRUCTURED
     assert e.ORDER == OLD_ORDER
@@ -39,7 +39,7 @@ def test_every_derived_list_is_what_it_was():
 
 
 OWN = '''
-from pace.baselines import Retriever
+from pace.methods.baselines import Retriever
 from pace.retrieve import wrrf
 
 class BM25First(Retriever):
@@ -127,7 +127,7 @@ def test_a_retriever_that_needs_the_chat_model_gets_one(tmp_path, own_file, monk
     ("{dir}/my_retrievers.py:Missing", "defines no Missing"),
     ("{dir}/my_retrievers.py:NotAMethod", "is not a method"),
     ("pace_no_such_pkg.mod:X", "no module named 'pace_no_such_pkg'"),
-    ("pace.baselines:BM25", "is a method of pace"),
+    ("pace.methods.baselines:BM25", "is a method of pace"),
     ("{dir}/broken.py:X", "importing"),
     ("{dir}/my_retrievers.py:", "'package.module:Class'"),
 ])
@@ -152,7 +152,7 @@ def test_two_methods_with_one_name_are_refused(tmp_path, own_file, capsys):
 
 def test_an_entry_point_gives_a_method_a_plain_name(tmp_path, own_file, monkeypatch):
     import importlib.metadata as md
-    from pace.baselines import method_spec
+    from pace.methods.baselines import method_spec
     ep = md.EntryPoint(name="mine", value=f"{own_file}:Nameless", group="pace.methods")
     real = md.entry_points
     monkeypatch.setattr(md, "entry_points", lambda **k: [ep] if k.get("group") == "pace.methods" else real(**k))

@@ -9,8 +9,8 @@ from pace.data import load_pace_dataset
 from pace.embed import HashEmbedder, ReplayEmbedder, get_embedder
 from pace.index import IndexStore
 from pace.llm import FakeChat, ReplayChat, get_chat_model
-from pace.pipeline import PaceMaker, PaceMakerConfig
-from pace.run import run_experiment, split_volatile
+from pace.methods.pipeline import PaceMaker, PaceMakerConfig
+from pace.eval.run import run_experiment, split_volatile
 from pace.testing import schema_reply
 
 TINY = "tests/fixtures/tiny"

@@ -7,8 +7,8 @@ import pytest
 import pace
 from pace.cli import main
 from pace.data import UsageError
-from pace.reproduce import parse_param, parse_parameters, select_experiments, find_experiments, clean_notebook
-from pace.figures import write_table, caption, SMALL_MODEL_NOTE
+from pace.eval.reproduce import parse_param, parse_parameters, select_experiments, find_experiments, clean_notebook
+from pace.eval.figures import write_table, caption, SMALL_MODEL_NOTE
 
 REPO = Path(pace.__file__).resolve().parents[1]
 slow = pytest.mark.slow   # starts Jupyter kernels (about 1-3 s each)
@@ -46,7 +46,7 @@ MODEL_NB = [("markdown", "# Table 99: a toy table\nMade by a scripted model.", [
              """, []),
             ("code", """
              import pandas as pd
-             from pace.figures import write_table, caption
+             from pace.eval.figures import write_table, caption
              write_table(pd.DataFrame({"x": [1.25, 2.5]}), out_dir, "table99", caption=caption("Table 99", models="toy-0.5b", n=n))
              """, [])]
 # A notebook whose code catches a replay miss and goes on (as a run that counts a failed call would): pace.cache has
@@ -173,7 +173,7 @@ def test_clean_notebook_drops_what_varies_and_keeps_the_results():
 WRITER_SCRIPT = """
 import sys, pandas as pd, matplotlib; matplotlib.use("Agg")
 import matplotlib.pyplot as plt, seaborn as sns
-from pace.figures import write_table, save_figure, caption
+from pace.eval.figures import write_table, save_figure, caption
 out = sys.argv[1]
 df = pd.DataFrame({"judge": ["a_1", "b"], "accuracy %": [51.39664804469274, float("nan")], "n": [179, 72]})
 write_table(df, out, "t", caption=caption("Table 7: 50% & more", models=["qwen2.5-0.5b"], n=179, unit="replies"),

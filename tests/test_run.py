@@ -3,9 +3,9 @@ import json, re, shutil
 import pytest
 from pace.llm import FakeChat
 from pace.testing import schema_reply
-from pace.run import run_experiment, select_queries, RunMismatchError
+from pace.eval.run import run_experiment, select_queries, RunMismatchError
 from pace.cli import UsageError, main
-from pace.evaluate import read_jsonl
+from pace.eval.evaluate import read_jsonl
 
 TINY = "tests/fixtures/tiny"
 
@@ -76,8 +76,8 @@ def test_resume_is_refused_on_a_changed_config_dataset_prompt_or_judge(tmp_path,
         run_experiment(chat=fake(), name="s", cache=False, judge_mode="paper", **k)
     with pytest.raises(RunMismatchError, match="judge.model_id"):
         run_experiment(chat=fake(), judge=FakeChat(respond, model="another-judge", cache=False), name="s", cache=False, **k)
-    import pace.agents
-    monkeypatch.setattr(pace.agents, "ANSWER_SYSTEM", pace.agents.ANSWER_SYSTEM + " Be brief.")
+    import pace.methods.agents
+    monkeypatch.setattr(pace.methods.agents, "ANSWER_SYSTEM", pace.methods.agents.ANSWER_SYSTEM + " Be brief.")
     with pytest.raises(RunMismatchError, match="prompts.agents.ANSWER_SYSTEM"):
         run_experiment(chat=fake(), name="s", cache=False, **k)
     monkeypatch.undo()
@@ -211,7 +211,7 @@ def test_cli_mistakes_give_one_line_exit_2_and_leave_nothing(tmp_path, capsys, m
 
 def test_stratified_default_subset_of_mini():
     from pace.data import load_pace_dataset
-    from pace.run import DEFAULT_LIMIT
+    from pace.eval.run import DEFAULT_LIMIT
     ds = load_pace_dataset("data/mini")
     sel = select_queries(ds.queries, DEFAULT_LIMIT)
     assert {q.label for q in sel} == {"conflict", "non_conflict"}
@@ -338,7 +338,7 @@ def test_cli_batch_gives_the_same_results_file(tmp_path, monkeypatch):
 def test_a_second_run_on_a_folder_in_use_is_refused_and_no_row_is_lost(tmp_path, capsys, monkeypatch):
     "Two runs on one folder: the second rewrote results.jsonl at its end and the first's later rows were lost."
     import threading, pace.llm
-    from pace.run import RunLocked
+    from pace.runfolder import RunLocked
     started, go, out = threading.Event(), threading.Event(), {}
     def held(messages, schema):
         started.set(); go.wait(60)
@@ -367,7 +367,7 @@ def test_a_second_run_on_a_folder_in_use_is_refused_and_no_row_is_lost(tmp_path,
 def test_kill_9_leaves_a_lock_that_the_resume_takes_over_with_the_same_file(tmp_path, capsys):
     import subprocess, sys, time
     a = run_experiment(chat=fake(), name="whole", cache=False, **kw(tmp_path, methods=["bm25", "pacemaker"]))
-    script = (f"import time; from pace.llm import FakeChat; from pace.testing import schema_reply; from pace.run import run_experiment\n"
+    script = (f"import time; from pace.llm import FakeChat; from pace.testing import schema_reply; from pace.eval.run import run_experiment\n"
               f"def slow(m, s): time.sleep(0.2); return schema_reply(m, s)\n"
               f"run_experiment(dataset={str(TINY)!r}, methods=['bm25', 'pacemaker'], chat=FakeChat(slow, cache=False), embedder='hash:hash', "
               f"out_dir={str(tmp_path)!r}, name='killed', limit=0, cache=False, progress=False)\n")
@@ -461,11 +461,11 @@ def test_any_sized_retriever_runs_without_a_model_and_other_sizes_are_refused(tm
 
 def test_hipporag_config_and_prompts_are_part_of_a_runs_settings(tmp_path, monkeypatch):
     "A HippoRAG 2 run made with another filter (prompt or settings) is refused on resume, not silently reused."
-    import pace.hipporag
-    from pace.run import hipporag_settings, check_settings
+    import pace.methods.hipporag
+    from pace.eval.run import hipporag_settings, check_settings
     (tmp_path / "run.json").write_text(json.dumps({"settings": {"hipporag": hipporag_settings()}}))
     check_settings(tmp_path, {"hipporag": hipporag_settings()})          # the same settings resume
-    monkeypatch.setattr(pace.hipporag, "FILTER_SYSTEM", pace.hipporag.FILTER_SYSTEM + " Keep at most 4.")
+    monkeypatch.setattr(pace.methods.hipporag, "FILTER_SYSTEM", pace.methods.hipporag.FILTER_SYSTEM + " Keep at most 4.")
     with pytest.raises(RunMismatchError, match="hipporag.prompts.FILTER_SYSTEM"):
         check_settings(tmp_path, {"hipporag": hipporag_settings()})
     monkeypatch.undo()
