@@ -44,7 +44,9 @@ class ChatResult:
     attempts: int = 0 # model calls made for it now (0 for a cache hit)
     key: str|None = None # cache key
     notes: list = field(default_factory=list) # what the backend changed to get the reply (e.g. a parameter the server rejects)
-    top_logprobs: list|None = None # asked with `top_logprobs=k`: per generated token, {token text: log-probability} of the k likeliest; None when the backend gives none
+    # asked with `top_logprobs=k`: per generated token, {token text: log-probability} of the k likeliest;
+    # None when the backend gives none
+    top_logprobs: list|None = None
 
 @dataclass
 class Completion:
@@ -54,7 +56,7 @@ class Completion:
     error: str|None = None
     seconds: float = 0.0
     notes: list = field(default_factory=list)
-    top_logprobs: list|None = None # per generated token, {token text: log-probability}; None when the backend gives none
+    top_logprobs: list|None = None # per generated token, {token: log-probability}; None: the backend has none
 
 # %% ../nbs/02_llm.ipynb #39755118
 def schema_info(schema) -> tuple[dict|None, type|None]:
@@ -144,7 +146,8 @@ def _prepare(r:dict, stage:str, fp:dict) -> dict:
     js, cls = schema_info(r.get("schema"))
     p = dict(messages=_check_messages(r.get("messages")), schema=js, temperature=float(r.get("temperature", 0.0)),
              max_tokens=int(r.get("max_tokens", 512)), seed=int(r.get("seed", 0)))
-    if int(r.get("top_logprobs") or 0) > 0: p["top_logprobs"] = int(r["top_logprobs"])   # only when asked: other keys stay as they were
+    # only when asked: the keys of other requests stay as they were
+    if int(r.get("top_logprobs") or 0) > 0: p["top_logprobs"] = int(r["top_logprobs"])
     key = request_key("chat", {"fingerprint": fp, **p})
     return dict(req=p, fp=fp, cls=cls, key=key, stage=r.get("stage", stage))
 
@@ -158,8 +161,8 @@ def _settle(c:Completion, p:dict, s:dict, last:bool) -> ChatResult|None:
     s["tries"] += 1; s["secs"] += c.seconds
     s["usage"].prompt_tokens += c.usage.prompt_tokens; s["usage"].completion_tokens += c.usage.completion_tokens
     s["notes"] += [n for n in c.notes if n not in s["notes"]]
-    mk = lambda **kw: ChatResult(usage=s["usage"], seconds=s["secs"], attempts=s["tries"], key=p["key"], notes=s["notes"],
-                                 top_logprobs=c.top_logprobs, **kw)
+    mk = lambda **kw: ChatResult(usage=s["usage"], seconds=s["secs"], attempts=s["tries"], key=p["key"],
+                                 notes=s["notes"], top_logprobs=c.top_logprobs, **kw)
     if c.error is not None: return mk(ok=False, text=c.text, error=c.error)
     if p["req"]["schema"] is None: return mk(ok=True, text=c.text)
     parsed, err = parse_structured(c.text, p["req"]["schema"], p["cls"])
@@ -199,8 +202,8 @@ def _result_from_entry(e:Entry, prep:dict) -> ChatResult|None:
         parsed, err = parse_structured(text, js, prep["cls"])
         if err: return None  # stored under another validator: treat as a miss
     return ChatResult(ok=True, text=text, parsed=parsed, usage=Usage(e.prompt_tokens, e.completion_tokens),
-                      cached=True, seconds=e.seconds, attempts=0, key=e.key, notes=e.response.get("notes", []),
-                      top_logprobs=e.response.get("top_logprobs"))
+                      cached=True, seconds=e.seconds, attempts=0, key=e.key,
+                      notes=e.response.get("notes", []), top_logprobs=e.response.get("top_logprobs"))
 
 def _failure_key(prep:dict) -> str: return request_key("failure", {"fingerprint": prep["fp"], **prep["req"]})
 
@@ -315,11 +318,12 @@ class ChatModel(_Counting):
     "Backend-independent chat model: `chat`, `chat_batch`, cache and accounts."
     def chat(self, messages:list[dict], *, schema=None, stage:str="default", temperature:float=0.0,
              max_tokens:int=512, seed:int=0,
-             top_logprobs:int=0, # k > 0: ask for the k likeliest tokens' log-probabilities (`ChatResult.top_logprobs`; None where the backend has none)
+             top_logprobs:int=0, # k > 0: the k likeliest tokens' log-probabilities (`ChatResult`)
             ) -> ChatResult:
         "One request: text out, or (with `schema`) a validated object in `parsed`."
         return self.chat_batch([dict(messages=messages, schema=schema, temperature=temperature,
-                                     max_tokens=max_tokens, seed=seed, top_logprobs=top_logprobs)], stage=stage)[0]
+                                     max_tokens=max_tokens, seed=seed, top_logprobs=top_logprobs)],
+                               stage=stage)[0]
 
     def _lookup(self, preps:list[dict]) -> tuple[list, dict]:
         "The results the cache holds for `preps` (else None), and {key: the request that computes it}: `_cached_results`."
@@ -360,7 +364,8 @@ class ChatModel(_Counting):
 
 # %% ../nbs/02_llm.ipynb #6ffdd1cf
 class FakeChat(ChatModel):
-    "Scripted chat model: `respond(messages, json_schema) -> str` or a `Completion` (e.g. with `top_logprobs`); raise to simulate a transport error."
+    """Scripted chat model: `respond(messages, json_schema) -> str` or a `Completion` (with
+    `top_logprobs`, say); raise to simulate a transport error."""
     backend = "fake"
     concurrent = True
     def __init__(self, respond=None, # callable(messages, json_schema) -> reply text; default echoes the last message
@@ -511,32 +516,39 @@ def _llama_prompt_tokens(llm, messages:list[dict]) -> list[int]:
     from llama_cpp import llama_chat_format as lcf
     tmpl = llm.metadata.get("tokenizer.chat_template")
     if llm.chat_format != "chat_template.default" or not tmpl:
-        raise ValueError(f"log-probabilities need the GGUF's own chat template; this model has chat_format={llm.chat_format!r}")
+        raise ValueError(f"log-probabilities need the GGUF's own chat template; this model has "
+                         f"chat_format={llm.chat_format!r}")
     text = lambda i: llm._model.token_get_text(i) if i != -1 else ""
-    res = lcf.Jinja2ChatFormatter(template=tmpl, eos_token=text(llm.token_eos()), bos_token=text(llm.token_bos()))(messages=messages)
+    fmt = lcf.Jinja2ChatFormatter(template=tmpl, eos_token=text(llm.token_eos()),
+                                  bos_token=text(llm.token_bos()))
+    res = fmt(messages=messages)
     return llm.tokenize(res.prompt.encode("utf-8"), add_bos=not res.added_special, special=True)
 
 def _next_token_logprobs(llm, tokens:list[int], k:int) -> dict:
-    "{token text: log-probability} of the `k` likeliest next tokens after `tokens`, the context's shared prefix reused."
+    """{token text: log-probability} of the `k` likeliest next tokens after `tokens`, the context's shared
+    prefix reused."""
     import numpy as np
-    held, n = list(llm.input_ids), 0    # what the context holds now (llama-cpp-python's `generate` reuses it the same way)
+    held, n = list(llm.input_ids), 0    # what the context holds (llama-cpp-python's `generate` reuses it too)
     while n < min(len(held), len(tokens) - 1) and held[n] == tokens[n]: n += 1
-    llm.n_tokens = n; llm.eval(tokens[n:])   # at least the last token is evaluated: its logits are the ones read
+    llm.n_tokens = n; llm.eval(tokens[n:])   # at least the last token is evaluated: its logits are read
     z = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)
     z = z - z.max(); z -= np.log(np.exp(z).sum())
     out = {}
     for i in np.argsort(-z, kind="stable")[:k]:
         t = llm.detokenize([int(i)]).decode("utf-8", errors="replace")
-        out[t] = float(np.logaddexp(out[t], z[i])) if t in out else float(z[i])   # tokens that read the same are one
+        # tokens that read the same are one
+        out[t] = float(np.logaddexp(out[t], z[i])) if t in out else float(z[i])
     return out
 
 def _llama_logprob_completion(llm, r:dict, t:float) -> Completion:
-    "One token and the top `r['top_logprobs']` log-probabilities of it, without sampling (temperature 0: the likeliest)."
+    "One token and the top `r['top_logprobs']` log-probabilities of it, without sampling (the likeliest)."
     if r["schema"] is not None or r["max_tokens"] != 1:
-        return Completion(error="the llamacpp backend gives log-probabilities for a one-token reply without a schema only (max_tokens=1)")
+        return Completion(error="the llamacpp backend gives log-probabilities for a one-token reply without a "
+                                "schema only (max_tokens=1)")
     toks = _llama_prompt_tokens(llm, r["messages"])
     top = _next_token_logprobs(llm, toks, r["top_logprobs"])
-    return Completion(text=max(top, key=top.get), usage=Usage(len(toks), 1), seconds=time.perf_counter() - t, top_logprobs=[top])
+    return Completion(text=max(top, key=top.get), usage=Usage(len(toks), 1), seconds=time.perf_counter() - t,
+                      top_logprobs=[top])
 
 def _llama_completion(resp:dict, t:float) -> Completion:
     "A `Completion` from llama.cpp's response dict (the call started at `t`)."
@@ -719,7 +731,8 @@ def _openai_request(r:dict, model:str, mode:str, send_temp:bool, token_param:str
     return kw
 
 def _choice_logprobs(choice) -> list|None:
-    "Per generated token, {token: log-probability} of its top alternatives, from a `chat.completions` choice; None when absent."
+    """Per generated token, {token: log-probability} of its top alternatives, from a `chat.completions`
+    choice; None when absent."""
     content = getattr(getattr(choice, "logprobs", None), "content", None)
     if not content: return None
     return [{a.token: a.logprob for a in (c.top_logprobs or [])} or {c.token: c.logprob} for c in content]
@@ -730,7 +743,8 @@ def _reply_completion(resp, t:float, notes:list) -> Completion:
     text = resp.choices[0].message.content if resp.choices else None
     if text is None: return Completion(error=f"empty reply (finish_reason={resp.choices[0].finish_reason if resp.choices else None})", seconds=time.perf_counter() - t)
     return Completion(text=text, usage=Usage(getattr(u, "prompt_tokens", 0) or 0, getattr(u, "completion_tokens", 0) or 0),
-                      seconds=time.perf_counter() - t, notes=notes, top_logprobs=_choice_logprobs(resp.choices[0]))
+                      seconds=time.perf_counter() - t, notes=notes,
+                      top_logprobs=_choice_logprobs(resp.choices[0]))
 
 # %% ../nbs/02_llm.ipynb #4133a437
 class _OpenAIConfig(ChatModel):

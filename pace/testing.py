@@ -18,7 +18,8 @@ __all__ = ['ScriptedChat', 'schema_reply', 'RandomEmbedder', 'ToyIndex', 'FakeCh
 class ScriptedChat(FakeChat):
     "A `FakeChat` that answers each stage from a script and logs every request that reaches it."
     backend = "scripted"
-    def __init__(self, script:dict, # stage (or '*' for any) -> reply (dict, str or `Completion`), callable(messages) -> reply, or an Exception
+    # script: stage (or '*' for any) -> reply (dict, str or `Completion`), callable(messages) -> reply, or an Exception
+    def __init__(self, script:dict, # stage -> reply (see above)
                  context_window:int=8192, # tokens the model accepts (counted as words)
                  model_id:str="scripted", # the model id
                  **kw): # ChatModel options; `cache` defaults to False and `max_parse_retries` to 0
@@ -30,8 +31,8 @@ class ScriptedChat(FakeChat):
 
     def reply(self, r:dict) -> str:
         "The scripted reply to one prepared request (raises for an Exception in the script or an unscripted stage)."
-        self.log.append(dict(stage=r["stage"], messages=r["messages"], schema=r["schema"], max_tokens=r["max_tokens"],
-                             top_logprobs=r.get("top_logprobs", 0)))
+        self.log.append(dict(stage=r["stage"], messages=r["messages"], schema=r["schema"],
+                             max_tokens=r["max_tokens"], top_logprobs=r.get("top_logprobs", 0)))
         rep = self.script.get(r["stage"], self.script.get("*"))
         if callable(rep) and not isinstance(rep, type): rep = rep(r["messages"])
         if isinstance(rep, Exception): raise rep
