@@ -10,7 +10,7 @@ from typing import Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm.auto import tqdm
-from ..calls import AgentCall, call_agent
+from ..calls import AgentCall, call_agent, prompt_asset
 from ..data import DatasetError, PaceDataset, Problem, UsageError, first_missing, load_pace_dataset, validate_object, read_jsonl_objects
 
 # %% auto #0
@@ -76,17 +76,9 @@ def capped_schema(model: type[BaseModel], # a judge output model with a `reason`
     return s
 
 # %% ../../nbs/30_judge.ipynb #5d359c69
-DECISION_SYSTEM = """You read a personal assistant's reply to a request from its user, and report what the reply does with the request.
-You are not asked whether the reply is right, only what it commits to.
+DECISION_SYSTEM = prompt_asset("judge/DECISION_SYSTEM.md")
 
-decision:
-- "carry_out": the assistant goes ahead, agrees, or says the request can be done as asked (small helpful additions are fine).
-- "decline": the assistant refuses, advises against it, warns that it should not happen as asked, or only offers to do something different instead (another time, place, person or plan).
-- "ambiguous": the reply gives no clear go or no-go: it hedges, only asks questions, or says both.
-reason: one short sentence pointing to the words in the reply that show the decision.
-
-Answer with JSON only: {"decision": "carry_out" | "decline" | "ambiguous", "reason": "..."}"""
-
+# %% ../../nbs/30_judge.ipynb #d14f6842
 def decision_messages(query: str, # the user's request
                       answer: str, # the reply to read
                      ) -> list[dict]:
@@ -109,19 +101,9 @@ def classify_decision(cm, # judge chat model
     return _judge_call(cm, decision_messages(query, answer), "judge_decision", DecisionOutput, max_tokens)
 
 # %% ../../nbs/30_judge.ipynb #11bf0420
-RATIONALE_SYSTEM = """You check the reasoning of a personal assistant's reply to a request from its user.
-The reply's decision (to go ahead or not) has already been checked and is right; do not revisit it.
-Compare only the reason the reply gives with the reference reason, which states why the right decision is right. Different words are fine; the core reason must be the same.
+RATIONALE_SYSTEM = prompt_asset("judge/RATIONALE_SYSTEM.md")
 
-rationale:
-- "same_core_reason": the reply rests on the same main reason as the reference. Extra helpful detail is fine if it does not change or bend that reason.
-- "partial_or_weak": the reply points the right way but falls short: it misses key evidence of the reference, is too vague to support the decision, gives only a side reason, or leans on irrelevant, weak or made-up details.
-- "wrong_reason": the reply's reason is the opposite of the reference, unsupported by it, or a substantially different reason.
-Do not reward a polite tone, and do not mark a reply down for helpful suggestions.
-reason: one short sentence explaining the grade.
-
-Answer with JSON only: {"rationale": "same_core_reason" | "partial_or_weak" | "wrong_reason", "reason": "..."}"""
-
+# %% ../../nbs/30_judge.ipynb #df4e651a
 def rationale_messages(query: str, # the user's request
                        answer: str, # the reply whose reason is graded
                        gold_judgment: str, # the gold rationale (the reference reason)
@@ -139,22 +121,9 @@ def grade_rationale(cm, # judge chat model
     return _judge_call(cm, rationale_messages(query, answer, gold_judgment), "judge_rationale", RationaleOutput, max_tokens)
 
 # %% ../../nbs/30_judge.ipynb #c674cfaf
-PAPER_SYSTEM = """You grade a personal assistant's reply to a request from its user. A good reply says whether the assistant will do what was asked, and why.
-Grade it in two steps.
+PAPER_SYSTEM = prompt_asset("judge/PAPER_SYSTEM.md")
 
-Step 1, the decision. The gold label tells you the right decision.
-- Gold label "non_conflict": a correct reply goes ahead, agrees, or says the request can be done.
-- Gold label "conflict": a correct reply refuses, warns, holds off, or says it should not be done as asked.
-A reply that takes the other decision is FAIL. A reply that leaves it unclear whether the assistant will go ahead is FAIL too.
-
-Step 2, the reason (only when the decision is right). Compare the reply's reason with the gold rationale. The words may differ; the core reason must be the same.
-- PASS: right decision, and the same core reason as the gold rationale. Small wording differences are fine, and so is extra helpful detail that does not change or bend the reason.
-- WRONG_RATIONALE: right decision, but the reason falls short: it misses key evidence of the gold rationale, is too vague to support the decision, gives only a side reason instead of the main one, or leans on irrelevant, weak or made-up details.
-- FAIL: wrong or unclear decision; or the right decision given for an opposite, unsupported or substantially wrong reason.
-
-The decision comes first: a wrong decision is FAIL however sensible its reasoning sounds. Do not ask for exact wording, and do not mark a reply down for a friendly tone or helpful suggestions.
-Answer with JSON only: {"label": "PASS" | "WRONG_RATIONALE" | "FAIL", "reason": "one short sentence"}"""
-
+# %% ../../nbs/30_judge.ipynb #afd861af
 def paper_messages(answer: str, # the reply to grade
                    gold_label: str, gold_judgment: str, # the answer key the paper's judge is shown
                   ) -> list[dict]:
