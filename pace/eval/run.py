@@ -37,7 +37,8 @@ __all__ = ['DEFAULT_DATA', 'DEFAULT_CHAT', 'DEFAULT_METHODS', 'RETRIEVAL_METHODS
 DEFAULT_DATA = "data/mini"
 DEFAULT_CHAT = "llamacpp:qwen2.5-0.5b"
 DEFAULT_METHODS = tuple(s.name for s in METHOD_SPECS if s.default)
-RETRIEVAL_METHODS = tuple(s.name for s in METHOD_SPECS if s.default and s.ranked)   # the default of a retrieval-only run
+# the default of a retrieval-only run
+RETRIEVAL_METHODS = tuple(s.name for s in METHOD_SPECS if s.default and s.ranked)
 DEFAULT_LIMIT = 6   # one query per (label, situation type): see the measured run time in the README
 
 # %% ../../nbs/32_run.ipynb #b52030e5

@@ -7,24 +7,17 @@ from __future__ import annotations
 import datetime as dt
 import numpy as np
 from pydantic import BaseModel, Field
+from ..calls import prompt_asset
 from .base import GenConfig, Text, ask_many, calendar_text, count, split_sentences
 from .distractors import FACT_CHARS, fact_drop_reason
 from .validate import numbers_missing, term_hits
 
 # %% auto #0
-__all__ = ['ATOMIZE_SYSTEM', 'ORIGINS', 'ATOMIZE_MAX_TOKENS', 'Atom', 'Atoms', 'atomize_messages', 'complete_gold',
-           'profile_facts', 'numbers_of', 'merge_near_duplicates', 'atomize_instance']
+__all__ = ['ATOMIZE_SYSTEM', 'ORIGINS', 'ATOMIZE_MAX_TOKENS', 'Atom', 'Atoms', 'atomize_messages', 'complete_gold', 'ego_facts',
+           'alter_facts', 'profile_facts', 'numbers_of', 'merge_near_duplicates', 'check_atoms', 'atomize_instance']
 
 # %% ../../nbs/46_gen_atomize.ipynb #a14d7c03
-ATOMIZE_SYSTEM = """You split a passage into atomic facts for a personal assistant's knowledge base.
-
-Rules:
-- Each fact is one sentence with one claim, understandable on its own: name people and places in full, never "he", "she", "it" or "there".
-- Write dates as YYYY-MM-DD (turn "tomorrow", "Thursday" and the like into dates with the calendar). Keep clock times and durations exactly.
-- Keep the passage's meaning; do not add conclusions or judgments about the request.
-- decisive: true for the facts needed to decide whether the request can go ahead, false for background.
-- 2 to 5 facts.
-Answer with JSON only: {"facts": [{"text": "...", "decisive": true}]}"""
+ATOMIZE_SYSTEM = prompt_asset("gen/atomize/ATOMIZE_SYSTEM.md")
 
 # %% ../../nbs/46_gen_atomize.ipynb #85a964bd
 class Atom(BaseModel):
@@ -32,38 +25,43 @@ class Atom(BaseModel):
     decisive: bool
 
 class Atoms(BaseModel):
-    facts: list[Atom] = Field(min_length=1, max_length=8)   # a code-timed temporal context: up to 3 facts of the model, 5 sentences of code
+    # up to 8: a code-timed temporal context has up to 3 facts of the model and 5 sentences of code
+    facts: list[Atom] = Field(min_length=1, max_length=8)
 
 # %% ../../nbs/46_gen_atomize.ipynb #9f0a1c46
 def atomize_messages(case: dict) -> list[dict]:
-    "Messages that split one kept case's gold context (the request is shown so the model can mark what decides it)."
+    "Messages that split one kept case's gold context (with the request: the model marks what decides it)."
     d, ref = case["draft"], case["ref_date"]
-    user = (f"Calendar from the request date:\n{calendar_text(ref, 21)}\n\nRequest (made on {dt.date.fromisoformat(ref):%A} {ref}): {d['request']}\n"
+    user = (f"Calendar from the request date:\n{calendar_text(ref, 21)}\n\n"
+            f"Request (made on {dt.date.fromisoformat(ref):%A} {ref}): {d['request']}\n"
             f"Passage: {d['context']}\n\nWrite the atomic facts as JSON.")
     return [dict(role="system", content=ATOMIZE_SYSTEM), dict(role="user", content=user)]
 
 # %% ../../nbs/46_gen_atomize.ipynb #ab131475
 def _evidence_missing(case: dict, texts: list[str]) -> list[str]:
     d, joined = case["draft"], " ".join(texts)
-    if case["situation_type"] == "temporal" and isinstance(d.get("arithmetic"), dict): return numbers_missing(d["arithmetic"], joined)
+    if case["situation_type"] == "temporal" and isinstance(d.get("arithmetic"), dict):
+        return numbers_missing(d["arithmetic"], joined)
     return [] if term_hits(joined, d["hidden_terms"]) else list(d["hidden_terms"])
 
 # %% ../../nbs/46_gen_atomize.ipynb #49941359
 def complete_gold(case: dict, atoms: list[tuple[str, bool]]) -> list[int] | None:
-    "Indices of the gold atoms among `atoms` [(text, decisive)], completed from the others when evidence is missing; None if it cannot be."
+    "Indices of the gold atoms of `atoms` [(text, decisive)], completed from the others; None if impossible."
+    missing = lambda idx: _evidence_missing(case, [atoms[j][0] for j in idx])
     gold = [i for i, (_, dec) in enumerate(atoms) if dec] or list(range(len(atoms)))
     for i in range(len(atoms)):
-        if not _evidence_missing(case, [atoms[j][0] for j in gold]): break
-        if i not in gold and len(_evidence_missing(case, [atoms[j][0] for j in gold + [i]])) < len(_evidence_missing(case, [atoms[j][0] for j in gold])):
-            gold.append(i)
-    return sorted(gold) if gold and not _evidence_missing(case, [atoms[j][0] for j in gold]) else None
+        if not missing(gold): break
+        if i not in gold and len(missing(gold + [i])) < len(missing(gold)): gold.append(i)
+    return sorted(gold) if gold and not missing(gold) else None
 
-# %% ../../nbs/46_gen_atomize.ipynb #6b934193
-def profile_facts(inst: dict) -> list[str]:
-    "Atomic facts written from an instance's structured profile (ego and alters)."
-    e, n = inst["ego"], inst["ego"]["name"]
-    out = [f"{n} is {e.get('age')} years old.", f"{n} lives in {e.get('neighbourhood')}, {e.get('city')}, {e.get('country')}.",
-           f"{n} works as {e.get('occupation')} at {e.get('workplace')}.", f"{n}'s work schedule: {e.get('work_schedule')}."]
+# %% ../../nbs/46_gen_atomize.ipynb #d1a2b3c5
+def ego_facts(e: dict) -> list[str]:
+    "The facts of the ego's profile `e`, one per field value, each naming the ego."
+    n = e["name"]
+    out = [f"{n} is {e.get('age')} years old.",
+           f"{n} lives in {e.get('neighbourhood')}, {e.get('city')}, {e.get('country')}.",
+           f"{n} works as {e.get('occupation')} at {e.get('workplace')}.",
+           f"{n}'s work schedule: {e.get('work_schedule')}."]
     out += [f"{n}'s household: {h}." for h in e.get("household", [])]
     out += [f"{n}'s weekly routine includes {r}." for r in e.get("weekly_routine", [])]
     out += [f"{n} has {h}." for h in e.get("health_conditions", [])]
@@ -72,15 +70,30 @@ def profile_facts(inst: dict) -> list[str]:
     out += [f"{n} gets around by {x}." for x in e.get("mobility", [])]
     out += [f"{n} uses {x}." for x in e.get("devices", [])]
     out += [f"{n}'s hobbies include {x}." for x in e.get("hobbies", [])]
-    out += [f"{n} likes {x}." for x in e.get("food_likes", [])] + [f"{n} dislikes {x}." for x in e.get("food_dislikes", [])]
+    out += [f"{n} likes {x}." for x in e.get("food_likes", [])]
+    out += [f"{n} dislikes {x}." for x in e.get("food_dislikes", [])]
     out += [f"{n} values {x}." for x in e.get("values", [])]
     out += [f"{p['name']} is a {p['kind']} that {n} uses; {p['detail']}." for p in e.get("places", [])]
-    out += [f"{n} has {c['what']} at {c['place']} on {c['date']} at {c['time']}." for c in e.get("commitments", [])]
-    for a in inst["alters"]:
-        m = a["name"]
-        out += [f"{m} is {n}'s {a['relation']}.", f"{m} is {a.get('age')} years old and lives in {a.get('city')}.", f"{m} works as {a.get('occupation')}."]
-        out += [f"{m} is {t}." for t in a.get("traits", [])] + [f"{m}: {c}." for c in a.get("constraints", [])]
-        out += [f"{m} and {n}: {s}." for s in a.get("shared_context", [])]
+    out += [f"{n} has {c['what']} at {c['place']} on {c['date']} at {c['time']}."
+            for c in e.get("commitments", [])]
+    return out
+
+# %% ../../nbs/46_gen_atomize.ipynb #d1a2b3c8
+def alter_facts(a: dict, ego: str) -> list[str]:
+    "The facts of one alter's profile `a`, each naming the alter (and the ego, for what they share)."
+    m = a["name"]
+    out = [f"{m} is {ego}'s {a['relation']}.",
+           f"{m} is {a.get('age')} years old and lives in {a.get('city')}.",
+           f"{m} works as {a.get('occupation')}."]
+    out += [f"{m} is {t}." for t in a.get("traits", [])] + [f"{m}: {c}." for c in a.get("constraints", [])]
+    out += [f"{m} and {ego}: {s}." for s in a.get("shared_context", [])]
+    return out
+
+# %% ../../nbs/46_gen_atomize.ipynb #6b934193
+def profile_facts(inst: dict) -> list[str]:
+    "Atomic facts written from an instance's structured profile (ego and alters)."
+    n = inst["ego"]["name"]
+    out = ego_facts(inst["ego"]) + [f for a in inst["alters"] for f in alter_facts(a, n)]
     return [" ".join(f.replace("..", ".").split()) for f in out]
 
 # %% ../../nbs/46_gen_atomize.ipynb #42d0138d
@@ -88,56 +101,68 @@ ORIGINS = ("gold", "context", "distractor", "profile", "everyday")
 
 # %% ../../nbs/46_gen_atomize.ipynb #7297e894
 def numbers_of(text: str) -> tuple[str, ...]:
-    "The digit groups of a text, in order ('starts at 18:15 on 2026-03-12' -> ('18', '15', '2026', '03', '12'))."
+    "The digit groups of a text, in order ('at 18:15 on 2026-03-12' -> ('18', '15', '2026', '03', '12'))."
     import re
     return tuple(re.findall(r"\d+", text))
 
 # %% ../../nbs/46_gen_atomize.ipynb #0bb1ea12
-def merge_near_duplicates(items: list[dict], embedder, threshold: float, existing: list[dict] = ()) -> tuple[list[dict], list[int | None]]:
-    "(kept items, for each item of `items` the index in `existing + kept` it became or merged into). Items: {text, origin, cases}."
+def merge_near_duplicates(items: list[dict], embedder, threshold: float,
+                          existing: list[dict] = ()) -> tuple[list[dict], list[int | None]]:
+    "(kept items, for each of `items` its index in `existing + kept`). Items: {text, origin, cases}."
     pool = [dict(x, cases=list(x["cases"])) for x in existing]
     order = sorted(range(len(items)), key=lambda i: ORIGINS.index(items[i]["origin"]))
-    vecs = embedder.embed([x["text"] for x in pool] + [items[i]["text"] for i in order], stage="gen.dedup") if items else np.zeros((0, 1))
+    texts = [x["text"] for x in pool] + [items[i]["text"] for i in order]
+    vecs = embedder.embed(texts, stage="gen.dedup") if items else np.zeros((0, 1))
     kept_vecs, where, n0 = list(vecs[:len(pool)]), [None] * len(items), len(pool)
     nums = [numbers_of(x["text"]) for x in pool]
     for k, i in enumerate(order):
         v, ni = vecs[n0 + k], numbers_of(items[i]["text"])
         sims = np.array(kept_vecs) @ v if kept_vecs else np.array([])
-        if sims.size: sims[[m != ni for m in nums]] = -1.0   # facts that differ in a number are never the same fact
+        # facts that differ in a number are never the same fact
+        if sims.size: sims[[m != ni for m in nums]] = -1.0
         j = int(sims.argmax()) if sims.size else -1
         if j >= 0 and sims[j] >= threshold:
             pool[j]["cases"] = sorted(set(pool[j]["cases"]) | set(items[i]["cases"])); where[i] = j
         else:
-            pool.append(dict(items[i], cases=list(items[i]["cases"]))); kept_vecs.append(v); nums.append(ni); where[i] = len(pool) - 1
+            pool.append(dict(items[i], cases=list(items[i]["cases"])))
+            kept_vecs.append(v); nums.append(ni); where[i] = len(pool) - 1
     return pool[n0:], where
 
 # %% ../../nbs/46_gen_atomize.ipynb #371f26f0
 ATOMIZE_MAX_TOKENS = 500
 
+# %% ../../nbs/46_gen_atomize.ipynb #e1a2b3c5
+def check_atoms(facts: list[Atom], window: dict) -> tuple[list[tuple[str, bool]], list[str]]:
+    "(atoms kept as (text, decisive), `atom:` reasons of those dropped): each sentence of a reply, checked."
+    atoms, why, seen = [], [], set()
+    for a in facts:
+        for s in split_sentences(a.text):
+            r = fact_drop_reason(s, window, seen=seen)
+            if r: why.append(f"atom:{r}")
+            else: atoms.append((s, a.decisive))
+    return atoms, why
+
 # %% ../../nbs/46_gen_atomize.ipynb #352659e6
-def atomize_instance(cm, embedder, cfg: GenConfig, inst: dict, kept: list[dict], distractors: dict[str, list[str]]) -> dict:
+def atomize_instance(cm, embedder, cfg: GenConfig, inst: dict, kept: list[dict],
+                     distractors: dict[str, list[str]]) -> dict:
     "Stage 6 row: facts with origins, gold indices per case, drops and merges."
     win, why = inst["timeline"], []
-    got = ask_many(cm, [atomize_messages(c) for c in kept], Atoms, stage="gen.atomize", max_tokens=ATOMIZE_MAX_TOKENS)
+    got = ask_many(cm, [atomize_messages(c) for c in kept], Atoms, stage="gen.atomize",
+                   max_tokens=ATOMIZE_MAX_TOKENS)
     items, gold_items, case_drop = [], {}, {}
     for c, (obj, _) in zip(kept, got):
         cid = c["case_id"]
         if obj is None: case_drop[cid] = "atomize_malformed_output"; continue
-        atoms, seen = [], set()
-        for a in obj.facts:
-            for s in split_sentences(a.text):
-                r = fact_drop_reason(s, win, seen=seen)
-                if r: why.append(f"atom:{r}")
-                else: atoms.append((s, a.decisive))
+        atoms, dropped = check_atoms(obj.facts, win)
+        why += dropped
         gold = complete_gold(c, atoms) if atoms else None
         if gold is None: case_drop[cid] = "gold_insufficient"; continue
         gold_items[cid] = []
         for i, (t, _) in enumerate(atoms):
             if i in gold: gold_items[cid].append(len(items))
             items.append(dict(text=t, origin="gold" if i in gold else "context", cases=[cid]))
-    for c in kept:
-        if c["case_id"] in gold_items:
-            items += [dict(text=t, origin="distractor", cases=[c["case_id"]]) for t in distractors.get(c["case_id"], [])]
+    for cid in (c["case_id"] for c in kept if c["case_id"] in gold_items):
+        items += [dict(text=t, origin="distractor", cases=[cid]) for t in distractors.get(cid, [])]
     seen = set()
     for t in profile_facts(inst):
         r = fact_drop_reason(t, win, seen=seen)
@@ -146,4 +171,5 @@ def atomize_instance(cm, embedder, cfg: GenConfig, inst: dict, kept: list[dict],
     facts, where = merge_near_duplicates(items, embedder, cfg.dedup_threshold)
     gold = {cid: sorted({where[i] for i in idx}) for cid, idx in gold_items.items()}
     why += [f"case:{r}" for r in case_drop.values()]
-    return dict(instance_id=inst["instance_id"], facts=facts, gold=gold, cases_dropped=case_drop, merged=len(items) - len(facts), dropped=count(why))
+    return dict(instance_id=inst["instance_id"], facts=facts, gold=gold, cases_dropped=case_drop,
+                merged=len(items) - len(facts), dropped=count(why))

@@ -6,25 +6,28 @@
 from __future__ import annotations
 import datetime as dt, re
 from pydantic import BaseModel, Field
+from ..calls import prompt_asset
 from .base import GenConfig, Text, ask_many, calendar_text, count, split_sentences, truncated
 from .profile import profile_text
 from .validate import word_key, fact_problems, term_hits
 
 # %% auto #0
 __all__ = ['FACT_CHARS', 'DISTRACTOR_SYSTEM', 'DISTRACTOR_MAX_TOKENS', 'fact_drop_reason', 'NearMisses', 'distractor_messages',
-           'make_distractors']
+           'filter_near_misses', 'make_distractors']
 
 # %% ../../nbs/45_gen_distractors.ipynb #e2305d68
 FACT_CHARS = 220   # the longest fact a model may write (schemas of stages 5-7)
 
 # %% ../../nbs/45_gen_distractors.ipynb #69593025
-def fact_drop_reason(text: str, window: dict, avoid_terms: list[str] = (), seen: set | None = None) -> str | None:
-    "Why a generated fact is thrown away (first reason), or None to keep it. `seen` holds normalised texts already kept (and is updated)."
+def fact_drop_reason(text: str, window: dict, avoid_terms: list[str] = (),
+                     seen: set | None = None) -> str | None:
+    "The first reason to throw a generated fact away, or None to keep it (`seen`: texts kept, updated)."
     if len(text.split()) < 3: return "too_short"
     if truncated(text, FACT_CHARS): return "truncated"
     probs = fact_problems(text, window)
-    if probs: return {"kb_verdict_word": "verdict_word", "kb_date": "bad_date", "kb_weekday": "weekday_mismatch",
-                      "kb_pronoun_start": "pronoun_start", "kb_relative_date": "relative_date"}[probs[0][1]]
+    if probs: return {"kb_verdict_word": "verdict_word", "kb_date": "bad_date",
+                      "kb_weekday": "weekday_mismatch", "kb_pronoun_start": "pronoun_start",
+                      "kb_relative_date": "relative_date"}[probs[0][1]]
     if term_hits(text, list(avoid_terms)): return "touches_hidden_reason"
     if seen is not None:
         k = word_key(text)
@@ -33,16 +36,7 @@ def fact_drop_reason(text: str, window: dict, avoid_terms: list[str] = (), seen:
     return None
 
 # %% ../../nbs/45_gen_distractors.ipynb #4f60aaca
-DISTRACTOR_SYSTEM = """You write near-miss facts for a test case of a personal assistant.
-Near-miss facts are things the assistant might also have stored about the same people, places and days as the request. They look related to the request, but they do not help decide whether it can go ahead.
-
-Rules:
-- Each fact is one sentence with one claim. Name people and places in full (no pronouns). Write dates as YYYY-MM-DD with the weekday from the calendar.
-- Share the request's people, places or day, with harmless everyday content (past visits, preferences, who paid, what was bought, a colleague's news).
-- Do not repeat, paraphrase or contradict the decisive facts given.
-- Add nothing that blocks the request or shows it works: no opening hours, availability, access, travel times, bookings, health needs or restrictions that bear on it.
-- Facts must be true in this world and known on the request date. No judgments.
-Answer with JSON only: {"facts": ["...", "..."]}"""
+DISTRACTOR_SYSTEM = prompt_asset("gen/distractors/DISTRACTOR_SYSTEM.md")
 
 # %% ../../nbs/45_gen_distractors.ipynb #6962202a
 class NearMisses(BaseModel):
@@ -50,36 +44,48 @@ class NearMisses(BaseModel):
 
 # %% ../../nbs/45_gen_distractors.ipynb #1597ca81
 def distractor_messages(inst: dict, case: dict, n: int, see_context: bool = True) -> list[dict]:
-    "Messages asking for `n` near-miss facts for one kept case (slot with its final draft); without `see_context` the decisive facts are not shown, only the words to avoid."
+    "Messages asking for `n` near-miss facts for one kept case (without `see_context`: only words to avoid)."
     d, ref = case["draft"], case["ref_date"]
-    user = (f"The user's world:\n{profile_text(inst)}\n\nCalendar from the request date:\n{calendar_text(ref, 21)}\n\n"
+    decisive = (f"Decisive facts (do not repeat, paraphrase or contradict them): {d['context']}"
+                if see_context else
+                f"What decides the request is not shown; do not mention: {', '.join(d['hidden_terms'])}.")
+    user = (f"The user's world:\n{profile_text(inst)}\n\n"
+            f"Calendar from the request date:\n{calendar_text(ref, 21)}\n\n"
             f"Request (made on {dt.date.fromisoformat(ref):%A} {ref}): {d['request']}\n"
-            f"People: {', '.join(d['people']) or 'none named'}. Places: {', '.join(d['places']) or 'none named'}. Day: {d['date']}.\n"
-            + (f"Decisive facts (do not repeat, paraphrase or contradict them): {d['context']}" if see_context else
-               f"What decides the request is not shown; do not mention: {', '.join(d['hidden_terms'])}.")
-            + f"\n\nWrite {n} near-miss facts as JSON.")
+            f"People: {', '.join(d['people']) or 'none named'}. "
+            f"Places: {', '.join(d['places']) or 'none named'}. Day: {d['date']}.\n"
+            f"{decisive}\n\nWrite {n} near-miss facts as JSON.")
     return [dict(role="system", content=DISTRACTOR_SYSTEM), dict(role="user", content=user)]
 
 # %% ../../nbs/45_gen_distractors.ipynb #95a7112f
 DISTRACTOR_MAX_TOKENS = 600
 
+# %% ../../nbs/45_gen_distractors.ipynb #b7e2c4d1
+def filter_near_misses(case: dict, kept: list[dict], facts: list[str],
+                       window: dict) -> tuple[list[str], list[str]]:
+    "(facts kept, reasons of those dropped) of the near misses a model wrote for `case`, one of `kept`."
+    own = case["draft"]["hidden_terms"]
+    others = [t for o in kept if o["case_id"] != case["case_id"] for t in o["draft"]["hidden_terms"]]
+    seen = {word_key(s) for s in split_sentences(case["draft"]["context"])}
+    keep, why = [], []
+    for f in (s for x in facts for s in split_sentences(x)):
+        r = "repeats_context" if word_key(f) in seen else fact_drop_reason(f, window, own, seen)
+        if r is None and term_hits(f, others): r = "touches_other_case"
+        if r: why.append(r)
+        else: keep.append(f)
+    return keep, why
+
 # %% ../../nbs/45_gen_distractors.ipynb #1e692aab
 def make_distractors(cm, cfg: GenConfig, inst: dict, kept: list[dict]) -> dict:
     "Stage 5 row: {case_id: [near-miss facts]} for the kept cases of one instance, and what was dropped."
-    if cfg.distractors_per_case == 0 or not kept: return dict(instance_id=inst["instance_id"], distractors={c["case_id"]: [] for c in kept}, dropped={})
-    got = ask_many(cm, [distractor_messages(inst, c, cfg.distractors_per_case, cfg.distractors_see_context) for c in kept], NearMisses, stage="gen.distractors",
-                   max_tokens=DISTRACTOR_MAX_TOKENS)
+    iid = inst["instance_id"]
+    if cfg.distractors_per_case == 0 or not kept:
+        return dict(instance_id=iid, distractors={c["case_id"]: [] for c in kept}, dropped={})
+    asks = [distractor_messages(inst, c, cfg.distractors_per_case, cfg.distractors_see_context) for c in kept]
+    got = ask_many(cm, asks, NearMisses, stage="gen.distractors", max_tokens=DISTRACTOR_MAX_TOKENS)
     out, why = {}, []
     for c, (obj, _) in zip(kept, got):
         if obj is None: out[c["case_id"]] = []; why.append("malformed_output"); continue
-        own = c["draft"]["hidden_terms"]
-        others = [t for o in kept if o["case_id"] != c["case_id"] for t in o["draft"]["hidden_terms"]]
-        seen = {word_key(s) for s in split_sentences(c["draft"]["context"])}
-        keep = []
-        for f in (s for x in obj.facts for s in split_sentences(x)):
-            r = "repeats_context" if word_key(f) in seen else fact_drop_reason(f, inst["timeline"], own, seen)
-            if r is None and term_hits(f, others): r = "touches_other_case"
-            if r: why.append(r)
-            else: keep.append(f)
-        out[c["case_id"]] = keep
-    return dict(instance_id=inst["instance_id"], distractors=out, dropped=count(why))
+        out[c["case_id"]], dropped = filter_near_misses(c, kept, obj.facts, inst["timeline"])
+        why += dropped
+    return dict(instance_id=iid, distractors=out, dropped=count(why))

@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse, datetime as dt, hashlib, json, math, os, re, shutil, sys, time
 from pathlib import Path
 from ..data import UsageError
-from .base import (CELLS, STAGES, GenConfig, add_counts, count, hhmm, read_accounts, read_stage, run_stage, stage_path,
-                           to_minutes)
+from .base import (CELLS, STAGES, GenConfig, add_counts, count, hhmm, read_accounts, read_stage,
+                           run_stage, stage_path, to_minutes)
 from .persona import expand_personas, instance_id_of, load_personas, persona_source
 from .profile import synthesize_profile
 from .cases import generate_cases
@@ -23,7 +23,8 @@ __all__ = ['GEN_MODULES', 'ACCOUNT_FIELDS', 'PAPER_SCALE', 'AFTER_CHECKS', 'toy_
            'add_cli', 'toy_chat', 'generate_dataset', 'drop_cases', 'rebuild_outputs', 'drop_failing_cases']
 
 # %% ../../nbs/48_generate.ipynb #435ec5c6
-_NAMES = ["Ana Ortega", "Tomas Novak", "Priya Raman", "Kofi Mensah", "Lena Fischer", "Kenji Watanabe", "Maria Santos", "Omar Farouk"]
+_NAMES = ["Ana Ortega", "Tomas Novak", "Priya Raman", "Kofi Mensah", "Lena Fischer", "Kenji Watanabe",
+          "Maria Santos", "Omar Farouk"]
 _FRIENDS = ["Valeria Ruiz", "Diego Lopez", "Sara Kim", "Jonas Berg"]
 
 # %% ../../nbs/48_generate.ipynb #4d0ab2a0
@@ -37,17 +38,22 @@ def _d(s): return dt.date.fromisoformat(s)
 def _toy_persona(u: str) -> dict:
     seed = re.findall(r"Seed persona: ([^\n]*)", u)[-1]   # the last one: the first is the prompt's example
     name = _NAMES[int(hashlib.sha256(seed.encode()).hexdigest(), 16) % len(_NAMES)]
-    return {"persona": f"{name} is the person of this seed: {seed} " + " ".join(f"{name} keeps a steady weekly rhythm number {i}." for i in range(8))}
+    return {"persona": f"{name} is the person of this seed: {seed} "
+                       + " ".join(f"{name} keeps a steady weekly rhythm number {i}." for i in range(8))}
 
 # %% ../../nbs/48_generate.ipynb #c172652f
 def _toy_ego(u: str) -> dict:
     name = _find(r"Persona description:\n(\S+ \S+)", u, "Ana Ortega")
     ref = _d(_find(r"Today is (\d{4}-\d{2}-\d{2})", u))
     on = lambda k: (ref + dt.timedelta(days=k)).isoformat()
-    return dict(name=name, age=40, gender="female", country="Mexico", city="Mexico City", neighbourhood="Roma Norte", household=["lives alone"],
+    return dict(name=name, age=40, gender="female", country="Mexico", city="Mexico City",
+                neighbourhood="Roma Norte", household=["lives alone"],
                 occupation="designer", workplace="Estudio Norte", work_schedule="weekdays 09:00-17:00",
-                weekly_routine=["Tuesday 18:30 yoga at Casa Prana", "Saturday 10:00 market at Mercado Medellin"], health_conditions=["mild asthma"],
-                medications=[dict(name="salbutamol inhaler", purpose="asthma")], diet=["vegetarian"], mobility=["Metro Line 1"], devices=["Pixel 8"],
+                weekly_routine=["Tuesday 18:30 yoga at Casa Prana",
+                                "Saturday 10:00 market at Mercado Medellin"],
+                health_conditions=["mild asthma"],
+                medications=[dict(name="salbutamol inhaler", purpose="asthma")],
+                diet=["vegetarian"], mobility=["Metro Line 1"], devices=["Pixel 8"],
                 hobbies=["climbing"], food_likes=["tacos"], food_dislikes=["olives"], values=["punctuality"],
                 places=[dict(name="Casa Prana", kind="yoga studio", detail="a 10-minute walk from home"),
                         dict(name="Rocodromo Roma", kind="climbing gym", detail="open 07:00-22:00")],
@@ -57,15 +63,18 @@ def _toy_ego(u: str) -> dict:
 # %% ../../nbs/48_generate.ipynb #138ce44a
 def _toy_alters(sys_: str, u: str) -> dict:
     n, ego = int(_find(r"Invent (\d+) people", sys_, "2")), _find(r"Profile of (.*?):", u, "Ana Ortega")
-    al = [dict(name=_FRIENDS[i], relation=["friend", "brother", "colleague", "neighbour"][i], age=30 + i, city="Mexico City", occupation="nurse",
-               traits=["calm"], constraints=[["severe peanut allergy", "uses a wheelchair", "works night shifts", "vegan"][i]],
-               shared_context=[f"climbs with {ego} on Thursdays"]) for i in range(n)]
+    relations = ["friend", "brother", "colleague", "neighbour"]
+    needs = ["severe peanut allergy", "uses a wheelchair", "works night shifts", "vegan"]
+    al = [dict(name=_FRIENDS[i], relation=relations[i], age=30 + i, city="Mexico City", occupation="nurse",
+               traits=["calm"], constraints=[needs[i]], shared_context=[f"climbs with {ego} on Thursdays"])
+          for i in range(n)]
     return {"alters": al}
 
 # %% ../../nbs/48_generate.ipynb #02769c6b
 def toy_reply(messages: list[dict], schema: dict | None) -> str:
-    "A scripted generator model: a plausible, rule-following JSON reply to any generation prompt (by the schema's title)."
-    title, sys_, u = (schema or {}).get("title"), messages[0]["content"], messages[1]["content"]   # the request itself, also on a retry
+    "A scripted generator model: a plausible, rule-following JSON reply to any generation prompt (by schema)."
+    # the request itself, also on a retry
+    title, sys_, u = (schema or {}).get("title"), messages[0]["content"], messages[1]["content"]
     h = int(hashlib.sha256(u.encode()).hexdigest(), 16)
     if title == "PersonaText": return json.dumps(_toy_persona(u))
     if title == "EgoProfile": return json.dumps(_toy_ego(u))
@@ -75,26 +84,34 @@ def toy_reply(messages: list[dict], schema: dict | None) -> str:
     if title == "Review":
         return json.dumps(_toy_review(u))
     if title == "NearMisses":
-        day, people = _d(_find(r"Day: (\d{4}-\d{2}-\d{2})", u)), _find(r"People: (.*?)\. Places", u, "Ana Ortega")
+        day = _d(_find(r"Day: (\d{4}-\d{2}-\d{2})", u))
+        people = _find(r"People: (.*?)\. Places", u, "Ana Ortega")
         who = people.split(", ")[0] if people != "none named" else "Ana Ortega"
         n = int(_find(r"Write (\d+) near-miss", u, "4"))
-        return json.dumps({"facts": _toy_facts(who, [day - dt.timedelta(days=k) for k in range(7, 0, -1)], n, h)})
+        week = [day - dt.timedelta(days=k) for k in range(7, 0, -1)]
+        return json.dumps({"facts": _toy_facts(who, week, n, h)})
     if title == "Atoms":
         ctx = _find(r"Passage: (.*?)\n\nWrite", u, "")
-        return json.dumps({"facts": [{"text": s, "decisive": True} for s in re.split(r"(?<=\.)\s+", ctx) if s]})
+        atoms = [{"text": s, "decisive": True} for s in re.split(r"(?<=\.)\s+", ctx) if s]
+        return json.dumps({"facts": atoms})
     if title == "Everyday":
-        who, topic, week = _find(r"facts about (.*?), on the topic", u), _find(r"on the topic: (.*?)\. Write", u), _find(r"of the week:\n\w+ (\S+)", u)
+        who = _find(r"facts about (.*?), on the topic", u)
         n = int(_find(r"Write (\d+) facts", u, "5"))
-        days = re.findall(r"^\w{3} (\d{4}-\d{2}-\d{2})$", u.split("Calendar of the week:\n")[1].split("\n\n")[0], re.M)
+        week_cal = u.split("Calendar of the week:\n")[1].split("\n\n")[0]
+        days = re.findall(r"^\w{3} (\d{4}-\d{2}-\d{2})$", week_cal, re.M)
         return json.dumps({"facts": _toy_facts(who, [_d(x) for x in days], n, h)})
     return "{}"
 
 # %% ../../nbs/48_generate.ipynb #599da1e1
-_VERBS = ["bought", "repaired", "lent out", "found", "ordered", "returned", "cleaned", "labelled", "borrowed", "painted", "wrapped"]
-_ITEMS = ["a blue notebook", "a coffee grinder", "a rain jacket", "a bike lamp", "a spice rack", "a library card", "a yoga mat", "a metro card",
-          "a clay plant pot", "a desk lamp", "a steel water bottle", "a wool scarf", "a chess set", "a kitchen scale", "a phone charger", "a sun hat"]
-_PLACES = ["at Mercado Medellin", "at Papeleria Roma", "from the corner shop on Calle Orizaba", "at the Sunday flea market", "from Libreria Porrua",
-           "at Ferreteria Lopez", "from the online store Linio", "at Plaza Rio de Janeiro"]
+_VERBS = ["bought", "repaired", "lent out", "found", "ordered", "returned", "cleaned", "labelled", "borrowed",
+          "painted", "wrapped"]
+_ITEMS = ["a blue notebook", "a coffee grinder", "a rain jacket", "a bike lamp", "a spice rack",
+          "a library card", "a yoga mat", "a metro card", "a clay plant pot", "a desk lamp",
+          "a steel water bottle", "a wool scarf", "a chess set", "a kitchen scale", "a phone charger",
+          "a sun hat"]
+_PLACES = ["at Mercado Medellin", "at Papeleria Roma", "from the corner shop on Calle Orizaba",
+           "at the Sunday flea market", "from Libreria Porrua", "at Ferreteria Lopez",
+           "from the online store Linio", "at Plaza Rio de Janeiro"]
 
 def _toy_facts(who: str, days: list[dt.date], n: int, h: int) -> list[str]:
     "n varied, dated, rule-following everyday facts about `who` on the given days."
@@ -102,7 +119,9 @@ def _toy_facts(who: str, days: list[dt.date], n: int, h: int) -> list[str]:
     for i in range(n):
         k = h // 7 + 31 * i
         d = days[i % len(days)]
-        out.append(f"{who} {_VERBS[k % len(_VERBS)]} {_ITEMS[(k // 11) % len(_ITEMS)]} {_PLACES[(k // 176) % len(_PLACES)]} on {d:%A} {d.isoformat()}.")
+        verb, item = _VERBS[k % len(_VERBS)], _ITEMS[(k // 11) % len(_ITEMS)]
+        place = _PLACES[(k // 176) % len(_PLACES)]
+        out.append(f"{who} {verb} {item} {place} on {d:%A} {d.isoformat()}.")
     return out
 
 # %% ../../nbs/48_generate.ipynb #414b452d
@@ -116,111 +135,148 @@ def _toy_case(u: str, temporal: bool, h: int) -> dict:
     day = ref + dt.timedelta(days=9 + (h % 5))
     ds, wd = day.isoformat(), f"{day:%A}"
     conflict = label == "conflict"
-    fixed = re.search(r"something ends or starts at (\d\d:\d\d); then \d+ steps take ([\d, and]+) minutes.*?done by (\d\d:\d\d)", u)
-    if temporal and fixed:   # code chose the times and writes every number: name the chain, give the other facts
+    fixed = re.search(r"something ends or starts at (\d\d:\d\d); then \d+ steps take ([\d, and]+) minutes"
+                      r".*?done by (\d\d:\d\d)", u)
+    # code chose the times and writes every number: name the chain, give the other facts
+    if temporal and fixed:
         n = len(re.findall(r"\d+", fixed.group(2)))
-        return dict(date=ds, people=[ego], places=["Estudio Norte", "Casa Prana"], hidden_reason=f"the workshop {tag} at Estudio Norte (variant {v})",
-                    hidden_terms=["workshop"], chain=dict(start_what=f"{ego}'s workshop {tag} at Estudio Norte ends",
-                                                          steps=["the walk to Casa Prana", "the wait at the front desk", "changing for class"][:n],
-                                                          deadline_what="the yoga class at Casa Prana starts"),
-                    context=f"{ego} runs a workshop {tag} at Estudio Norte on {ds}. Casa Prana holds a yoga class that evening.",
+        steps = ["the walk to Casa Prana", "the wait at the front desk", "changing for class"][:n]
+        return dict(date=ds, people=[ego], places=["Estudio Norte", "Casa Prana"],
+                    hidden_reason=f"the workshop {tag} at Estudio Norte (variant {v})",
+                    hidden_terms=["workshop"],
+                    chain=dict(start_what=f"{ego}'s workshop {tag} at Estudio Norte ends", steps=steps,
+                               deadline_what="the yoga class at Casa Prana starts"),
+                    context=f"{ego} runs a workshop {tag} at Estudio Norte on {ds}. "
+                            "Casa Prana holds a yoga class that evening.",
                     request=f"Book me the {fixed.group(3)} yoga class at Casa Prana on {wd} {ds}.")
     if temporal:
         dl = "18:15" if conflict else "18:40"
-        return dict(date=ds, people=[ego], places=["Estudio Norte", "Casa Prana"], hidden_reason=f"the workshop {tag} runs until 18:00 (variant {v})",
+        return dict(date=ds, people=[ego], places=["Estudio Norte", "Casa Prana"],
+                    hidden_reason=f"the workshop {tag} runs until 18:00 (variant {v})",
                     hidden_terms=["workshop"],
-                    arithmetic=dict(start="18:00", start_what="the workshop ends", steps=[dict(what="walk to Casa Prana", minutes=25)], deadline=dl,
+                    arithmetic=dict(start="18:00", start_what="the workshop ends",
+                                    steps=[dict(what="walk to Casa Prana", minutes=25)], deadline=dl,
                                     deadline_what="the yoga class starts"),
-                    context=f"{ego}'s workshop {tag} at Estudio Norte on {ds} runs until 18:00. The walk from Estudio Norte to Casa Prana takes 25 minutes. "
+                    context=f"{ego}'s workshop {tag} at Estudio Norte on {ds} runs until 18:00. "
+                            "The walk from Estudio Norte to Casa Prana takes 25 minutes. "
                             f"The yoga class at Casa Prana on {ds} starts at {dl}.",
                     request=f"Book me the {dl} yoga class at Casa Prana on {wd} {ds}.",
-                    judgment=f"The walk after the 18:00 finish takes 25 minutes, so {ego} reaches Casa Prana at 18:25, "
+                    judgment="The walk after the 18:00 finish takes 25 minutes, "
+                             f"so {ego} reaches Casa Prana at 18:25, "
                              + ("after the class starts." if conflict else "before the class starts."))
     if "Situation type: personal" in u:
         friend = _find(r"Build the case around: ([^\n(:]+?)(?: \(|:)", u, "Valeria Ruiz")
         place = "La Docena" if conflict else "Casa Lupe"
-        ctx = f"{friend} has a severe peanut allergy. " + ("La Docena cooks its mole with peanuts." if conflict else "Casa Lupe keeps its kitchen free of peanuts.")
-        return dict(date=ds, people=[ego, friend], places=[place], hidden_reason=f"peanut allergy {tag} (variant {v})", hidden_terms=["peanut"], context=ctx,
+        kitchen = ("La Docena cooks its mole with peanuts." if conflict
+                   else "Casa Lupe keeps its kitchen free of peanuts.")
+        ctx = f"{friend} has a severe peanut allergy. " + kitchen
+        return dict(date=ds, people=[ego, friend], places=[place],
+                    hidden_reason=f"peanut allergy {tag} (variant {v})", hidden_terms=["peanut"], context=ctx,
                     request=f"Book a table at {place} for {friend} and me on {wd} {ds}.",
-                    judgment=f"{friend}'s peanut allergy " + ("rules out La Docena's mole." if conflict else "is respected by Casa Lupe."))
+                    judgment=f"{friend}'s peanut allergy "
+                             + ("rules out La Docena's mole." if conflict else "is respected by Casa Lupe."))
     place = _find(r"Build the case around: ([^\n(:]+?)(?: \(|:)", u, "Casa Prana")
-    a, b = (day - dt.timedelta(days=1), day + dt.timedelta(days=1)) if conflict else (day + dt.timedelta(days=2), day + dt.timedelta(days=4))
-    return dict(date=ds, people=[ego], places=[place], hidden_reason=f"renovation closure {tag} (variant {v})", hidden_terms=["renovation"],
-                context=f"{place} posted that it is shut for renovation from {a.isoformat()} to {b.isoformat()}.",
+    shut = (-1, 1) if conflict else (2, 4)
+    a, b = (day + dt.timedelta(days=k) for k in shut)
+    shut_days = f"from {a.isoformat()} to {b.isoformat()}"
+    return dict(date=ds, people=[ego], places=[place],
+                hidden_reason=f"renovation closure {tag} (variant {v})", hidden_terms=["renovation"],
+                context=f"{place} posted that it is shut for renovation {shut_days}.",
                 request=f"Book me a session at {place} on {wd} {ds}.",
-                judgment=f"{place} is shut for renovation " + ("on that day." if conflict else "only after that day."))
+                judgment=f"{place} is shut for renovation "
+                         + ("on that day." if conflict else "only after that day."))
 
 # %% ../../nbs/48_generate.ipynb #48a235be
 def _toy_review(u: str) -> dict:
     ctx, req = _find(r"Facts the assistant knows: (.*?)\nReview", u, ""), _find(r"\): (.*?)\nFacts", u, "")
     hold = False
     m = re.search(r"(?:runs until|ends at) (\d\d:\d\d)(.*?)starts at (\d\d:\d\d)", ctx)
-    if m: hold = to_minutes(m.group(1)) + sum(int(x) for x in re.findall(r"takes (\d+) minutes", m.group(2))) > to_minutes(m.group(3))
+    if m:
+        steps = sum(int(x) for x in re.findall(r"takes (\d+) minutes", m.group(2)))
+        hold = to_minutes(m.group(1)) + steps > to_minutes(m.group(3))
     if "with peanuts" in ctx: hold = True
     m = re.search(r"from (\d{4}-\d{2}-\d{2}) to (\d{4}-\d{2}-\d{2})", ctx)
     day = _find(r"(\d{4}-\d{2}-\d{2})", req)
     if m and day: hold = m.group(1) <= day <= m.group(2)
-    return dict(deciding_fact=ctx.split(".")[0], decision="hold_off" if hold else "go_ahead", request_hints=False, realistic=True)
+    return dict(deciding_fact=ctx.split(".")[0], decision="hold_off" if hold else "go_ahead",
+                request_hints=False, realistic=True)
 
 # %% ../../nbs/48_generate.ipynb #4f5f3cd0
-GEN_MODULES = ("pace.gen.persona", "pace.gen.profile", "pace.gen.cases", "pace.gen.validate", "pace.gen.distractors", "pace.gen.atomize", "pace.gen.kb")
+GEN_MODULES = ("pace.gen.persona", "pace.gen.profile", "pace.gen.cases", "pace.gen.validate",
+               "pace.gen.distractors", "pace.gen.atomize", "pace.gen.kb")
 
 # %% ../../nbs/48_generate.ipynb #a1199c90
 def gen_prompt_hashes() -> dict[str, str]:
-    "sha256 (first 16 hex) of every prompt constant (*_SYSTEM, *_RULES, *_NOTE, *_EXAMPLES, *_HINTS, ...) of the generation modules, keyed `gen_<module>.<NAME>`."
+    "sha256 (16 hex) of each prompt constant (*_SYSTEM, *_RULES, ...) of GEN_MODULES: `gen_<module>.<NAME>`."
     import importlib
     out = {}
     for name in GEN_MODULES:
         mod = importlib.import_module(name)
         for k, v in sorted(vars(mod).items()):
-            if k.isupper() and k.endswith(("_SYSTEM", "_RULES", "_NOTE", "_TOPICS", "_CONDITIONS", "_EXAMPLES", "_HINTS", "_DETAILS")):
-                out[f"gen_{name.split('.')[-1]}.{k}"] = hashlib.sha256(repr(sorted(v.items()) if isinstance(v, dict) else v).encode()).hexdigest()[:16]
+            if k.isupper() and k.endswith(("_SYSTEM", "_RULES", "_NOTE", "_TOPICS", "_CONDITIONS",
+                                           "_EXAMPLES", "_HINTS", "_DETAILS")):
+                text = repr(sorted(v.items()) if isinstance(v, dict) else v)
+                out[f"gen_{name.split('.')[-1]}.{k}"] = hashlib.sha256(text.encode()).hexdigest()[:16]
     return out
 
 # %% ../../nbs/48_generate.ipynb #a20e04e9
-ACCOUNT_FIELDS = ("calls", "model_calls", "cache_hits", "failures", "prompt_tokens", "completion_tokens", "model_seconds")
+ACCOUNT_FIELDS = ("calls", "model_calls", "cache_hits", "failures", "prompt_tokens", "completion_tokens",
+                  "model_seconds")
 
 # %% ../../nbs/48_generate.ipynb #b1246f38
 def _stage_accounts(root, ids) -> dict[str, dict]:
     acc, out = read_accounts(root), {}
     for st in STAGES:
         rows = [acc[(st, i)] for i in ids if (st, i) in acc]
-        d = dict.fromkeys(ACCOUNT_FIELDS, 0); d["wall_seconds"] = 0.0; d["instances"] = len(rows); d["by_tag"] = {}
+        d = dict.fromkeys(ACCOUNT_FIELDS, 0)
+        d["wall_seconds"] = 0.0; d["instances"] = len(rows); d["by_tag"] = {}
         for r in rows:
             d["wall_seconds"] += r["wall_seconds"]
             for tag, a in r["accounts"].items():
                 t = d["by_tag"].setdefault(tag, dict.fromkeys(ACCOUNT_FIELDS, 0))
-                for f in ACCOUNT_FIELDS: t[f] += a.get(f, 0); d[f] += a.get(f, 0) if not tag.startswith("gen.dedup") else 0
+                for f in ACCOUNT_FIELDS:   # embeddings are counted per tag, not in the stage's calls
+                    t[f] += a.get(f, 0); d[f] += a.get(f, 0) if not tag.startswith("gen.dedup") else 0
         out[st] = d
     return out
 
+# %% ../../nbs/48_generate.ipynb #a7c1e2d4
+def _validation_summary(rows: list[dict]) -> dict:
+    "What validation did to the cases of stage 4 `rows`: actions, drops, rewrites, rounds, late drops."
+    dec = [d for r in rows for d in r["decisions"]]
+    return dict(decided=len(dec), actions=add_counts(*[r["actions"] for r in rows]),
+                dropped=add_counts(*[r["dropped"] for r in rows]),
+                rewrite_reasons=add_counts(*[r["rewrite_reasons"] for r in rows]),
+                repaired=add_counts(*[r.get("repaired", {}) for r in rows]),
+                rounds=sum(d["rounds"] for d in dec),
+                after_generation=[dict(query_id=f"{r['instance_id']}-{d['case_id']}", **d["dropped_after"])
+                                  for r in rows for d in r["decisions"] if d.get("dropped_after")])
+
 # %% ../../nbs/48_generate.ipynb #e6212ffe
 def generation_report(root, ids: list[str]) -> dict:
-    "Accounts per stage and outcomes per stage (what was kept, rewritten and dropped, by reason) for the instances `ids` of a folder."
+    "Accounts and outcomes per stage (what was kept, rewritten and dropped, by reason) of instances `ids`."
     s = {st: read_stage(root, st) for st in STAGES}
     get = lambda st: [s[st][i] for i in ids if i in s[st]]
-    inst_drops = add_counts(*[{f"{st}:{r['dropped_instance']}": 1} for st in ("1_persona", "2_profile", "7_kb") for r in get(st) if r.get("dropped_instance")])
+    dropped = [(st, r["dropped_instance"]) for st in ("1_persona", "2_profile", "7_kb")
+               for r in get(st) if r.get("dropped_instance")]
+    inst_drops = add_counts(*[{f"{st}:{why}": 1} for st, why in dropped])
     cases = [c for r in get("3_cases") for c in r["cases"]]
-    dec = [d for r in get("4_validate") for d in r["decisions"]]
     dist_cases = sum(len(r["distractors"]) for r in get("5_distractors"))
+    atoms, fills = get("6_atomize"), get("7_kb")
     out = dict(
         instances=dict(seeds=len(ids), dropped=inst_drops),
         accounts=_stage_accounts(root, ids),
         cases=dict(planned=len(cases), malformed=sum(c["draft"] is None for c in cases),
-                   cells_planned={f"{t}/{l}": sum((c["situation_type"], c["label"]) == (t, l) for c in cases) for t, l in CELLS}),
-        validation=dict(decided=len(dec), actions=add_counts(*[r["actions"] for r in get("4_validate")]),
-                        dropped=add_counts(*[r["dropped"] for r in get("4_validate")]), rewrite_reasons=add_counts(*[r["rewrite_reasons"] for r in get("4_validate")]),
-                        repaired=add_counts(*[r.get("repaired", {}) for r in get("4_validate")]),
-                        rounds=sum(d["rounds"] for d in dec),
-                        after_generation=[dict(query_id=f"{r['instance_id']}-{d['case_id']}", **d["dropped_after"])
-                                          for r in get("4_validate") for d in r["decisions"] if d.get("dropped_after")]),
-        distractors=dict(cases=dist_cases, kept=sum(len(v) for r in get("5_distractors") for v in r["distractors"].values()),
+                   cells_planned={f"{t}/{l}": sum((c["situation_type"], c["label"]) == (t, l) for c in cases)
+                                  for t, l in CELLS}),
+        validation=_validation_summary(get("4_validate")),
+        distractors=dict(cases=dist_cases,
+                         kept=sum(len(v) for r in get("5_distractors") for v in r["distractors"].values()),
                          dropped=add_counts(*[r["dropped"] for r in get("5_distractors")])),
-        atomization=dict(facts=sum(len(r["facts"]) for r in get("6_atomize")), merged=sum(r["merged"] for r in get("6_atomize")),
-                         by_origin=add_counts(*[{f["origin"]: 1} for r in get("6_atomize") for f in r["facts"]]),
-                         dropped=add_counts(*[r["dropped"] for r in get("6_atomize")])),
-        fill=dict(**{k: sum(r["fill"][k] for r in get("7_kb")) for k in ("calls", "asked", "returned", "kept")},
-                  dropped=add_counts(*[r["dropped"] for r in get("7_kb")])),
+        atomization=dict(facts=sum(len(r["facts"]) for r in atoms), merged=sum(r["merged"] for r in atoms),
+                         by_origin=add_counts(*[{f["origin"]: 1} for r in atoms for f in r["facts"]]),
+                         dropped=add_counts(*[r["dropped"] for r in atoms])),
+        fill=dict(**{k: sum(r["fill"][k] for r in fills) for k in ("calls", "asked", "returned", "kept")},
+                  dropped=add_counts(*[r["dropped"] for r in fills])),
     )
     return out
 
@@ -234,14 +290,17 @@ def _seed_sha(seeds) -> str:
 
 # %% ../../nbs/48_generate.ipynb #19384856
 def check_generation_settings(out, settings: dict):
-    "Refuse (`pace.runfolder.RunMismatchError`, a UsageError) to resume a folder whose generate.json holds other settings; say what differs."
+    "Refuse (`RunMismatchError`) to resume a folder whose generate.json holds other settings: what differs."
     from pace.runfolder import RunMismatchError, settings_diff
     man = Path(out) / "generate.json"
     if not man.exists(): return
     try: old = json.loads(man.read_text()).get("settings", {})
-    except ValueError: raise RunMismatchError(f"{man} is not valid JSON: move the folder away or use another --out") from None
+    except ValueError:
+        raise RunMismatchError(f"{man} is not valid JSON: move the folder away or use another --out"
+                               ) from None
     diff = settings_diff(old, json.loads(json.dumps(settings, default=str)))
-    if diff: raise RunMismatchError(f"{out} holds a generation with other settings; it was not resumed (use another --out):\n  " + "\n  ".join(diff))
+    if diff: raise RunMismatchError(f"{out} holds a generation with other settings; it was not resumed "
+                                    "(use another --out):\n  " + "\n  ".join(diff))
 
 # %% ../../nbs/48_generate.ipynb #3b7c4073
 def _spec_of(spec, kind: str):
@@ -249,16 +308,21 @@ def _spec_of(spec, kind: str):
     if spec is not None and not isinstance(spec, (str, dict)): return None
     from pace.llm import parse_spec, DEFAULT_CHAT_MODEL
     from pace.embed import DEFAULT_EMBEDDER
-    return parse_spec(spec, *((DEFAULT_CHAT_MODEL, "PACE_CHAT_MODEL") if kind == "chat" else (DEFAULT_EMBEDDER, "PACE_EMBED_MODEL")))
+    default = ((DEFAULT_CHAT_MODEL, "PACE_CHAT_MODEL") if kind == "chat"
+               else (DEFAULT_EMBEDDER, "PACE_EMBED_MODEL"))
+    return parse_spec(spec, *default)
 
 # %% ../../nbs/48_generate.ipynb #35cbe593
 def _fill_row(cm, emb, cfg, inst, kept, atoms) -> dict:
     "Stage 7 row: the everyday facts that fill the KB (assembly happens from the stage files, at the end)."
     live = [c for c in kept if c["case_id"] in atoms["gold"]]
-    if not live: return dict(instance_id=inst["instance_id"], everyday=[], fill=dict(calls=0, asked=0, returned=0, kept=0), dropped={}, dropped_instance="no_cases_left")
+    if not live: return dict(instance_id=inst["instance_id"], everyday=[],
+                             fill=dict(calls=0, asked=0, returned=0, kept=0), dropped={},
+                             dropped_instance="no_cases_left")
     avoid = sorted({t for c in live for t in c["draft"]["hidden_terms"]})
     new, dropped, acc = fill_kb(cm, emb, cfg, inst, atoms["facts"], avoid)
-    return dict(instance_id=inst["instance_id"], everyday=new, fill=acc, dropped=dropped, dropped_instance=None)
+    return dict(instance_id=inst["instance_id"], everyday=new, fill=acc, dropped=dropped,
+                dropped_instance=None)
 
 # %% ../../nbs/48_generate.ipynb #6c10732c
 def _gen_config(d) -> GenConfig:
@@ -266,7 +330,8 @@ def _gen_config(d) -> GenConfig:
     try: return GenConfig(**(d or {}))
     except ValidationError as e:
         bad = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
-        raise UsageError(f"bad generation setting: {bad} (settings: {', '.join(GenConfig.model_fields)})") from None
+        known = ", ".join(GenConfig.model_fields)
+        raise UsageError(f"bad generation setting: {bad} (settings: {known})") from None
 
 # %% ../../nbs/48_generate.ipynb #31a30a1c
 def _dataset_summary(ds) -> dict:
@@ -274,15 +339,18 @@ def _dataset_summary(ds) -> dict:
     st = dataset_stats(ds)
     have = {(q.instance_id, q.situation_type, q.label) for q in ds.queries}
     missing = {iid: [f"{t}/{l}" for t, l in CELLS if (iid, t, l) not in have] for iid in ds.instances}
-    return dict(stats=st, facts_per_instance={i: len(f) for i, f in ds.kb.items()}, queries_per_instance={i: sum(q.instance_id == i for q in ds.queries) for i in ds.instances},
-                cells_missing={i: m for i, m in missing.items() if m}, cells_covered=sorted({f"{t}/{l}" for _, t, l in have}))
+    return dict(stats=st, facts_per_instance={i: len(f) for i, f in ds.kb.items()},
+                queries_per_instance={i: sum(q.instance_id == i for q in ds.queries) for i in ds.instances},
+                cells_missing={i: m for i, m in missing.items() if m},
+                cells_covered=sorted({f"{t}/{l}" for _, t, l in have}))
 
 # %% ../../nbs/48_generate.ipynb #ed2bad55
 PAPER_SCALE = dict(instances=185, cases_per_cell=3, facts=2000)
 
 # %% ../../nbs/48_generate.ipynb #27f582a2
-_UNITS = {"gen.persona": "instance", "gen.profile": "instance", "gen.alters": "instance", "gen.cases": "case", "gen.validate": "case", "gen.rewrite": "case",
-          "gen.distractors": "case", "gen.atomize": "case", "gen.everyday": "everyday fact", "gen.dedup": "fact"}
+_UNITS = {"gen.persona": "instance", "gen.profile": "instance", "gen.alters": "instance", "gen.cases": "case",
+          "gen.validate": "case", "gen.rewrite": "case", "gen.distractors": "case", "gen.atomize": "case",
+          "gen.everyday": "everyday fact", "gen.dedup": "fact"}
 
 # %% ../../nbs/48_generate.ipynb #1ef15c2f
 def _tag_accounts(acc: dict) -> dict[str, dict]:
@@ -296,16 +364,18 @@ def _tag_accounts(acc: dict) -> dict[str, dict]:
 
 # %% ../../nbs/48_generate.ipynb #e9402f6b
 def _projection_row(tag: str, unit: str, m, a: dict, target: float, f: float | None) -> dict:
-    "The row of one call tag: accounts `a` measured over `m` units, projected to `target` units by the factor `f` (None: nothing measured)."
-    return dict(tag=tag, unit=unit, measured_units=m, calls=a["calls"], prompt_tokens=a["prompt_tokens"], completion_tokens=a["completion_tokens"],
-                model_seconds=round(a["model_seconds"], 1), projected_units=round(target),
-                projected_calls=None if f is None else round(a["calls"] * f), projected_prompt_tokens=None if f is None else round(a["prompt_tokens"] * f),
-                projected_completion_tokens=None if f is None else round(a["completion_tokens"] * f),
+    "One call tag's row: accounts `a` over `m` units, projected to `target` units by `f` (None: unmeasured)."
+    proj = lambda x: None if f is None else round(x * f)
+    return dict(tag=tag, unit=unit, measured_units=m, calls=a["calls"], prompt_tokens=a["prompt_tokens"],
+                completion_tokens=a["completion_tokens"], model_seconds=round(a["model_seconds"], 1),
+                projected_units=round(target), projected_calls=proj(a["calls"]),
+                projected_prompt_tokens=proj(a["prompt_tokens"]),
+                projected_completion_tokens=proj(a["completion_tokens"]),
                 projected_hours=None if f is None else round(a["model_seconds"] * f / 3600, 1))
 
 # %% ../../nbs/48_generate.ipynb #b9bce4ab
 def project_paper_scale(report: dict, cfg: GenConfig, scale: dict | None = None) -> dict:
-    "Calls, tokens and model hours to generate `scale` (default: the paper's), from the measured per-unit accounts of `report`."
+    "Calls, tokens and model hours to generate `scale` (default: the paper's), from `report`'s unit accounts."
     sc = dict(PAPER_SCALE, **(scale or {}))
     acc = report["accounts"]
     tags = _tag_accounts(acc)
@@ -317,7 +387,8 @@ def project_paper_scale(report: dict, cfg: GenConfig, scale: dict | None = None)
     case_facts_per_case = (sum(orig.values()) - orig.get("profile", 0)) / max(n_case, 1)
     cases_paper = sc["instances"] * 6 * sc["cases_per_cell"]
     fill_per_inst = max(0.0, sc["facts"] - profile_per_inst - case_facts_per_case * 6 * sc["cases_per_cell"])
-    target = {"instance": sc["instances"], "case": cases_paper, "everyday fact": fill_per_inst * sc["instances"], "fact": sc["facts"] * sc["instances"]}
+    target = {"instance": sc["instances"], "case": cases_paper,
+              "everyday fact": fill_per_inst * sc["instances"], "fact": sc["facts"] * sc["instances"]}
     measured = {"instance": n_inst, "case": n_case, "everyday fact": n_fill,
                 "fact": report["atomization"]["facts"] + n_fill}
     rows, tot = [], dict(calls=0, prompt_tokens=0, completion_tokens=0, hours=0.0)
@@ -328,44 +399,53 @@ def project_paper_scale(report: dict, cfg: GenConfig, scale: dict | None = None)
         row = _projection_row(tag, unit, m, a, target[unit], f)
         rows.append(row)
         if f is not None and tag != "gen.dedup":
-            tot["calls"] += row["projected_calls"]; tot["prompt_tokens"] += row["projected_prompt_tokens"]; tot["completion_tokens"] += row["projected_completion_tokens"]
+            for k in ("calls", "prompt_tokens", "completion_tokens"): tot[k] += row[f"projected_{k}"]
         if f is not None: tot["hours"] += a["model_seconds"] * f / 3600
     tot["hours"] = round(tot["hours"], 1)
-    notes = [f"scale: {sc['instances']} instances, {6 * sc['cases_per_cell']} planned cases each ({sc['cases_per_cell']} per cell), {sc['facts']} facts per KB",
-             f"measured: {n_inst} instances, {n_case} planned cases, {n_fill} everyday facts kept, {measured['fact']} facts embedded",
-             f"facts per instance before the fill, at that scale: {profile_per_inst:.0f} profile facts + {case_facts_per_case:.1f} case facts per planned case "
-             f"-> {fill_per_inst:.0f} everyday facts to fill per instance",
+    notes = [f"scale: {sc['instances']} instances, {6 * sc['cases_per_cell']} planned cases each "
+             f"({sc['cases_per_cell']} per cell), {sc['facts']} facts per KB",
+             f"measured: {n_inst} instances, {n_case} planned cases, {n_fill} everyday facts kept, "
+             f"{measured['fact']} facts embedded",
+             f"facts per instance before the fill, at that scale: {profile_per_inst:.0f} profile facts + "
+             f"{case_facts_per_case:.1f} case facts per planned case -> {fill_per_inst:.0f} everyday facts "
+             "to fill per instance",
              "costs scale linearly per unit; no prompt holds the KB, so a call costs the same in a bigger KB",
-             "the measured keep/rewrite/drop rates, parse retries and reply lengths are assumed to hold at scale",
-             "hours = measured model seconds (the model that generated, on this machine, one request at a time); a batched GPU server or an API "
-             "changes the hours, not the calls or tokens",
+             "the measured keep/rewrite/drop rates, parse retries and reply lengths "
+             "are assumed to hold at scale",
+             "hours = measured model seconds (the model that generated, on this machine, one request "
+             "at a time); a batched GPU server or an API changes the hours, not the calls or tokens",
              "calls and tokens exclude embeddings (gen.dedup, one text per call of the embedder's batch)"]
     return dict(scale=sc, rows=rows, total=tot, notes=notes)
 
 # %% ../../nbs/48_generate.ipynb #99584197
 def _md_table(rows: list[dict], cols: list[str]) -> str:
     if not rows: return "(none)"
-    fmt = lambda v: f"{v:,.1f}" if isinstance(v, float) else (f"{v:,}" if isinstance(v, int) else ("" if v is None else str(v)))
-    return "\n".join(["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)] + ["| " + " | ".join(fmt(r.get(c)) for c in cols) + " |" for r in rows])
+    fmt = lambda v: (f"{v:,.1f}" if isinstance(v, float) else
+                     (f"{v:,}" if isinstance(v, int) else ("" if v is None else str(v))))
+    return "\n".join(["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+                     + ["| " + " | ".join(fmt(r.get(c)) for c in cols) + " |" for r in rows])
 
 # %% ../../nbs/48_generate.ipynb #372b323c
 def _counts_md(d: dict, total: int | None = None) -> str:
     if not d: return "none"
-    return ", ".join(f"{k} {v}" + (f" ({100 * v / total:.0f}%)" if total else "") for k, v in sorted(d.items(), key=lambda x: (-x[1], x[0])))
+    return ", ".join(f"{k} {v}" + (f" ({100 * v / total:.0f}%)" if total else "")
+                     for k, v in sorted(d.items(), key=lambda x: (-x[1], x[0])))
 
 # %% ../../nbs/48_generate.ipynb #d8974545
 def _after_lines(v: dict) -> list[str]:
     "The report line of the cases dropped after generation (none: no line)."
     a = v.get("after_generation") or []
     if not a: return []
-    return ["- of these, dropped after generation by a check added since (`pace.gen.generate.drop_failing_cases`, "
-            f"no rewrite tried): {', '.join(x['query_id'] + ' ' + x['check'] for x in a)}"]
+    which = ", ".join(x["query_id"] + " " + x["check"] for x in a)
+    return ["- of these, dropped after generation by a check added since "
+            f"(`pace.gen.generate.drop_failing_cases`, no rewrite tried): {which}"]
 
 # %% ../../nbs/48_generate.ipynb #08cf46f1
 def report_markdown(report: dict) -> str:
     "The generation report as Markdown."
     acc, v = report["accounts"], report["validation"]
-    stage_rows = [dict(stage=st, **{k: acc[st][k] for k in ("instances", *ACCOUNT_FIELDS)}, wall_seconds=round(acc[st]["wall_seconds"], 1)) for st in STAGES]
+    stage_rows = [dict(stage=st, **{k: acc[st][k] for k in ("instances", *ACCOUNT_FIELDS)},
+                       wall_seconds=round(acc[st]["wall_seconds"], 1)) for st in STAGES]
     tag_rows = [dict(stage=st, tag=t, **a) for st in STAGES for t, a in acc[st]["by_tag"].items()]
     for r in tag_rows: r["model_seconds"] = round(r["model_seconds"], 1)
     for r in stage_rows: r["model_seconds"] = round(r["model_seconds"], 1)
@@ -374,33 +454,45 @@ def report_markdown(report: dict) -> str:
     ds = report.get("dataset")
     if ds:
         t1 = ds["stats"]["table1"]
-        L += [f"{t1['instances']} instances, {t1['queries']} queries, {t1['facts']} facts; cells covered: {', '.join(ds['cells_covered'])}.",
-              "Cells missing per instance: " + (", ".join(f"{i}: {'; '.join(m)}" for i, m in ds["cells_missing"].items()) or "none") + ".", ""]
-    L += [f"Seeds: {report['instances']['seeds']}; instances dropped: {_counts_md(report['instances']['dropped'])}.", "",
-          "## Cost per stage", "", "Calls are requests (cache hits included); `model_calls` reached a model in the run that wrote the line; model seconds are what the model took when the result was computed.", "",
-          _md_table(stage_rows, ["stage", "instances", *ACCOUNT_FIELDS, "wall_seconds"]), "", "By call tag:", "",
+        missing = ", ".join(f"{i}: {'; '.join(m)}" for i, m in ds["cells_missing"].items())
+        L += [f"{t1['instances']} instances, {t1['queries']} queries, {t1['facts']} facts; "
+              f"cells covered: {', '.join(ds['cells_covered'])}.",
+              "Cells missing per instance: " + (missing or "none") + ".", ""]
+    rep, atom, fill, inst = report["distractors"], report["atomization"], report["fill"], report["instances"]
+    L += [f"Seeds: {inst['seeds']}; instances dropped: {_counts_md(inst['dropped'])}.", "",
+          "## Cost per stage", "",
+          "Calls are requests (cache hits included); `model_calls` reached a model in the run that wrote "
+          "the line; model seconds are what the model took when the result was computed.", "",
+          _md_table(stage_rows, ["stage", "instances", *ACCOUNT_FIELDS, "wall_seconds"]), "",
+          "By call tag:", "",
           _md_table(tag_rows, ["stage", "tag", *ACCOUNT_FIELDS]), "",
           "## Cases", "",
-          f"Planned {report['cases']['planned']} ({', '.join(f'{k} {x}' for k, x in report['cases']['cells_planned'].items())}); "
+          f"Planned {report['cases']['planned']} "
+          f"({', '.join(f'{k} {x}' for k, x in report['cases']['cells_planned'].items())}); "
           f"malformed at generation: {report['cases']['malformed']}.", "",
           f"Validation of {n} cases: {_counts_md(v['actions'], n)}; rewrite rounds: {v['rounds']}.", "",
           f"- dropped, by reason: {_counts_md(v['dropped'])}",
           *_after_lines(v),
           f"- problems that sent a case to a rewrite: {_counts_md(v['rewrite_reasons'])}",
-          f"- cases repaired before the checks (weekday beside a date): {v.get('repaired', {}).get('weekday', 0)}", "",
+          "- cases repaired before the checks (weekday beside a date): "
+          f"{v.get('repaired', {}).get('weekday', 0)}", "",
           "## Facts", "",
-          f"- distractors: {report['distractors']['kept']} kept for {report['distractors']['cases']} cases; dropped: {_counts_md(report['distractors']['dropped'])}",
-          f"- atomization: {report['atomization']['facts']} facts after merging {report['atomization']['merged']} near-duplicates "
-          f"(by origin: {_counts_md(report['atomization'].get('by_origin', {}))}); dropped: {_counts_md(report['atomization']['dropped'])}",
-          f"- fill: {report['fill']['calls']} calls asked for {report['fill']['asked']} everyday facts, got {report['fill']['returned']}, kept {report['fill']['kept']}; "
-          f"dropped: {_counts_md(report['fill']['dropped'])}", ""]
+          f"- distractors: {rep['kept']} kept for {rep['cases']} cases; "
+          f"dropped: {_counts_md(rep['dropped'])}",
+          f"- atomization: {atom['facts']} facts after merging {atom['merged']} near-duplicates "
+          f"(by origin: {_counts_md(atom.get('by_origin', {}))}); dropped: {_counts_md(atom['dropped'])}",
+          f"- fill: {fill['calls']} calls asked for {fill['asked']} everyday facts, got {fill['returned']}, "
+          f"kept {fill['kept']}; dropped: {_counts_md(fill['dropped'])}", ""]
     p = report.get("projection")
     if p:
-        L += ["## Projected cost at the paper's scale", "", _md_table(p["rows"], ["tag", "unit", "measured_units", "calls", "prompt_tokens", "completion_tokens",
-                                                                             "model_seconds", "projected_units", "projected_calls", "projected_prompt_tokens",
-                                                                             "projected_completion_tokens", "projected_hours"]), "",
-              f"Total: {p['total']['calls']:,} calls, {p['total']['prompt_tokens']:,} prompt and {p['total']['completion_tokens']:,} completion tokens, "
-              f"{p['total']['hours']:,} model hours.", "", "Assumptions:", ""] + [f"- {x}" for x in p["notes"]]
+        cols = ["tag", "unit", "measured_units", "calls", "prompt_tokens", "completion_tokens",
+                "model_seconds", "projected_units", "projected_calls", "projected_prompt_tokens",
+                "projected_completion_tokens", "projected_hours"]
+        L += ["## Projected cost at the paper's scale", "", _md_table(p["rows"], cols), "",
+              f"Total: {p['total']['calls']:,} calls, {p['total']['prompt_tokens']:,} prompt and "
+              f"{p['total']['completion_tokens']:,} completion tokens, "
+              f"{p['total']['hours']:,} model hours.", "",
+              "Assumptions:", ""] + [f"- {x}" for x in p["notes"]]
     return "\n".join(L) + "\n"
 
 # %% ../../nbs/48_generate.ipynb #4da238fe
@@ -410,57 +502,80 @@ def _write_report(out: Path, report: dict, cfg, settings, ds):
 
 # %% ../../nbs/48_generate.ipynb #ce63d19b
 def _card_stages(cfg: GenConfig) -> str:
-    timed = "; the times and minutes of temporal cases were drawn by code to fit their label, the model named the steps" if cfg.temporal_arithmetic == "code" else ""
-    return ("Stages: (1) each one-line seed persona is expanded into a narrative; (2) a structured ego profile, "
-            f"{cfg.min_alters}-{cfg.max_alters} alters and a timeline (window and three reference dates, drawn by code) are synthesised; "
-            f"(3) cases are written per situation type and label, anchored on a commitment, a need or a place of the profile{timed}; "
-            "(4) deterministic checks (dates, weekdays, recomputed temporal arithmetic, verdict words, leaking requests) and a blind LLM validator "
-            f"(it never sees the label; mode `{cfg.llm_validator}`) keep, rewrite (at most {cfg.max_rewrites} rounds, `{cfg.rewrite_mode}` mode) or drop each case; "
-            "(5) near-miss distractor facts are written per case; (6) contexts are split into atomic facts and the decisive atoms become the gold facts, "
-            "profile facts are written by code, near-duplicates are merged; (7) everyday facts fill each KB towards the target, and the KB is shuffled with the seed.")
+    timed = ("; the times and minutes of temporal cases were drawn by code to fit their label, "
+             "the model named the steps") if cfg.temporal_arithmetic == "code" else ""
+    return ("Stages: (1) each one-line seed persona is expanded into a narrative; "
+            f"(2) a structured ego profile, {cfg.min_alters}-{cfg.max_alters} alters and a timeline "
+            "(window and three reference dates, drawn by code) are synthesised; "
+            "(3) cases are written per situation type and label, anchored on a commitment, a need or a place "
+            f"of the profile{timed}; "
+            "(4) deterministic checks (dates, weekdays, recomputed temporal arithmetic, verdict words, "
+            "leaking requests) and a blind LLM validator "
+            f"(it never sees the label; mode `{cfg.llm_validator}`) keep, rewrite "
+            f"(at most {cfg.max_rewrites} rounds, `{cfg.rewrite_mode}` mode) or drop each case; "
+            "(5) near-miss distractor facts are written per case; (6) contexts are split into atomic facts "
+            "and the decisive atoms become the gold facts, profile facts are written by code, "
+            "near-duplicates are merged; "
+            "(7) everyday facts fill each KB towards the target, and the KB is shuffled with the seed.")
 
 # %% ../../nbs/48_generate.ipynb #a3d8d437
 def _card_outcomes(report: dict) -> list[str]:
     v, n = report["validation"], report["validation"]["decided"]
+    atom_drops = report["atomization"]["dropped"]
+    case_drops = {k: x for k, x in atom_drops.items() if k.startswith("case:")}
+    fact_drops = {k: x for k, x in atom_drops.items() if not k.startswith("case:")}
     return ["", "## What was kept, rewritten and dropped", "",
-            f"- instances: {report['instances']['seeds']} seeds, dropped: {_counts_md(report['instances']['dropped'])}",
-            f"- cases: {report['cases']['planned']} planned, {report['cases']['malformed']} malformed at generation; of {n} validated: {_counts_md(v['actions'], n)}",
+            f"- instances: {report['instances']['seeds']} seeds, "
+            f"dropped: {_counts_md(report['instances']['dropped'])}",
+            f"- cases: {report['cases']['planned']} planned, {report['cases']['malformed']} malformed "
+            f"at generation; of {n} validated: {_counts_md(v['actions'], n)}",
             f"- dropped cases by reason: {_counts_md(v['dropped'])}",
             *_after_lines(v),
-            f"- rewrite triggers: {_counts_md(v['rewrite_reasons'])}; cases with a weekday repaired: {v.get('repaired', {}).get('weekday', 0)}",
-            f"- after atomization: {_counts_md({k: x for k, x in report['atomization']['dropped'].items() if k.startswith('case:')}) } cases dropped",
-            f"- facts dropped: distractors {_counts_md(report['distractors']['dropped'])}; atoms {_counts_md({k: x for k, x in report['atomization']['dropped'].items() if not k.startswith('case:')})}; "
-            f"everyday {_counts_md(report['fill']['dropped'])}; near-duplicates merged: {report['atomization']['merged']}", ""]
+            f"- rewrite triggers: {_counts_md(v['rewrite_reasons'])}; "
+            f"cases with a weekday repaired: {v.get('repaired', {}).get('weekday', 0)}",
+            f"- after atomization: {_counts_md(case_drops)} cases dropped",
+            f"- facts dropped: distractors {_counts_md(report['distractors']['dropped'])}; "
+            f"atoms {_counts_md(fact_drops)}; everyday {_counts_md(report['fill']['dropped'])}; "
+            f"near-duplicates merged: {report['atomization']['merged']}", ""]
 
 # %% ../../nbs/48_generate.ipynb #fcb18732
-def dataset_card(report: dict, cfg: GenConfig, settings: dict, ds, command: str | None = None, note: str = "") -> str:
+def dataset_card(report: dict, cfg: GenConfig, settings: dict, ds, command: str | None = None,
+                 note: str = "") -> str:
     "The README.md of a generated dataset: source, how it was made, counts, outcomes, cost, quality, licence."
     from pace.data import stats_markdown
-    ch = settings["chat"] or {}
+    ch, emb = settings["chat"] or {}, settings["embedder"] or {}
     fp = {k: x for k, x in ch.items() if k not in ("backend", "model_id")}
     L = [f"# {Path(str(ds.path)).name}: a generated PACE dataset", "",
-         "Generated by `pace generate` (the project's dataset-generation pipeline: `nbs/40_gen_base.ipynb` to `nbs/48_generate.ipynb`) in the PACE dataset "
-         "format (`pace.data`, `nbs/00_data.ipynb`). All people are fictional.", "",
+         "Generated by `pace generate` (the project's dataset-generation pipeline: "
+         "`nbs/40_gen_base.ipynb` to `nbs/48_generate.ipynb`) in the PACE dataset format "
+         "(`pace.data`, `nbs/00_data.ipynb`). All people are fictional.", "",
          "## How it was made", ""]
     if command: L += ["```bash", command, "```", ""]
-    L += [f"- generator: `{ch.get('model_id')}` ({ch.get('backend')} backend; identity {json.dumps(fp, sort_keys=True)[:160]})",
-          f"- embedder for near-duplicate merging: `{(settings['embedder'] or {}).get('model_id')}` ({(settings['embedder'] or {}).get('backend')})",
+    L += [f"- generator: `{ch.get('model_id')}` ({ch.get('backend')} backend; "
+          f"identity {json.dumps(fp, sort_keys=True)[:160]})",
+          f"- embedder for near-duplicate merging: `{emb.get('model_id')}` ({emb.get('backend')})",
           f"- seed {cfg.seed}; settings: " + ", ".join(f"{k}={x}" for k, x in cfg.model_dump().items()), "",
           _card_stages(cfg), "",
           "## Counts (`pace data check`)", "", stats_markdown(ds.stats()), "",
           "| instance | facts | queries | cells missing |", "|---|---:|---:|---|"]
     dsum = report["dataset"]
-    L += [f"| {i} | {dsum['facts_per_instance'][i]} | {dsum['queries_per_instance'][i]} | {', '.join(dsum['cells_missing'].get(i, [])) or 'none'} |" for i in ds.instances]
+    L += [f"| {i} | {dsum['facts_per_instance'][i]} | {dsum['queries_per_instance'][i]} | "
+          f"{', '.join(dsum['cells_missing'].get(i, [])) or 'none'} |" for i in ds.instances]
     L += _card_outcomes(report)
-    L += ["## Cost", "", "Model calls, tokens and model seconds per stage are in `report.md` (with the projection to the paper's scale):", ""]
-    acc = report["accounts"]
-    L += [_md_table([dict(stage=st, calls=acc[st]["calls"], prompt_tokens=acc[st]["prompt_tokens"], completion_tokens=acc[st]["completion_tokens"],
-                          model_seconds=round(acc[st]["model_seconds"], 1)) for st in STAGES], ["stage", "calls", "prompt_tokens", "completion_tokens", "model_seconds"]), ""]
+    L += ["## Cost", "", "Model calls, tokens and model seconds per stage are in `report.md` "
+          "(with the projection to the paper's scale):", ""]
+    acc, cols = report["accounts"], ["stage", "calls", "prompt_tokens", "completion_tokens", "model_seconds"]
+    rows = [dict(stage=st, calls=acc[st]["calls"], prompt_tokens=acc[st]["prompt_tokens"],
+                 completion_tokens=acc[st]["completion_tokens"],
+                 model_seconds=round(acc[st]["model_seconds"], 1))
+            for st in STAGES]
+    L += [_md_table(rows, cols), ""]
     L += ["## Quality", ""]
     if note: L += [note, ""]
-    L += ["The checks above are what code and the generator itself can verify. Quality depends on the generator: read `report.md`, run "
-          f"`pace data verify {ds.path}` and look at the cases before using the data; the paper's set was also reviewed by people (93.3% agreement "
-          "with the labels), which this one was not.", "",
+    L += ["The checks above are what code and the generator itself can verify. Quality depends on the "
+          f"generator: read `report.md`, run `pace data verify {ds.path}` and look at the cases before using "
+          "the data; the paper's set was also reviewed by people (93.3% agreement with the labels), "
+          "which this one was not.", "",
           "## Licence", "", "Apache-2.0, like the code. Synthetic: no real person is described.", ""]
     return "\n".join(L)
 
@@ -480,19 +595,32 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     "Register the `generate` subcommand."
     from pace.runfolder import nonnegative_int
     p = subparsers.add_parser("generate", help="generate a PACE-style dataset from personas (resumable)",
-                              description="Generate a PACE dataset folder from one-line personas: persona expansion, profiles, cases, validation, "
-                                          "distractors, atomization and KB assembly, resumable per stage and instance.")
-    p.add_argument("--out", required=True, help="the dataset folder to write (an existing generation folder is resumed)")
-    p.add_argument("--personas", required=True, help="a seed file (.jsonl with seed_id/persona, or .txt one per line), or N for the first N bundled seeds")
-    p.add_argument("--chat", default=None, help="generator model spec (default $PACE_CHAT_MODEL or llamacpp:qwen2.5-0.5b)")
+                              description="Generate a PACE dataset folder from one-line personas: "
+                                          "persona expansion, profiles, cases, validation, distractors, "
+                                          "atomization and KB assembly, resumable per stage and instance.")
+    p.add_argument("--out", required=True,
+                   help="the dataset folder to write (an existing generation folder is resumed)")
+    p.add_argument("--personas", required=True,
+                   help="a seed file (.jsonl with seed_id/persona, or .txt one per line), "
+                        "or N for the first N bundled seeds")
+    p.add_argument("--chat", default=None,
+                   help="generator model spec (default $PACE_CHAT_MODEL or llamacpp:qwen2.5-0.5b)")
     p.add_argument("--instances", type=nonnegative_int, default=None, help="use only the first N personas")
-    p.add_argument("--cases-per-cell", type=nonnegative_int, default=3, help="cases per (situation type, label) cell and instance (default 3: 18 per instance, like the paper)")
-    p.add_argument("--facts", type=nonnegative_int, default=2000, help="target facts per knowledge base (default 2000, like the paper)")
-    p.add_argument("--seed", type=int, default=0, help="seed of timelines, anchors, fill topics and the KB shuffle")
-    p.add_argument("--embedder", default="onnx:all-MiniLM-L6-v2", help="embedder spec for near-duplicate merging")
+    p.add_argument("--cases-per-cell", type=nonnegative_int, default=3,
+                   help="cases per (situation type, label) cell and instance "
+                        "(default 3: 18 per instance, like the paper)")
+    p.add_argument("--facts", type=nonnegative_int, default=2000,
+                   help="target facts per knowledge base (default 2000, like the paper)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of timelines, anchors, fill topics and the KB shuffle")
+    p.add_argument("--embedder", default="onnx:all-MiniLM-L6-v2",
+                   help="embedder spec for near-duplicate merging")
     p.add_argument("--cache", default=None, help="cache file (default: <out>/cache.sqlite)")
-    p.add_argument("--set", type=_setting_arg, default=None, dest="settings", help="other GenConfig settings, e.g. 'max_rewrites=1,rewrite_mode=fresh,llm_validator=record'")
-    p.add_argument("--card-note", default="", help="a paragraph for the dataset card (e.g. about the generator's quality)")
+    p.add_argument("--set", type=_setting_arg, default=None, dest="settings",
+                   help="other GenConfig settings, "
+                        "e.g. 'max_rewrites=1,rewrite_mode=fresh,llm_validator=record'")
+    p.add_argument("--card-note", default="",
+                   help="a paragraph for the dataset card (e.g. about the generator's quality)")
     p.add_argument("--stop-after", choices=STAGES, default=None, help="stop after this stage")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=_generate_cmd)
@@ -501,16 +629,22 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
 # %% ../../nbs/48_generate.ipynb #8a708ca3
 def _generate_cmd(a) -> int:
     cfg = dict(a.settings or {}, cases_per_cell=a.cases_per_cell, facts=a.facts, seed=a.seed)
-    cmd = (f"pace generate --out {a.out} --personas {a.personas}" + (f" --chat '{a.chat}'" if a.chat else "") + (f" --instances {a.instances}" if a.instances else "")
-           + f" --cases-per-cell {a.cases_per_cell} --facts {a.facts} --seed {a.seed}" + (f" --set '{','.join(f'{k}={v}' for k, v in a.settings.items())}'" if a.settings else ""))
-    try: res = generate_dataset(a.out, a.personas, a.chat, a.instances, cfg, a.embedder, a.cache, card_note=a.card_note, command=cmd,
-                                progress=not a.no_progress, stop_after=a.stop_after)
+    sets = ",".join(f"{k}={v}" for k, v in a.settings.items()) if a.settings else ""
+    cmd = (f"pace generate --out {a.out} --personas {a.personas}" + (f" --chat '{a.chat}'" if a.chat else "")
+           + (f" --instances {a.instances}" if a.instances else "")
+           + f" --cases-per-cell {a.cases_per_cell} --facts {a.facts} --seed {a.seed}"
+           + (f" --set '{sets}'" if a.settings else ""))
+    try: res = generate_dataset(a.out, a.personas, a.chat, a.instances, cfg, a.embedder, a.cache,
+                                card_note=a.card_note, command=cmd, progress=not a.no_progress,
+                                stop_after=a.stop_after)
     except GenerationError as e:
         print(f"pace: {e}", file=sys.stderr); return 1
     if res["status"] != "complete": print(f"stopped after {a.stop_after} in {a.out}"); return 0
     r = res["report"]
-    print(f"{a.out}: {res['n_queries']} queries, {r['dataset']['stats']['table1']['facts']} facts in {len(r['dataset']['facts_per_instance'])} instances "
-          f"[{res['seconds']:.0f} s]; cells missing: {r['dataset']['cells_missing'] or 'none'}; see {Path(a.out) / 'report.md'} and {Path(a.out) / 'README.md'}")
+    print(f"{a.out}: {res['n_queries']} queries, {r['dataset']['stats']['table1']['facts']} facts in "
+          f"{len(r['dataset']['facts_per_instance'])} instances [{res['seconds']:.0f} s]; "
+          f"cells missing: {r['dataset']['cells_missing'] or 'none'}; "
+          f"see {Path(a.out) / 'report.md'} and {Path(a.out) / 'README.md'}")
     return 0
 
 # %% ../../nbs/48_generate.ipynb #d3575647
@@ -521,15 +655,16 @@ def toy_chat(respond=None, **kw):
 
 # %% ../../nbs/48_generate.ipynb #8d8f4202
 def _check_out(out: Path) -> bool:
-    "Refuse an `out` that is a file, or a non-empty folder without generate.json; True when `out` does not exist yet."
+    "Refuse an `out` that is a file, or a non-empty folder without generate.json; True when `out` is new."
     if out.exists() and not out.is_dir(): raise UsageError(f"--out {out} is a file")
     if out.exists() and any(out.iterdir()) and not (out / "generate.json").exists():
-        raise UsageError(f"--out {out} is not empty and holds no generation (generate.json): choose another folder")
+        raise UsageError(f"--out {out} is not empty and holds no generation (generate.json): "
+                         "choose another folder")
     return not out.exists()
 
 # %% ../../nbs/48_generate.ipynb #065cd3c1
 def _gen_models(out: Path, chat, embedder, cache, cfg: GenConfig, personas) -> tuple:
-    "The chat model, the embedder and the run's settings (version, prompt hashes, model fingerprints, config, seed source)."
+    "The chat model, the embedder and the run's settings (version, prompts, fingerprints, config, seeds)."
     from pace import __version__
     from pace.llm import as_chat_model
     from pace.embed import as_embedder
@@ -537,19 +672,23 @@ def _gen_models(out: Path, chat, embedder, cache, cfg: GenConfig, personas) -> t
     cache = (out / "cache.sqlite") if cache is None else cache
     cm = build_model("chat", as_chat_model, chat, cache)
     emb = build_model("embedder", as_embedder, embedder, cache)
-    file_seeds = persona_source(personas)   # settings hold the whole seed source; which seeds (--personas N, --instances) is scope
-    settings = dict(pace_version=__version__, prompts=gen_prompt_hashes(), chat=model_fingerprint(cm), embedder=model_fingerprint(emb),
-                    config=cfg.model_dump(), personas_sha256=_seed_sha(file_seeds))
+    # settings hold the whole seed source; which seeds (--personas N, --instances) is scope
+    file_seeds = persona_source(personas)
+    settings = dict(pace_version=__version__, prompts=gen_prompt_hashes(), chat=model_fingerprint(cm),
+                    embedder=model_fingerprint(emb), config=cfg.model_dump(),
+                    personas_sha256=_seed_sha(file_seeds))
     return cm, emb, settings
 
 # %% ../../nbs/48_generate.ipynb #de9ca1c5
 def _write_manifest(man: Path, head: dict, status: str, **extra):
     "Write `man` (generate.json): the fields of `head`, the status and any `extra` fields."
     tmp = man.with_suffix(".tmp")
-    tmp.write_text(json.dumps(dict(**head, status=status, **extra), indent=1, default=str) + "\n"); tmp.replace(man)
+    tmp.write_text(json.dumps(dict(**head, status=status, **extra), indent=1, default=str) + "\n")
+    tmp.replace(man)
 
 # %% ../../nbs/48_generate.ipynb #4f290814
-def _run_stages(out: Path, cm, emb, cfg: GenConfig, ids: list[str], seed_of: dict, stop_after: str | None, progress: bool) -> tuple[dict, list[str]]:
+def _run_stages(out: Path, cm, emb, cfg: GenConfig, ids: list[str], seed_of: dict, stop_after: str | None,
+                progress: bool) -> tuple[dict, list[str]]:
     "The rows of each stage run, by stage number, and the instances alive after stage 2."
     run = lambda st, alive, fn, models=(cm,): run_stage(out, st, alive, fn, list(models), progress)
     s1 = run("1_persona", ids, lambda i: expand_personas(cm, [seed_of[i]])[0])
@@ -560,7 +699,9 @@ def _run_stages(out: Path, cm, emb, cfg: GenConfig, ids: list[str], seed_of: dic
     steps = [("3_cases", lambda i: generate_cases(cm, cfg, world(i)), (cm,)),
              ("4_validate", lambda i: validate_cases(cm, cfg, world(i), s[3][i]["cases"]), (cm,)),
              ("5_distractors", lambda i: make_distractors(cm, cfg, world(i), s[4][i]["kept"]), (cm,)),
-             ("6_atomize", lambda i: atomize_instance(cm, emb, cfg, world(i), s[4][i]["kept"], s[5][i]["distractors"]), (cm, emb)),
+             ("6_atomize",
+              lambda i: atomize_instance(cm, emb, cfg, world(i), s[4][i]["kept"], s[5][i]["distractors"]),
+              (cm, emb)),
              ("7_kb", lambda i: _fill_row(cm, emb, cfg, world(i), s[4][i]["kept"], s[6][i]), (cm, emb))]
     s = {1: s1, 2: s2}
     for k, (st, fn, models) in enumerate(steps, 3):
@@ -569,15 +710,18 @@ def _run_stages(out: Path, cm, emb, cfg: GenConfig, ids: list[str], seed_of: dic
     return s, alive
 
 # %% ../../nbs/48_generate.ipynb #ee3fa013
-def _write_outputs(out: Path, cfg: GenConfig, settings: dict, ids: list[str], alive: list[str], s: dict, manifest, command, card_note: str) -> tuple:
-    "Write the dataset of the surviving instances, its report and card: (dataset, report). GenerationError when no case survived."
-    parts = [assemble_instance(cfg, s[1][i], s[2][i], s[4][i]["kept"], s[6][i], s[7][i]["everyday"]) for i in alive if not s[7][i]["dropped_instance"]]
+def _write_outputs(out: Path, cfg: GenConfig, settings: dict, ids: list[str], alive: list[str], s: dict,
+                   manifest, command, card_note: str) -> tuple:
+    "Write the surviving instances' dataset, report and card: (dataset, report); GenerationError if none."
+    parts = [assemble_instance(cfg, s[1][i], s[2][i], s[4][i]["kept"], s[6][i], s[7][i]["everyday"])
+             for i in alive if not s[7][i]["dropped_instance"]]
     report = generation_report(out, ids)
     report["projection"] = project_paper_scale(report, cfg)
     if not parts:
         _write_report(out, report, cfg, settings, None)
         manifest("empty")
-        raise GenerationError(f"no case survived generation in {out}: nothing to write (see {out / 'report.md'})")
+        raise GenerationError(f"no case survived generation in {out}: nothing to write "
+                              f"(see {out / 'report.md'})")
     ds = write_dataset(out, parts)
     report["dataset"] = _dataset_summary(ds)
     _write_report(out, report, cfg, settings, ds)
@@ -585,21 +729,22 @@ def _write_outputs(out: Path, cfg: GenConfig, settings: dict, ids: list[str], al
     return ds, report
 
 # %% ../../nbs/48_generate.ipynb #b7bdcf91
-def generate_dataset(out,                         # the dataset folder to write (created; an existing generation folder is resumed)
+def generate_dataset(out,                         # the folder to write (a generation folder is resumed)
                      personas="4",                # a seed file, or N for the first N bundled seeds
-                     chat=None,                   # generator model spec or object (default $PACE_CHAT_MODEL or llamacpp:qwen2.5-0.5b)
+                     chat=None,                   # generator spec or object (default $PACE_CHAT_MODEL)
                      instances: int | None = None,  # use only the first N personas
                      config: GenConfig | dict | None = None,  # generation settings (GenConfig fields)
                      embedder="onnx:all-MiniLM-L6-v2",  # embedder spec or object for near-duplicate merging
                      cache=None,                  # cache file (default: <out>/cache.sqlite); False: no cache
-                     card_note: str = "",         # a paragraph added to the dataset card (e.g. about the generator's quality)
+                     card_note: str = "",         # a paragraph for the dataset card (e.g. on quality)
                      command: str | None = None,  # the command line, for the card
                      progress: bool = True,
                      stop_after: str | None = None,  # stop after this stage (tests and partial runs)
                     ) -> dict:
-    "Run (or resume) the seven stages into `out`; write the dataset, its card and the report. Returns a summary."
+    "Run (or resume) the seven stages into `out`; write the dataset, its card and the report; a summary."
     cfg = config if isinstance(config, GenConfig) else _gen_config(config)
-    if stop_after is not None and stop_after not in STAGES: raise UsageError(f"stop_after must be one of {', '.join(STAGES)}")
+    if stop_after is not None and stop_after not in STAGES:
+        raise UsageError(f"stop_after must be one of {', '.join(STAGES)}")
     seeds = load_personas(personas, instances)
     out = Path(out)
     created = _check_out(out)
@@ -611,8 +756,9 @@ def generate_dataset(out,                         # the dataset folder to write 
         if created: shutil.rmtree(out, ignore_errors=True)
         raise
     ids = [instance_id_of(s) for s in seeds]
-    head = dict(settings=settings, instances=ids, command=command,   # the model specs: how to rebuild the models (a rerun needs them)
-                chat_spec=_spec_of(chat, "chat"), embedder_spec=_spec_of(embedder, "embed"), card_note=card_note)
+    # the model specs: how to rebuild the models (a rerun needs them)
+    head = dict(settings=settings, instances=ids, command=command, chat_spec=_spec_of(chat, "chat"),
+                embedder_spec=_spec_of(embedder, "embed"), card_note=card_note)
     manifest = lambda status, **extra: _write_manifest(out / "generate.json", head, status, **extra)
     manifest("running")
     t0 = time.perf_counter()
@@ -629,24 +775,28 @@ def _drop_in_validation(row: dict, cases: dict[str, tuple[str, str]]) -> dict:
     "A stage 4 row with `cases` ({case_id: (check, message)}) dropped for their check after generation."
     def drop(d):
         check, msg = cases[d["case_id"]]
-        return dict(d, action="drop", reason=check, dropped_after=dict(check=check, message=msg, was=d["action"]))
+        return dict(d, action="drop", reason=check,
+                    dropped_after=dict(check=check, message=msg, was=d["action"]))
     dec = [drop(d) if d["case_id"] in cases else d for d in row["decisions"]]
     return dict(row, decisions=dec, kept=[c for c in row["kept"] if c["case_id"] not in cases],
-                actions=count(d["action"] for d in dec), dropped=count(d["reason"] for d in dec if d["action"] == "drop"))
+                actions=count(d["action"] for d in dec),
+                dropped=count(d["reason"] for d in dec if d["action"] == "drop"))
 
 # %% ../../nbs/48_generate.ipynb #23769ea1
 def _drop_in_atoms(row: dict, cases) -> dict:
-    "A stage 6 row without the gold of `cases` and the facts only they used; the others' gold indices renumbered."
+    "A stage 6 row without the gold of `cases` and the facts only they used; the others' gold renumbered."
     gold = {c: g for c, g in row["gold"].items() if c not in cases}
     used = {i for g in gold.values() for i in g}
-    keep = [i for i, f in enumerate(row["facts"]) if i in used or not f["cases"] or set(f["cases"]) - set(cases)]
+    keep = [i for i, f in enumerate(row["facts"])
+            if i in used or not f["cases"] or set(f["cases"]) - set(cases)]
     new = {old: k for k, old in enumerate(keep)}
-    facts = [dict(row["facts"][i], cases=[c for c in row["facts"][i]["cases"] if c not in cases]) for i in keep]
+    facts = [dict(row["facts"][i], cases=[c for c in row["facts"][i]["cases"] if c not in cases])
+             for i in keep]
     return dict(row, facts=facts, gold={c: [new[i] for i in g] for c, g in gold.items()})
 
 # %% ../../nbs/48_generate.ipynb #653f42b7
 def drop_cases(root, drops: dict[str, tuple[str, str]]) -> None:
-    "Drop kept cases, {query_id: (check, message)}, from the stage files 4 to 6 of a finished generation folder."
+    "Drop kept cases, {query_id: (check, message)}, from the stage files 4 to 6 of a finished generation."
     from pace.data import append_row
     root, by = Path(root), {}
     ids = json.loads((root / "generate.json").read_text())["instances"]
@@ -658,11 +808,13 @@ def drop_cases(root, drops: dict[str, tuple[str, str]]) -> None:
     for iid, cases in by.items():
         kept = {k["case_id"] for k in rows["4_validate"].get(iid, {}).get("kept", [])}
         if set(cases) - kept:
-            raise UsageError(f"{', '.join(iid + '-' + c for c in cases if c not in kept)}: not a kept case of {root}")
+            missing = ", ".join(iid + "-" + c for c in cases if c not in kept)
+            raise UsageError(f"{missing}: not a kept case of {root}")
     for iid, cases in by.items():
         d5 = rows["5_distractors"][iid]
         new = {"4_validate": _drop_in_validation(rows["4_validate"][iid], cases),
-               "5_distractors": dict(d5, distractors={c: v for c, v in d5["distractors"].items() if c not in cases}),
+               "5_distractors": dict(d5, distractors={c: v for c, v in d5["distractors"].items()
+                                                      if c not in cases}),
                "6_atomize": _drop_in_atoms(rows["6_atomize"][iid], cases)}
         for st, row in new.items():   # a new line: the last line of an instance wins
             with open(stage_path(root, st), "a") as f: append_row(f, row)
@@ -671,20 +823,25 @@ def drop_cases(root, drops: dict[str, tuple[str, str]]) -> None:
 def _card_note_of(path) -> str:
     "The note paragraph of a card written by `dataset_card` ('' when it has none or there is no card)."
     p = Path(path)
-    m = re.search(r"\n## Quality\n\n(.*?)\n\nThe checks above are what code", p.read_text() if p.exists() else "", re.S)
+    card = p.read_text() if p.exists() else ""
+    m = re.search(r"\n## Quality\n\n(.*?)\n\nThe checks above are what code", card, re.S)
     return m.group(1) if m else ""
 
 def rebuild_outputs(root, card_note: str | None = None) -> dict:
-    "Write the dataset, report, card and generate.json of a finished generation folder again from its stage files."
+    "Write the dataset, report, card and generate.json of a finished generation folder again from its stages."
     root = Path(root); man_p = root / "generate.json"
     man = json.loads(man_p.read_text())
     if man.get("status") != "complete":
-        raise UsageError(f"{root}: its generation is {man.get('status')!r}, not complete: resume it with pace generate")
+        raise UsageError(f"{root}: its generation is {man.get('status')!r}, not complete: "
+                         "resume it with pace generate")
     settings, ids = man["settings"], man["instances"]
     s = {k: read_stage(root, st) for k, st in enumerate(STAGES, 1)}
-    alive = [i for i in ids if i in s[2] and not s[1][i]["dropped_instance"] and not s[2][i]["dropped_instance"]]
-    if card_note is None: card_note = man["card_note"] if "card_note" in man else _card_note_of(root / "README.md")
-    head = {k: v for k, v in man.items() if k not in ("status", "n_queries", "n_facts", "stopped_after", "card_note")}
+    alive = [i for i in ids
+             if i in s[2] and not s[1][i]["dropped_instance"] and not s[2][i]["dropped_instance"]]
+    if card_note is None:
+        card_note = man["card_note"] if "card_note" in man else _card_note_of(root / "README.md")
+    head = {k: v for k, v in man.items()
+            if k not in ("status", "n_queries", "n_facts", "stopped_after", "card_note")}
     head["card_note"] = card_note
     manifest = lambda status, **extra: _write_manifest(man_p, head, status, **extra)
     cfg = GenConfig(**settings["config"])
@@ -700,7 +857,7 @@ def drop_failing_cases(root,                 # a finished generation folder
                        checks=AFTER_CHECKS,  # the `pace data verify` error checks that drop a case
                        card_note: str | None = None,  # the card's note (default: as before)
                       ) -> dict[str, tuple[str, str]]:
-    "Drop the cases with a `pace data verify` error of `checks` (and facts only they use) and rebuild; {query_id: (check, msg)}."
+    "Drop cases with a `pace data verify` error of `checks` (and facts only they use); rebuild. {qid: why}"
     from pace.gen.validate import verify_dataset
     drops = {}
     for q in verify_dataset(root)["queries"]:

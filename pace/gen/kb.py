@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt, json, math, os
 from pathlib import Path
 from pydantic import BaseModel, Field
+from ..calls import prompt_asset
 from .base import GenConfig, Text, ask_many, calendar_text, count, rng_for, split_sentences
 from .cases import arithmetic_text
 from .distractors import FACT_CHARS, fact_drop_reason
@@ -15,13 +16,11 @@ from .profile import profile_text
 
 # %% auto #0
 __all__ = ['EGO_TOPICS', 'ALTER_TOPICS', 'EVERYDAY_SYSTEM', 'EVERYDAY_MAX_TOKENS', 'fill_slots', 'Everyday', 'everyday_messages',
-           'fill_kb', 'assemble_instance', 'write_dataset']
+           'fill_kb', 'case_query', 'assemble_instance', 'write_dataset']
 
 # %% ../../nbs/47_gen_kb.ipynb #41ec8dad
-EGO_TOPICS = ("morning routine", "evening routine", "work tasks and colleagues", "commute and transport", "groceries and shopping", "cooking and meals",
-              "home and chores", "health habits", "exercise", "hobbies", "phone, devices and apps", "money, bills and subscriptions", "friends and social life",
-              "family logistics", "neighbourhood places", "clothes and personal items", "weekend plans", "errands", "past trips and memories", "reading and learning")
-ALTER_TOPICS = ("their own routine", "time spent together", "their home and work", "their tastes and habits")
+EGO_TOPICS = tuple(prompt_asset("gen/kb/EGO_TOPICS.json"))
+ALTER_TOPICS = tuple(prompt_asset("gen/kb/ALTER_TOPICS.json"))
 
 # %% ../../nbs/47_gen_kb.ipynb #bd1cc109
 def fill_slots(inst: dict, cfg: GenConfig) -> list[dict]:
@@ -34,14 +33,7 @@ def fill_slots(inst: dict, cfg: GenConfig) -> list[dict]:
     return slots
 
 # %% ../../nbs/47_gen_kb.ipynb #e048377b
-EVERYDAY_SYSTEM = """You write everyday facts for a personal assistant's memory of its user and the people around them.
-
-Rules:
-- Each fact is one short sentence with one claim. Name people and places in full (no pronouns).
-- Concrete and ordinary: named places, items, times, amounts. Consistent with the profile; do not restate it word for word.
-- When a fact is dated, use a date from the week's calendar, written YYYY-MM-DD with its weekday.
-- Neutral: no problems, risks, conflicts or judgments.
-Answer with JSON only: {"facts": ["...", "..."]}"""
+EVERYDAY_SYSTEM = prompt_asset("gen/kb/EVERYDAY_SYSTEM.md")
 
 # %% ../../nbs/47_gen_kb.ipynb #d8741e30
 class Everyday(BaseModel):
@@ -50,8 +42,10 @@ class Everyday(BaseModel):
 # %% ../../nbs/47_gen_kb.ipynb #08213f66
 def everyday_messages(inst: dict, slot: dict, n: int) -> list[dict]:
     "Messages asking for `n` everyday facts for one fill slot."
-    days = min(7, (dt.date.fromisoformat(inst["timeline"]["window_end"]) - dt.date.fromisoformat(slot["week"])).days + 1)   # never past the window
-    user = (f"Profile:\n{profile_text(inst)}\n\nCalendar of the week:\n{calendar_text(slot['week'], days)}\n\n"
+    end, week = (dt.date.fromisoformat(x) for x in (inst["timeline"]["window_end"], slot["week"]))
+    days = min(7, (end - week).days + 1)   # never past the window
+    user = (f"Profile:\n{profile_text(inst)}\n\n"
+            f"Calendar of the week:\n{calendar_text(slot['week'], days)}\n\n"
             f"Write {n} facts about {slot['subject']}, on the topic: {slot['topic']}. Write them as JSON.")
     return [dict(role="system", content=EVERYDAY_SYSTEM), dict(role="user", content=user)]
 
@@ -59,8 +53,9 @@ def everyday_messages(inst: dict, slot: dict, n: int) -> list[dict]:
 EVERYDAY_MAX_TOKENS = 700
 
 # %% ../../nbs/47_gen_kb.ipynb #40124c23
-def fill_kb(cm, embedder, cfg: GenConfig, inst: dict, facts: list[dict], avoid_terms: list[str]) -> tuple[list[dict], dict, dict]:
-    "(new everyday facts, drops by reason, fill accounts: calls, facts asked, returned, kept) to bring `facts` up to `cfg.facts`."
+def fill_kb(cm, embedder, cfg: GenConfig, inst: dict, facts: list[dict],
+            avoid_terms: list[str]) -> tuple[list[dict], dict, dict]:
+    "(new everyday facts, drops by reason, accounts: calls, asked, returned, kept) up to `cfg.facts` facts."
     need = cfg.facts - len(facts)
     if need <= 0: return [], {}, dict(calls=0, asked=0, returned=0, kept=0)
     per = cfg.everyday_per_call
@@ -69,7 +64,8 @@ def fill_kb(cm, embedder, cfg: GenConfig, inst: dict, facts: list[dict], avoid_t
     while len(new) < need and used < min(cap, len(slots)):
         k = min(cap - used, len(slots) - used, max(1, math.ceil((need - len(new)) / per)))
         batch = slots[used:used + k]; used += k
-        got = ask_many(cm, [everyday_messages(inst, s, per) for s in batch], Everyday, stage="gen.everyday", max_tokens=EVERYDAY_MAX_TOKENS)
+        got = ask_many(cm, [everyday_messages(inst, s, per) for s in batch], Everyday, stage="gen.everyday",
+                       max_tokens=EVERYDAY_MAX_TOKENS)
         cand = []
         for obj, _ in got:
             if obj is None: why.append("malformed_output"); continue
@@ -85,37 +81,46 @@ def fill_kb(cm, embedder, cfg: GenConfig, inst: dict, facts: list[dict], avoid_t
         new += kept[:room]
     return new, count(why), dict(calls=used, asked=used * per, returned=returned, kept=len(new))
 
+# %% ../../nbs/47_gen_kb.ipynb #f1a2b3c5
+def case_query(iid: str, c: dict, gold_doc_ids: list[str]) -> dict:
+    "The query record of one surviving case `c` of instance `iid`; its `meta` holds what generation knew."
+    d = c["draft"]
+    meta = dict(case_id=c["case_id"], hidden_reason=d["hidden_reason"], hidden_terms=d["hidden_terms"],
+                focus=c["focus"], date=d["date"], people=d["people"], places=d["places"],
+                validation=c["action"], review=c["review"])
+    if d.get("arithmetic"): meta["arithmetic"] = dict(d["arithmetic"], text=arithmetic_text(d["arithmetic"]))
+    return dict(query_id=f"{iid}-{c['case_id']}", instance_id=iid, query=d["request"], ref_date=c["ref_date"],
+                situation_type=c["situation_type"], label=c["label"], gold_doc_ids=gold_doc_ids,
+                judgment=d["judgment"], context=d["context"], meta=meta)
+
 # %% ../../nbs/47_gen_kb.ipynb #26045fe5
-def assemble_instance(cfg: GenConfig, persona: dict, profile: dict, kept: list[dict], atoms: dict, everyday: list[dict]) -> dict:
+def assemble_instance(cfg: GenConfig, persona: dict, profile: dict, kept: list[dict], atoms: dict,
+                      everyday: list[dict]) -> dict:
     "{'instance', 'kb', 'queries'} of one instance, ready to write."
     iid = profile["instance_id"]
     facts = atoms["facts"] + everyday
     order = list(range(len(facts))); rng_for(cfg.seed, iid, "kb").shuffle(order)
     doc = {i: f"{iid}-f{n:04d}" for n, i in enumerate(order, 1)}
-    kb = [dict(doc_id=doc[i], text=facts[i]["text"], meta=dict(origin=facts[i]["origin"], cases=facts[i]["cases"])) for i in order]
-    queries = []
-    for c in kept:
-        if c["case_id"] not in atoms["gold"]: continue
-        d = c["draft"]
-        meta = dict(case_id=c["case_id"], hidden_reason=d["hidden_reason"], hidden_terms=d["hidden_terms"], focus=c["focus"], date=d["date"],
-                    people=d["people"], places=d["places"], validation=c["action"], review=c["review"])
-        if d.get("arithmetic"): meta["arithmetic"] = dict(d["arithmetic"], text=arithmetic_text(d["arithmetic"]))
-        queries.append(dict(query_id=f"{iid}-{c['case_id']}", instance_id=iid, query=d["request"], ref_date=c["ref_date"], situation_type=c["situation_type"],
-                            label=c["label"], gold_doc_ids=[doc[i] for i in atoms["gold"][c["case_id"]]], judgment=d["judgment"], context=d["context"], meta=meta))
+    kb = [dict(doc_id=doc[i], text=facts[i]["text"], meta={k: facts[i][k] for k in ("origin", "cases")})
+          for i in order]
+    queries = [case_query(iid, c, [doc[i] for i in atoms["gold"][c["case_id"]]])
+               for c in kept if c["case_id"] in atoms["gold"]]
     ego = dict(profile["ego"], persona=persona["persona"], persona_seed=persona["seed"])
-    instance = dict(instance_id=iid, ego=ego, alters=profile["alters"], timeline=profile["timeline"], reference_dates=profile["reference_dates"])
+    instance = dict(instance_id=iid, ego=ego, alters=profile["alters"], timeline=profile["timeline"],
+                    reference_dates=profile["reference_dates"])
     return dict(instance=instance, kb=kb, queries=queries)
 
 # %% ../../nbs/47_gen_kb.ipynb #f958d381
 def _write(path: Path, rows: list[dict]):
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows), encoding="utf-8")
+    text = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
+    tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
 
 # %% ../../nbs/47_gen_kb.ipynb #d0b70d47
 def write_dataset(out, parts: list[dict]):
-    "Write instances.jsonl, kb/<instance_id>.jsonl and queries.jsonl for the assembled instances; check the folder with the strict loader."
+    "Write instances.jsonl, kb/<id>.jsonl and queries.jsonl of `parts`; load them with the strict loader."
     from pace.data import load_pace_dataset
     out = Path(out)
     _write(out / "instances.jsonl", [p["instance"] for p in parts])
