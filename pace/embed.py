@@ -11,7 +11,9 @@ import numpy as np
 from tqdm.auto import tqdm
 from .cache import (Cache, Entry, Accounts, as_cache, request_key, canonical_json, log_calls, ReplayError,
                         replay_enabled, replay_miss, recorded_model)
-from .llm import parse_spec, build_from_spec, file_identity, dir_identity, normalise_base_url, vllm_settings
+from .llm import parse_spec, build_from_spec, file_identity, dir_identity
+from .backends.openai import normalise_base_url
+from .backends.vllm import vllm_settings
 
 # %% auto #0
 __all__ = ['ASSETS', 'MINILM_TOKENIZER', 'KNOWN_ST', 'DEFAULT_EMBEDDER', 'EMBED_BACKENDS', 'EMBED_REPLAY_SPECS', 'encode_vec',

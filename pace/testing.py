@@ -4,15 +4,45 @@
 
 # %% ../nbs/05_testing.ipynb #8e952675
 from __future__ import annotations
-import hashlib, json, re
+import hashlib, json, re, threading
 import numpy as np
-from .llm import FakeChat
+from .llm import ChatModel, Completion, Usage
 from .embed import HashEmbedder
 
-_all_ = ["FakeChat", "HashEmbedder"]
+_all_ = ["HashEmbedder"]
 
 # %% auto #0
-__all__ = ['ScriptedChat', 'schema_reply', 'RandomEmbedder', 'ToyIndex', 'FakeChat', 'HashEmbedder']
+__all__ = ['FakeChat', 'ScriptedChat', 'schema_reply', 'RandomEmbedder', 'ToyIndex', 'HashEmbedder']
+
+# %% ../nbs/05_testing.ipynb #6ffdd1cf
+class FakeChat(ChatModel):
+    "Scripted chat model: `respond(messages, json_schema) -> str` (raise to simulate a transport error)."
+    backend = "fake"
+    concurrent = True
+    def __init__(self, respond=None, # callable(messages, json_schema) -> reply text; default echoes the last message
+                 model:str="fake", # the model id
+                 **kw):
+        super().__init__(model, **kw)
+        self.respond = respond or (lambda msgs, js: msgs[-1]["content"])
+        self.n_calls, self._lock = 0, threading.Lock()
+
+    def reply(self, r:dict) -> str:
+        "The reply text to one prepared request (messages, schema, temperature, max_tokens, seed, stage)."
+        return self.respond(r["messages"], r["schema"])
+
+    @classmethod
+    def replay_spec(cls, d:dict) -> tuple[dict, int|None]:
+        return dict(backend="fake", model_id=d.get("model", "fake")), d.get("context_window", 4096)
+
+    def _complete(self, reqs):
+        out = []
+        for r in reqs:
+            with self._lock: self.n_calls += 1
+            try: text = self.reply(r)
+            except Exception as e: out.append(Completion(error=f"{type(e).__name__}: {e}")); continue
+            n_in = sum(self._count_tokens(m["content"]) for m in r["messages"])
+            out.append(Completion(text=text, usage=Usage(n_in, self._count_tokens(text))))
+        return out
 
 # %% ../nbs/05_testing.ipynb #2316bea8
 class ScriptedChat(FakeChat):
