@@ -3,7 +3,10 @@ import json, math, types
 import pytest
 import pace.llm
 from pace.cache import request_key
-from pace.llm import Completion, FakeChat, OpenAIChat, LlamaCppChat, get_chat_model
+from pace.llm import Completion, get_chat_model
+from pace.testing import FakeChat
+from pace.backends.openai import OpenAIChat
+from pace.backends.llamacpp import LlamaCppChat
 from tests.test_llm import FakeCompletions, FakeClient, msgs
 
 pytestmark = pytest.mark.usefixtures("models_dir_in_tmp")   # see conftest.py
