@@ -23,10 +23,12 @@ CACHE_VERSION = 2 # 2: requests carry the backend's fingerprint, not just the mo
 # what an entry holds: a reply, a vector, a token count, a model card, a failed request
 ENTRY_KINDS = ("chat", "embed", "tokens", "card", "failure")
 
+# %% ../nbs/01_cache.ipynb #02f22151
 def canonical_json(obj) -> str:
     "Deterministic JSON text of `obj`: sorted keys, compact separators, unicode kept."
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
+# %% ../nbs/01_cache.ipynb #96491e8d
 def request_key(kind:str, # one of `ENTRY_KINDS`
                 request:dict, # canonical request: model id, messages/text, sampling params, schema
                ) -> str:
@@ -316,6 +318,7 @@ def read_export(path:str|Path, # JSONL file written by `export_cache` (gzip'd or
             raise CacheImportError(f"{path}: a damaged gzip file ({e})") from None
     return [_export_line(path, n, l) for n, l in enumerate(raw.split(b"\n"), 1) if l.strip()]
 
+# %% ../nbs/01_cache.ipynb #6c015a51
 def _key_matches(e: Entry) -> bool:
     try: return e.kind in ENTRY_KINDS and request_key(e.kind, e.request) == e.key
     except ValueError: return False   # a request that is not plain JSON (NaN)
@@ -327,6 +330,7 @@ def add_entries(cache:Cache, # the cache to fill
     ok = [e for e in entries if _key_matches(e)]
     return dict(read=len(entries), added=cache.put_many(ok), skipped=len(entries) - len(ok))
 
+# %% ../nbs/01_cache.ipynb #da3c4137
 def import_cache(cache:Cache, # the cache to fill
                  path:str|Path|None, # JSONL file written by `export_cache` (None: only the store)
                  *, embeddings:str|Path|None=None, # a store folder of vectors (see `store_path`) to read too
@@ -441,6 +445,7 @@ def read_store_file(path:str|Path, # a file of a store folder
         out.append(e)
     return out
 
+# %% ../nbs/01_cache.ipynb #50466cb5
 def read_store(folder:str|Path, # a store folder
               ) -> list[Entry]:
     "The entries of every store file in `folder` (in name order), each file checked before any entry is used."
@@ -550,6 +555,7 @@ def log_calls(kind:str, # "chat", "embed", "tokens" (or "miss": a replay asked f
     line = canonical_json(dict(kind=kind, model=model, stage=stage, n=int(n))) + "\n"
     with _LOG_LOCK, open(Path(path).expanduser(), "a", encoding="utf-8") as f: f.write(line)
 
+# %% ../nbs/01_cache.ipynb #1fdd80fd
 def read_call_log(path:str|Path) -> list[dict]:
     "The lines of a call log ([] when the file does not exist)."
     p = Path(path).expanduser()
@@ -570,6 +576,7 @@ def replay_enabled(replay:bool|None=None, # an explicit choice; None: `$PACE_REP
     if replay is not None: return bool(replay)
     return os.environ.get("PACE_REPLAY", "").strip().lower() in ("1", "true", "yes", "on")
 
+# %% ../nbs/01_cache.ipynb #7467e3db
 def replay_miss(what:str, # "reply", "token count" or "embedding"
                 stage:str, model:str, key:str, # the first missing request: its stage, model id and cache key
                 n:int=1, # how many requests of the call are missing
@@ -593,6 +600,7 @@ def recorded_fingerprints(cache:Cache, model:str, # a model id
     fps = {canonical_json(json.loads(r[0])) for r in cache._con().execute(q, [model, *kinds])}
     return [json.loads(s) for s in sorted(fps)]
 
+# %% ../nbs/01_cache.ipynb #da3de9ad
 def recorded_model(cache:Cache, fields:dict, # what the spec decides of the fingerprint: backend, model_id and
                                              # settings
                    kinds:tuple=("chat", "tokens", "card"), what:str="chat model") -> dict:

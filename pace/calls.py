@@ -49,6 +49,7 @@ def agent_request(messages: list[dict],     # the prompt
     return dict(messages=messages, schema=schema, stage=stage, temperature=0.0, max_tokens=max_tokens,
                 seed=seed)
 
+# %% ../nbs/03_calls.ipynb #f8ad71fd
 def chat_one(cm, req: dict):
     ("The result of `req` through `cm.chat`, or the Exception it raised (a backend bug must not stop an "
      "experiment).")

@@ -26,6 +26,7 @@ def encode_vec(v:np.ndarray) -> dict:
     "JSON-safe exact encoding of a float32 vector."
     return {"f32": base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode("ascii")}
 
+# %% ../nbs/04_embed.ipynb #4b39e41f
 def decode_vec(d:dict) -> np.ndarray:
     "Inverse of `encode_vec`."
     return np.frombuffer(base64.b64decode(d["f32"]), dtype="<f4")

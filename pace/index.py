@@ -33,6 +33,7 @@ def check_facts(facts) -> list[tuple[str, str]]:
         seen.add(did); pairs.append((did, text))
     return pairs
 
+# %% ../nbs/10_index.ipynb #a5afe81c
 def facts_sha256(pairs: list[tuple[str, str]]) -> str:
     "sha256 of the ordered `(doc_id, text)` list, as canonical JSON."
     canonical = json.dumps([list(p) for p in pairs], ensure_ascii=False, separators=(",", ":"))

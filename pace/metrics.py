@@ -41,6 +41,7 @@ def mean_metrics(rows: list[dict]) -> dict:
     if any(list(r) != keys for r in rows): raise ValueError("per-query metric dicts have different keys")
     return {k: fmean(r[k] for r in rows) for k in keys} | {"n": len(rows)}
 
+# %% ../nbs/13_metrics.ipynb #8402938e
 def evaluate_rankings(ranked: list[list[str]], # one ranking per query
                       gold: list[list[str]], # the gold ids of the same queries
                       ks=(5, 10)) -> tuple[list[dict], dict]:
@@ -54,6 +55,7 @@ def coverage_class(m: dict, k: int = 10) -> str:
     "Evidence coverage of one query's metrics at `k`: 'full' (all gold), 'partial' (some gold) or 'none'."
     return "full" if m[f"gold@{k}"] else ("partial" if m[f"hit@{k}"] else "none")
 
+# %% ../nbs/13_metrics.ipynb #2e23df0e
 def evidence_coverage(rows: list[dict], k: int = 10) -> dict:
     "Fractions of queries with no, partial (hit but not all gold) and full (all gold) evidence in the top k."
     if not rows: raise ValueError("no per-query metrics")

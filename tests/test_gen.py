@@ -438,7 +438,8 @@ def test_each_generation_prompt_file_is_the_constant_it_names():
     from pace.calls import prompt_asset
     root = Path(pace.__file__).parent / "assets" / "prompts" / "gen"
     files = sorted(f.relative_to(root) for f in root.rglob("*") if f.is_file())
-    assert len(files) == 15 and {f.parent.as_posix() for f in files} == {"persona", "profile", "cases", "validate"}
+    stages = {"persona", "profile", "cases", "validate", "distractors", "atomize", "kb"}
+    assert len(files) == 20 and {f.parent.as_posix() for f in files} == stages
     for f in files:
         const = getattr(importlib.import_module(f"pace.gen.{f.parent}"), f.stem)   # a file no constant reads fails here
         text = prompt_asset(f"gen/{f.as_posix()}")

@@ -153,6 +153,7 @@ def rate_by(df: pd.DataFrame, col: str, value: str = "pass") -> pd.DataFrame:
             out.append(dict(method=m, **{col: v}) | rate(s))
     return pd.DataFrame(out).set_index(["method", col])
 
+# %% ../../nbs/31_evaluate.ipynb #b69b58ac
 def table3(df): return rate_by(df, "label")
 
 # %% ../../nbs/31_evaluate.ipynb #decbc42a
@@ -192,6 +193,7 @@ def calls_frame(rows: list[dict]) -> pd.DataFrame:
                             fallback=c.get("fallback")))
     return pd.DataFrame(out, columns=["query_id", "method", "stage", "ok", "fallback"])
 
+# %% ../../nbs/31_evaluate.ipynb #f88660cf
 def failures(rows: list[dict]) -> pd.DataFrame:
     "Per method and stage: calls, failed %, fallback %; for filters, mean chosen/padded/fallback/unseen ids."
     cf = calls_frame(rows)

@@ -120,6 +120,7 @@ def rationale_messages(query: str, # the user's request
             "How does the reply's reason compare with the reference reason? Answer as JSON.")
     return [dict(role='system', content=RATIONALE_SYSTEM), dict(role='user', content=user)]
 
+# %% ../../nbs/30_judge.ipynb #c92c1f2c
 def grade_rationale(cm, # judge chat model
                     query: str, answer: str, # the request and the reply (whose decision is right)
                     gold_judgment: str, # the gold rationale
@@ -140,6 +141,7 @@ def paper_messages(answer: str, # the reply to grade
             "Grade the reply as JSON.")
     return [dict(role='system', content=PAPER_SYSTEM), dict(role='user', content=user)]
 
+# %% ../../nbs/30_judge.ipynb #6c672e86
 def paper_label(cm, # judge chat model
                 answer: str, gold_label: str, gold_judgment: str, # the reply and the answer key
                 *, max_tokens: int = 160) -> tuple[PaperOutput | None, AgentCall]:
@@ -370,6 +372,7 @@ def cohen_kappa(table: pd.DataFrame, # a contingency table (rows one rater, colu
     n, po, pe = _chance(table)
     return float("nan") if n == 0 or pe == 1 else (po - pe) / (1 - pe)
 
+# %% ../../nbs/30_judge.ipynb #022e7450
 def wilson(k: int, # successes
            n: int, # trials
            z: float = 1.96) -> tuple[float, float]:
@@ -455,6 +458,7 @@ def between_judges(a: list[Verdict], # one judge's verdicts
     "`agreement` of two judges' labels over the items both gave a label to."
     return agreement([v.label for v in a], [v.label for v in b], names=("judge", "judge2"))
 
+# %% ../../nbs/30_judge.ipynb #66509f12
 def label_rates(items: list[CalibrationItem], # the calibration items (their gold labels)
                 raters: dict[str, list], # rater name -> labels, in item order
                ) -> pd.DataFrame:

@@ -66,6 +66,7 @@ def experiments_dir(root=None, # a folder of experiment notebooks (default: nbs/
                          "(git clone, then pip install -e '.[experiments]'), not of a wheel install")
     return d
 
+# %% ../../nbs/34_reproduce.ipynb #e2675a9c
 def find_experiments(root=None, # see `experiments_dir`
                     ) -> list[Experiment]:
     "Every `NN_name.ipynb` of the experiments folder, in number order."
@@ -348,6 +349,7 @@ def _rel(p) -> str:
     with contextlib.suppress(ValueError): return str(Path(p).resolve().relative_to(Path.cwd().resolve()))
     return str(p)
 
+# %% ../../nbs/34_reproduce.ipynb #c77f760b
 def list_experiments(exps: list[Experiment], # what to list
                      file=None, # where to print (default stdout)
                     ):
@@ -357,6 +359,7 @@ def list_experiments(exps: list[Experiment], # what to list
         for k, (v, c) in e.params.items():
             print(f"    {k} = {v}" + (f"   # {c}" if c else ""), file=file or sys.stdout)
 
+# %% ../../nbs/34_reproduce.ipynb #3cf83a4c
 def reproduce(names=(), # notebook numbers or names (empty: all)
               params=(), # 'key=value' settings (see `parse_param`)
               *, record: bool = False, # call the models (and fill the caches) instead of replaying

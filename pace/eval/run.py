@@ -28,10 +28,10 @@ from ..runfolder import (VOLATILE, split_volatile, dataset_sha256, model_fingerp
 
 # %% auto #0
 __all__ = ['DEFAULT_DATA', 'DEFAULT_CHAT', 'DEFAULT_METHODS', 'RETRIEVAL_METHODS', 'DEFAULT_LIMIT', 'STRUCTURED_METHODS',
-           'METHODS', 'select_queries', 'build_method', 'prompt_hashes', 'hipporag_settings', 'chat_name',
-           'default_run_name', 'check_run_name', 'ScopeConfig', 'ModelsConfig', 'JudgeConfig', 'ExecutionConfig',
-           'RunConfig', 'public_query', 'public_facts', 'public_kb', 'round_floats', 'RunInterrupted', 'Run',
-           'run_experiment', 'add_cli']
+           'METHODS', 'METHODS_HELP', 'RETRIEVAL_ONLY_HELP', 'select_queries', 'build_method', 'prompt_hashes',
+           'hipporag_settings', 'chat_name', 'default_run_name', 'check_run_name', 'ScopeConfig', 'ModelsConfig',
+           'JudgeConfig', 'ExecutionConfig', 'RunConfig', 'public_query', 'public_facts', 'public_kb', 'round_floats',
+           'RunInterrupted', 'Run', 'run_experiment', 'add_cli']
 
 # %% ../../nbs/32_run.ipynb #45bcaae8
 DEFAULT_DATA = "data/mini"
@@ -142,20 +142,22 @@ def _whole(v, flag: str, lo: int = 1) -> int:
 # %% ../../nbs/32_run.ipynb #4d45c13c
 _OWN = "'mypkg.mod:MyRetriever', 'path/to/file.py:MyRetriever'"
 
+METHODS_HELP = (f"comma-separated, from: {', '.join(METHODS)}, or a sized retriever ('hybrid@20'), "
+                f"or a class of your own ({_OWN}); default {','.join(DEFAULT_METHODS)}")
+RETRIEVAL_ONLY_HELP = ("no answers, no judge: retrieval metrics and the funnel "
+                       f"(default methods {','.join(RETRIEVAL_METHODS)})")
+
 class ScopeConfig(BaseModel):
     "What a run covers: the dataset, methods and queries, and where its folder goes."
     model_config = ConfigDict(extra="forbid")
     dataset: str | Path = Field(DEFAULT_DATA, description="dataset folder",
                                 json_schema_extra=dict(cli="--data"))
-    methods: list[Any] | None = Field(None, description=(
-        f"comma-separated, from: {', '.join(METHODS)}, or a sized retriever ('hybrid@20'), or a class of "
-        f"your own ({_OWN}); default {','.join(DEFAULT_METHODS)}"))
+    methods: list[Any] | None = Field(None, description=METHODS_HELP)
     limit: int | None = Field(DEFAULT_LIMIT, ge=0,
                               description="number of queries, stratified by label and type (0 = all)",
                               json_schema_extra=dict(every=("--all", 0, "every query of the dataset")))
     seed: int = Field(0, description="seed of the query subset")
-    retrieval_only: bool = Field(False, description="no answers, no judge: retrieval metrics and the funnel "
-                                 f"(default methods {','.join(RETRIEVAL_METHODS)})")
+    retrieval_only: bool = Field(False, description=RETRIEVAL_ONLY_HELP)
     name: str | None = Field(None, description="run name, a folder inside --out "
                              "(default: <dataset>-<model>-n<queries>, or -all)")
     out_dir: str | Path = Field("results", description="parent folder of the run folder",

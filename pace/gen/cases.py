@@ -213,6 +213,7 @@ def without_times(text: str) -> str:
     ss = [s for s in split_sentences(text) if not states_time(s)]
     return " ".join(ss[:-1] if ss and ss[-1][-1:] not in ".!?" else ss)
 
+# %% ../../nbs/43_gen_cases.ipynb #a8aa13ed
 def _name(s: str) -> str:
     "A chain name as a sentence's subject: no time in it, no final full stop."
     return re.sub(r"\s*\b(?:at|by|until|from)?\s*\d{1,2}:\d{2}\b", "", s).strip().rstrip(".;, ").strip()
@@ -224,6 +225,7 @@ def chain_text(a: dict) -> str:
     steps = " ".join(f"{_cap(s['what'])} takes {s['minutes']} minutes." for s in a["steps"])
     return f"{_cap(a['start_what'])} at {a['start']}. {steps} {_cap(a['deadline_what'])} at {a['deadline']}."
 
+# %% ../../nbs/43_gen_cases.ipynb #36fc8932
 def chain_judgment(a: dict) -> str:
     "What the numbers give, in one sentence."
     end, label = recompute(a)
@@ -244,6 +246,7 @@ def fill_chain(written: dict, chain: dict) -> dict:
     return dict(d, context=(without_times(written["context"]) + " " + chain_text(arith)).strip(),
                 judgment=chain_judgment(arith))
 
+# %% ../../nbs/43_gen_cases.ipynb #a7cd6c2d
 def chain_names(draft: dict, context: str | None = None) -> dict:
     """A `TemporalCase` draft as a code-timed case is written: the arithmetic's names, `context` (default: the
     draft's without numbered sentences), no judgment."""
@@ -291,6 +294,7 @@ def slot_schema(slot: dict) -> type[BaseModel]:
     "The schema the case of `slot` is written in."
     return case_schema(slot["situation_type"], slot.get("chain"))
 
+# %% ../../nbs/43_gen_cases.ipynb #959f6308
 def slot_draft(slot: dict, reply: BaseModel) -> dict:
     "The draft a parsed reply gives for `slot` (code's times joined in)."
     d = reply.model_dump()

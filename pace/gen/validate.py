@@ -231,6 +231,7 @@ def duration_counts(text: str) -> Counter:
         if k in low: out[WORD_DURATIONS[k]] += low.count(k); low = low.replace(k, " ")
     return out
 
+# %% ../../nbs/44_gen_validate.ipynb #7edd2680
 def durations_in(text: str) -> set[int]:
     "Durations written in `text`, in minutes."
     return set(duration_counts(text))

@@ -50,6 +50,7 @@ def persona_name(instance, # a `pace.data.Instance`, or anything with `ego`
     name = ego.get('name') if isinstance(ego, dict) else getattr(ego, 'name', None)
     return name or 'the user'
 
+# %% ../../nbs/20_agents.ipynb #0a1f7c2d
 def as_date(d, # a date, datetime or ISO string
            ) -> dt.date:
     "A `date` from a `date`, `datetime` or ISO string."
@@ -209,6 +210,7 @@ def selection_schema(ids: list[str], # the candidate ids shown
                                                                            "enum": list(ids)},
                                                 "minItems": 1 if n else 0, "maxItems": n}}}
 
+# %% ../../nbs/20_agents.ipynb #d4781793
 def clean_selection(selected: list[str], # ids the model returned
                     shown_ids: list[str], # ids it was shown
                     top_n: int, # how many to keep
@@ -247,6 +249,7 @@ def prompt_budget(cm, # chat model (its context window)
     "Tokens left for the prompt in `cm`'s context window after the answer and a safety margin."
     return max(64, int(cm.context_window) - max_tokens - margin)
 
+# %% ../../nbs/20_agents.ipynb #af29efcf
 LABEL_CODES = ["".join(p) for p in itertools.product(string.ascii_lowercase, repeat=2)]
 random.Random(0).shuffle(LABEL_CODES)   # 676 two-letter codes in a fixed order that cannot be counted
 
@@ -455,6 +458,7 @@ def fit_facts(cm, # chat model (its context window and token counter)
         out.append(f)
     return out
 
+# %% ../../nbs/20_agents.ipynb #67ae8893
 def tidy_answer(text: str, # the model's reply
                 max_sentences: int = 4) -> str:
     "Drop repeated sentences (small models loop) and keep at most `max_sentences`."
