@@ -91,6 +91,7 @@ def request_names(query: str, # the request
             if w not in _NOT_NAMES and w not in out: out.append(w)
     return out
 
+# %% ../../nbs/21b_pacemaker_score.ipynb #02f8ad8d
 def entity_view(query: str, # the request
                 dates: list[dt.date], # its dates (`request_dates`)
                ) -> str:
@@ -98,7 +99,7 @@ def entity_view(query: str, # the request
     when it has none)."""
     return " ".join(request_names(query) + [x for d in dates for x in (d.isoformat(), f"{d:%A}")])
 
-# %% ../../nbs/21b_pacemaker_score.ipynb #63021360
+# %% ../../nbs/21b_pacemaker_score.ipynb #8f55548c
 SCORE_SYSTEM = """You help a personal assistant check a request from its user before acting on it.
 You see the request, the day it is made, the dates it names, and one fact from the assistant's memory.
 Question: could this fact change whether the request should go ahead as asked?
@@ -120,7 +121,7 @@ def score_messages(query: str, # the request
     user = f"Request: {query}\nMade on: {ref:%A} {ref.isoformat()}\nDates it names: {named}\nFact: {fact}"
     return [dict(role="system", content=SCORE_SYSTEM), dict(role="user", content=user)]
 
-# %% ../../nbs/21b_pacemaker_score.ipynb #ecdb23d9
+# %% ../../nbs/21b_pacemaker_score.ipynb #ef3bc9ba
 def yes_probability(top: dict | None, # {token text: log-probability} of the first generated token
                    ) -> float | None:
     """P(yes) / (P(yes) + P(no)) over the tokens that read 'yes' or 'no' (any case, spaces stripped); None if
@@ -130,6 +131,7 @@ def yes_probability(top: dict | None, # {token text: log-probability} of the fir
     y, n = mass("yes"), mass("no")
     return y / (y + n) if y + n > 0 else None
 
+# %% ../../nbs/21b_pacemaker_score.ipynb #61503a1d
 def read_score(r, # a chat result, or the Exception its call raised
               ) -> tuple[float | None, str]:
     """(score, where it came from): 'logprob' (P(yes) from the log-probabilities), 'text' (a plain yes 1.0 /
@@ -140,7 +142,7 @@ def read_score(r, # a chat result, or the Exception its call raised
     if w: return (1.0 if w[1] == "yes" else 0.0), "text"
     return None, "junk"
 
-# %% ../../nbs/21b_pacemaker_score.ipynb #7131cf35
+# %% ../../nbs/21b_pacemaker_score.ipynb #a213321b
 def score_steps(query: str, # the request
                 ref_date, # the date it is made
                 dates: list[dt.date], # the dates it names
@@ -166,7 +168,7 @@ def score_steps(query: str, # the request
     elif how["junk"] + how["failed"]: rec.fallback = "candidates without a score are ranked without one"
     return scores, rec
 
-# %% ../../nbs/21b_pacemaker_score.ipynb #a1d95fd4
+# %% ../../nbs/21b_pacemaker_score.ipynb #353e29fa
 def score_ranking(scores: dict, # doc_id -> score or None
                   order: list[str], # the candidates in pool order (ties keep it)
                  ) -> list[str]:
@@ -174,7 +176,7 @@ def score_ranking(scores: dict, # doc_id -> score or None
     pos = {d: k for k, d in enumerate(order)}
     return sorted((d for d in order if scores.get(d) is not None), key=lambda d: (-scores[d], pos[d]))
 
-# %% ../../nbs/21b_pacemaker_score.ipynb #809e6d68
+# %% ../../nbs/21b_pacemaker_score.ipynb #df9ff5f9
 class ScoreConfig(PaceMakerConfig):
     """pacemaker-score: the request's Hybrid ranking, its date facts, a view of its names and dates, and
     yes/no scores, fused by WRRF."""
@@ -208,7 +210,7 @@ SCORE_SWITCHES = {
 }
 SCORE_SIZES = dict(n_final=15)   # the facts handed on: against Hybrid's top 15 (the first 10 against its 10)
 
-# %% ../../nbs/21b_pacemaker_score.ipynb #f86f2484
+# %% ../../nbs/21b_pacemaker_score.ipynb #b0a6cfd2
 def score_config(name: str, # 'pacemaker-score', then any '-no_<switch>' of `SCORE_SWITCHES`
                  base: PaceMakerConfig | None = None, # the run's settings (`--config`)
                 ) -> ScoreConfig:
@@ -228,11 +230,11 @@ def score_config(name: str, # 'pacemaker-score', then any '-no_<switch>' of `SCO
                          "the settings")
     return cfg
 
-# %% ../../nbs/21b_pacemaker_score.ipynb #d5666fc4
+# %% ../../nbs/21b_pacemaker_score.ipynb #9ab69273
 # `pace.methods.pipeline.pacemaker_config` (and so `pace run`) knows its names
 VARIANT_CONFIGS['pacemaker-score'] = score_config
 
-# %% ../../nbs/21b_pacemaker_score.ipynb #0ceaa5f7
+# %% ../../nbs/21b_pacemaker_score.ipynb #6acd1597
 class ScoreTrace(Trace):
     "A PaceMaker trace plus what pacemaker-score saw: the request's dates, date facts and candidates' scores."
     dates: list[str] = []                  # the dates the request names (ISO)
@@ -241,7 +243,7 @@ class ScoreTrace(Trace):
     scores: dict[str, float | None] = {}   # P(yes) per scored candidate (None: no usable reply)
     ranking: list[tuple[str, float]] = []  # the whole fused ranking of the candidates
 
-# %% ../../nbs/21b_pacemaker_score.ipynb #57fbc53f
+# %% ../../nbs/21b_pacemaker_score.ipynb #04d099ce
 class PaceMakerScore(PaceMaker):
     """pacemaker-score: score, don't pick. The request's Hybrid candidates, its date facts and its entity
     view's, each judged yes/no, fused by WRRF."""
