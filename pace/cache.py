@@ -31,8 +31,10 @@ def request_key(kind:str, # one of `ENTRY_KINDS`
                 request:dict, # canonical request: model id, messages/text, sampling params, schema
                ) -> str:
     "sha256 hex key of a request, including the kind and `CACHE_VERSION`."
-    if kind not in ENTRY_KINDS: raise ValueError(f"kind must be one of {', '.join(ENTRY_KINDS)}; got {kind!r}")
-    return hashlib.sha256(canonical_json({"v": CACHE_VERSION, "kind": kind, "req": request}).encode()).hexdigest()
+    if kind not in ENTRY_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(ENTRY_KINDS)}; got {kind!r}")
+    return hashlib.sha256(canonical_json({"v": CACHE_VERSION, "kind": kind,
+                                          "req": request}).encode()).hexdigest()
 
 # %% ../nbs/01_cache.ipynb #7bcaab5f
 def default_cache_path() -> Path:
@@ -42,23 +44,31 @@ def default_cache_path() -> Path:
 
 # %% ../nbs/01_cache.ipynb #17f0d459
 class CacheFileError(UsageError):
-    "A cache path that cannot hold a cache: a folder, a file that is not SQLite, a SQLite file of something else."
+    ("A cache path that cannot hold a cache: a folder, a file that is not SQLite, a SQLite file of "
+     "something else.")
 
 class _SQLiteFile:
-    "A SQLite file shared by threads and processes: one connection per thread and process, WAL, short write transactions."
+    ("A SQLite file shared by threads and processes: one connection per thread and process, WAL, short "
+     "write transactions.")
     def __init__(self, path:Path, timeout:float=60.0):
         self.path, self.timeout, self._local = Path(path), timeout, threading.local()
-        if self.path.is_dir(): raise CacheFileError(f"cache {self.path} is a folder: give a file, e.g. {self.path / 'cache.sqlite'}")
-        up = next((p for p in self.path.parents if p.exists()), None)   # the nearest folder that exists must be one
-        if up is not None and not up.is_dir(): raise CacheFileError(f"cannot make the folder of cache {self.path}: {up} is a file")
+        if self.path.is_dir():
+            raise CacheFileError(f"cache {self.path} is a folder: give a file, e.g. "
+                                 f"{self.path / 'cache.sqlite'}")
+        # the nearest folder that exists must be one
+        up = next((p for p in self.path.parents if p.exists()), None)
+        if up is not None and not up.is_dir():
+            raise CacheFileError(f"cannot make the folder of cache {self.path}: {up} is a file")
         try: self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e: raise CacheFileError(f"cannot make the folder of cache {self.path}: {e.strerror}") from None
+        except OSError as e:
+            raise CacheFileError(f"cannot make the folder of cache {self.path}: {e.strerror}") from None
 
     def _con(self) -> sqlite3.Connection:
         "This thread's (and this process's) connection, opened on first use."
         loc = self._local
         if getattr(loc, "con", None) is None or loc.pid != os.getpid():
-            con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=True)
+            con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
+                                  check_same_thread=True)
             con.execute("PRAGMA journal_mode=WAL")
             con.execute("PRAGMA synchronous=NORMAL")
             con.execute(f"PRAGMA busy_timeout={int(self.timeout*1000)}")
@@ -76,7 +86,8 @@ class _SQLiteFile:
         except BaseException:
             con.execute("ROLLBACK"); raise
 
-    def __getstate__(self): return {"path": self.path, "timeout": self.timeout}  # picklable for worker processes
+    # picklable for worker processes
+    def __getstate__(self): return {"path": self.path, "timeout": self.timeout}
     def __setstate__(self, d): self.__init__(d["path"], d["timeout"])
 
 # %% ../nbs/01_cache.ipynb #b125ab9a
@@ -105,7 +116,8 @@ class Entry:
     seconds: float = 0.0
 
 def _row2entry(r) -> Entry:
-    return Entry(key=r[0], kind=r[1], model=r[2], stage=r[3], request=json.loads(r[4]), response=json.loads(r[5]),
+    return Entry(key=r[0], kind=r[1], model=r[2], stage=r[3], request=json.loads(r[4]),
+                 response=json.loads(r[5]),
                  prompt_tokens=r[6], completion_tokens=r[7], seconds=r[8])
 
 def _entry2row(e:Entry) -> tuple:
@@ -116,7 +128,8 @@ def _entry2row(e:Entry) -> tuple:
 _SQLITE_MAGIC = b"SQLite format 3\x00"   # the first 16 bytes of every SQLite file
 
 def _check_store(path: Path):
-    "Refuse (`CacheFileError`) a file that is not SQLite, or a SQLite file of something else; a missing or empty file is a new cache."
+    ("Refuse (`CacheFileError`) a file that is not SQLite, or a SQLite file of something else; a missing or "
+     "empty file is a new cache.")
     if not path.is_file() or path.stat().st_size == 0: return
     with open(path, "rb") as f: head = f.read(len(_SQLITE_MAGIC))
     if head != _SQLITE_MAGIC: raise CacheFileError(f"{path} is not a SQLite file, so not a pace cache")
@@ -125,7 +138,8 @@ def _check_store(path: Path):
     except sqlite3.DatabaseError as e: raise CacheFileError(f"{path} cannot be read as SQLite: {e}") from None
     finally: con.close()
     if tables and "entries" not in tables:
-        raise CacheFileError(f"{path} is a SQLite file of something else (tables: {', '.join(sorted(tables))}), not a pace cache")
+        raise CacheFileError(f"{path} is a SQLite file of something else (tables: "
+                             f"{', '.join(sorted(tables))}), not a pace cache")
 
 class _EntryStore(_SQLiteFile):
     "The `entries` table of a SQLite file: read and write `Entry`s."
@@ -133,7 +147,8 @@ class _EntryStore(_SQLiteFile):
         super().__init__(path, timeout)
         _check_store(self.path)
         try: self._con().executescript(_SCHEMA)
-        except sqlite3.DatabaseError as e: raise CacheFileError(f"cache {self.path} cannot be opened: {e}") from None
+        except sqlite3.DatabaseError as e:
+            raise CacheFileError(f"cache {self.path} cannot be opened: {e}") from None
 
     def get_many(self, keys:list[str]) -> dict[str, Entry]:
         "Entries for those `keys` that are cached, as {key: Entry}."
@@ -149,15 +164,18 @@ class _EntryStore(_SQLiteFile):
         return self.get_many([key]).get(key)
 
     def put_many(self, entries:list[Entry], # the entries to store
-                 replace:bool=False, # the last value for a key wins (a failure's newest outcome), not the first
+                 replace:bool=False, # the last value for a key wins (a failure's newest outcome), not the
+                                     # first
                 ) -> int:
-        "Store entries in one transaction (the first value for a key wins, unless `replace`); how many rows were written."
+        ("Store entries in one transaction (the first value for a key wins, unless `replace`); how many "
+         "rows were written.")
         rows = [_entry2row(e) for e in entries]
         if not rows: return 0
         with self._transaction() as con:
             before = con.total_changes
             verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
-            con.executemany(f"{verb} INTO entries({_COLS},created,version) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
+            con.executemany(f"{verb} INTO entries({_COLS},created,version) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                            rows)
             return con.total_changes - before
 
     def put(self, entry:Entry) -> bool:
@@ -174,29 +192,35 @@ def _where(stage=None, model=None, kind=None) -> tuple[str, list]:
 
 def _group_stats(con) -> list[dict]:
     "Counts and sums per (kind, model, stage)."
-    q = """SELECT kind, model, stage, COUNT(*), COUNT(DISTINCT json_extract(request, '$.fingerprint')), SUM(prompt_tokens),
+    q = """SELECT kind, model, stage, COUNT(*), COUNT(DISTINCT json_extract(request, '$.fingerprint')),
+           SUM(prompt_tokens),
            SUM(completion_tokens), SUM(seconds), SUM(LENGTH(request)+LENGTH(response))
            FROM entries GROUP BY kind, model, stage ORDER BY kind, model, stage"""
-    return [dict(kind=r[0], model=r[1], stage=r[2], entries=r[3], fingerprints=r[4], prompt_tokens=r[5], completion_tokens=r[6],
+    return [dict(kind=r[0], model=r[1], stage=r[2], entries=r[3], fingerprints=r[4], prompt_tokens=r[5],
+                 completion_tokens=r[6],
                  seconds=round(r[7], 3), bytes=r[8]) for r in con.execute(q)]
 
 # %% ../nbs/01_cache.ipynb #a11463b1
 class Cache(_EntryStore):
     "SQLite cache of model calls, safe for many threads and processes."
-    def __init__(self, path:str|Path|None=None, # file; default `default_cache_path()`; ":memory:" is refused (not shareable)
+    def __init__(self, path:str|Path|None=None, # file; default `default_cache_path()`; ":memory:" is refused
+                                                # (not shareable)
                  timeout:float=60.0, # seconds to wait for another writer's lock
                 ):
         path = Path(path).expanduser() if path is not None else default_cache_path()
-        if str(path) == ":memory:": raise ValueError("Cache needs a file path (an in-memory db is not shared between threads)")
+        if str(path) == ":memory:":
+            raise ValueError("Cache needs a file path (an in-memory db is not shared between threads)")
         super().__init__(path, timeout)
 
     def __repr__(self): return f"Cache({str(self.path)!r})"
 
     def stats(self) -> dict:
-        "Entries, distinct fingerprints, tokens, seconds and stored bytes per (kind, model, stage), plus file size."
+        ("Entries, distinct fingerprints, tokens, seconds and stored bytes per (kind, model, stage), plus "
+         "file size.")
         rows = _group_stats(self._con())
         size = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
-        return dict(path=str(self.path), version=CACHE_VERSION, entries=sum(r["entries"] for r in rows), file_bytes=size, groups=rows)
+        return dict(path=str(self.path), version=CACHE_VERSION, entries=sum(r["entries"] for r in rows),
+                    file_bytes=size, groups=rows)
 
     def clear(self, stage:str|None=None, # only this stage tag
               model:str|None=None, # only this model id
@@ -212,7 +236,8 @@ class Cache(_EntryStore):
 
 # %% ../nbs/01_cache.ipynb #b63ad22d
 def as_cache(cache) -> Cache|None:
-    "Normalise a `cache` argument: None -> default file, str/Path -> that file, Cache -> itself, False -> no cache."
+    ("Normalise a `cache` argument: None -> default file, str/Path -> that file, Cache -> itself, False -> "
+     "no cache.")
     if cache is False: return None
     if cache is None: return Cache()
     if isinstance(cache, Cache): return cache
@@ -231,13 +256,16 @@ def _write_file(path:Path, data:bytes):
 
 def _jsonl_bytes(entries:list[Entry], path:Path) -> bytes:
     "Canonical JSON lines of `entries` sorted by key; gzip'd with a zero timestamp when `path` ends in .gz."
-    data = "".join(canonical_json(asdict(e)) + "\n" for e in sorted(entries, key=lambda e: e.key)).encode("utf-8")
+    data = "".join(canonical_json(asdict(e)) + "\n"
+                   for e in sorted(entries, key=lambda e: e.key)).encode("utf-8")
     return gzip.compress(data, compresslevel=9, mtime=0) if str(path).endswith(".gz") else data
 
 def _export(cache:Cache, path, stage=None, model=None, kind=None, embeddings=None) -> dict:
-    "Export the matching entries; how many went to `path` (lines), to the store (stored; added: new there) and its files."
+    ("Export the matching entries; how many went to `path` (lines), to the store (stored; added: new there) "
+     "and its files.")
     where, args = _where(stage, model, kind)
-    es = [_row2entry(r) for r in cache._con().execute(f"SELECT {_COLS} FROM entries{where} ORDER BY key", args)]
+    es = [_row2entry(r)
+          for r in cache._con().execute(f"SELECT {_COLS} FROM entries{where} ORDER BY key", args)]
     st = dict(stored=0, added=0, files=0)
     if embeddings is not None:
         st, rest = _to_store([e for e in es if e.kind == "embed"], embeddings)
@@ -248,9 +276,11 @@ def _export(cache:Cache, path, stage=None, model=None, kind=None, embeddings=Non
 def export_cache(cache:Cache, # the cache to read
                  path:str|Path, # JSONL file to write (gzip'd when the name ends in .gz)
                  stage:str|None=None, model:str|None=None, kind:str|None=None, # only these entries
-                 *, embeddings:str|Path|None=None, # a store folder for the vectors (`store_path`); None: in `path`
+                 *, embeddings:str|Path|None=None, # a store folder for the vectors (`store_path`); None: in
+                                                   # `path`
                 ) -> int:
-    "Write the matching entries to `path` as canonical JSON lines sorted by key (vectors to `embeddings`); how many."
+    ("Write the matching entries to `path` as canonical JSON lines sorted by key (vectors to `embeddings`); "
+     "how many.")
     r = _export(cache, path, stage, model, kind, embeddings)
     return r["lines"] + r["stored"]
 
@@ -262,16 +292,21 @@ def _export_line(path: Path, n: int, line: bytes) -> Entry:
     "The `Entry` on line `n` of an export file, or a `CacheImportError` that says what is wrong with it."
     where = f"{path}:{n}"
     try: obj = json.loads(line.decode("utf-8"))
-    except UnicodeDecodeError as e: raise CacheImportError(f"{where}: not UTF-8 text (byte 0x{line[e.start]:02x} at column {e.start + 1})") from None
-    except json.JSONDecodeError as e: raise CacheImportError(f"{where}: invalid JSON: {e.msg} at column {e.colno}") from None
-    if not isinstance(obj, dict): raise CacheImportError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    except UnicodeDecodeError as e:
+        raise CacheImportError(f"{where}: not UTF-8 text (byte 0x{line[e.start]:02x} at column "
+                               f"{e.start + 1})") from None
+    except json.JSONDecodeError as e:
+        raise CacheImportError(f"{where}: invalid JSON: {e.msg} at column {e.colno}") from None
+    if not isinstance(obj, dict):
+        raise CacheImportError(f"{where}: expected a JSON object, got {type(obj).__name__}")
     try: e = Entry(**obj); _entry2row(e)   # every field present and of a storable type
     except (TypeError, ValueError) as x: raise CacheImportError(f"{where}: not a cache entry ({x})") from None
     return e
 
 def read_export(path:str|Path, # JSONL file written by `export_cache` (gzip'd or not)
                ) -> list[Entry]:
-    "Every entry of an export file, each line checked before any is used (`CacheImportError` names the bad one)."
+    ("Every entry of an export file, each line checked before any is used (`CacheImportError` names the bad "
+     "one).")
     path = Path(path)
     try: raw = path.read_bytes()
     except OSError as e: raise CacheImportError(f"{path}: {e.strerror}") from None
@@ -296,8 +331,10 @@ def import_cache(cache:Cache, # the cache to fill
                  path:str|Path|None, # JSONL file written by `export_cache` (None: only the store)
                  *, embeddings:str|Path|None=None, # a store folder of vectors (see `store_path`) to read too
                 ) -> dict:
-    "Add the entries of `path` and `embeddings` whose key matches their request (all checked first); {read, added, skipped}."
-    es = (read_export(path) if path is not None else []) + (read_store(embeddings) if embeddings is not None else [])
+    ("Add the entries of `path` and `embeddings` whose key matches their request (all checked first); "
+     "{read, added, skipped}.")
+    es = (read_export(path) if path is not None else []) + (read_store(embeddings)
+                                                            if embeddings is not None else [])
     return add_entries(cache, es)
 
 # %% ../nbs/01_cache.ipynb #cf987cb4
@@ -307,14 +344,19 @@ _ZIP_TIME = (1980, 1, 1, 0, 0, 0) # the earliest date a zip holds: no clock in t
 def store_path(folder:str|Path, # the store folder
                fingerprint:dict, # an embedder's fingerprint
               ) -> Path:
-    "The file of `folder` that holds an embedder's vectors: `<model id>-<sha256 of its fingerprint, 16 hex>.zip`."
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(fingerprint.get("model_id", "embedder"))).strip("-.")[:60] or "embedder"
-    return Path(folder) / f"{slug}-{hashlib.sha256(canonical_json(fingerprint).encode()).hexdigest()[:16]}.zip"
+    ("The file of `folder` that holds an embedder's vectors: `<model id>-<sha256 of its fingerprint, 16 "
+     "hex>.zip`.")
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-",
+                  str(fingerprint.get("model_id", "embedder"))).strip("-.")[:60] or "embedder"
+    digest = hashlib.sha256(canonical_json(fingerprint).encode()).hexdigest()
+    return Path(folder) / f"{slug}-{digest[:16]}.zip"
 
 def _vec_bytes(e:Entry) -> bytes|None:
     "The float32 bytes of an embedding entry as `pace.embed` writes one ({'f32': base64}), else None."
     q, r = e.request, e.response
-    if e.kind != "embed" or e.completion_tokens or not (isinstance(q, dict) and set(q) == {"fingerprint", "text"}): return None
+    if e.kind != "embed" or e.completion_tokens or not (isinstance(q, dict)
+                                                        and set(q) == {"fingerprint", "text"}):
+        return None
     if not (isinstance(q["fingerprint"], dict) and isinstance(q["text"], str)): return None
     if not (isinstance(r, dict) and set(r) == {"f32"}): return None
     try: b = base64.b64decode(r["f32"], validate=True)
@@ -323,13 +365,15 @@ def _vec_bytes(e:Entry) -> bytes|None:
 
 # %% ../nbs/01_cache.ipynb #b0293db2
 def _store_groups(entries:list[Entry]) -> tuple[dict, list[Entry]]:
-    "{canonical fingerprint: {key: (entry, vector bytes)}} of the entries a store file can hold, and the others."
+    ("{canonical fingerprint: {key: (entry, vector bytes)}} of the entries a store file can hold, and the "
+     "others.")
     groups, rest = {}, []
     for e in entries:
         b = _vec_bytes(e)
         if b is None: rest.append(e); continue
         fp = e.request["fingerprint"]; g = groups.setdefault(canonical_json(fp), {})
-        size = len(next(iter(g.values()))[1]) if g else 4 * fp["dim"] if type(fp.get("dim")) is int else len(b)
+        size = (len(next(iter(g.values()))[1]) if g else
+                4 * fp["dim"] if type(fp.get("dim")) is int else len(b))
         if len(b) != size: rest.append(e)
         else: g.setdefault(e.key, (e, b))
     return {k: g for k, g in groups.items() if g}, rest
@@ -358,13 +402,15 @@ def _store_bytes(fp:dict, rows:list) -> bytes:
     head = dict(format=STORE_FORMAT, fingerprint=fp, dim=len(rows[0][1]) // 4, n=len(rows))
     line = lambda e: canonical_json(dict(key=e.key, model=e.model, stage=e.stage, text=e.request["text"],
                                          prompt_tokens=e.prompt_tokens, seconds=e.seconds)) + "\n"
-    return _zip({"store.json": canonical_json(head).encode(), "entries.jsonl": "".join(line(e) for e, _ in rows).encode(),
+    return _zip({"store.json": canonical_json(head).encode(),
+                 "entries.jsonl": "".join(line(e) for e, _ in rows).encode(),
                  "vectors.f32": _planes(b"".join(b for _, b in rows))})
 
 # %% ../nbs/01_cache.ipynb #c902e863
 def read_store_file(path:str|Path, # a file of a store folder
                    ) -> list[Entry]:
-    "The embedding entries of one store file, the whole file checked first (`CacheImportError` says what is wrong)."
+    ("The embedding entries of one store file, the whole file checked first (`CacheImportError` says what "
+     "is wrong).")
     path = Path(path)
     bad = lambda why: CacheImportError(f"{path}: {why}")
     try:
@@ -374,9 +420,11 @@ def read_store_file(path:str|Path, # a file of a store folder
     except (zipfile.BadZipFile, KeyError, ValueError, EOFError, zlib.error) as e:
         raise bad(f"not a store file of vectors ({e})") from None
     except OSError as e: raise bad(e.strerror or str(e)) from None
-    if not isinstance(head, dict) or head.get("format") != STORE_FORMAT: raise bad(f"not a store file of format {STORE_FORMAT}")
+    if not isinstance(head, dict) or head.get("format") != STORE_FORMAT:
+        raise bad(f"not a store file of format {STORE_FORMAT}")
     dim, n, fp = head.get("dim"), head.get("n"), head.get("fingerprint")
-    if not (type(dim) is int and dim > 0 and n == len(lines) == len(vecs) // (4 * dim) and len(vecs) % (4 * dim) == 0
+    if not (type(dim) is int and dim > 0 and n == len(lines) == len(vecs) // (4 * dim)
+            and len(vecs) % (4 * dim) == 0
             and isinstance(fp, dict)):
         raise bad(f"sizes do not agree: {n} vectors of {dim} floats, {len(lines)} entries, {len(vecs)} bytes")
     vecs, out, w = _unplanes(vecs), [], 4 * dim
@@ -384,10 +432,12 @@ def read_store_file(path:str|Path, # a file of a store folder
         try:
             d = json.loads(l)
             e = Entry(key=d["key"], kind="embed", model=d["model"], stage=d["stage"],
-                      request={"fingerprint": fp, "text": d["text"]}, prompt_tokens=d["prompt_tokens"], seconds=d["seconds"],
+                      request={"fingerprint": fp, "text": d["text"]}, prompt_tokens=d["prompt_tokens"],
+                      seconds=d["seconds"],
                       response={"f32": base64.b64encode(vecs[w * i:w * (i + 1)]).decode("ascii")})
             _entry2row(e)
-        except (ValueError, KeyError, TypeError) as x: raise bad(f"entry {i + 1}: {type(x).__name__}: {x}") from None
+        except (ValueError, KeyError, TypeError) as x:
+            raise bad(f"entry {i + 1}: {type(x).__name__}: {x}") from None
         out.append(e)
     return out
 
@@ -400,7 +450,8 @@ def read_store(folder:str|Path, # a store folder
 
 # %% ../nbs/01_cache.ipynb #ba049dc1
 def _to_store(entries:list[Entry], folder) -> tuple[dict, list[Entry]]:
-    "Merge the vectors among `entries` into `folder`'s files: ({stored, added, files}, the entries a store cannot hold)."
+    ("Merge the vectors among `entries` into `folder`'s files: ({stored, added, files}, the entries a store "
+     "cannot hold).")
     groups, rest = _store_groups(entries)
     stored = added = 0
     for fpj, rows in groups.items():
@@ -416,15 +467,18 @@ def _to_store(entries:list[Entry], folder) -> tuple[dict, list[Entry]]:
     return dict(stored=stored, added=added, files=len(groups)), rest
 
 # %% ../nbs/01_cache.ipynb #0236f2d2
-_FIELDS = ("calls", "cache_hits", "failures", "model_calls", "prompt_tokens", "completion_tokens", "seconds", "model_seconds")
+_FIELDS = ("calls", "cache_hits", "failures", "model_calls", "prompt_tokens", "completion_tokens", "seconds",
+           "model_seconds")
 
 # %% ../nbs/01_cache.ipynb #1c2a3d24
 class _Counters:
     "Thread-safe per-stage counters of calls, cache hits, failures, tokens and seconds."
     def __init__(self): self._d, self._lock = {}, threading.Lock()
-    def record(self, stage:str, *, cached:bool=False, ok:bool=True, prompt_tokens:int=0, completion_tokens:int=0,
+    def record(self, stage:str, *, cached:bool=False, ok:bool=True, prompt_tokens:int=0,
+               completion_tokens:int=0,
                seconds:float=0.0, model_seconds:float=0.0, n:int=1, model_calls:int|None=None):
-        "Add `n` requests of `stage` with their totals (`model_calls` defaults to 0 for cache hits, else `n`)."
+        ("Add `n` requests of `stage` with their totals (`model_calls` defaults to 0 for cache hits, else "
+         "`n`).")
         with self._lock:
             d = self._d.setdefault(stage, dict.fromkeys(_FIELDS, 0))
             d["calls"] += n; d["cache_hits"] += n if cached else 0; d["failures"] += 0 if ok else n
@@ -449,22 +503,27 @@ class _Counters:
     def __repr__(self): return f"{type(self).__name__}({self.by_stage()})"
 
 # %% ../nbs/01_cache.ipynb #15b05a4b
-_SCOPES = contextvars.ContextVar("pace_accounts_scopes", default=())  # ((accounts, its scope's counters), ...) open here
+_SCOPES = contextvars.ContextVar("pace_accounts_scopes", default=())  # ((accounts, its scope's counters),
+                                                                      # ...) open here
 
 class Accounts(_Counters):
-    "Per-stage counters (thread-safe); `scope` counts the calls of one thread or task apart, for runs that share a model."
+    ("Per-stage counters (thread-safe); `scope` counts the calls of one thread or task apart, for runs that "
+     "share a model.")
     def record(self, stage:str, **kw):
-        "Add requests of `stage` (arguments of `_Counters.record`), also to this thread's open scopes of these accounts."
+        ("Add requests of `stage` (arguments of `_Counters.record`), also to this thread's open scopes of "
+         "these accounts.")
         super().record(stage, **kw)
         for acc, sub in _SCOPES.get():
             if acc is self: sub.record(stage, **kw)
     @contextmanager
     def scope(self):
-        "While open, `snapshot` and `since` in this thread (or asyncio task) see only the calls recorded in it; yields those counters."
+        ("While open, `snapshot` and `since` in this thread (or asyncio task) see only the calls recorded "
+         "in it; yields those counters.")
         sub = _Counters(); tok = _SCOPES.set(_SCOPES.get() + ((self, sub),))
         try: yield sub
         finally: _SCOPES.reset(tok)
-    def _view(self) -> _Counters: return next((sub for acc, sub in reversed(_SCOPES.get()) if acc is self), self)
+    def _view(self) -> _Counters:
+        return next((sub for acc, sub in reversed(_SCOPES.get()) if acc is self), self)
     def snapshot(self) -> dict[str, dict]:
         "A copy of the counters (of the innermost open scope, if any), to diff against later with `since`."
         return self._view().by_stage()
@@ -484,7 +543,8 @@ def log_calls(kind:str, # "chat", "embed", "tokens" (or "miss": a replay asked f
               model:str, stage:str, # the model id and the stage of the requests
               n:int=1, # how many requests
              ):
-    "Append `{kind, model, stage, n}` to the file `$PACE_CALL_LOG` names (nothing when it is unset or `n` is 0)."
+    ("Append `{kind, model, stage, n}` to the file `$PACE_CALL_LOG` names (nothing when it is unset or `n` "
+     "is 0).")
     path = os.environ.get("PACE_CALL_LOG")
     if not path or n < 1: return
     line = canonical_json(dict(kind=kind, model=model, stage=stage, n=int(n))) + "\n"
@@ -493,7 +553,8 @@ def log_calls(kind:str, # "chat", "embed", "tokens" (or "miss": a replay asked f
 def read_call_log(path:str|Path) -> list[dict]:
     "The lines of a call log ([] when the file does not exist)."
     p = Path(path).expanduser()
-    return [json.loads(l) for l in p.read_text(encoding="utf-8").splitlines() if l.strip()] if p.exists() else []
+    return [json.loads(l) for l in p.read_text(encoding="utf-8").splitlines()
+            if l.strip()] if p.exists() else []
 
 # %% ../nbs/01_cache.ipynb #03bf2c88
 class ReplayError(UsageError):
@@ -504,7 +565,8 @@ class ReplayMissError(ReplayError):
 
 def replay_enabled(replay:bool|None=None, # an explicit choice; None: `$PACE_REPLAY`
                   ) -> bool:
-    "Whether models are replayed from the cache: `replay` if given, else whether `$PACE_REPLAY` is 1, true, yes or on."
+    ("Whether models are replayed from the cache: `replay` if given, else whether `$PACE_REPLAY` is 1, "
+     "true, yes or on.")
     if replay is not None: return bool(replay)
     return os.environ.get("PACE_REPLAY", "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -512,10 +574,12 @@ def replay_miss(what:str, # "reply", "token count" or "embedding"
                 stage:str, model:str, key:str, # the first missing request: its stage, model id and cache key
                 n:int=1, # how many requests of the call are missing
                ) -> ReplayMissError:
-    "The one-line error of a replay asked for what the cache lacks (logged as a 'miss' too, should a caller swallow it)."
+    ("The one-line error of a replay asked for what the cache lacks (logged as a 'miss' too, should a "
+     "caller swallow it).")
     log_calls("miss", model, stage, n)
     more, a = f", and {n - 1} more" if n > 1 else "", "an" if str(stage)[:1].lower() in "aeiou" else "a"
-    return ReplayMissError(f"replay: no cached {what} for {a} {stage!r} call of {model} (key {key[:8]}...{more}): "
+    return ReplayMissError(f"replay: no cached {what} for {a} {stage!r} call of {model} (key "
+                           f"{key[:8]}...{more}): "
                            "the committed cache lacks it")
 
 # %% ../nbs/01_cache.ipynb #5b4076ad
@@ -524,14 +588,18 @@ def recorded_fingerprints(cache:Cache, model:str, # a model id
                          ) -> list[dict]:
     "The distinct fingerprints of `model`'s entries of `kinds` in `cache` (sorted by their canonical JSON)."
     q = ("SELECT DISTINCT json_extract(request, '$.fingerprint') FROM entries"
-         f" WHERE model=? AND kind IN ({','.join('?' * len(kinds))}) AND json_type(request, '$.fingerprint')='object'")
+         f" WHERE model=? AND kind IN ({','.join('?' * len(kinds))}) AND json_type(request, "
+         f"'$.fingerprint')='object'")
     fps = {canonical_json(json.loads(r[0])) for r in cache._con().execute(q, [model, *kinds])}
     return [json.loads(s) for s in sorted(fps)]
 
-def recorded_model(cache:Cache, fields:dict, # what the spec decides of the fingerprint: backend, model_id and settings
+def recorded_model(cache:Cache, fields:dict, # what the spec decides of the fingerprint: backend, model_id and
+                                             # settings
                    kinds:tuple=("chat", "tokens", "card"), what:str="chat model") -> dict:
-    "The one fingerprint recorded in `cache` (entries of `kinds`) that agrees with `fields`; `ReplayError` for none or several."
-    fps, name = recorded_fingerprints(cache, fields["model_id"], kinds), f"{what} {fields['backend']}:{fields['model_id']}"
+    ("The one fingerprint recorded in `cache` (entries of `kinds`) that agrees with `fields`; `ReplayError` "
+     "for none or several.")
+    fps, name = recorded_fingerprints(cache, fields["model_id"],
+                                      kinds), f"{what} {fields['backend']}:{fields['model_id']}"
     hits = [fp for fp in fps if all(fp.get(k) == v for k, v in fields.items())]
     if len(hits) == 1: return hits[0]
     if not hits:
@@ -547,7 +615,8 @@ def recorded_model(cache:Cache, fields:dict, # what the spec decides of the fing
 # %% ../nbs/01_cache.ipynb #71b25f14
 def recorded_cards(cache:Cache, fingerprint:dict, # a recorded model's fingerprint
                   ) -> list[dict]:
-    "The distinct model cards stored in `cache` for `fingerprint` (its context window, whether it serves threads at once)."
+    ("The distinct model cards stored in `cache` for `fingerprint` (its context window, whether it serves "
+     "threads at once).")
     fp, q = canonical_json(fingerprint), "SELECT request, response FROM entries WHERE kind='card' AND model=?"
     cards = {canonical_json(json.loads(b)) for a, b in cache._con().execute(q, [fingerprint.get("model_id")])
              if canonical_json(json.loads(a).get("fingerprint")) == fp}
@@ -556,7 +625,8 @@ def recorded_cards(cache:Cache, fingerprint:dict, # a recorded model's fingerpri
 # %% ../nbs/01_cache.ipynb #b57c27ff
 def _print_stats(s:dict, file=None):
     file = file or sys.stdout
-    print(f"cache {s['path']} (version {s['version']}): {s['entries']} entries, {s['file_bytes']/1e6:.1f} MB on disk", file=file)
+    print(f"cache {s['path']} (version {s['version']}): {s['entries']} entries, {s['file_bytes']/1e6:.1f} MB "
+          f"on disk", file=file)
     if not s["groups"]: return
     from tabulate import tabulate
     print(tabulate(s["groups"], headers="keys", tablefmt="github"), file=file)
@@ -566,7 +636,8 @@ def _cache_path(args) -> Path:
     return Path(args.cache).expanduser() if args.cache else default_cache_path()
 
 def _no_cache(args, path: Path) -> int:
-    "A command on a cache file that does not exist: stats and clear say so and create nothing; export is a mistake."
+    ("A command on a cache file that does not exist: stats and clear say so and create nothing; export is a "
+     "mistake.")
     if args.cache_cmd == "export": raise UsageError(f"no cache file at {path}")
     if args.cache_cmd == "stats":
         s = dict(path=str(path), version=CACHE_VERSION, entries=0, file_bytes=0, groups=[])
@@ -577,10 +648,13 @@ def _no_cache(args, path: Path) -> int:
 
 def _run_cache_cmd(args) -> int:
     path = _cache_path(args)
-    if args.cache_cmd == "clear" and args.stage is None and args.model is None and args.kind is None and not args.all:
-        print("pace: error: refusing to clear every entry: give --stage, --model, --kind or --all", file=sys.stderr); return 2
+    if (args.cache_cmd == "clear" and args.stage is None and args.model is None and args.kind is None
+            and not args.all):
+        print("pace: error: refusing to clear every entry: give --stage, --model, --kind or --all",
+              file=sys.stderr); return 2
     if args.cache_cmd == "import":
-        es = read_export(args.file) + (read_store(args.embeddings) if args.embeddings else [])   # checked before the cache opens
+        # checked before the cache opens
+        es = read_export(args.file) + (read_store(args.embeddings) if args.embeddings else [])
         r = add_entries(Cache(path), es)
         src = args.file + (f" and {args.embeddings}" if args.embeddings else "")
         print(f"read {r['read']} entries from {src}: {r['added']} added, "
@@ -617,8 +691,10 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
         q.add_argument("--stage"); q.add_argument("--model"); q.add_argument("--kind", choices=ENTRY_KINDS)
     im = sub.add_parser("import", help="add the entries of a JSONL export")
     im.add_argument("file", help="JSONL file written by `pace cache export`")
-    ex.add_argument("--embeddings", metavar="DIR", help="put the vectors in this shared store folder, not in FILE")
+    ex.add_argument("--embeddings", metavar="DIR",
+                    help="put the vectors in this shared store folder, not in FILE")
     im.add_argument("--embeddings", metavar="DIR", help="read the vectors of this store folder too")
-    for q in (st, cl, ex, im): q.add_argument("--cache", help="cache file (default $PACE_CACHE or ~/.cache/pace/cache.sqlite)")
+    for q in (st, cl, ex, im):
+        q.add_argument("--cache", help="cache file (default $PACE_CACHE or ~/.cache/pace/cache.sqlite)")
     p.set_defaults(func=_run_cache_cmd)
     return p

@@ -44,11 +44,14 @@ def agent_request(messages: list[dict],     # the prompt
                   *, stage: str,            # stage tag (accounts, traces)
                   schema=None,              # JSON schema or pydantic class sent to the model
                   max_tokens: int = 512, seed: int = 0) -> dict:
-    "One agent call as a request: the keyword arguments of `chat` (and an item of `chat_batch`), at temperature 0."
-    return dict(messages=messages, schema=schema, stage=stage, temperature=0.0, max_tokens=max_tokens, seed=seed)
+    ("One agent call as a request: the keyword arguments of `chat` (and an item of `chat_batch`), at "
+     "temperature 0.")
+    return dict(messages=messages, schema=schema, stage=stage, temperature=0.0, max_tokens=max_tokens,
+                seed=seed)
 
 def chat_one(cm, req: dict):
-    "The result of `req` through `cm.chat`, or the Exception it raised (a backend bug must not stop an experiment)."
+    ("The result of `req` through `cm.chat`, or the Exception it raised (a backend bug must not stop an "
+     "experiment).")
     try: return cm.chat(req['messages'], **{k: v for k, v in req.items() if k != 'messages'})
     except ReplayError: raise   # a replay that lacks a request must stop, not record a failure
     except Exception as e: return e
@@ -56,11 +59,14 @@ def chat_one(cm, req: dict):
 # %% ../nbs/03_calls.ipynb #1fdce7bb
 def read_reply(r,                          # a chat result, or the Exception its call raised
                stage: str,                 # the call's stage
-               model: type[BaseModel] | None = None, # pydantic class the answer is validated into; None: plain text
+               model: type[BaseModel] | None = None, # pydantic class the answer is validated into; None:
+                                                     # plain text
               ) -> tuple[Any, AgentCall]:
     "(validated `model` instance, or the text when `model` is None; or None on failure) and the call record."
-    if isinstance(r, Exception): return None, AgentCall(stage=stage, ok=False, error=f"{type(r).__name__}: {r}")
-    rec = AgentCall(stage=stage, ok=bool(r.ok), error=r.error, text=r.text, prompt_tokens=r.usage.prompt_tokens,
+    if isinstance(r, Exception):
+        return None, AgentCall(stage=stage, ok=False, error=f"{type(r).__name__}: {r}")
+    rec = AgentCall(stage=stage, ok=bool(r.ok), error=r.error, text=r.text,
+                    prompt_tokens=r.usage.prompt_tokens,
                     completion_tokens=r.usage.completion_tokens, cached=bool(getattr(r, 'cached', False)),
                     seconds=float(getattr(r, 'seconds', 0.0) or 0.0))
     if not r.ok: return None, rec
@@ -79,15 +85,18 @@ def call_agent(cm,                       # chat model (`pace.llm.ChatModel` or a
                messages: list[dict],     # the prompt
                *, stage: str,            # stage tag (accounts, traces)
                schema=None,              # JSON schema or pydantic class sent to the model
-               model: type[BaseModel] | None = None, # pydantic class the answer is validated into; None: plain text
+               model: type[BaseModel] | None = None, # pydantic class the answer is validated into; None:
+                                                     # plain text
                max_tokens: int = 512, seed: int = 0) -> tuple[Any, AgentCall]:
-    "Call `cm`; return (validated `model` instance, or the text when `model` is None; or None on failure) and the record."
+    ("Call `cm`; return (validated `model` instance, or the text when `model` is None; or None on failure) "
+     "and the record.")
     req = agent_request(messages, stage=stage, schema=schema, max_tokens=max_tokens, seed=seed)
     return read_reply(chat_one(cm, req), stage, model)
 
 # %% ../nbs/03_calls.ipynb #3531a6bc
 def run_steps(cm,    # chat model
-              steps, # generator: yields lists of requests (`agent_request`), is sent their results, returns the value
+              steps, # generator: yields lists of requests (`agent_request`), is sent their results, returns
+                     # the value
              ):
     "Drive `steps` one request at a time through `cm.chat`; its return value."
     try:
@@ -103,10 +112,12 @@ def _chat_many(cm, reqs: list[dict]) -> list:
     except Exception: return [chat_one(cm, r) for r in reqs]
 
 def _tally(acc: Accounts, reqs: list[dict], results: list):
-    "Record `results` in `acc` the way `chat_batch` records them in the model's accounts (an Exception is not recorded)."
+    ("Record `results` in `acc` the way `chat_batch` records them in the model's accounts (an Exception is "
+     "not recorded).")
     for q, r in zip(reqs, results):
         if isinstance(r, Exception): continue
-        acc.record(q['stage'], cached=r.cached, ok=r.ok, prompt_tokens=r.usage.prompt_tokens, completion_tokens=r.usage.completion_tokens,
+        acc.record(q['stage'], cached=r.cached, ok=r.ok, prompt_tokens=r.usage.prompt_tokens,
+                   completion_tokens=r.usage.completion_tokens,
                    model_calls=r.attempts, seconds=0.0 if r.cached else r.seconds, model_seconds=r.seconds)
 
 # %% ../nbs/03_calls.ipynb #8784479e
@@ -114,7 +125,8 @@ def run_steps_batch(cm,            # chat model
                     steps: list,   # generators as for `run_steps`
                     order=(), # stage names in the order they are served (others after them)
                    ) -> tuple[list, list[dict]]:
-    "Drive all `steps` stage by stage, one `chat_batch` call per round: (their values, each one's accounts by stage)."
+    ("Drive all `steps` stage by stage, one `chat_batch` call per round: (their values, each one's accounts "
+     "by stage).")
     vals, accs, counts, wait = [None] * len(steps), [Accounts() for _ in steps], [{} for _ in steps], {}
     def advance(i, res):
         try:

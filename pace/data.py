@@ -8,21 +8,23 @@ import contextlib, datetime as dt, json, os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Iterator, Literal
+from warnings import warn
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 # %% auto #0
 __all__ = ['ISODate', 'Text', 'SITUATION_TYPES', 'LABELS', 'MAX_FACT_CHARS', 'TABLE1_FMT', 'Timeline', 'Person', 'Alter',
-           'Instance', 'Fact', 'Query', 'Problem', 'DatasetError', 'UsageError', 'first_missing', 'read_jsonl_objects',
-           'validate_object', 'RunFileError', 'load_done', 'append_row', 'PaceDataset', 'load_pace_dataset',
-           'dataset_stats', 'stats_tables', 'stats_markdown']
+           'Instance', 'Fact', 'Query', 'Problem', 'DatasetError', 'UsageError', 'first_missing', 'jsonl_lines',
+           'read_jsonl_objects', 'validate_object', 'RunFileError', 'read_jsonl', 'load_done', 'append_row',
+           'PaceDataset', 'load_pace_dataset', 'dataset_stats', 'stats_tables', 'stats_markdown']
 
 # %% ../nbs/00_data.ipynb #9bef0c50
 def _iso_date(v: Any) -> dt.date:
     "Parse a strict ISO `YYYY-MM-DD` string (already-parsed dates pass through)."
     if isinstance(v, dt.date) and not isinstance(v, dt.datetime): return v
-    if not isinstance(v, str): raise ValueError(f"expected an ISO date string YYYY-MM-DD, got {type(v).__name__} {v!r}")
+    if not isinstance(v, str):
+        raise ValueError(f"expected an ISO date string YYYY-MM-DD, got {type(v).__name__} {v!r}")
     try: d = dt.date.fromisoformat(v)
     except ValueError: raise ValueError(f"{v!r} is not an ISO date (YYYY-MM-DD)") from None
     if len(v) != 10: raise ValueError(f"{v!r} is not an ISO date (YYYY-MM-DD)")
@@ -108,7 +110,7 @@ class DatasetError(ValueError):
         super().__init__("\n".join([head] + [f"  {p}" for p in self.problems]))
 
 class UsageError(ValueError):
-    "A mistake the user fixes on the command line or in a call (bad option value, unknown method, missing key)."
+    "A mistake the user fixes on the command line or in a call (bad option, unknown method, missing key)."
 
 # %% ../nbs/00_data.ipynb #6941992a
 def first_missing(path) -> Path | None:
@@ -117,34 +119,37 @@ def first_missing(path) -> Path | None:
     return next((d for d in [*reversed(p.parents), p] if not d.exists()), None)
 
 # %% ../nbs/00_data.ipynb #a9cf9972
-def _decode(line: bytes, rel: str, n: int, problems: list[Problem]) -> str | None:
-    "One line as text; None (and a problem naming the first bad byte and its column) when it is not UTF-8."
-    try: return line.decode("utf-8")
-    except UnicodeDecodeError as e:
-        problems.append(Problem(rel, n, None, f"not UTF-8 text: byte 0x{line[e.start]:02x} at column {e.start + 1}")); return None
+def jsonl_lines(raw: bytes, # the bytes of a JSONL file
+               ) -> Iterator[tuple[int, dict | None, str | None]]:
+    "(line number, object, None) per good non-blank line; (line number, None, what is wrong) per bad one."
+    for n, line in enumerate(raw.split(b"\n"), 1):
+        if not line.strip(): continue
+        try: text = line.decode("utf-8")
+        except UnicodeDecodeError as e:
+            yield n, None, f"not UTF-8 text: byte 0x{line[e.start]:02x} at column {e.start + 1}"; continue
+        try: obj = json.loads(text)
+        except json.JSONDecodeError as e:
+            yield n, None, f"invalid JSON: {e.msg} at column {e.colno}"; continue
+        if isinstance(obj, dict): yield n, obj, None
+        else: yield n, None, f"expected a JSON object, got {type(obj).__name__}"
 
+# %% ../nbs/00_data.ipynb #5b08f57c
 class _AnyId(set):
     "The ids of a file with unreadable lines: any id may be on one of them, so none is reported missing."
     def __contains__(self, x): return True
 
+# %% ../nbs/00_data.ipynb #79f98e0e
 def read_jsonl_objects(path: Path, rel: str, problems: list[Problem]) -> list[tuple[int, dict]]:
     "Parse a JSONL file, collecting a `Problem` for each unreadable line."
-    rows = []
     try: raw = path.read_bytes()
     except FileNotFoundError:
-        problems.append(Problem(rel, None, None, "missing file")); return rows
+        problems.append(Problem(rel, None, None, "missing file")); return []
     except OSError as e:
-        problems.append(Problem(rel, None, None, f"cannot read it: {e.strerror}")); return rows
-    for n, line in enumerate(raw.split(b"\n"), 1):
-        if not line.strip(): continue
-        text = _decode(line, rel, n, problems)
-        if text is None: continue
-        try: obj = json.loads(text)
-        except json.JSONDecodeError as e:
-            problems.append(Problem(rel, n, None, f"invalid JSON: {e.msg} at column {e.colno}")); continue
-        if not isinstance(obj, dict):
-            problems.append(Problem(rel, n, None, f"expected a JSON object, got {type(obj).__name__}")); continue
-        rows.append((n, obj))
+        problems.append(Problem(rel, None, None, f"cannot read it: {e.strerror}")); return []
+    rows = []
+    for n, obj, why in jsonl_lines(raw):
+        if why is None: rows.append((n, obj))
+        else: problems.append(Problem(rel, n, None, why))
     return rows
 
 # %% ../nbs/00_data.ipynb #a4f984ce
@@ -164,22 +169,30 @@ class RunFileError(UsageError):
     "A run's or a generation's JSONL file is damaged where a resume cannot repair it."
 
 # %% ../nbs/00_data.ipynb #334ac295
-def load_done(path: Path, # a JSONL file written line by line (results or timings)
-             ) -> list[dict]:
-    "Rows (JSON objects) of a JSONL file; a broken *last* line is removed from the file, a broken line elsewhere is a `RunFileError`."
+def read_jsonl(path, # a JSONL file written one object a line (run results, timings, a generation's stage)
+               repair: bool = False, # cut a torn last line from the file too: the next append starts cleanly
+              ) -> list[dict]:
+    "The JSON objects of `path` ([] when it is missing); a torn last line is skipped with a warning."
+    path = Path(path)
     if not path.exists(): return []
-    raw = path.read_bytes()
-    lines, rows, good = raw.split(b"\n"), [], 0
-    for n, l in enumerate(lines):
-        if not l.strip(): good += len(l) + 1; continue
-        try: row = json.loads(l)
-        except ValueError: row = None
-        if isinstance(row, dict): rows.append(row); good += len(l) + 1; continue
-        if any(x.strip() for x in lines[n + 1:]):
-            raise RunFileError(f"{path}: line {n + 1} is not a valid JSON object (and is not the last line): repair or delete that line")
-        with open(path, "r+b") as f: f.truncate(min(good, len(raw)))
-        break
+    raw, rows = path.read_bytes(), []
+    lines = list(jsonl_lines(raw))
+    for k, (n, obj, why) in enumerate(lines):
+        if why is None: rows.append(obj); continue
+        if k < len(lines) - 1:
+            raise RunFileError(f"{path}: line {n} is not a valid JSON object (and is not the last line): "
+                               "repair or delete that line")
+        warn(f"{path}: line {n} is cut short, as a killed writer leaves it ({why}): "
+             + ("removed from the file" if repair else "skipped"), stacklevel=2)
+        if repair:
+            with open(path, "r+b") as f: f.truncate(sum(len(l) + 1 for l in raw.split(b"\n")[:n - 1]))
     return rows
+
+# %% ../nbs/00_data.ipynb #b1676a60
+def load_done(path: Path, # a JSONL file a resuming writer appends to (results, timings, a generation's stage)
+             ) -> list[dict]:
+    "`read_jsonl` with `repair`: the rows done so far, a torn last line cut from the file."
+    return read_jsonl(path, repair=True)
 
 # %% ../nbs/00_data.ipynb #85f424fc
 def append_row(f, # a file open for appending text
@@ -190,13 +203,17 @@ def append_row(f, # a file open for appending text
 # %% ../nbs/00_data.ipynb #abdd08e1
 class PaceDataset:
     "A validated PACE dataset: instances, one knowledge base per instance, and queries."
-    def __init__(self, path, instances: dict[str, Instance], kb: dict[str, list[Fact]], queries: list[Query],
+    def __init__(self, path, instances: dict[str, Instance], kb: dict[str, list[Fact]],
+                 queries: list[Query],
                  warnings: list[Problem] = ()): # what is allowed but unusual (e.g. a very long fact)
-        self.path, self.instances, self.kb, self.queries, self.warnings = Path(path), instances, kb, queries, list(warnings)
+        self.path, self.instances, self.kb, self.queries = Path(path), instances, kb, queries
+        self.warnings = list(warnings)
         self._by_id = {(iid, f.doc_id): f for iid, facts in kb.items() for f in facts}
 
     def __repr__(self):
-        return f"PaceDataset({str(self.path)!r}: {len(self.instances)} instances, {sum(map(len, self.kb.values()))} facts, {len(self.queries)} queries)"
+        n_facts = sum(map(len, self.kb.values()))
+        return (f"PaceDataset({str(self.path)!r}: {len(self.instances)} instances, {n_facts} facts, "
+                f"{len(self.queries)} queries)")
     def __len__(self): return len(self.queries)
 
     def facts(self, instance_id: str) -> list[Fact]:
@@ -215,7 +232,8 @@ class PaceDataset:
     def query_table(self):
         "Queries as a `datasets.Dataset` (dates as ISO strings, meta as JSON)."
         from datasets import Dataset
-        rows = [{**q.model_dump(mode="json", exclude={"meta"}), "meta": json.dumps(q.meta)} for q in self.queries]
+        rows = [{**q.model_dump(mode="json", exclude={"meta"}), "meta": json.dumps(q.meta)}
+                for q in self.queries]
         return Dataset.from_list(rows)
     def fact_table(self):
         "All facts of all instances as a `datasets.Dataset` with columns instance_id, doc_id, text."
@@ -227,10 +245,11 @@ class PaceDataset:
 def _check_timeline(inst: Instance, rel: str, line: int, problems: list[Problem]):
     t = inst.timeline
     if not t.window_start <= t.ref_date <= t.window_end:
-        problems.append(Problem(rel, line, "timeline", f"expected window_start <= ref_date <= window_end, got {t.window_start}, {t.ref_date}, {t.window_end}"))
+        problems.append(Problem(rel, line, "timeline", "expected window_start <= ref_date <= window_end, "
+                                f"got {t.window_start}, {t.ref_date}, {t.window_end}"))
 
 def _load_instances(root: Path, problems: list[Problem]) -> tuple[dict[str, Instance], set[str]]:
-    "Valid instances by id, and the ids named on lines that failed validation (any id, when a line could not be read)."
+    "Valid instances by id, and the ids on lines that failed validation (any id, if a line is unreadable)."
     instances, inst_line, n0 = {}, {}, len(problems)
     rows = read_jsonl_objects(root/"instances.jsonl", "instances.jsonl", problems)
     broken = _AnyId() if len(problems) > n0 else set()   # an unreadable line may name any instance
@@ -240,7 +259,9 @@ def _load_instances(root: Path, problems: list[Problem]) -> tuple[dict[str, Inst
             if isinstance(obj.get("instance_id"), str): broken.add(obj["instance_id"])
             continue
         if inst.instance_id in instances:
-            problems.append(Problem("instances.jsonl", n, "instance_id", f"duplicate instance_id {inst.instance_id!r} (first on line {inst_line[inst.instance_id]})")); continue
+            problems.append(Problem("instances.jsonl", n, "instance_id", f"duplicate instance_id "
+                                    f"{inst.instance_id!r} (first on line {inst_line[inst.instance_id]})"))
+            continue
         _check_timeline(inst, "instances.jsonl", n, problems)
         instances[inst.instance_id], inst_line[inst.instance_id] = inst, n
     return instances, broken
@@ -260,18 +281,24 @@ def _load_kb(root: Path, instances: dict, broken: set, problems: list[Problem],
     for iid in instances:
         rel, facts, seen, n0 = f"kb/{iid}.jsonl", [], {}, len(problems)
         rows = read_jsonl_objects(kb_dir/f"{iid}.jsonl", rel, problems)
-        kb_ids[iid] = ids = _AnyId() if len(problems) > n0 else set()   # an unreadable line may hold any doc id
+        ids = _AnyId() if len(problems) > n0 else set()   # an unreadable line may hold any doc id
+        kb_ids[iid] = ids
         for n, obj in rows:
             if isinstance(obj.get("doc_id"), str): ids.add(obj["doc_id"])
             fact = validate_object(Fact, obj, rel, n, problems)
             if fact is None: continue
             if fact.doc_id in seen:
-                problems.append(Problem(rel, n, "doc_id", f"duplicate doc_id {fact.doc_id!r} (first on line {seen[fact.doc_id]})")); continue
+                first = seen[fact.doc_id]
+                problems.append(Problem(rel, n, "doc_id",
+                                        f"duplicate doc_id {fact.doc_id!r} (first on line {first})"))
+                continue
             seen[fact.doc_id] = n
             facts.append(fact)
             if len(fact.text) > MAX_FACT_CHARS and warnings is not None:
-                warnings.append(Problem(rel, n, "text", f"{len(fact.text)} characters (over {MAX_FACT_CHARS}): a fact is usually one short statement"))
-        if not facts and len(problems) == n0 and (kb_dir/f"{iid}.jsonl").exists(): problems.append(Problem(rel, None, None, "empty knowledge base"))
+                warnings.append(Problem(rel, n, "text", f"{len(fact.text)} characters (over "
+                                        f"{MAX_FACT_CHARS}): a fact is usually one short statement"))
+        if not facts and len(problems) == n0 and (kb_dir/f"{iid}.jsonl").exists():
+            problems.append(Problem(rel, None, None, "empty knowledge base"))
         kb[iid] = facts
     return kb, kb_ids
 
@@ -280,35 +307,44 @@ def _check_query(q: Query, n: int, inst: Instance, ids: set, kb_file: Path, prob
     "Problems of one valid query against its instance and that instance's KB ids."
     t = inst.timeline
     if not t.window_start <= q.ref_date <= t.window_end:
-        problems.append(Problem("queries.jsonl", n, "ref_date", f"{q.ref_date} is outside the timeline of {q.instance_id!r} ({t.window_start} to {t.window_end})"))
+        problems.append(Problem("queries.jsonl", n, "ref_date", f"{q.ref_date} is outside the timeline of "
+                                f"{q.instance_id!r} ({t.window_start} to {t.window_end})"))
     for i, d in enumerate(q.gold_doc_ids):
         if d not in ids and kb_file.exists():
-            problems.append(Problem("queries.jsonl", n, f"gold_doc_ids.{i}", f"{d!r} is not a doc_id in kb/{q.instance_id}.jsonl"))
+            problems.append(Problem("queries.jsonl", n, f"gold_doc_ids.{i}",
+                                    f"{d!r} is not a doc_id in kb/{q.instance_id}.jsonl"))
     if len(set(q.gold_doc_ids)) != len(q.gold_doc_ids):
         problems.append(Problem("queries.jsonl", n, "gold_doc_ids", "repeats a doc_id"))
 
-def _load_queries(root: Path, instances: dict, broken: set, kb_ids: dict, problems: list[Problem]) -> list[Query]:
+def _load_queries(root: Path, instances: dict, broken: set, kb_ids: dict,
+                  problems: list[Problem]) -> list[Query]:
     "The queries that parse and name a known (or broken) instance, each checked against it."
     queries, seen, n0 = [], {}, len(problems)
     for n, obj in read_jsonl_objects(root/"queries.jsonl", "queries.jsonl", problems):
         q = validate_object(Query, obj, "queries.jsonl", n, problems)
         if q is None: continue
         if q.query_id in seen:
-            problems.append(Problem("queries.jsonl", n, "query_id", f"duplicate query_id {q.query_id!r} (first on line {seen[q.query_id]})")); continue
+            problems.append(Problem("queries.jsonl", n, "query_id",
+                                    f"duplicate query_id {q.query_id!r} (first on line {seen[q.query_id]})"))
+            continue
         seen[q.query_id] = n
         inst = instances.get(q.instance_id)
         if inst is None:
-            if q.instance_id not in broken: problems.append(Problem("queries.jsonl", n, "instance_id", f"unknown instance_id {q.instance_id!r}"))
+            if q.instance_id not in broken:
+                problems.append(Problem("queries.jsonl", n, "instance_id",
+                                        f"unknown instance_id {q.instance_id!r}"))
             continue
-        _check_query(q, n, inst, kb_ids.get(q.instance_id, set()), root/"kb"/f"{q.instance_id}.jsonl", problems)
+        kb_file = root/"kb"/f"{q.instance_id}.jsonl"
+        _check_query(q, n, inst, kb_ids.get(q.instance_id, set()), kb_file, problems)
         queries.append(q)
-    if not queries and len(problems) == n0 and (root/"queries.jsonl").exists(): problems.append(Problem("queries.jsonl", None, None, "no queries"))
+    if not queries and len(problems) == n0 and (root/"queries.jsonl").exists():
+        problems.append(Problem("queries.jsonl", None, None, "no queries"))
     return queries
 
 # %% ../nbs/00_data.ipynb #ec510084
 def load_pace_dataset(path, # dataset folder: instances.jsonl, kb/, queries.jsonl
                      ) -> PaceDataset:
-    "Load and strictly validate the dataset folder at `path`; raise `DatasetError` listing every problem (`.warnings`: the unusual)."
+    "Load and strictly validate the dataset folder at `path`: a `DatasetError` lists every problem."
     root, problems, warnings = Path(path), [], []
     if not root.is_dir(): raise DatasetError(root, [Problem(str(root), None, None, "not a dataset folder")])
     instances, broken = _load_instances(root, problems)

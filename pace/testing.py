@@ -4,21 +4,53 @@
 
 # %% ../nbs/05_testing.ipynb #8e952675
 from __future__ import annotations
-import hashlib, json, re
+import hashlib, json, re, threading
 import numpy as np
-from .llm import FakeChat
+from .llm import ChatModel, Completion, Usage
 from .embed import HashEmbedder
 
-_all_ = ["FakeChat", "HashEmbedder"]
+_all_ = ["HashEmbedder"]
 
 # %% auto #0
-__all__ = ['ScriptedChat', 'schema_reply', 'RandomEmbedder', 'ToyIndex', 'FakeChat', 'HashEmbedder']
+__all__ = ['FakeChat', 'ScriptedChat', 'schema_reply', 'RandomEmbedder', 'ToyIndex', 'HashEmbedder']
+
+# %% ../nbs/05_testing.ipynb #6ffdd1cf
+class FakeChat(ChatModel):
+    "Scripted chat model: `respond(messages, json_schema) -> str` (raise to simulate a transport error)."
+    backend = "fake"
+    concurrent = True
+    def __init__(self, respond=None, # callable(messages, json_schema) -> reply text; default echoes the last
+                                     # message
+                 model:str="fake", # the model id
+                 **kw):
+        super().__init__(model, **kw)
+        self.respond = respond or (lambda msgs, js: msgs[-1]["content"])
+        self.n_calls, self._lock = 0, threading.Lock()
+
+    def reply(self, r:dict) -> str:
+        "The reply text to one prepared request (messages, schema, temperature, max_tokens, seed, stage)."
+        return self.respond(r["messages"], r["schema"])
+
+    @classmethod
+    def replay_spec(cls, d:dict) -> tuple[dict, int|None]:
+        return dict(backend="fake", model_id=d.get("model", "fake")), d.get("context_window", 4096)
+
+    def _complete(self, reqs):
+        out = []
+        for r in reqs:
+            with self._lock: self.n_calls += 1
+            try: text = self.reply(r)
+            except Exception as e: out.append(Completion(error=f"{type(e).__name__}: {e}")); continue
+            n_in = sum(self._count_tokens(m["content"]) for m in r["messages"])
+            out.append(Completion(text=text, usage=Usage(n_in, self._count_tokens(text))))
+        return out
 
 # %% ../nbs/05_testing.ipynb #2316bea8
 class ScriptedChat(FakeChat):
     "A `FakeChat` that answers each stage from a script and logs every request that reaches it."
     backend = "scripted"
-    def __init__(self, script:dict, # stage (or '*' for any) -> reply (dict or str), callable(messages) -> reply, or an Exception
+    def __init__(self, script:dict, # stage (or '*' for any) -> reply (dict or str), callable(messages) ->
+                                    # reply, or an Exception
                  context_window:int=8192, # tokens the model accepts (counted as words)
                  model_id:str="scripted", # the model id
                  **kw): # ChatModel options; `cache` defaults to False and `max_parse_retries` to 0
@@ -26,11 +58,14 @@ class ScriptedChat(FakeChat):
         super().__init__(model=model_id, context_window=context_window, **kw)
         self.script, self.log = script, []
 
-    def _count_tokens(self, text:str) -> int: return len(text.split())  # crude but monotone (the backend hook of `count_tokens`)
+    # crude but monotone (the backend hook of `count_tokens`)
+    def _count_tokens(self, text:str) -> int: return len(text.split())
 
     def reply(self, r:dict) -> str:
-        "The scripted reply to one prepared request (raises for an Exception in the script or an unscripted stage)."
-        self.log.append(dict(stage=r["stage"], messages=r["messages"], schema=r["schema"], max_tokens=r["max_tokens"]))
+        ("The scripted reply to one prepared request (raises for an Exception in the script or an "
+         "unscripted stage).")
+        self.log.append(dict(stage=r["stage"], messages=r["messages"], schema=r["schema"],
+                             max_tokens=r["max_tokens"]))
         rep = self.script.get(r["stage"], self.script.get("*"))
         if callable(rep) and not isinstance(rep, type): rep = rep(r["messages"])
         if isinstance(rep, Exception): raise rep
@@ -45,10 +80,13 @@ class ScriptedChat(FakeChat):
 def schema_reply(messages: list[dict], # the request's messages
                  schema: dict | None,  # its JSON schema, if any
                 ) -> str:
-    "A deterministic reply that fits the schema of any PaceMaker agent or judge prompt (plain text for the answer)."
+    ("A deterministic reply that fits the schema of any PaceMaker agent or judge prompt (plain text for the "
+     "answer).")
     props, user = (schema or {}).get("properties", {}), messages[-1]["content"]
-    if "directions" in props: return json.dumps({"directions": [{"dimension": "timing", "key_anchors": [user.split()[1]]}]})
-    if "counter" in props: return json.dumps({"counter": ["commitments on the requested day", "people involved"]})
+    if "directions" in props:
+        return json.dumps({"directions": [{"dimension": "timing", "key_anchors": [user.split()[1]]}]})
+    if "counter" in props:
+        return json.dumps({"counter": ["commitments on the requested day", "people involved"]})
     if "selected_doc_ids" in props:
         ids = re.findall(r"^\[([^\]]+)\]", user, re.M)
         return json.dumps({"selected_doc_ids": ids[::-1][:props["selected_doc_ids"]["maxItems"]]})
@@ -67,7 +105,8 @@ class RandomEmbedder(HashEmbedder):
     def _embed(self, texts):
         self.n_batches += 1; self.n_texts += len(texts)
         seeds = [int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little") for t in texts]
-        return np.stack([np.random.default_rng(s).standard_normal(self.dim) for s in seeds]).astype(np.float32), 0
+        return np.stack([np.random.default_rng(s).standard_normal(self.dim)
+                         for s in seeds]).astype(np.float32), 0
 
 # %% ../nbs/05_testing.ipynb #7d430a15
 class ToyIndex:

@@ -37,7 +37,8 @@ def bfs_expand(neighbors_fn: Callable, # doc_id -> neighbours best first, as doc
         nxt = []
         for node in frontier:
             row = neighbors_fn(node)
-            cand = [d for d in _ids(row) if d not in seen][:m] if fill else [d for d in _ids(row[:m]) if d not in seen]
+            if fill: cand = [d for d in _ids(row) if d not in seen][:m]
+            else: cand = [d for d in _ids(row[:m]) if d not in seen]
             for d in cand:
                 if max_visits is not None and len(visits) >= max_visits: return visits
                 seen.add(d); visits.append(Visit(d, hop, node)); nxt.append(d)

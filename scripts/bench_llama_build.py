@@ -53,13 +53,13 @@ def measure(python, path, threads, prompt_words, gen_tokens):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--python", nargs="+", required=True, help="interpreters, each with its own llama-cpp-python build")
-    ap.add_argument("--model", default="qwen2.5-0.5b", help="name in pace.llm.KNOWN_GGUF or a .gguf path")
+    ap.add_argument("--model", default="qwen2.5-0.5b", help="name in pace.backends.llamacpp.KNOWN_GGUF or a .gguf path")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--prompt-words", type=int, default=400)
     ap.add_argument("--gen-tokens", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args(argv)
-    from pace.llm import resolve_gguf
+    from pace.backends.llamacpp import resolve_gguf
     path = str(resolve_gguf(a.model))
     runs = {py: [] for py in a.python}
     for r in range(a.rounds):

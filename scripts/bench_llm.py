@@ -12,7 +12,8 @@ Not a test: numbers depend on the machine and on what else runs on it.
 import argparse, os, statistics, sys, tempfile, time
 from pathlib import Path
 from pace.cache import Cache
-from pace.llm import LlamaServer, OpenAIChat
+from pace.backends.llamacpp import LlamaServer
+from pace.backends.openai import OpenAIChat
 
 TOPICS = ["the sea", "a library", "winter mornings", "a train journey", "bread", "a garden", "the moon", "a market",
           "rain", "a bicycle", "mountains", "coffee", "a lighthouse", "autumn", "a museum", "friendship"]
@@ -25,7 +26,7 @@ def requests_for(n, max_tokens, tag):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="smollm2-135m", help="name in pace.llm.KNOWN_GGUF or a .gguf path")
+    ap.add_argument("--model", default="smollm2-135m", help="name in pace.backends.llamacpp.KNOWN_GGUF or a .gguf path")
     ap.add_argument("--n", type=int, default=16, help="requests per concurrency level")
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4])

@@ -5,7 +5,7 @@ the projection to a 2,000-fact KB.
 import argparse, time
 from pace.data import load_pace_dataset
 from pace.methods.hipporag import extract_openie
-from pace.llm import LlamaCppChat
+from pace.backends.llamacpp import LlamaCppChat
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--facts", type=int, default=10); ap.add_argument("--chat", default="qwen2.5-0.5b")

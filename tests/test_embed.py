@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from pace.cache import Cache, request_key
 from pace.embed import get_embedder, OnnxEmbedder, HashEmbedder, OpenAIEmbedder, EmbeddingError, MINILM_TOKENIZER
-from pace.llm import LlamaServer
+from pace.backends.llamacpp import LlamaServer
 
 
 pytestmark = pytest.mark.usefixtures("models_dir_in_tmp")   # see conftest.py

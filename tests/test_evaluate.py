@@ -202,7 +202,7 @@ def test_reference_run_rows_still_read(tmp_path):
 def test_structured_decisions_and_equal_sizes_through_pace_run(tmp_path):
     "End to end: `pace run` with answer_format=structured and hybrid@15 beside pacemaker-small; run.py as it is."
     from statistics import mean
-    from pace.llm import FakeChat
+    from pace.testing import FakeChat
     from pace.testing import schema_reply
     from pace.eval.run import run_experiment
     from pace.eval.evaluate import read_jsonl

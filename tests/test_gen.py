@@ -423,6 +423,29 @@ def test_a_resumed_run_refuses_another_rewrite_mode_or_other_examples(tmp_path):
     res, _ = gen(tmp_path / "ds")                                   # the same settings resume
     assert res["status"] == "complete"
 
+def _as_json(v):
+    "A module constant as its prompt file holds it: tuples as lists, (type, label) keys nested by type."
+    if isinstance(v, (tuple, list)): return [_as_json(x) for x in v]
+    if isinstance(v, dict) and v and all(isinstance(k, tuple) for k in v):
+        out = {}
+        for (t, l), x in v.items(): out.setdefault(t, {})[l] = _as_json(x)
+        return out
+    if isinstance(v, dict): return {k: _as_json(x) for k, x in v.items()}
+    return v
+
+def test_each_generation_prompt_file_is_the_constant_it_names():
+    import importlib, pace
+    from pace.calls import prompt_asset
+    root = Path(pace.__file__).parent / "assets" / "prompts" / "gen"
+    files = sorted(f.relative_to(root) for f in root.rglob("*") if f.is_file())
+    stages = {"persona", "profile", "cases", "validate", "distractors", "atomize", "kb"}
+    assert len(files) == 20 and {f.parent.as_posix() for f in files} == stages
+    for f in files:
+        const = getattr(importlib.import_module(f"pace.gen.{f.parent}"), f.stem)   # a file no constant reads fails here
+        text = prompt_asset(f"gen/{f.as_posix()}")
+        if f.suffix == ".md": assert const == text and not text.endswith("\n"), f   # an editor's final newline changes the prompt
+        else: assert json.dumps(_as_json(const), ensure_ascii=False) == json.dumps(text, ensure_ascii=False), f
+
 def test_cli_sets_the_rewrite_mode(tmp_path, monkeypatch, capsys):
     import pace.llm
     monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache: toy_chat(cache=cache))

@@ -1,7 +1,8 @@
 "Every generation schema compiles into a llama.cpp grammar (long maxLength strings crash llama-cpp-python 0.3.36 with a segfault, so each schema is tried in a child process)."
 import subprocess, sys, importlib.util
 import pytest
-from pace.llm import ModelNotFoundError, resolve_gguf
+from pace.llm import ModelNotFoundError
+from pace.backends.llamacpp import resolve_gguf
 
 SCHEMAS = ["pace.gen.persona:PersonaText", "pace.gen.profile:EgoProfile", "pace.gen.profile:AlterList", "pace.gen.cases:TemporalCase",
            "pace.gen.cases:CaseDraft", "pace.gen.cases:fixed_temporal_schema(2)", "pace.gen.cases:fixed_temporal_schema(3)", "pace.gen.validate:Review", "pace.gen.distractors:NearMisses", "pace.gen.atomize:Atoms", "pace.gen.kb:Everyday"]

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from types import SimpleNamespace as NS
-from pace.llm import FakeChat
+from pace.testing import FakeChat
 from pace.embed import HashEmbedder
 from pace.methods.graphrag import (ModelProxy, GraphRAG, GraphRAGConfig, GraphRAGScript, graphrag_settings, graphrag_missing, source_doc_ids,
                            GRAPHRAG_STAGES)

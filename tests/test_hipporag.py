@@ -5,7 +5,7 @@ import difflib, hashlib, json
 import numpy as np
 import pytest
 from types import SimpleNamespace as NS
-from pace.llm import FakeChat
+from pace.testing import FakeChat
 from pace.testing import ScriptedChat
 from pace.embed import HashEmbedder
 from pace.methods.hipporag import (HippoGraph, HippoRAG2, HippoRAGConfig, personalized_pagerank, link_facts, recognition_filter, graph_ranking,

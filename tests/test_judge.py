@@ -6,7 +6,7 @@ import pytest
 from pace.testing import ScriptedChat
 from pace.cli import main
 from pace.data import DatasetError, load_pace_dataset
-from pace.llm import FakeChat
+from pace.testing import FakeChat
 import pace.llm
 from pace.eval.judge import (JUDGE_MODES, LABELS, Verdict, expected_decision, judge_answer, decision_messages, rationale_messages,
                         paper_messages, load_calibration, calibrate, confusion, cohen_kappa, wilson, select_items, run_calibration,

@@ -3,10 +3,13 @@ import hashlib, json, os, time, types
 import httpx, openai
 import pytest
 from pydantic import BaseModel
-import pace.llm
+import pace.llm, pace.backends.llamacpp
 from pace.cache import Cache, request_key
-from pace.llm import (get_chat_model, ChatModel, ChatResult, Completion, Usage, FakeChat, LlamaCppChat, OpenAIChat, resolve_gguf,
-                      KNOWN_GGUF, ModelNotFoundError, parse_structured, strip_fence, schema_info, file_identity)
+from pace.llm import (get_chat_model, ChatModel, ChatResult, Completion, Usage, ModelNotFoundError, parse_structured, strip_fence,
+                      schema_info, file_identity)
+from pace.backends.llamacpp import LlamaCppChat, resolve_gguf, KNOWN_GGUF
+from pace.backends.openai import OpenAIChat, normalise_base_url
+from pace.testing import FakeChat
 
 
 class Verdict(BaseModel):
@@ -201,7 +204,7 @@ def test_openai_base_url_and_json_mode_are_part_of_the_key(tmp_path):
     # settings that only change speed keep the key
     fast, cf = model(base_url="http://gpu-a:8000/v1", concurrency=16, timeout=5, max_retries=0)
     assert fast.chat(msgs("same")).cached and not cf.calls
-    assert model()[0].fingerprint()["base_url"] in ("https://api.openai.com/v1", pace.llm.normalise_base_url(os.environ.get("OPENAI_BASE_URL")))
+    assert model()[0].fingerprint()["base_url"] in ("https://api.openai.com/v1", normalise_base_url(os.environ.get("OPENAI_BASE_URL")))
 
 
 def test_openai_rejected_temperature_and_max_tokens(tmp_path):
@@ -321,7 +324,7 @@ def test_hf_chat_on_a_tiny_random_model(tmp_path):
 @pytest.mark.parametrize("name", sorted(KNOWN_GGUF))
 def test_bundled_gguf_model_loads_and_generates_in_a_child_process(name, tmp_path):
     "The smoke test CI runs on every bundled GGUF model: load it with llama.cpp in a child process, generate tokens."
-    from pace.llm import llamacpp_selfcheck, child_status, _SELFCHECK
+    from pace.backends.llamacpp import llamacpp_selfcheck, child_status, _SELFCHECK
     home_models = os.path.expanduser("~/.cache/pace/models")   # where `pace run` assembles them: no second copy
     try: path = resolve_gguf(name, home_models)
     except ModelNotFoundError as e: pytest.skip(f"{name} is not installed: {e}")
@@ -336,7 +339,7 @@ def test_pace_run_reports_a_crashing_llama_cpp_in_one_line(tmp_path, monkeypatch
     import signal
     from pace.cli import main
     fake = tmp_path / "model.gguf"; fake.write_bytes(b"GGUF" + b"\0" * 64)
-    monkeypatch.setattr(pace.llm, "child_status", lambda code, args, timeout=600: (-int(signal.SIGILL), ""))
+    monkeypatch.setattr(pace.backends.llamacpp, "child_status", lambda code, args, timeout=600: (-int(signal.SIGILL), ""))
     monkeypatch.delenv("PACE_LLAMACPP_CHECK", raising=False)
     rc = main(["run", "--chat", f"llamacpp:{fake}", "--judge", f"llamacpp:{fake}", "--methods", "oracle",
                "--limit", "1", "--out", str(tmp_path / "runs")])
@@ -347,13 +350,14 @@ def test_pace_run_reports_a_crashing_llama_cpp_in_one_line(tmp_path, monkeypatch
 
 
 def test_a_llama_cpp_that_raises_in_the_check_is_reported_not_remembered(tmp_path, monkeypatch):
-    from pace.llm import llamacpp_selfcheck, ModelUnusableError
+    from pace.llm import ModelUnusableError
+    from pace.backends.llamacpp import llamacpp_selfcheck
     fake = tmp_path / "model.gguf"; fake.write_bytes(b"GGUF" + b"\0" * 64)
     with pytest.raises(ModelUnusableError, match="could not run model.gguf.*ValueError: not a model"):
         llamacpp_selfcheck(fake, memo=tmp_path / "m.json", code="raise ValueError('not a model')")
     assert not (tmp_path / "m.json").exists()
     monkeypatch.setenv("PACE_LLAMACPP_CHECK", "0")    # the escape hatch: no check at all
-    monkeypatch.setattr(pace.llm, "child_status", lambda *a, **k: pytest.fail("checked although switched off"))
+    monkeypatch.setattr(pace.backends.llamacpp, "child_status", lambda *a, **k: pytest.fail("checked although switched off"))
     assert LlamaCppChat(str(fake), cache=False).path == fake
 
 
@@ -467,9 +471,9 @@ def test_replay_needs_neither_llama_cpp_nor_the_weights(tmp_path, monkeypatch):
 
 def test_replay_specs_agree_with_the_real_fingerprints(tmp_path):
     "What a spec decides of a fingerprint, read off without building anything, is what the real model built from it has."
-    from pace.llm import CHAT_REPLAY_SPECS, HFChat
+    from pace.backends.hf import HFChat
     def agrees(m, d):
-        fields, window = CHAT_REPLAY_SPECS[type(m)](d)
+        fields, window = type(m).replay_spec(d)
         return {k: m.fingerprint().get(k) for k in fields} == fields and window in (None, m.context_window)
     for name in KNOWN_GGUF:                                                         # the bundled models, by name (not loaded)
         m = LlamaCppChat(name, cache=False, check=False)
@@ -484,7 +488,7 @@ def test_replay_specs_agree_with_the_real_fingerprints(tmp_path):
 
 
 def test_the_model_card_gives_the_window_a_spec_cannot(tmp_path):
-    from pace.llm import HFChat
+    from pace.backends.hf import HFChat
     path = tmp_path / "c.sqlite"
     def hf(window): return HFChat("/models/tiny-chat", tokenizer=types.SimpleNamespace(encode=lambda t, add_special_tokens=False: t.split()),
                                   hf_model=types.SimpleNamespace(config=types.SimpleNamespace(max_position_embeddings=window)), cache=path)

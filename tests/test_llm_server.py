@@ -7,7 +7,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from pydantic import BaseModel
 from pace.cache import Cache
-from pace.llm import LlamaServer, OpenAIChat, get_chat_model
+from pace.llm import get_chat_model
+from pace.backends.llamacpp import LlamaServer
+from pace.backends.openai import OpenAIChat
 
 CHAT = "/v1/chat/completions"
 

@@ -113,7 +113,7 @@ def test_a_module_in_the_current_folder_and_a_class_without_a_name(tmp_path, own
 
 def test_a_retriever_that_needs_the_chat_model_gets_one(tmp_path, own_file, monkeypatch):
     import pace.llm
-    from pace.llm import FakeChat
+    from pace.testing import FakeChat
     from pace.testing import schema_reply
     monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache: FakeChat(schema_reply, cache=False))
     assert main(["run", "--data", TINY, "--methods", f"{own_file}:Asks", "--retrieval-only", "--embedder", "hash:hash",

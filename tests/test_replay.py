@@ -8,7 +8,8 @@ from pace.cli import main
 from pace.data import load_pace_dataset
 from pace.embed import HashEmbedder, ReplayEmbedder, get_embedder
 from pace.index import IndexStore
-from pace.llm import FakeChat, ReplayChat, get_chat_model
+from pace.llm import ReplayChat, get_chat_model
+from pace.testing import FakeChat
 from pace.methods.pipeline import PaceMaker, PaceMakerConfig
 from pace.eval.run import run_experiment, split_volatile
 from pace.testing import schema_reply

@@ -1,7 +1,7 @@
 "`pace run`: resume gives the same file, cache makes reruns free, run integrity, retry, retrieval-only, CLI errors, end to end."
 import json, re, shutil
 import pytest
-from pace.llm import FakeChat
+from pace.testing import FakeChat
 from pace.testing import schema_reply
 from pace.eval.run import run_experiment, select_queries, RunMismatchError
 from pace.cli import UsageError, main
@@ -280,7 +280,8 @@ def test_interrupted_concurrent_run_resumes_without_losing_or_duplicating_pairs(
     assert len(read_jsonl(b["timings"])) == 16
 
 def test_workers_fall_back_to_one_for_a_model_served_in_process(tmp_path, capsys):
-    from pace.llm import LlamaCppChat, OpenAIChat
+    from pace.backends.llamacpp import LlamaCppChat
+    from pace.backends.openai import OpenAIChat
     assert LlamaCppChat.concurrent is False and OpenAIChat.concurrent is True
     class InProcess(FakeChat): backend, concurrent = "llamacpp", False
     r = run_experiment(chat=InProcess(respond, cache=False), name="l", cache=False, workers=4, **kw(tmp_path, methods=["bm25"]))
@@ -367,7 +368,7 @@ def test_a_second_run_on_a_folder_in_use_is_refused_and_no_row_is_lost(tmp_path,
 def test_kill_9_leaves_a_lock_that_the_resume_takes_over_with_the_same_file(tmp_path, capsys):
     import subprocess, sys, time
     a = run_experiment(chat=fake(), name="whole", cache=False, **kw(tmp_path, methods=["bm25", "pacemaker"]))
-    script = (f"import time; from pace.llm import FakeChat; from pace.testing import schema_reply; from pace.eval.run import run_experiment\n"
+    script = (f"import time; from pace.testing import FakeChat; from pace.testing import schema_reply; from pace.eval.run import run_experiment\n"
               f"def slow(m, s): time.sleep(0.2); return schema_reply(m, s)\n"
               f"run_experiment(dataset={str(TINY)!r}, methods=['bm25', 'pacemaker'], chat=FakeChat(slow, cache=False), embedder='hash:hash', "
               f"out_dir={str(tmp_path)!r}, name='killed', limit=0, cache=False, progress=False)\n")

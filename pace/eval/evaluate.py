@@ -11,11 +11,12 @@ from ..methods.baselines import METHOD_SPECS
 from ..methods.agents import STAGE_ORDER, EVIDENCE_STAGES
 from ..metrics import retrieval_metrics, bootstrap_ci, funnel, stage_coverage
 from .judge import expected_decision
+from ..data import read_jsonl   # scripts and experiment notebooks import it from here too
 
 # %% auto #0
-__all__ = ['KS', 'MRR', 'METRIC_COLS', 'ORDER', 'FUNNEL_STAGES', 'CALL_STAGES', 'LABEL_COLS', 'TITLES', 'read_jsonl',
-           'stated_decision', 'results_frame', 'rate', 'table2', 'rate_by', 'table3', 'coverage', 'funnel_table',
-           'calls_frame', 'failures', 'cost', 'warnings', 'to_markdown', 'header', 'evidence_warning', 'write_tables']
+__all__ = ['KS', 'MRR', 'METRIC_COLS', 'ORDER', 'FUNNEL_STAGES', 'CALL_STAGES', 'LABEL_COLS', 'TITLES', 'stated_decision',
+           'results_frame', 'rate', 'table2', 'rate_by', 'table3', 'coverage', 'funnel_table', 'calls_frame',
+           'failures', 'cost', 'warnings', 'to_markdown', 'header', 'evidence_warning', 'write_tables']
 
 # %% ../../nbs/31_evaluate.ipynb #50dc8deb
 KS = (5, 10)
@@ -23,17 +24,12 @@ MRR = f"mrr@{max(KS)}"
 METRIC_COLS = [f"{m}@{k}" for m in ("recall", "hit", "gold") for k in KS] + [MRR]
 ORDER = tuple(s.name for s in sorted((s for s in METHOD_SPECS if s.order is not None), key=lambda s: s.order))
 FUNNEL_STAGES = EVIDENCE_STAGES   # PaceMaker's, from `pace.methods.agents.STAGES`
-CALL_STAGES = STAGE_ORDER + ("judge_decision", "judge_rationale", "judge")   # then the judge's (`pace.eval.judge`)
+# PaceMaker's model stages, then the judge's (`pace.eval.judge`)
+CALL_STAGES = STAGE_ORDER + ("judge_decision", "judge_rationale", "judge")
 LABEL_COLS = {"PASS": "pass", "WRONG_RATIONALE": "wrong_rationale", "FAIL": "fail"}
 
-def read_jsonl(path) -> list[dict]:
-    "All JSON lines of `path` (a missing file gives [])."
-    p = Path(path)
-    if not p.exists(): return []
-    return [json.loads(l) for l in p.read_text().splitlines() if l.strip()]
-
 def _method_order(ms) -> list[str]:
-    "Known methods in paper order (a sized one, 'hybrid@15', after its base), then the rest (ablations...) alphabetically."
+    "Known methods in paper order (a sized one, 'hybrid@15', after its base), then the rest alphabetically."
     ms, base = list(dict.fromkeys(ms)), lambda m: m.split("@")[0]
     size = lambda m: int(m.split("@")[1]) if "@" in m and m.split("@")[1].isdigit() else -1
     known = sorted((m for m in ms if base(m) in ORDER), key=lambda m: (ORDER.index(base(m)), size(m), m))
@@ -51,21 +47,26 @@ def stated_decision(r: dict, # a result row
 
 # %% ../../nbs/31_evaluate.ipynb #f3f629af
 def _judge_cols(j: dict | None) -> dict:
-    "Indicator columns of one verdict: pass / wrong_rationale / fail / judge_error (NaN if not judged), decision_correct."
-    if j is None: return dict.fromkeys(["pass", "wrong_rationale", "fail", "judge_error", "decision_correct"], float("nan")) | dict(judge=None, judge_mode=None)
+    "A verdict's indicators: pass, wrong_rationale, fail, judge_error (NaN if not judged), decision_correct."
+    if j is None:
+        cols = ["pass", "wrong_rationale", "fail", "judge_error", "decision_correct"]
+        nan = dict.fromkeys(cols, float("nan"))
+        return nan | dict(judge=None, judge_mode=None)
     lab = j.get("label")
-    d = {c: float(lab == l) for l, c in LABEL_COLS.items()} | dict(judge_error=float(lab is None), judge=lab, judge_mode=j.get("mode"))
+    d = {c: float(lab == l) for l, c in LABEL_COLS.items()}
+    d |= dict(judge_error=float(lab is None), judge=lab, judge_mode=j.get("mode"))
     dc = j.get("decision_correct")
     d["decision_correct"] = float(dc) if dc is not None else float("nan")
     return d
 
 def _decision_cols(r: dict, judged: float) -> dict:
-    "Decision accuracy from the answer's own decision field if it has one, else the judge's (`judged`); its source; both readings."
+    "Decision accuracy from the answer's decision field if any, else the judge's (`judged`); source; both."
     structured, dec = stated_decision(r)
     d = dict(stated_decision=dec, judge_decision=(r.get("judge") or {}).get("decision"))
     d["judge_decision_correct"] = judged
     if structured and r.get("answer") is not None:
-        return d | dict(decision_correct=float(dec == expected_decision(r["label"])), decision_source="answer")
+        correct = float(dec == expected_decision(r["label"]))
+        return d | dict(decision_correct=correct, decision_source="answer")
     return d | dict(decision_correct=judged, decision_source="judge" if judged == judged else None)
 
 def _row_funnel(r: dict) -> dict:
@@ -81,13 +82,14 @@ def _row_record(r: dict) -> dict:
     d = dict(query_id=r["query_id"], method=r["method"], label=r["label"], situation_type=r["situation_type"],
              answered=r.get("answer") is not None, ranked=bool(r.get("ranked"))) | _judge_cols(r.get("judge"))
     d |= _decision_cols(r, d["decision_correct"])
-    d |= retrieval_metrics(r["retrieved_ids"], r["gold_doc_ids"], KS) if r.get("ranked") else dict.fromkeys(METRIC_COLS, float("nan"))
+    d |= (retrieval_metrics(r["retrieved_ids"], r["gold_doc_ids"], KS) if r.get("ranked")
+          else dict.fromkeys(METRIC_COLS, float("nan")))
     f = _row_funnel(r)
     d |= {f"funnel:{s}": f[s]["recall"] if s in f else float("nan") for s in FUNNEL_STAGES}
     d |= {f"docs:{s}": f[s]["n"] if s in f else float("nan") for s in FUNNEL_STAGES}
     seen = "answer" if "answer" in f else "final" if "final" in f else None
     d["coverage"] = stage_coverage(f[seen]) if seen else None
-    d["evidence"] = f[seen]["n"] if seen else float("nan")   # facts handed to the answerer (retrieval-only: returned)
+    d["evidence"] = f[seen]["n"] if seen else float("nan")   # facts the answerer got (retrieval-only: ranked)
     u, ju = r.get("usage") or {}, r.get("judge_usage") or {}
     d["llm_calls"] = sum(s.get("calls", 0) for s in u.values())
     d["prompt_tokens"] = sum(s.get("prompt_tokens", 0) for s in u.values())
@@ -100,7 +102,7 @@ def _row_record(r: dict) -> dict:
 def results_frame(rows: list[dict], # result rows (`results.jsonl`)
                   timings: list[dict] | None = None, # their `timings.jsonl` lines
                  ) -> pd.DataFrame:
-    "One row per (query, method): labels, judge indicators, retrieval metrics (ranked methods), funnel, coverage, calls, tokens and seconds."
+    "One row per (query, method): labels, judge, retrieval metrics, funnel, coverage, calls, tokens, seconds."
     if not rows: raise ValueError("no result rows")
     df = pd.DataFrame([_row_record(r) for r in rows])
     if df.duplicated(["query_id", "method"]).any(): raise ValueError("duplicate (query_id, method) rows")
@@ -126,21 +128,23 @@ def _source(g: pd.DataFrame) -> str:
     return " + ".join(n for k, n in (("answer", "answer field"), ("judge", "judge")) if k in s) or "n/a"
 
 def table2(df: pd.DataFrame) -> pd.DataFrame:
-    "Per method: n, evidence size, retrieval metrics, PASS / WRONG_RATIONALE / FAIL / judge-error rates, decision accuracy and its source."
+    "Per method: n, evidence size, retrieval metrics, judge rates and errors, decision accuracy, its source."
     out = []
     for m in _method_order(df.method):
         g = df[df.method == m]
-        d = dict(method=m, n=len(g), evidence=g.evidence.mean()) | {c: 100.0 * g[c].mean() for c in METRIC_COLS}
+        d = dict(method=m, n=len(g), evidence=g.evidence.mean())
+        d |= {c: 100.0 * g[c].mean() for c in METRIC_COLS}
         d = _with_ci(d, "recall@10", rate(g["recall@10"]))
         d = _with_ci(d, "pass", rate(g["pass"]))
-        d |= dict(wrong_rationale=100 * g.wrong_rationale.mean(), fail=100 * g.fail.mean(), judge_errors=int(g.judge_error.fillna(0).sum()))
+        d |= dict(wrong_rationale=100 * g.wrong_rationale.mean(), fail=100 * g.fail.mean(),
+                  judge_errors=int(g.judge_error.fillna(0).sum()))
         d = _with_ci(d, "decision_acc", rate(g["decision_correct"]))
         out.append(d | dict(decision_from=_source(g)))
     return pd.DataFrame(out).set_index("method")
 
 # %% ../../nbs/31_evaluate.ipynb #92a9c236
 def rate_by(df: pd.DataFrame, col: str, value: str = "pass") -> pd.DataFrame:
-    "Rate (%) of `value` per method and value of `col` (e.g. 'label', 'situation_type'), plus 'overall'; long format with lo, hi, n."
+    "Rate (%) of `value` per method and value of `col` (label, situation_type), plus 'overall'; lo, hi, n."
     out = []
     for m in _method_order(df.method):
         g = df[df.method == m]
@@ -153,7 +157,7 @@ def table3(df): return rate_by(df, "label")
 
 # %% ../../nbs/31_evaluate.ipynb #decbc42a
 def coverage(df: pd.DataFrame) -> pd.DataFrame:
-    "Per method, conflict queries split by evidence coverage of what the answerer saw: n, share (%) and PASS rate (%)."
+    "Per method, conflict queries by evidence coverage of what the answerer saw: n, share (%), PASS rate (%)."
     c = df[(df.label == "conflict") & df.coverage.notna()]
     out = []
     for m in _method_order(c.method):
@@ -162,11 +166,12 @@ def coverage(df: pd.DataFrame) -> pd.DataFrame:
             s = g[g.coverage == cov]
             out.append(dict(method=m, coverage=cov, n=len(s), share=100.0 * len(s) / len(g),
                             pass_rate=100 * s["pass"].mean() if s["pass"].notna().any() else float("nan")))
-    return pd.DataFrame(out, columns=["method", "coverage", "n", "share", "pass_rate"]).set_index(["method", "coverage"])
+    cols = ["method", "coverage", "n", "share", "pass_rate"]
+    return pd.DataFrame(out, columns=cols).set_index(["method", "coverage"])
 
 # %% ../../nbs/31_evaluate.ipynb #fd3aef6d
 def funnel_table(df: pd.DataFrame) -> pd.DataFrame:
-    "Per method: mean facts handed to the answerer, mean gold recall (%) at each funnel stage, and mean documents per stage."
+    "Per method: mean facts handed to the answerer, mean gold recall (%) and documents per funnel stage."
     out = []
     for m in _method_order(df.method):
         g = df[df.method == m]
@@ -178,41 +183,50 @@ def funnel_table(df: pd.DataFrame) -> pd.DataFrame:
 
 # %% ../../nbs/31_evaluate.ipynb #9d66ef81
 def calls_frame(rows: list[dict]) -> pd.DataFrame:
-    "One row per model call of every (query, method): stage, ok, fallback (agent calls from the trace, then the judge's)."
+    "One row per model call of each (query, method): stage, ok, fallback (the trace's calls, then the judge)."
     out = []
     for r in rows:
         for c in list((r.get("trace") or {}).get("calls") or []) + list(r.get("judge_calls") or []):
-            out.append(dict(query_id=r["query_id"], method=r["method"], stage=c["stage"], ok=bool(c.get("ok")), fallback=c.get("fallback")))
+            out.append(dict(query_id=r["query_id"], method=r["method"], stage=c["stage"],
+                            ok=bool(c.get("ok")),
+                            fallback=c.get("fallback")))
     return pd.DataFrame(out, columns=["query_id", "method", "stage", "ok", "fallback"])
 
 def failures(rows: list[dict]) -> pd.DataFrame:
-    "Per method and stage: calls, failed (%), fallback (%); for the filters, mean chosen / padded / fallback / unseen ids per query."
+    "Per method and stage: calls, failed %, fallback %; for filters, mean chosen/padded/fallback/unseen ids."
     cf = calls_frame(rows)
     sel = pd.DataFrame([dict(method=r["method"], stage=st) | rep for r in rows
                         for st, rep in ((r.get("trace") or {}).get("selection") or {}).items()])
     out = []
     for m in _method_order(cf.method):
-        for st in [s for s in CALL_STAGES if s in set(cf[cf.method == m].stage)] + sorted(set(cf[cf.method == m].stage) - set(CALL_STAGES)):
+        stages = set(cf[cf.method == m].stage)
+        for st in [s for s in CALL_STAGES if s in stages] + sorted(stages - set(CALL_STAGES)):
             g = cf[(cf.method == m) & (cf.stage == st)]
-            d = dict(method=m, stage=st, queries=g.query_id.nunique(), calls=len(g), failed=100 * (~g.ok).mean(),
+            d = dict(method=m, stage=st, queries=g.query_id.nunique(), calls=len(g),
+                     failed=100 * (~g.ok).mean(),
                      fallback=100 * g.fallback.notna().mean())
             s = sel[(sel.method == m) & (sel.stage == st)] if len(sel) else sel
             for k in ("chosen", "padded", "fallback", "passed_uncalled", "unseen_dropped"):
-                d[f"{k}_per_query" if k != "fallback" else "fallback_ids_per_query"] = s[f"n_{k}"].mean() if len(s) and f"n_{k}" in s else float("nan")
+                col = f"{k}_per_query" if k != "fallback" else "fallback_ids_per_query"
+                d[col] = s[f"n_{k}"].mean() if len(s) and f"n_{k}" in s else float("nan")
             out.append(d)
-    cols = ["method", "stage", "queries", "calls", "failed", "fallback", "chosen_per_query", "padded_per_query", "fallback_ids_per_query",
+    cols = ["method", "stage", "queries", "calls", "failed", "fallback", "chosen_per_query",
+            "padded_per_query",
+            "fallback_ids_per_query",
             "passed_uncalled_per_query", "unseen_dropped_per_query"]
     return pd.DataFrame(out, columns=cols).set_index(["method", "stage"])
 
 # %% ../../nbs/31_evaluate.ipynb #ac17b6c4
 def cost(df: pd.DataFrame) -> pd.DataFrame:
-    "Per method: mean LLM calls, judge calls, prompt/completion tokens, seconds per query, and mean calls per stage."
+    "Per method: mean LLM calls, judge calls, prompt/completion tokens, seconds, and calls per stage a query."
     out = []
     for m in _method_order(df.method):
         g = df[df.method == m]
         d = dict(method=m, n=len(g), llm_calls=g.llm_calls.mean(), judge_calls=g.judge_calls.mean(),
                  prompt_tokens=g.prompt_tokens.mean(), completion_tokens=g.completion_tokens.mean())
-        if "seconds" in g: d |= dict(seconds=g.seconds.mean(), judge_seconds=g.judge_seconds.mean(), cache_hits=g.cache_hits.mean())
+        if "seconds" in g:
+            d |= dict(seconds=g.seconds.mean(), judge_seconds=g.judge_seconds.mean(),
+                      cache_hits=g.cache_hits.mean())
         d |= {c: g[c].fillna(0).mean() for c in sorted(c for c in df.columns if c.startswith("calls:"))}
         out.append(d)
     return pd.DataFrame(out).set_index("method")
@@ -224,27 +238,34 @@ def warnings(df: pd.DataFrame, fails: pd.DataFrame | None = None) -> list[str]:
     if "oracle" in set(df.method):
         for col, what in (("pass", "PASS"), ("decision_correct", "decision accuracy")):
             o = df[df.method == "oracle"][col].mean()
-            above = {m: g[col].mean() for m, g in df[df.method != "oracle"].groupby("method") if g[col].notna().any() and g[col].mean() > o}
+            above = {m: g[col].mean() for m, g in df[df.method != "oracle"].groupby("method")
+                     if g[col].notna().any() and g[col].mean() > o}
             if above and o == o:
-                out.append(f"WARNING: Oracle's {what} ({100 * o:.1f}%) is below " + ", ".join(f"{m} ({100 * v:.1f}%)" for m, v in sorted(above.items()))
-                           + ": with the gold facts in hand the answer should do best; suspect the answer model or the judge before the retrievers.")
+                better = ", ".join(f"{m} ({100 * v:.1f}%)" for m, v in sorted(above.items()))
+                out.append(f"WARNING: Oracle's {what} ({100 * o:.1f}%) is below " + better
+                           + ": with the gold facts in hand the answer should do best; "
+                             "suspect the answer model or the judge before the retrievers.")
     ne = int(df.judge_error.fillna(0).sum())
-    if ne: out.append(f"WARNING: {ne} judge call(s) failed; they count as not PASS. `pace run --retry-failed` judges them again.")
+    if ne: out.append(f"WARNING: {ne} judge call(s) failed; they count as not PASS. "
+                      "`pace run --retry-failed` judges them again.")
     st = df[(df.decision_source == "answer") & df.judge_decision.notna()]
     for m in _method_order(st.method):
         g = st[st.method == m]
-        out.append(f"NOTE: {m}: decision accuracy is from the answers' decision field; the judge read the same decision from the reply "
+        out.append(f"NOTE: {m}: decision accuracy is from the answers' decision field; "
+                   "the judge read the same decision from the reply "
                    f"in {int((g.stated_decision == g.judge_decision).sum())} of {len(g)} pairs.")
     if fails is not None and len(fails):
         bad = fails[(fails.failed > 0) & ~fails.index.get_level_values("stage").str.startswith("judge")]
         for (m, st), r in bad.iterrows():
-            out.append(f"NOTE: {m}/{st}: {r.failed:.0f}% of {int(r.calls)} calls failed and fell back (see the failures table).")
+            out.append(f"NOTE: {m}/{st}: {r.failed:.0f}% of {int(r.calls)} calls failed and fell back "
+                       "(see the failures table).")
     return out
 
 # %% ../../nbs/31_evaluate.ipynb #78eefb59
 def _cell(v, lo=None, hi=None, digits=1) -> str:
     if v is None or (isinstance(v, float) and v != v): return "n/a"
-    if isinstance(v, (int, np.integer)) or (isinstance(v, float) and v.is_integer() and lo is None and digits == 0): return f"{int(v)}"
+    whole = isinstance(v, float) and v.is_integer() and lo is None and digits == 0
+    if isinstance(v, (int, np.integer)) or whole: return f"{int(v)}"
     s = f"{v:.{digits}f}"
     return s + (f" [{lo:.{digits}f}, {hi:.{digits}f}]" if lo is not None and lo == lo else "")
 
@@ -252,9 +273,11 @@ def to_markdown(t: pd.DataFrame, int_cols=("n", "judge_errors", "queries", "call
     "A table as Markdown: `x_lo`/`x_hi` columns folded into 'x [lo, hi]', NaN as n/a, counts as integers."
     t = t.reset_index()
     cols = [c for c in t.columns if not (c.endswith("_lo") or c.endswith("_hi"))]
-    body = [[_cell(r[c], r.get(f"{c}_lo"), r.get(f"{c}_hi"), digits=0 if c in int_cols else 1) if not isinstance(r[c], str) else r[c]
+    cell = lambda r, c: _cell(r[c], r.get(f"{c}_lo"), r.get(f"{c}_hi"), digits=0 if c in int_cols else 1)
+    body = [[cell(r, c) if not isinstance(r[c], str) else r[c]
              for c in cols] for _, r in t.iterrows()]
-    names = {"pass": "PASS", "wrong_rationale": "WRONG_RATIONALE", "fail": "FAIL", "decision_acc": "decision acc",
+    names = {"pass": "PASS", "wrong_rationale": "WRONG_RATIONALE", "fail": "FAIL",
+             "decision_acc": "decision acc",
              "judge_errors": "judge errors", "decision_from": "decision from"}
     head = [names.get(c, c).replace("mrr@", "MRR@") for c in cols]
     from tabulate import tabulate
@@ -265,7 +288,8 @@ def _wide(t: pd.DataFrame, col: str) -> pd.DataFrame:
     "A `rate_by` table as one row per method: 'value [lo, hi] (n=..)' per group."
     out = {}
     for (m, v), r in t.iterrows():
-        out.setdefault(m, {})[v] = f"{_cell(r['value'], r['lo'], r['hi'])} (n={int(r['n'])})" if r["n"] else "n/a"
+        cell = f"{_cell(r['value'], r['lo'], r['hi'])} (n={int(r['n'])})"
+        out.setdefault(m, {})[v] = cell if r["n"] else "n/a"
     return pd.DataFrame.from_dict(out, orient="index").rename_axis("method")
 
 # %% ../../nbs/31_evaluate.ipynb #4763370d
@@ -274,17 +298,22 @@ def header(meta: dict | None, # the run's `run.json` (None: counts only)
           ) -> list[str]:
     "The lines that say what the numbers are about: dataset, models, judge mode, counts."
     s = (meta or {}).get("settings", {})
-    lines = [f"{df.query_id.nunique()} queries x {df.method.nunique()} methods = {len(df)} (query, method) pairs."]
+    lines = [f"{df.query_id.nunique()} queries x {df.method.nunique()} methods = {len(df)} "
+             "(query, method) pairs."]
     if s:
         ds = s.get("dataset", {})
         lines.append(f"Dataset: {ds.get('name', ds)} (content sha256 {str(ds.get('sha256', '?'))[:12]}). "
-                     f"Agent model: {(s.get('chat') or {}).get('model_id', 'none')}. Embedder: {(s.get('embedder') or {}).get('model_id', '-')}.")
+                     f"Agent model: {(s.get('chat') or {}).get('model_id', 'none')}. "
+                     f"Embedder: {(s.get('embedder') or {}).get('model_id', '-')}.")
         if s.get("retrieval_only"): lines.append("Retrieval-only run: no answers, no judge.")
         else:
             j = f"Judge: {(s.get('judge') or {}).get('model_id', '-')} ({s.get('judge_mode', '?')} mode)."
-            if s.get("judge_is_agent"): j += " The judge is the agent model: it grades its own answers (self-preference and shared blind spots are possible)."
+            if s.get("judge_is_agent"):
+                j += (" The judge is the agent model: it grades its own answers "
+                      "(self-preference and shared blind spots are possible).")
             lines.append(j)
-    lines.append("Rates are % of all n pairs in a group (a failed judge call counts as not PASS and is shown in `judge errors`); "
+    lines.append("Rates are % of all n pairs in a group "
+                 "(a failed judge call counts as not PASS and is shown in `judge errors`); "
                  "[lo, hi] is a 95% bootstrap interval over queries; n/a: the number does not apply.")
     return lines + [w for w in [evidence_warning(df)] if w]
 
@@ -305,25 +334,32 @@ def evidence_warning(df: pd.DataFrame, # the results frame
             + (f"; add {', '.join(add)} to compare with Hybrid at equal size." if add else "."))
 
 # %% ../../nbs/31_evaluate.ipynb #e3307370
-TITLES = {"table2": "Table 2: evidence size (facts handed to the answerer), retrieval metrics (%), judge rates (%) "
+TITLES = {"table2": "Table 2: evidence size (facts handed to the answerer), retrieval metrics (%), "
+                    "judge rates (%) "
                     "and decision accuracy (%) per method",
-          "table3_pass_by_label": "Table 3: PASS rate (%) by label", "pass_by_situation_type": "PASS rate (%) by situation type",
-          "decision_by_label": "Decision accuracy (%) by label", "decision_by_situation_type": "Decision accuracy (%) by situation type",
-          "evidence_coverage": "Evidence coverage of conflict queries: what the answer prompt held (section 7.2)",
-          "funnel": "Evidence funnel: facts handed to the answerer, mean gold recall (%) at each stage, and documents per stage",
-          "failures": "Failures and fallbacks per stage (% of calls; filter ids per query)", "cost_per_query": "LLM calls, tokens and seconds per query"}
+          "table3_pass_by_label": "Table 3: PASS rate (%) by label",
+          "pass_by_situation_type": "PASS rate (%) by situation type",
+          "decision_by_label": "Decision accuracy (%) by label",
+          "decision_by_situation_type": "Decision accuracy (%) by situation type",
+          "evidence_coverage": "Evidence coverage of conflict queries: "
+                               "what the answer prompt held (section 7.2)",
+          "funnel": "Evidence funnel: facts handed to the answerer, mean gold recall (%) at each stage, "
+                    "and documents per stage",
+          "failures": "Failures and fallbacks per stage (% of calls; filter ids per query)",
+          "cost_per_query": "LLM calls, tokens and seconds per query"}
 
 # %% ../../nbs/31_evaluate.ipynb #14057100
 def write_tables(results_path, # a run's results.jsonl
                  out_dir=None, # where the tables go (default: beside the results)
                  timings_path=None, # default: timings.jsonl beside the results
                  meta: dict | None = None, # default: run.json beside the results
-                 pairs: set | None = None, # the (query_id, method) pairs to use (default: the run's own, from run.json)
+                 pairs: set | None = None, # the (query_id, method) pairs to use (default: run.json's)
                 ) -> dict[str, pd.DataFrame]:
-    "Read `results.jsonl` (+ `timings.jsonl`, `run.json` beside it), keep the run's own pairs, write every table as CSV and Markdown and `tables.md`."
+    "Every table of a run as CSV and Markdown, and `tables.md`, from its results.jsonl (its own pairs)."
     results_path = Path(results_path)
     out = Path(out_dir or results_path.parent); out.mkdir(parents=True, exist_ok=True)
-    if meta is None and (results_path.parent / "run.json").exists(): meta = json.loads((results_path.parent / "run.json").read_text())
+    if meta is None and (results_path.parent / "run.json").exists():
+        meta = json.loads((results_path.parent / "run.json").read_text())
     if pairs is None and meta and meta.get("query_ids") and meta.get("methods"):
         pairs = {(q, m) for q in meta["query_ids"] for m in meta["methods"]}
     rows = [r for r in read_jsonl(results_path) if pairs is None or (r["query_id"], r["method"]) in pairs]
@@ -335,16 +371,21 @@ def write_tables(results_path, # a run's results.jsonl
     if judged:
         tabs |= {"table3_pass_by_label": table3(df), "pass_by_situation_type": rate_by(df, "situation_type"),
                  "decision_by_label": rate_by(df, "label", "decision_correct"),
-                 "decision_by_situation_type": rate_by(df, "situation_type", "decision_correct"), "evidence_coverage": coverage(df)}
-    else: tabs["table2"] = tabs["table2"][[c for c in tabs["table2"].columns if not c.startswith(("pass", "wrong", "fail", "judge", "decision"))]]
+                 "decision_by_situation_type": rate_by(df, "situation_type", "decision_correct"),
+                 "evidence_coverage": coverage(df)}
+    else:
+        judge_cols = ("pass", "wrong", "fail", "judge", "decision")
+        tabs["table2"] = tabs["table2"][[c for c in tabs["table2"].columns if not c.startswith(judge_cols)]]
     titles = TITLES
     head = header(meta, df)
     warn = warnings(df, fails)
-    md = [f"# Results: {results_path.parent.name}\n", *[l + "  " for l in head], ""] + ([*warn, ""] if warn else [])
+    md = [f"# Results: {results_path.parent.name}\n", *[l + "  " for l in head], ""]
+    md += [*warn, ""] if warn else []
     for name in [n for n in titles if n in tabs]:
         t = tabs[name]
         t.to_csv(out / f"{name}.csv", float_format="%.4g")
-        txt = to_markdown(_wide(t, t.index.names[1]) if name.startswith(("table3", "pass_by", "decision_by")) else t)
+        wide = name.startswith(("table3", "pass_by", "decision_by"))
+        txt = to_markdown(_wide(t, t.index.names[1]) if wide else t)
         (out / f"{name}.md").write_text(f"{titles[name]}. {' '.join(head)}\n\n{txt}\n")
         md += [f"## {titles[name]}\n", txt, ""]
     (out / "tables.md").write_text("\n".join(md) + "\n")

@@ -13,7 +13,8 @@ __all__ = ['SMALL_MODEL_NOTE', 'PDF_METADATA', 'is_small_model', 'recorded_model
            'method_bars']
 
 # %% ../../nbs/35_figures.ipynb #f2736378
-SMALL_MODEL_NOTE = "Made with small models on CPU: it shows the pipeline at work, not how well the method does."
+SMALL_MODEL_NOTE = ("Made with small models on CPU: it shows the pipeline at work, "
+                    "not how well the method does.")
 
 def is_small_model(model: str, # a model id or spec, e.g. 'llamacpp:qwen2.5-0.5b' or 'smollm2-135m-q4_1'
                    max_b: float = 3.0, # the largest size (billions of parameters) counted as small
@@ -26,9 +27,9 @@ def is_small_model(model: str, # a model id or spec, e.g. 'llamacpp:qwen2.5-0.5b
     return bool(sizes) and min(sizes) <= max_b
 
 # %% ../../nbs/35_figures.ipynb #f34ebc13
-def recorded_models(folder, # a dataset folder written by `pace generate` or a run folder written by `pace run`
+def recorded_models(folder, # a dataset folder of `pace generate` or a run folder of `pace run`
                    ) -> list[str]:
-    "The models a folder records in its generate.json or run.json (`backend:model_id`); [] when it has neither."
+    "The models a folder records in its generate.json or run.json (`backend:model_id`); [] if it has neither."
     p = next((Path(folder) / f for f in ("generate.json", "run.json") if (Path(folder) / f).is_file()), None)
     s = json.loads(p.read_text()).get("settings", {}) if p else {}
     ms = [s.get(k) for k in ("chat", "judge", "embedder")]
@@ -43,7 +44,7 @@ def caption(title: str, # what the table or figure shows, e.g. 'Table 1: dataset
             source: str | None = None, # where the inputs came from (a dataset or run folder)
             small_model: bool | None = None, # made by a small CPU model (None: `is_small_model` of any model)
            ) -> str:
-    "A caption that says which models made a result, on how many items, and for a small model what it can show."
+    "A caption that says which models made a result, on how many items, and for a small model what it shows."
     ms = [models] if isinstance(models, str) else list(models or [])
     small = any(map(is_small_model, ms)) if small_model is None else small_model
     out = [title.rstrip(". ") + "."] + ([f"From {source}."] if source else [])
@@ -66,9 +67,9 @@ def write_table(df: pd.DataFrame, # the table
                 *, caption: str, # see `caption`
                 index: bool = False, # write the index as well (a named or multi-level index becomes columns)
                 floatfmt: str | tuple = "g", # tabulate float format, one for all columns or one per column
-                latex: dict | None = None, # more `DataFrame.to_latex` arguments, e.g. column_format="lp{12cm}"
+                latex: dict | None = None, # more `DataFrame.to_latex` arguments (column_format="lp{12cm}")
                ) -> list[Path]:
-    "Write `df` as name.csv (the data), name.md (the caption, then the table) and name.tex (a captioned table)."
+    "Write `df` as name.csv (the data), name.md (the caption, then the table), name.tex (a captioned table)."
     d = Path(out_dir); d.mkdir(parents=True, exist_ok=True)
     fmts = [floatfmt] * df.shape[1] if isinstance(floatfmt, str) else list(floatfmt)
     if len(fmts) != df.shape[1]: raise ValueError(f"{len(fmts)} float formats for {df.shape[1]} columns")
@@ -101,7 +102,7 @@ def save_figure(fig, # a matplotlib figure
     return [d / f"{name}.{x}" for x in ("png", "pdf", *(["md"] if caption is not None else []))]
 
 # %% ../../nbs/35_figures.ipynb #45daa5e5
-def method_bars(frames: dict, # setting (a model, an embedder) -> its per-query frame (`pace.eval.evaluate.results_frame`)
+def method_bars(frames: dict, # setting (a model, an embedder) -> its per-query frame (`results_frame`)
                 hue: str, # what the settings are, e.g. 'model'
                 metrics: dict, # frame column -> its name in the figure, e.g. {'pass': 'PASS'}
                 aspect: float = 1.3, # width of a panel over its height
@@ -110,11 +111,13 @@ def method_bars(frames: dict, # setting (a model, an embedder) -> its per-query 
     import seaborn as sns
     from pace.eval.evaluate import table2
     per_query = pd.concat([d.assign(**{hue: k}) for k, d in frames.items()])
-    long = per_query.melt(id_vars=[hue, "method"], value_vars=list(metrics), var_name="metric", value_name="%").dropna()
+    long = per_query.melt(id_vars=[hue, "method"], value_vars=list(metrics), var_name="metric",
+                          value_name="%").dropna()
     long["%"] = 100 * long["%"].astype(float)
     long["metric"] = long["metric"].map(metrics)
-    order = list(dict.fromkeys(m for d in frames.values() for m in table2(d).index))   # the tables' method order
-    g = sns.catplot(data=long, x="method", y="%", order=order, hue=hue, col="metric", kind="bar", errorbar=("ci", 95),
+    order = list(dict.fromkeys(m for d in frames.values() for m in table2(d).index))   # the tables' order
+    g = sns.catplot(data=long, x="method", y="%", order=order, hue=hue, col="metric", kind="bar",
+                    errorbar=("ci", 95),
                     seed=0, palette="colorblind", height=3.2, aspect=aspect)
     g.set(ylim=(0, 100))
     return g

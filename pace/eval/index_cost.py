@@ -12,21 +12,28 @@ import pandas as pd
 __all__ = ['COLUMNS', 'index_costs', 'project', 'write_index_costs']
 
 # %% ../../nbs/33_index_cost.ipynb #e120ce4d
-COLUMNS = ["method", "instance", "n_facts", "index_seconds", "llm_calls", "prompt_tokens", "completion_tokens", "embed_texts", "wall_seconds"]
+COLUMNS = ["method", "instance", "n_facts", "index_seconds", "llm_calls", "prompt_tokens",
+           "completion_tokens",
+           "embed_texts", "wall_seconds"]
 
 # %% ../../nbs/33_index_cost.ipynb #bc718667
 def _shared_row(man: dict, inst: str) -> dict:
     t = man.get("timings") or {}
     secs = sum(float(t.get(k, 0.0)) for k in ("embed_s", "faiss_s", "bm25_s", "graph_s"))
-    return dict(method="pacemaker/bm25/dense/hybrid (shared index)", instance=inst, n_facts=man.get("n_facts"), index_seconds=round(secs, 3),
-                llm_calls=0, prompt_tokens=0, completion_tokens=0, embed_texts=t.get("n_embedded", 0), wall_seconds=round(secs, 3))
+    return dict(method="pacemaker/bm25/dense/hybrid (shared index)", instance=inst,
+                n_facts=man.get("n_facts"),
+                index_seconds=round(secs, 3),
+                llm_calls=0, prompt_tokens=0, completion_tokens=0, embed_texts=t.get("n_embedded", 0),
+                wall_seconds=round(secs, 3))
 
 # %% ../../nbs/33_index_cost.ipynb #d7c23f54
 def _cost_row(method: str, man: dict, inst: str) -> dict:
     c = man.get("cost") or {}
     secs = c.get("index_seconds", c.get("llm_seconds", 0.0) + c.get("embed_seconds", 0.0))
-    return dict(method=method, instance=inst, n_facts=c.get("n_facts"), index_seconds=round(float(secs), 3), llm_calls=c.get("llm_calls", 0),
-                prompt_tokens=c.get("prompt_tokens", 0), completion_tokens=c.get("completion_tokens", 0), embed_texts=c.get("embed_texts", 0),
+    return dict(method=method, instance=inst, n_facts=c.get("n_facts"), index_seconds=round(float(secs), 3),
+                llm_calls=c.get("llm_calls", 0),
+                prompt_tokens=c.get("prompt_tokens", 0), completion_tokens=c.get("completion_tokens", 0),
+                embed_texts=c.get("embed_texts", 0),
                 wall_seconds=c.get("wall_seconds"))
 
 # %% ../../nbs/33_index_cost.ipynb #83fe2c0b
@@ -45,20 +52,23 @@ def index_costs(index_root) -> pd.DataFrame:
 
 # %% ../../nbs/33_index_cost.ipynb #42f972fe
 def project(df: pd.DataFrame, n_facts: int = 2000) -> pd.DataFrame:
-    "Per method: the summed cost over its instances and a linear projection of seconds, calls and tokens to a KB of `n_facts` facts."
+    "Per method: the summed cost over its instances, and seconds, calls and tokens projected to `n_facts`."
     out = []
     for m, g in df.groupby("method", sort=False):
         n = g.n_facts.sum()
         f = n_facts / n if n else float("nan")
-        out.append(dict(method=m, instances=len(g), n_facts=int(n), index_seconds=g.index_seconds.sum(), llm_calls=int(g.llm_calls.sum()),
-                        prompt_tokens=int(g.prompt_tokens.sum()), completion_tokens=int(g.completion_tokens.sum()),
-                        **{f"seconds@{n_facts}": g.index_seconds.sum() * f, f"llm_calls@{n_facts}": g.llm_calls.sum() * f,
+        out.append(dict(method=m, instances=len(g), n_facts=int(n), index_seconds=g.index_seconds.sum(),
+                        llm_calls=int(g.llm_calls.sum()),
+                        prompt_tokens=int(g.prompt_tokens.sum()),
+                        completion_tokens=int(g.completion_tokens.sum()),
+                        **{f"seconds@{n_facts}": g.index_seconds.sum() * f,
+                           f"llm_calls@{n_facts}": g.llm_calls.sum() * f,
                            f"tokens@{n_facts}": (g.prompt_tokens.sum() + g.completion_tokens.sum()) * f}))
     return pd.DataFrame(out).set_index("method") if out else pd.DataFrame()
 
 # %% ../../nbs/33_index_cost.ipynb #5799a3ed
 def write_index_costs(run_dir, n_facts: int = 2000) -> pd.DataFrame | None:
-    "Write `index_cost.csv` and `index_cost.md` into a run folder (and add them to its `tables.md`); None when it has no index."
+    "Write `index_cost.csv` and `index_cost.md` into a run folder and its `tables.md`; None without an index."
     run_dir = Path(run_dir)
     df = index_costs(run_dir/"index")
     if not len(df): return None

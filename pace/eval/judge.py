@@ -10,8 +10,9 @@ from typing import Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm.auto import tqdm
-from ..calls import AgentCall, call_agent
-from ..data import DatasetError, PaceDataset, Problem, UsageError, first_missing, load_pace_dataset, validate_object, read_jsonl_objects
+from ..calls import AgentCall, call_agent, prompt_asset
+from ..data import (DatasetError, PaceDataset, Problem, UsageError, first_missing, load_pace_dataset,
+                       validate_object, read_jsonl_objects)
 
 # %% auto #0
 __all__ = ['JUDGE_MODES', 'LABELS', 'DECISIONS', 'RATIONALE_LABEL', 'REASON_CHARS', 'DECISION_SYSTEM', 'RATIONALE_SYSTEM',
@@ -35,9 +36,11 @@ class Verdict(BaseModel):
     "The judged label of one reply, with what each judge step found."
     label: Literal['PASS', 'WRONG_RATIONALE', 'FAIL'] | None  # None only when a judge call failed
     mode: Literal['blind', 'paper'] = 'blind'
-    decision: Literal['carry_out', 'decline', 'ambiguous'] | None = None  # step 1 (blind); None in paper mode or when step 1 failed
+    # step 1 (blind); None in paper mode or when step 1 failed
+    decision: Literal['carry_out', 'decline', 'ambiguous'] | None = None
     decision_correct: bool | None = None  # decision vs gold label (blind); None when unknown
-    rationale: Literal['same_core_reason', 'partial_or_weak', 'wrong_reason'] | None = None  # step 2, when reached
+    # step 2, when reached
+    rationale: Literal['same_core_reason', 'partial_or_weak', 'wrong_reason'] | None = None
     reason: str = ""                      # the judge's short explanation
     error: str | None = None              # why a judge call failed
     failed_stage: str | None = None       # the judge stage whose call failed
@@ -45,8 +48,9 @@ class Verdict(BaseModel):
 # %% ../../nbs/30_judge.ipynb #a7ce4fd2
 def expected_decision(gold_label: str, # 'conflict' or 'non_conflict'
                      ) -> str:
-    "The decision a correct reply takes for `gold_label`: 'decline' for conflict, 'carry_out' for non_conflict."
-    if gold_label not in ("conflict", "non_conflict"): raise ValueError(f"gold label must be 'conflict' or 'non_conflict', got {gold_label!r}")
+    "The decision a correct reply takes for `gold_label`: 'decline' for conflict, 'carry_out' otherwise."
+    if gold_label not in ("conflict", "non_conflict"):
+        raise ValueError(f"gold label must be 'conflict' or 'non_conflict', got {gold_label!r}")
     return "decline" if gold_label == "conflict" else "carry_out"
 
 def _check_mode(mode: str):
@@ -76,28 +80,22 @@ def capped_schema(model: type[BaseModel], # a judge output model with a `reason`
     return s
 
 # %% ../../nbs/30_judge.ipynb #5d359c69
-DECISION_SYSTEM = """You read a personal assistant's reply to a request from its user, and report what the reply does with the request.
-You are not asked whether the reply is right, only what it commits to.
+DECISION_SYSTEM = prompt_asset("judge/DECISION_SYSTEM.md")
 
-decision:
-- "carry_out": the assistant goes ahead, agrees, or says the request can be done as asked (small helpful additions are fine).
-- "decline": the assistant refuses, advises against it, warns that it should not happen as asked, or only offers to do something different instead (another time, place, person or plan).
-- "ambiguous": the reply gives no clear go or no-go: it hedges, only asks questions, or says both.
-reason: one short sentence pointing to the words in the reply that show the decision.
-
-Answer with JSON only: {"decision": "carry_out" | "decline" | "ambiguous", "reason": "..."}"""
-
+# %% ../../nbs/30_judge.ipynb #d14f6842
 def decision_messages(query: str, # the user's request
                       answer: str, # the reply to read
                      ) -> list[dict]:
     "Step-1 messages: the request and the reply, nothing else."
-    user = f"The user's request:\n{query}\n\nThe assistant's reply:\n{answer}\n\nWhat does the reply do with the request? Answer as JSON."
+    user = (f"The user's request:\n{query}\n\nThe assistant's reply:\n{answer}\n\n"
+            "What does the reply do with the request? Answer as JSON.")
     return [dict(role='system', content=DECISION_SYSTEM), dict(role='user', content=user)]
 
 # %% ../../nbs/30_judge.ipynb #36a3ed09
 def _judge_call(cm, messages: list[dict], stage: str, model: type[BaseModel], max_tokens: int):
     "One judge call; a failed call is marked 'no label' (the verdict then has no label)."
-    out, rec = call_agent(cm, messages, stage=stage, schema=capped_schema(model), model=model, max_tokens=max_tokens)
+    out, rec = call_agent(cm, messages, stage=stage, schema=capped_schema(model), model=model,
+                          max_tokens=max_tokens)
     if out is None: rec.fallback = "no label"
     return out, rec
 
@@ -105,68 +103,49 @@ def classify_decision(cm, # judge chat model
                       query: str, # the user's request
                       answer: str, # the reply to read
                       *, max_tokens: int = 160) -> tuple[DecisionOutput | None, AgentCall]:
-    "Step 1 (stage 'judge_decision'): the decision `answer` takes on `query`, judged from these two texts alone."
+    "Step 1 (stage 'judge_decision'): the decision `answer` takes on `query`, judged from these texts alone."
     return _judge_call(cm, decision_messages(query, answer), "judge_decision", DecisionOutput, max_tokens)
 
 # %% ../../nbs/30_judge.ipynb #11bf0420
-RATIONALE_SYSTEM = """You check the reasoning of a personal assistant's reply to a request from its user.
-The reply's decision (to go ahead or not) has already been checked and is right; do not revisit it.
-Compare only the reason the reply gives with the reference reason, which states why the right decision is right. Different words are fine; the core reason must be the same.
+RATIONALE_SYSTEM = prompt_asset("judge/RATIONALE_SYSTEM.md")
 
-rationale:
-- "same_core_reason": the reply rests on the same main reason as the reference. Extra helpful detail is fine if it does not change or bend that reason.
-- "partial_or_weak": the reply points the right way but falls short: it misses key evidence of the reference, is too vague to support the decision, gives only a side reason, or leans on irrelevant, weak or made-up details.
-- "wrong_reason": the reply's reason is the opposite of the reference, unsupported by it, or a substantially different reason.
-Do not reward a polite tone, and do not mark a reply down for helpful suggestions.
-reason: one short sentence explaining the grade.
-
-Answer with JSON only: {"rationale": "same_core_reason" | "partial_or_weak" | "wrong_reason", "reason": "..."}"""
-
+# %% ../../nbs/30_judge.ipynb #df4e651a
 def rationale_messages(query: str, # the user's request
                        answer: str, # the reply whose reason is graded
                        gold_judgment: str, # the gold rationale (the reference reason)
                       ) -> list[dict]:
     "Step-2 messages: the request, the reference reason (gold rationale) and the reply."
     user = (f"The user's request:\n{query}\n\nReference reason:\n{gold_judgment}\n\n"
-            f"The assistant's reply:\n{answer}\n\nHow does the reply's reason compare with the reference reason? Answer as JSON.")
+            f"The assistant's reply:\n{answer}\n\n"
+            "How does the reply's reason compare with the reference reason? Answer as JSON.")
     return [dict(role='system', content=RATIONALE_SYSTEM), dict(role='user', content=user)]
 
 def grade_rationale(cm, # judge chat model
                     query: str, answer: str, # the request and the reply (whose decision is right)
                     gold_judgment: str, # the gold rationale
                     *, max_tokens: int = 160) -> tuple[RationaleOutput | None, AgentCall]:
-    "Step 2 (stage 'judge_rationale'): the reply's reason against the gold rationale, for a reply whose decision is right."
-    return _judge_call(cm, rationale_messages(query, answer, gold_judgment), "judge_rationale", RationaleOutput, max_tokens)
+    "Step 2 (stage 'judge_rationale'): the reply's reason against the gold rationale (its decision is right)."
+    msgs = rationale_messages(query, answer, gold_judgment)
+    return _judge_call(cm, msgs, "judge_rationale", RationaleOutput, max_tokens)
 
 # %% ../../nbs/30_judge.ipynb #c674cfaf
-PAPER_SYSTEM = """You grade a personal assistant's reply to a request from its user. A good reply says whether the assistant will do what was asked, and why.
-Grade it in two steps.
+PAPER_SYSTEM = prompt_asset("judge/PAPER_SYSTEM.md")
 
-Step 1, the decision. The gold label tells you the right decision.
-- Gold label "non_conflict": a correct reply goes ahead, agrees, or says the request can be done.
-- Gold label "conflict": a correct reply refuses, warns, holds off, or says it should not be done as asked.
-A reply that takes the other decision is FAIL. A reply that leaves it unclear whether the assistant will go ahead is FAIL too.
-
-Step 2, the reason (only when the decision is right). Compare the reply's reason with the gold rationale. The words may differ; the core reason must be the same.
-- PASS: right decision, and the same core reason as the gold rationale. Small wording differences are fine, and so is extra helpful detail that does not change or bend the reason.
-- WRONG_RATIONALE: right decision, but the reason falls short: it misses key evidence of the gold rationale, is too vague to support the decision, gives only a side reason instead of the main one, or leans on irrelevant, weak or made-up details.
-- FAIL: wrong or unclear decision; or the right decision given for an opposite, unsupported or substantially wrong reason.
-
-The decision comes first: a wrong decision is FAIL however sensible its reasoning sounds. Do not ask for exact wording, and do not mark a reply down for a friendly tone or helpful suggestions.
-Answer with JSON only: {"label": "PASS" | "WRONG_RATIONALE" | "FAIL", "reason": "one short sentence"}"""
-
+# %% ../../nbs/30_judge.ipynb #afd861af
 def paper_messages(answer: str, # the reply to grade
                    gold_label: str, gold_judgment: str, # the answer key the paper's judge is shown
                   ) -> list[dict]:
     "Paper-mode messages: gold label, gold rationale and the reply."
-    user = f"Gold label: {gold_label}\nGold rationale: {gold_judgment}\nReply to grade: {answer}\n\nGrade the reply as JSON."
+    user = (f"Gold label: {gold_label}\nGold rationale: {gold_judgment}\nReply to grade: {answer}\n\n"
+            "Grade the reply as JSON.")
     return [dict(role='system', content=PAPER_SYSTEM), dict(role='user', content=user)]
 
 def paper_label(cm, # judge chat model
                 answer: str, gold_label: str, gold_judgment: str, # the reply and the answer key
                 *, max_tokens: int = 160) -> tuple[PaperOutput | None, AgentCall]:
     "The paper's one-call judge (stage 'judge')."
-    return _judge_call(cm, paper_messages(answer, gold_label, gold_judgment), "judge", PaperOutput, max_tokens)
+    msgs = paper_messages(answer, gold_label, gold_judgment)
+    return _judge_call(cm, msgs, "judge", PaperOutput, max_tokens)
 
 # %% ../../nbs/30_judge.ipynb #65f7c764
 def judge_answer(cm,                      # judge chat model
@@ -174,24 +153,29 @@ def judge_answer(cm,                      # judge chat model
                  answer: str,             # the reply to grade
                  gold_label: str,         # 'conflict' | 'non_conflict'
                  gold_judgment: str,      # the gold rationale
-                 *, mode: str = "blind",  # 'blind' (two steps, no gold in step 1) or 'paper' (one call that sees the gold)
+                 *, mode: str = "blind",  # 'blind' (two steps, step 1 without gold) or 'paper' (one call)
                  max_tokens: int = 160,   # completion budget of each judge call
                 ) -> tuple[Verdict, list[AgentCall]]:
     "Grade `answer` to `query`: the verdict and the records of the judge calls made (0, 1 or 2)."
     want = expected_decision(gold_label); _check_mode(mode)
     if not (answer or "").strip():
-        return Verdict(label="FAIL", mode=mode, decision="ambiguous", decision_correct=False, reason="empty answer"), []
-    fail = lambda rec, **kw: Verdict(label=None, mode=mode, error=rec.error or "judge call failed", failed_stage=rec.stage, **kw)
+        return Verdict(label="FAIL", mode=mode, decision="ambiguous", decision_correct=False,
+                       reason="empty answer"), []
+    fail = lambda rec, **kw: Verdict(label=None, mode=mode, error=rec.error or "judge call failed",
+                                     failed_stage=rec.stage, **kw)
     if mode == "paper":
         out, rec = paper_label(cm, answer, gold_label, gold_judgment, max_tokens=max_tokens)
-        return (fail(rec) if out is None else Verdict(label=out.label, mode=mode, reason=out.reason.strip())), [rec]
+        if out is None: return fail(rec), [rec]
+        return Verdict(label=out.label, mode=mode, reason=out.reason.strip()), [rec]
     d, rec1 = classify_decision(cm, query, answer, max_tokens=max_tokens)
     if d is None: return fail(rec1), [rec1]
     if d.decision != want:
-        return Verdict(label="FAIL", decision=d.decision, decision_correct=False, reason=d.reason.strip()), [rec1]
+        v = Verdict(label="FAIL", decision=d.decision, decision_correct=False, reason=d.reason.strip())
+        return v, [rec1]
     r, rec2 = grade_rationale(cm, query, answer, gold_judgment, max_tokens=max_tokens)
     if r is None: return fail(rec2, decision=d.decision, decision_correct=True), [rec1, rec2]
-    return Verdict(label=RATIONALE_LABEL[r.rationale], decision=d.decision, decision_correct=True, rationale=r.rationale,
+    return Verdict(label=RATIONALE_LABEL[r.rationale], decision=d.decision, decision_correct=True,
+                   rationale=r.rationale,
                    reason=r.reason.strip()), [rec1, rec2]
 
 # %% ../../nbs/30_judge.ipynb #5fa013f5
@@ -207,8 +191,10 @@ class SecondPassLine(PassLabel):
     item_id: str = Field(min_length=1)
 
 # %% ../../nbs/30_judge.ipynb #9a3f5636
-KINDS = {"pass": ("right", "PASS"), "wrong_rationale": ("right", "WRONG_RATIONALE"), "fail_decision": ("wrong", "FAIL"),
-         "fail_ambiguous": ("ambiguous", "FAIL"), "fail_reason": ("right", "FAIL")}  # kind -> (decision vs gold, verdict)
+KINDS = {"pass": ("right", "PASS"), "wrong_rationale": ("right", "WRONG_RATIONALE"),
+         "fail_decision": ("wrong", "FAIL"),
+         "fail_ambiguous": ("ambiguous", "FAIL"),
+         "fail_reason": ("right", "FAIL")}  # kind -> (decision vs gold, verdict)
 
 class CalibrationLine(BaseModel):
     "One line of a calibration file."
@@ -236,7 +222,8 @@ def decision_status(decision: str, # 'carry_out', 'decline' or 'ambiguous'
                     gold_label: str, # 'conflict' or 'non_conflict'
                    ) -> str:
     "'right', 'wrong' or 'ambiguous': `decision` against the gold label."
-    return "ambiguous" if decision == "ambiguous" else "right" if decision == expected_decision(gold_label) else "wrong"
+    if decision == "ambiguous": return "ambiguous"
+    return "right" if decision == expected_decision(gold_label) else "wrong"
 
 # %% ../../nbs/30_judge.ipynb #aa0ddea8
 SECOND_PASS = "second_pass.jsonl"   # the file name of a second labelling pass, beside the set it labels
@@ -252,7 +239,8 @@ def calibration_files(path, # a .jsonl file or a folder of them
     if not p.is_file(): raise DatasetError(p, [Problem(str(p), None, None, "no such file or folder")])
     return [p]
 
-def _fit_problems(decision: str, verdict: str, gold_label: str, rel: str, n: int, field: str) -> list[Problem]:
+def _fit_problems(decision: str, verdict: str, gold_label: str, rel: str, n: int,
+                  field: str) -> list[Problem]:
     "A verdict other than FAIL needs the right decision."
     if verdict == "FAIL" or decision_status(decision, gold_label) == "right": return []
     want = f"{expected_decision(gold_label)} for a {gold_label} request"
@@ -263,25 +251,33 @@ def _line_problems(line: CalibrationLine, q, rel: str, n: int) -> list[Problem]:
     if q is None: return [Problem(rel, n, "query_id", f"unknown query_id {line.query_id!r}")]
     st, (k_st, k_verdict) = decision_status(line.decision, q.label), KINDS[line.kind]
     out = _fit_problems(line.decision, line.verdict, q.label, rel, n, "verdict")
-    if line.verdict != k_verdict: out.append(Problem(rel, n, "kind", f"kind {line.kind!r} means verdict {k_verdict}, the line says {line.verdict}"))
-    if st != k_st: out.append(Problem(rel, n, "kind", f"kind {line.kind!r} means a {k_st} decision; {line.decision} is {st} for a {q.label} request"))
+    if line.verdict != k_verdict:
+        out.append(Problem(rel, n, "kind", f"kind {line.kind!r} means verdict {k_verdict}, "
+                                           f"the line says {line.verdict}"))
+    if st != k_st:
+        out.append(Problem(rel, n, "kind", f"kind {line.kind!r} means a {k_st} decision; "
+                                           f"{line.decision} is {st} for a {q.label} request"))
     if (fp := line.first_pass) is not None:
         out += _fit_problems(fp.decision, fp.verdict, q.label, rel, n, "first_pass")
         if (fp.decision, fp.verdict) != (line.decision, line.verdict) and not line.ruling.strip():
-            out.append(Problem(rel, n, "ruling", f"the reference ({line.decision}, {line.verdict}) departs from "
-                                                 f"the first pass ({fp.decision}, {fp.verdict}) without a ruling"))
+            out.append(Problem(rel, n, "ruling", f"the reference ({line.decision}, {line.verdict}) "
+                                                 "departs from "
+                                                 f"the first pass ({fp.decision}, {fp.verdict}) "
+                                                 "without a ruling"))
     return out
 
 # %% ../../nbs/30_judge.ipynb #01bfc468
 def _second_pass(f: Path, gold: dict, problems: list[Problem]) -> dict[str, PassLabel]:
-    "Second-pass file `f`'s labels by item_id; `gold`: the set's item ids -> gold label (None: unknown query)."
+    "Second pass `f`'s labels by item_id; `gold`: the set's item ids -> gold label (None: unknown query)."
     rel, out, seen = str(f), {}, {}
     for n, obj in read_jsonl_objects(f, rel, problems):
         line = validate_object(SecondPassLine, obj, rel, n, problems)
         if line is None: continue
         i = line.item_id
-        if i not in gold: problems.append(Problem(rel, n, "item_id", f"unknown item_id {i!r} (not in the set)"))
-        elif i in seen: problems.append(Problem(rel, n, "item_id", f"duplicate item_id {i!r} (first at {rel}:{seen[i]})"))
+        if i not in gold:
+            problems.append(Problem(rel, n, "item_id", f"unknown item_id {i!r} (not in the set)"))
+        elif i in seen:
+            problems.append(Problem(rel, n, "item_id", f"duplicate item_id {i!r} (first at {rel}:{seen[i]})"))
         else:
             seen[i] = n
             if gold[i] is None: continue
@@ -305,14 +301,16 @@ def _ruling_problems(items: list, labels: dict[str, PassLabel], problems: list[P
         it.second_pass = s
         if s is None or (s.decision, s.verdict) == (fp.decision, fp.verdict) or it.ruling.strip(): continue
         f, n = it.source.rsplit(":", 1)
-        problems.append(Problem(f, int(n), "ruling", f"the passes disagree (first {fp.decision}, {fp.verdict}; "
-                                                     f"second {s.decision}, {s.verdict}) and the line has no ruling"))
+        problems.append(Problem(f, int(n), "ruling", f"the passes disagree (first {fp.decision}, "
+                                                     f"{fp.verdict}; "
+                                                     f"second {s.decision}, {s.verdict}) "
+                                                     "and the line has no ruling"))
 
 def load_calibration(path,      # a calibration .jsonl file or a folder of them
                      dataset,   # the dataset the replies answer (a `PaceDataset` or its folder)
-                     second_pass=None, # a second pass (.jsonl); None: `SECOND_PASS` beside the set if any; False: none
+                     second_pass=None, # a .jsonl; None: `SECOND_PASS` beside the set if any; False: none
                     ) -> list[CalibrationItem]:
-    "Load and check a calibration set and its second pass; raise `DatasetError` listing every problem (file:line: field)."
+    "Load and check a calibration set and its second pass; a `DatasetError` lists every problem (file:line)."
     ds = dataset if isinstance(dataset, PaceDataset) else load_pace_dataset(dataset)
     queries = {q.query_id: q for q in ds.queries}
     items, problems, first, gold = [], [], {}, {}
@@ -322,15 +320,20 @@ def load_calibration(path,      # a calibration .jsonl file or a folder of them
             line = validate_object(CalibrationLine, obj, rel, n, problems)
             if line is None: continue
             if line.item_id in first:
-                problems.append(Problem(rel, n, "item_id", f"duplicate item_id {line.item_id!r} (first at {first[line.item_id]})")); continue
+                first_at = first[line.item_id]
+                problems.append(Problem(rel, n, "item_id",
+                                        f"duplicate item_id {line.item_id!r} (first at {first_at})"))
+                continue
             first[line.item_id] = f"{rel}:{n}"
             q = queries.get(line.query_id)
             gold[line.item_id] = q.label if q is not None else None
             ps = _line_problems(line, q, rel, n)
             if ps: problems += ps; continue
             fp = line.first_pass or PassLabel(decision=line.decision, verdict=line.verdict, why=line.note)
-            items.append(CalibrationItem(**(line.model_dump() | dict(first_pass=fp)), query=q.query, label=q.label,
-                                         judgment=q.judgment, situation_type=q.situation_type, source=f"{rel}:{n}"))
+            items.append(CalibrationItem(**(line.model_dump() | dict(first_pass=fp)), query=q.query,
+                                         label=q.label,
+                                         judgment=q.judgment, situation_type=q.situation_type,
+                                         source=f"{rel}:{n}"))
     if (sp := _second_pass_file(path, second_pass)) is not None:
         _ruling_problems(items, _second_pass(sp, gold, problems), problems)
     if not items and not problems: problems.append(Problem(str(path), None, None, "no calibration items"))
@@ -383,8 +386,9 @@ def agreement(a: list, # one rater's labels, in item order (None: no label)
               names=("a", "b"), # the raters (rows and columns of the confusion matrix)
               z: float = 1.96, # the interval's normal quantile (1.96: 95%)
              ) -> dict:
-    "Two raters' agreement over the items both labelled: {n, agreement, kappa, kappa_low, kappa_high, confusion}."
-    if len(a) != len(b): raise ValueError(f"the raters must label the same items: {len(a)} and {len(b)} labels")
+    "Two raters' agreement on items both labelled: {n, agreement, kappa, kappa_low, kappa_high, confusion}."
+    if len(a) != len(b):
+        raise ValueError(f"the raters must label the same items: {len(a)} and {len(b)} labels")
     bad = sorted({str(x) for x in [*a, *b] if not pd.isna(x)} - set(labels))
     if bad: raise ValueError(f"labels {bad} not in {list(labels)}")
     pairs = [(x, y) for x, y in zip(a, b) if not pd.isna(x) and not pd.isna(y)]
@@ -403,19 +407,22 @@ def _side(ref, first, second) -> str:
 
 def pass_agreement(items: list[CalibrationItem], # loaded calibration items, with their second pass
                   ) -> dict:
-    "First pass against second pass on verdict and decision, and every ruled item: {n, verdict, decision, rulings}."
+    "First vs second pass on verdict and decision, and every ruled item: {n, verdict, decision, rulings}."
     both, names = [i for i in items if i.second_pass is not None], ("first pass", "second pass")
     key, show = (lambda l: (l.decision, l.verdict)), (lambda l: f"{l.decision} / {l.verdict}")
     rows = []
     for i in items:
         ref, f, s = (i.decision, i.verdict), key(i.first_pass), key(i.second_pass) if i.second_pass else None
         if s is not None and f != s or ref != f:
-            rows.append(dict(item_id=i.item_id, first=show(i.first_pass), second=show(i.second_pass) if s else None,
+            rows.append(dict(item_id=i.item_id, first=show(i.first_pass),
+                             second=show(i.second_pass) if s else None,
                              reference=show(i), sided_with=_side(ref, f, s), ruling=i.ruling))
     fp, sp = [i.first_pass for i in both], [i.second_pass for i in both]
     return dict(n=len(both), verdict=agreement([l.verdict for l in fp], [l.verdict for l in sp], names=names),
-                decision=agreement([l.decision for l in fp], [l.decision for l in sp], DECISIONS, names=names),
-                rulings=pd.DataFrame(rows, columns=["item_id", "first", "second", "reference", "sided_with", "ruling"]))
+                decision=agreement([l.decision for l in fp], [l.decision for l in sp], DECISIONS,
+                                   names=names),
+                rulings=pd.DataFrame(rows, columns=["item_id", "first", "second", "reference", "sided_with",
+                                                    "ruling"]))
 
 # %% ../../nbs/30_judge.ipynb #e30bf8c1
 def _acc(ok: pd.Series) -> dict:
@@ -432,7 +439,8 @@ def judge_figures(items: list[CalibrationItem], # the calibration items (referen
                            reference_decision=[i.decision for i in items], judge=[v.label for v in verdicts],
                            decision=[v.decision for v in verdicts]))
     ok, cm = df.reference == df.judge, confusion(df.reference, df.judge)
-    out = dict(_acc(ok), kappa=cohen_kappa(cm), n_errors=int(df.judge.isna().sum()), error_rate=float(df.judge.isna().mean()),
+    out = dict(_acc(ok), kappa=cohen_kappa(cm), n_errors=int(df.judge.isna().sum()),
+               error_rate=float(df.judge.isna().mean()),
                confusion=cm, by_kind={k: _acc(ok[df.kind == k]) for k in KINDS if (df.kind == k).any()},
                by_verdict={h: _acc(ok[df.reference == h]) for h in LABELS if (df.reference == h).any()})
     if verdicts and verdicts[0].mode == "blind":
@@ -450,20 +458,21 @@ def between_judges(a: list[Verdict], # one judge's verdicts
 def label_rates(items: list[CalibrationItem], # the calibration items (their gold labels)
                 raters: dict[str, list], # rater name -> labels, in item order
                ) -> pd.DataFrame:
-    "PASS / WRONG_RATIONALE / FAIL rates (%) over the labelled items, overall and by gold label; one row per (rater, scope)."
+    "PASS / WRONG_RATIONALE / FAIL rates (%) of labelled items, overall and by gold label, per rater."
     gold, rows = pd.Series([i.label for i in items]), []
     for name, labels in raters.items():
         s = pd.Series(labels, dtype=object)
         for scope in ("overall", "conflict", "non_conflict"):
             got = s if scope == "overall" else s[gold == scope]
             ok = got.dropna()
-            rows.append(dict(rater=name, scope=scope, **{l: 100.0 * (ok == l).mean() if len(ok) else float("nan") for l in LABELS},
+            rates = {l: 100.0 * (ok == l).mean() if len(ok) else float("nan") for l in LABELS}
+            rows.append(dict(rater=name, scope=scope, **rates,
                              n=len(ok), errors=int(got.isna().sum())))
     return pd.DataFrame(rows).set_index(["rater", "scope"])
 
 # %% ../../nbs/30_judge.ipynb #618c1ab4
 def calibration_report(items: list[CalibrationItem], # the calibration items
-                       verdicts: dict[str, list[Verdict]], # 'judge' (and 'judge2') -> its verdicts, in item order
+                       verdicts: dict[str, list[Verdict]], # 'judge' (and 'judge2') -> verdicts, in item order
                        *, mode: str = "blind", # the judge mode the verdicts came from
                        names: dict | None = None, # judge key -> display name (default: the key)
                        models: dict | None = None, # judge key -> model id (default: the name)
@@ -473,21 +482,27 @@ def calibration_report(items: list[CalibrationItem], # the calibration items
     names = {k: (names or {}).get(k, k) for k in verdicts}
     if len(set(names.values()) - {"reference"}) < len(names): names = {k: k for k in verdicts}
     models, usage = models or {}, usage or {}
-    figs = {k: dict(name=names[k], model=models.get(k, names[k]), **judge_figures(items, vs), usage=usage.get(k, {}))
+    figs = {k: dict(name=names[k], model=models.get(k, names[k]), **judge_figures(items, vs),
+                    usage=usage.get(k, {}))
             for k, vs in verdicts.items()}
     rows = [dict(item_id=it.item_id, query_id=it.query_id, kind=it.kind, gold_label=it.label,
                  situation_type=it.situation_type, reply=it.reply, reference_decision=it.decision,
-                 reference_verdict=it.verdict, note=it.note, **{k: vs[n].model_dump() for k, vs in verdicts.items()})
+                 reference_verdict=it.verdict, note=it.note,
+                 **{k: vs[n].model_dump() for k, vs in verdicts.items()})
             for n, it in enumerate(items)]
-    raters = {"reference": [i.verdict for i in items]} | {names[k]: [v.label for v in vs] for k, vs in verdicts.items()}
+    raters = {"reference": [i.verdict for i in items]}
+    raters |= {names[k]: [v.label for v in vs] for k, vs in verdicts.items()}
     return dict(mode=mode, n_items=len(items), judges=figs, rates=label_rates(items, raters), verdicts=rows,
-                between=between_judges(verdicts["judge"], verdicts["judge2"]) if "judge2" in verdicts else None)
+                between=(between_judges(verdicts["judge"], verdicts["judge2"]) if "judge2" in verdicts
+                         else None))
 
 # %% ../../nbs/30_judge.ipynb #68b0d32a
 def _verdicts(cm, items, mode, progress, max_tokens) -> list[Verdict]:
     "Judge every item in turn."
     return [judge_answer(cm, it.query, it.reply, it.label, it.judgment, mode=mode, max_tokens=max_tokens)[0]
-            for it in tqdm(items, desc=f"judge {getattr(cm, 'model_id', 'model')} [{mode}]", disable=not progress, unit="reply")]
+            for it in tqdm(items, desc=f"judge {getattr(cm, 'model_id', 'model')} [{mode}]",
+                           disable=not progress,
+                           unit="reply")]
 
 def calibrate(judge_cm,                  # judge chat model
               items: list[CalibrationItem],
@@ -527,7 +542,8 @@ def _jsonable(x):
 def calibration_summary(rep: dict, # a `calibrate` report
                        ) -> dict:
     "The JSON-able figures of a calibration report."
-    return _jsonable(dict(mode=rep["mode"], n_items=rep["n_items"], judges=rep["judges"], between=rep["between"])) | dict(
+    figs = dict(mode=rep["mode"], n_items=rep["n_items"], judges=rep["judges"], between=rep["between"])
+    return _jsonable(figs) | dict(
         rates=json.loads(rep["rates"].reset_index().to_json(orient="records")))
 
 # %% ../../nbs/30_judge.ipynb #44198d44
@@ -535,22 +551,27 @@ def _acc_table(fs: dict, key: str) -> pd.DataFrame:
     "Accuracy (%) per group (`by_kind` or `by_verdict`), one column per judge."
     first = next(iter(fs.values()))[key]
     return pd.DataFrame({"n": pd.Series({k: a["n"] for k, a in first.items()})} |
-                        {f"{f['name']} %": pd.Series({k: _pct(a["accuracy"]) for k, a in f[key].items()}) for f in fs.values()})
+                        {f"{f['name']} %": pd.Series({k: _pct(a["accuracy"]) for k, a in f[key].items()})
+                         for f in fs.values()})
 
 def _between_md(b: dict) -> str:
     "The line on two judges' agreement."
     if not b["n"]: return "no reply was labelled by both judges"
     lo = b.get("kappa_low")   # None in a summary.json, NaN in a report, where undefined
     ci = f" (kappa 95% CI {lo:.3f} to {b['kappa_high']:.3f})" if lo is not None and lo == lo else ""
-    return f"agreement {_pct(b['agreement'])}%, kappa {b['kappa']:.3f}, over the {b['n']} replies both labelled" + ci
+    return (f"agreement {_pct(b['agreement'])}%, kappa {b['kappa']:.3f}, "
+            f"over the {b['n']} replies both labelled" + ci)
 
 def calibration_markdown(rep: dict, # a `calibrate` report
                         ) -> str:
     "The figures of a calibration report as Markdown tables."
     fs = rep["judges"]
-    head = pd.DataFrame([{"judge": f["name"], "n": f["n"], "accuracy %": _pct(f["accuracy"]), "95% CI": f"{_pct(f['ci_low'])}-{_pct(f['ci_high'])}",
+    head = pd.DataFrame([{"judge": f["name"], "n": f["n"], "accuracy %": _pct(f["accuracy"]),
+                          "95% CI": f"{_pct(f['ci_low'])}-{_pct(f['ci_high'])}",
                           "kappa": f["kappa"], "judge errors": f["n_errors"],
-                          **({"decision accuracy %": _pct(f["decision"]["accuracy"])} if "decision" in f else {})} for f in fs.values()])
+                          **({"decision accuracy %": _pct(f["decision"]["accuracy"])} if "decision" in f
+                             else {})}
+                         for f in fs.values()])
     out = [f"## Judge calibration ({rep['mode']} mode, {rep['n_items']} replies)\n", _md(head, index=False)]
     for f in fs.values():
         out += [f"\n### {f['name']}: labels (rows: reference verdict, columns: judge)\n", _md(f["confusion"])]
@@ -560,7 +581,9 @@ def calibration_markdown(rep: dict, # a `calibrate` report
     out += ["\n### Accuracy by kind of reply\n", _md(_acc_table(fs, "by_kind").rename_axis("kind")),
             "\n### Accuracy by reference verdict\n",
             _md(_acc_table(fs, "by_verdict").rename_axis("reference verdict")),
-            "\n### PASS / WRONG_RATIONALE / FAIL rates (%) by gold label (judge errors left out of the rates)\n", _md(rep["rates"])]
+            "\n### PASS / WRONG_RATIONALE / FAIL rates (%) by gold label "
+            "(judge errors left out of the rates)\n",
+            _md(rep["rates"])]
     if rep["between"] is not None: out += [f"\n### Between the judges\n{_between_md(rep['between'])}"]
     return "\n".join(out) + "\n"
 
@@ -571,8 +594,10 @@ def write_calibration(rep: dict, # a `calibrate` report
     "Write summary.json, confusion.csv, verdicts.jsonl and report.md to `out_dir`."
     d = Path(out_dir); d.mkdir(parents=True, exist_ok=True)
     (d / "summary.json").write_text(json.dumps(calibration_summary(rep), indent=1) + "\n")
-    pd.concat({f["name"]: f["confusion"] for f in rep["judges"].values()}, names=["judge"]).to_csv(d / "confusion.csv")
-    (d / "verdicts.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rep["verdicts"]))
+    confusions = {f["name"]: f["confusion"] for f in rep["judges"].values()}
+    pd.concat(confusions, names=["judge"]).to_csv(d / "confusion.csv")
+    (d / "verdicts.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n"
+                                              for r in rep["verdicts"]))
     (d / "report.md").write_text(calibration_markdown(rep))
     return d
 
@@ -581,7 +606,7 @@ DEFAULT_SET = "data/judge_calibration/mini.jsonl"
 DEFAULT_DATA = "data/mini"
 
 class JudgeSpecError(UsageError):
-    "A judge model spec that cannot be built (a `pace.data.UsageError`: one line and exit 2 on the command line)."
+    "A judge model spec that cannot be built (a `pace.data.UsageError`: one line and exit 2)."
 
 def _model_name(spec) -> str:
     if hasattr(spec, "chat"): return str(getattr(spec, "model_id", "model"))
@@ -594,7 +619,8 @@ def calibration_dir(judge, # judge model spec or object
                     judge2=None, # second judge, if any
                     mode: str = "blind", root="results/judge_calibration") -> Path:
     "Default output folder: <root>/<judge>[-vs-<judge2>]-<mode>."
-    try: name = _slug(_model_name(judge)) + (f"-vs-{_slug(_model_name(judge2))}" if judge2 is not None else "")
+    try: name = _slug(_model_name(judge)) + (f"-vs-{_slug(_model_name(judge2))}" if judge2 is not None
+                                             else "")
     except ValueError as e: raise JudgeSpecError(str(e)) from None
     return Path(root) / f"{name}-{mode}"
 
@@ -608,10 +634,11 @@ def _build(spec, cache, flag: str):
 def select_items(items: list, # calibration items
                  limit: int | None, # how many (None: all)
                 ) -> list:
-    "A deterministic subset of `limit` items spread over the kinds (round robin, hashed order within a kind), in file order."
+    "A fixed subset of `limit` items over the kinds (round robin, hashed order in a kind), in file order."
     if not limit or limit >= len(items): return list(items)
     by_kind = {}
-    for it in sorted(items, key=lambda i: hashlib.sha256(i.item_id.encode()).hexdigest()): by_kind.setdefault(it.kind, []).append(it)
+    for it in sorted(items, key=lambda i: hashlib.sha256(i.item_id.encode()).hexdigest()):
+        by_kind.setdefault(it.kind, []).append(it)
     picked, queues = set(), [by_kind[k] for k in KINDS if k in by_kind]
     while len(picked) < limit:
         for q in queues:
@@ -624,7 +651,7 @@ def run_calibration(judge,                      # judge model spec or model obje
                     data=DEFAULT_DATA,          # dataset folder the set answers
                     *, judge2=None,             # second judge (spec or object) to compare with
                     mode: str = "blind",        # 'blind' | 'paper'
-                    limit: int | None = None,   # judge only this many items (spread over the kinds); None: all
+                    limit: int | None = None,   # judge only this many items, spread over kinds; None: all
                     cache=None,                 # cache file (default <out>/cache.sqlite)
                     out=None,                   # output folder (default `calibration_dir(...)`)
                     progress: bool = True,
@@ -648,10 +675,11 @@ def run_calibration(judge,                      # judge model spec or model obje
 
 # %% ../../nbs/30_judge.ipynb #356f6b8c
 def _run_rows(vf: Path, known: dict) -> list[dict]:
-    "The lines of a run's verdicts.jsonl; an item not in `known` or a line without a verdict is a located problem."
+    "The lines of a run's verdicts.jsonl; an unknown item or a line with no verdict is a located problem."
     problems, rows = [], []
     for n, r in read_jsonl_objects(vf, str(vf), problems):
-        if not isinstance(r.get("judge"), dict): problems.append(Problem(str(vf), n, "judge", "no judge verdict"))
+        if not isinstance(r.get("judge"), dict):
+            problems.append(Problem(str(vf), n, "judge", "no judge verdict"))
         elif r.get("item_id") not in known:
             problems.append(Problem(str(vf), n, "item_id", f"unknown item_id {r.get('item_id')!r}"))
         else: rows.append(r)
@@ -659,12 +687,12 @@ def _run_rows(vf: Path, known: dict) -> list[dict]:
     if problems: raise DatasetError(vf, problems)
     return rows
 
-def rescore_calibration(run_dir,                 # a calibration run's folder: its verdicts.jsonl (and summary.json)
+def rescore_calibration(run_dir,                 # a calibration run's folder: verdicts.jsonl, summary.json
                         set_path=DEFAULT_SET,    # calibration file or folder of *.jsonl
                         data=DEFAULT_DATA,       # dataset folder the set answers
                         out=None,                # output folder (default: `run_dir`)
                        ) -> dict:
-    "A past run's verdicts measured again against the set's current reference verdicts (no judge call); the report."
+    "A past run's verdicts measured again against the set's current reference verdicts (no judge call)."
     d = Path(run_dir); vf = d / "verdicts.jsonl"
     if not vf.is_file(): raise UsageError(f"no verdicts.jsonl in {d}")
     by_id = {i.item_id: i for i in load_calibration(set_path, data)}
@@ -672,7 +700,8 @@ def rescore_calibration(run_dir,                 # a calibration run's folder: i
     vs = {k: [Verdict(**r[k]) for r in rows] for k in ("judge", "judge2") if k in rows[0]}
     js = json.loads((d / "summary.json").read_text())["judges"] if (d / "summary.json").is_file() else {}
     pick = lambda key: {k: js[k][key] for k in vs if key in js.get(k, {})}
-    rep = calibration_report([by_id[r["item_id"]] for r in rows], vs, mode=vs["judge"][0].mode, names=pick("name"),
+    rep = calibration_report([by_id[r["item_id"]] for r in rows], vs, mode=vs["judge"][0].mode,
+                             names=pick("name"),
                              models=pick("model"), usage=pick("usage"))
     rep["out_dir"] = write_calibration(rep, d if out is None else out)
     return rep
@@ -689,9 +718,12 @@ def _positive(s: str) -> int:
 
 def _calibrate_cmd(a) -> int:
     "`pace judge calibrate`: foreseeable mistakes end in one line on stderr and exit status 2."
-    if not Path(a.set).exists(): return _user_error(f"no calibration set at {a.set} (give a .jsonl file or a folder of them with --set)")
+    if not Path(a.set).exists():
+        return _user_error(f"no calibration set at {a.set} "
+                           "(give a .jsonl file or a folder of them with --set)")
     if not Path(a.data).is_dir(): return _user_error(f"no dataset folder at {a.data} (--data)")
-    try: rep = run_calibration(a.judge, a.set, a.data, judge2=a.judge2, mode=a.mode, limit=a.limit, cache=a.cache, out=a.out,
+    try: rep = run_calibration(a.judge, a.set, a.data, judge2=a.judge2, mode=a.mode, limit=a.limit,
+                               cache=a.cache, out=a.out,
                                progress=not a.no_progress)
     except JudgeSpecError as e:
         if os.environ.get("PACE_DEBUG"): raise
@@ -706,35 +738,51 @@ def _rescore_cmd(a) -> int:
     if not Path(a.data).is_dir(): return _user_error(f"no dataset folder at {a.data} (--data)")
     for d in a.run_dirs:
         rep = rescore_calibration(d, a.set, a.data)
-        figs = [f"{f['name']} accuracy {_pct(f['accuracy'])}%, kappa {f['kappa']:.3f}" for f in rep["judges"].values()]
+        figs = [f"{f['name']} accuracy {_pct(f['accuracy'])}%, kappa {f['kappa']:.3f}"
+                for f in rep["judges"].values()]
         print(f"{rep['out_dir']}: " + ", ".join(figs))
     return 0
 
 # %% ../../nbs/30_judge.ipynb #725187bf
 def add_cli(subparsers) -> argparse.ArgumentParser:
     "Register `pace judge calibrate` and `pace judge rescore`."
-    p = subparsers.add_parser("judge", help="check the answer judge", description="Tools for the PASS / WRONG_RATIONALE / FAIL judge.")
+    p = subparsers.add_parser("judge", help="check the answer judge",
+                              description="Tools for the PASS / WRONG_RATIONALE / FAIL judge.")
     sub = p.add_subparsers(dest="judge_cmd", required=True, metavar="COMMAND")
     c = sub.add_parser("calibrate", help="measure a judge against replies with reference verdicts",
-                       description="Judge every reply of a calibration set and compare with its reference verdicts: "
-                                   "accuracy, confusion matrix, Cohen's kappa, per-kind accuracy; with --judge2, "
+                       description="Judge every reply of a calibration set and compare with its reference "
+                                   "verdicts: "
+                                   "accuracy, confusion matrix, Cohen's kappa, per-kind accuracy; "
+                                   "with --judge2, "
                                    "agreement between two judges.")
-    c.add_argument("--judge", required=True, help="judge model spec, e.g. llamacpp:qwen2.5-0.5b, openai:gpt-4.1-mini or a JSON spec")
+    c.add_argument("--judge", required=True,
+                   help="judge model spec, e.g. llamacpp:qwen2.5-0.5b, openai:gpt-4.1-mini or a JSON spec")
     c.add_argument("--judge2", default=None, help="a second judge model spec to compare with")
-    c.add_argument("--mode", choices=JUDGE_MODES, default="blind", help="blind (two steps, no gold in step 1; default) or paper (one call that sees the gold)")
-    c.add_argument("--set", default=DEFAULT_SET, help=f"calibration .jsonl file or folder of them (default {DEFAULT_SET})")
-    c.add_argument("--data", default=DEFAULT_DATA, help=f"dataset folder the replies answer (default {DEFAULT_DATA})")
-    c.add_argument("--limit", type=_positive, default=None, help="judge only N replies, spread over the kinds")
+    c.add_argument("--mode", choices=JUDGE_MODES, default="blind",
+                   help="blind (two steps, no gold in step 1; default) "
+                        "or paper (one call that sees the gold)")
+    c.add_argument("--set", default=DEFAULT_SET,
+                   help=f"calibration .jsonl file or folder of them (default {DEFAULT_SET})")
+    c.add_argument("--data", default=DEFAULT_DATA,
+                   help=f"dataset folder the replies answer (default {DEFAULT_DATA})")
+    c.add_argument("--limit", type=_positive, default=None,
+                   help="judge only N replies, spread over the kinds")
     c.add_argument("--cache", default=None, help="cache file (default: <out>/cache.sqlite)")
-    c.add_argument("--out", default=None, help="output folder (default: results/judge_calibration/<judge>-<mode>/)")
+    c.add_argument("--out", default=None,
+                   help="output folder (default: results/judge_calibration/<judge>-<mode>/)")
     c.add_argument("--no-progress", action="store_true")
     c.set_defaults(func=_calibrate_cmd)
     r = sub.add_parser("rescore", help="rebuild calibration runs' figures from their verdicts.jsonl",
-                       description="Measure the verdicts of past calibration runs again against the set's current "
-                                   "reference verdicts and rewrite report.md, summary.json, confusion.csv and "
+                       description="Measure the verdicts of past calibration runs again against the set's "
+                                   "current "
+                                   "reference verdicts and rewrite report.md, summary.json, confusion.csv "
+                                   "and "
                                    "verdicts.jsonl in each folder; no judge model is called.")
-    r.add_argument("run_dirs", nargs="+", metavar="DIR", help="calibration run folders (each has a verdicts.jsonl)")
-    r.add_argument("--set", default=DEFAULT_SET, help=f"calibration .jsonl file or folder (default {DEFAULT_SET})")
-    r.add_argument("--data", default=DEFAULT_DATA, help=f"dataset folder the replies answer (default {DEFAULT_DATA})")
+    r.add_argument("run_dirs", nargs="+", metavar="DIR",
+                   help="calibration run folders (each has a verdicts.jsonl)")
+    r.add_argument("--set", default=DEFAULT_SET,
+                   help=f"calibration .jsonl file or folder (default {DEFAULT_SET})")
+    r.add_argument("--data", default=DEFAULT_DATA,
+                   help=f"dataset folder the replies answer (default {DEFAULT_DATA})")
     r.set_defaults(func=_rescore_cmd)
     return p

@@ -25,7 +25,8 @@ def parse_parameters(src: str, # the source of a cell tagged `parameters`
         one = isinstance(node, ast.Assign) and len(node.targets) == 1
         target = node.targets[0] if one else getattr(node, "target", None)
         if not isinstance(target, ast.Name) or getattr(node, "value", None) is None: continue
-        tail = lines[node.end_lineno - 1].encode()[node.end_col_offset:].decode().strip()   # offsets count UTF-8 bytes
+        # the AST's offsets count UTF-8 bytes
+        tail = lines[node.end_lineno - 1].encode()[node.end_col_offset:].decode().strip()
         comment = tail[1:].strip() if tail.startswith("#") else ""
         out[target.id] = (ast.get_source_segment(src, node.value), comment)
     return out
@@ -47,7 +48,7 @@ class Experiment:
 
 def read_experiment(path, # an experiment notebook
                    ) -> Experiment:
-    "The title and parameters of an experiment notebook (a UsageError when it has no cell tagged `parameters`)."
+    "The title and parameters of an experiment notebook (a UsageError if no cell is tagged `parameters`)."
     cells = json.loads(Path(path).read_text())["cells"]
     first = next((c for c in cells if c["cell_type"] == "markdown"), None)
     title = "".join(first["source"]).strip().splitlines()[0].lstrip("# ").strip() if first else ""
@@ -74,7 +75,7 @@ def find_experiments(root=None, # see `experiments_dir`
 def select_experiments(exps: list[Experiment], # what `find_experiments` found
                        names=(), # numbers or names; empty: all
                       ) -> list[Experiment]:
-    "The experiments `names` point to, in the order given, each once; a UsageError names any that matches none."
+    "The experiments `names` name, in the order given, each once; a UsageError names any that matches none."
     out = []
     for n in names:
         k = str(n).removesuffix(".ipynb")
@@ -107,7 +108,7 @@ def _blank(x):
 
 def clean_notebook(nb: dict, # an executed notebook (nbformat 4 JSON)
                   ) -> dict:
-    "`nb` without what varies between runs (papermill's times, the kernel's versions, random ids); counts in order."
+    "`nb` without what varies between runs (papermill's times, kernel versions, random ids); counts in order."
     md = nb["metadata"]
     params = md.pop("papermill", {}).get("parameters")
     if params: md["papermill"] = {"parameters": params}
@@ -161,14 +162,15 @@ def _read_log(p: Path) -> tuple[int, list[dict]]:
 def _miss_line(misses: list[dict]) -> str:
     "The error of a notebook that went on past replay misses."
     n, m = sum(int(d.get("n", 1)) for d in misses), misses[0]
-    return f"{n} replay miss{'es' * (n > 1)} (the first: a call of {m.get('model')} at stage {m.get('stage')!r}), caught and passed over"
+    first = f"a call of {m.get('model')} at stage {m.get('stage')!r}"
+    return f"{n} replay miss{'es' * (n > 1)} (the first: {first}), caught and passed over"
 
 # %% ../../nbs/34_reproduce.ipynb #4171eaa9
 def run_notebook(exp: Experiment, # the notebook
                  params: dict | None = None, # parameter values to inject (the notebook's defaults otherwise)
                  *, record: bool = False, # let the notebook call models (no PACE_REPLAY)
                 ) -> dict:
-    "Run `exp` with papermill in its folder, save it cleaned as <out_dir>/<name>.ipynb; its row of the summary."
+    "Run `exp` with papermill in its folder, save it cleaned as <out_dir>/<name>.ipynb; its summary row."
     import papermill as pm
     params = dict(params or {})
     out_dir = exp.path.parent / Path(params["out_dir"] if "out_dir" in params else exp.default("out_dir"))
@@ -181,7 +183,7 @@ def run_notebook(exp: Experiment, # the notebook
             with _environ(env, unset=["PACE_REPLAY"] if record else []):
                 pm.execute_notebook(str(exp.path), str(ran), parameters=params, cwd=str(exp.path.parent),
                                     progress_bar=False, log_output=False,
-                                    extra_arguments=["--IPKernelApp.log_level=ERROR"])   # no TCP warning per kernel
+                                    extra_arguments=["--IPKernelApp.log_level=ERROR"])   # no TCP warnings
         except Exception as e: row.update(status="failed", error=_error_line(e))
         calls, misses = _read_log(log)
         row.update(seconds=round(time.perf_counter() - t0, 1), model_calls=calls)
@@ -194,11 +196,11 @@ def run_notebook(exp: Experiment, # the notebook
     return row
 
 # %% ../../nbs/34_reproduce.ipynb #9a3a2e62
-def _record_or_replay(out, # the folder of the cache export `cache.jsonl.gz` (and, when recording, of `cache.sqlite`)
+def _record_or_replay(out, # folder of the cache export `cache.jsonl.gz` (recording: of `cache.sqlite` too)
                       store, # the shared embedding store
                       runs: list, # (parent folder, run name, `run_experiment` arguments) of each run
                      ) -> tuple[str, int]:
-    "Record `runs` with one cache and export it, or (PACE_REPLAY) make them again from the export and check their rows."
+    "Record `runs` with one cache and export it, or (PACE_REPLAY) make them again from it and check the rows."
     from pace.cache import Cache, export_cache, import_cache, replay_enabled
     from pace.eval.run import run_experiment
     export = out / "cache.jsonl.gz"
@@ -211,50 +213,56 @@ def _record_or_replay(out, # the folder of the cache export `cache.jsonl.gz` (an
                 run_experiment(out_dir=d, cache=cache, name=name, progress=False, **kw)
                 new = (Path(d) / name / "results.jsonl").read_bytes()
                 if new != (Path(parent) / name / "results.jsonl").read_bytes():
-                    raise AssertionError(f"the replay of {Path(parent) / name} gives other result rows than the committed "
+                    raise AssertionError(f"the replay of {Path(parent) / name} gives other result rows "
+                                         "than the committed "
                                          "results.jsonl")
                 rows += len(new.splitlines())
         return "replayed", rows
     cache = out / "cache.sqlite"
     if not export.exists() and not cache.exists():
         made = [Path(p) / n for p, n, _ in runs if (Path(p) / n / "results.jsonl").exists()]
-        if made: raise UsageError(f"{made[0]} has result rows made without {cache}: a recording would resume it and export "
-                                  "a cache that cannot replay those rows; record into a new out_dir (or remove the run)")
+        if made: raise UsageError(f"{made[0]} has result rows made without {cache}: a recording would "
+                                  "resume it and export "
+                                  "a cache that cannot replay those rows; record into a new out_dir "
+                                  "(or remove the run)")
     if export.exists() and not cache.exists(): import_cache(Cache(cache), export, embeddings=store)
     for parent, name, kw in runs: run_experiment(out_dir=parent, cache=cache, name=name, progress=False, **kw)
     return "exported", export_cache(Cache(cache), export, embeddings=store)
 
 def recorded_run(out_dir, # the run folder (committed, with its cache export `cache.jsonl.gz`)
                  embeddings, # the shared embedding store of the cache exports
-                 **run_kw, # `pace.eval.run.run_experiment` arguments: dataset, methods, chat, limit, retrieval_only...
+                 **run_kw, # `pace.eval.run.run_experiment` arguments: dataset, methods, chat, limit...
                 ) -> str:
-    "Record the run in `out_dir` and export its cache, or (PACE_REPLAY) replay it and check its rows; a one-line summary."
+    "Record the run in `out_dir` and export its cache, or (PACE_REPLAY) replay and check it; a summary line."
     out = Path(out_dir)
     done, n = _record_or_replay(out, Path(embeddings), [(out.parent, out.name, run_kw)])
     if done == "exported": return f"exported {n} cache entries to cache.jsonl.gz"
     return f"replayed {n} result rows from the committed cache: identical to the committed run"
 
 # %% ../../nbs/34_reproduce.ipynb #0e01ce39
-def recorded_runs(out_dir, # the study's folder: a run folder per setting and one cache export `cache.jsonl.gz`
+def recorded_runs(out_dir, # the study's folder: a run folder per setting, one cache export `cache.jsonl.gz`
                   embeddings, # the shared embedding store of the cache exports
                   runs: dict, # run name -> its own `run_experiment` arguments (e.g. `config`, `embedder`)
                   **common, # the arguments all runs share: dataset, methods, chat, limit, retrieval_only...
                  ) -> str:
-    "Record the runs of a study in `out_dir` with one cache and export it, or (PACE_REPLAY) replay them; a summary."
+    "Record the runs of a study in `out_dir` with one cache and export it, or (PACE_REPLAY) replay them."
     from pace.eval.run import check_run_name
     if not runs: raise UsageError("recorded_runs: no runs given")
     for name, kw in runs.items():
         check_run_name(name)
-        if set(kw) & set(common): raise UsageError(f"run {name!r} sets {sorted(set(kw) & set(common))} given to all runs")
+        if set(kw) & set(common):
+            raise UsageError(f"run {name!r} sets {sorted(set(kw) & set(common))} given to all runs")
     out = Path(out_dir)
-    done, n = _record_or_replay(out, Path(embeddings), [(out, name, common | kw) for name, kw in runs.items()])
+    done, n = _record_or_replay(out, Path(embeddings),
+                                [(out, name, common | kw) for name, kw in runs.items()])
     if done == "exported": return f"{len(runs)} runs; exported {n} cache entries to cache.jsonl.gz"
-    return f"replayed {len(runs)} runs, {n} result rows, from the committed cache: identical to the committed runs"
+    return (f"replayed {len(runs)} runs, {n} result rows, from the committed cache: "
+            "identical to the committed runs")
 
 # %% ../../nbs/34_reproduce.ipynb #f31ade4b
 def sweep_points(sweep: dict, # PaceMaker setting (or 'a/b' for settings moved together) -> its values
                 ) -> list[tuple[str, str, str, dict]]:
-    "(parameter, value as text, run name, PaceMaker settings) of each point of a one-at-a-time sweep around the defaults."
+    "(parameter, value as text, run name, PaceMaker settings) of each point of a one-at-a-time sweep."
     from pydantic import ValidationError
     from pace.methods.pipeline import PaceMakerConfig
     base, out = PaceMakerConfig(), []
@@ -264,11 +272,13 @@ def sweep_points(sweep: dict, # PaceMaker setting (or 'a/b' for settings moved t
         for v in values:
             vals = list(v) if isinstance(v, (list, tuple)) else [v]
             if len(vals) != len(names):
-                raise UsageError(f"sweep {key!r}: each value is {len(names)} numbers, one per setting; got {v!r}")
+                raise UsageError(f"sweep {key!r}: each value is {len(names)} numbers, one per setting; "
+                                 f"got {v!r}")
             cfg = dict(zip(names, vals))
             try: PaceMakerConfig(**cfg)
             except ValidationError as e:
-                raise UsageError(f"sweep {key!r} = {v!r}: {e.errors()[0]['msg']} ({e.errors()[0]['loc'][0]})") from None
+                err = e.errors()[0]
+                raise UsageError(f"sweep {key!r} = {v!r}: {err['msg']} ({err['loc'][0]})") from None
             text = "/".join(map(str, vals))
             default = all(getattr(base, k) == x for k, x in cfg.items())
             run = "default" if default else f"{key.replace('/', '+')}={text.replace('/', ',')}"
@@ -285,29 +295,33 @@ def subset_dataset(src, # a dataset folder
                   ) -> str:
     "Write a one-instance subset of `src` to `out` (see above) and check that it loads; a one-line summary."
     import random, shutil
-    from pace.data import load_pace_dataset
+    from pace.data import load_pace_dataset, read_jsonl
     from pace.eval.run import select_queries
     src, out = Path(src), Path(out)
     ds = load_pace_dataset(src)
     if instance not in ds.instances: raise UsageError(f"{src}: no instance {instance!r}")
     qs = select_queries([q for q in ds.queries if q.instance_id == instance], queries, seed)
     gold = {g for q in qs for g in q.gold_doc_ids}
-    kb = [json.loads(l) for l in (src / "kb" / f"{instance}.jsonl").read_text().splitlines() if l.strip()]
+    kb = read_jsonl(src / "kb" / f"{instance}.jsonl")
     rest = [f["doc_id"] for f in kb if f["doc_id"] not in gold]
     keep = gold | set(random.Random(seed).sample(rest, max(0, min(len(rest), facts - len(gold)))))
     shutil.rmtree(out, ignore_errors=True); (out / "kb").mkdir(parents=True)
     lines = lambda f: [l for l in (src / f).read_text().splitlines() if l.strip()]
-    (out / "instances.jsonl").write_text("".join(l + "\n" for l in lines("instances.jsonl") if json.loads(l)["instance_id"] == instance))
-    (out / "kb" / f"{instance}.jsonl").write_text("".join(json.dumps(f, ensure_ascii=False) + "\n" for f in kb if f["doc_id"] in keep))
+    inst = [l for l in lines("instances.jsonl") if json.loads(l)["instance_id"] == instance]
+    (out / "instances.jsonl").write_text("".join(l + "\n" for l in inst))
+    kept = [f for f in kb if f["doc_id"] in keep]
+    text = "".join(json.dumps(f, ensure_ascii=False) + "\n" for f in kept)
+    (out / "kb" / f"{instance}.jsonl").write_text(text)
     qids = {q.query_id for q in qs}
-    (out / "queries.jsonl").write_text("".join(l + "\n" for l in lines("queries.jsonl") if json.loads(l)["query_id"] in qids))
+    qls = [l for l in lines("queries.jsonl") if json.loads(l)["query_id"] in qids]
+    (out / "queries.jsonl").write_text("".join(l + "\n" for l in qls))
     load_pace_dataset(out)
     return f"{out.name}: {len(qs)} queries, {len(keep)} of {len(kb)} facts ({len(gold)} gold)"
 
 # %% ../../nbs/34_reproduce.ipynb #94bf75f3
 def committed_settings(exps: list[Experiment], # the chosen notebooks
                       ) -> dict[str, list[dict]]:
-    "The parameter sets committed besides the defaults (`settings.json` beside the notebooks), checked against them."
+    "The parameter sets committed besides the defaults (`settings.json` by the notebooks), checked."
     if not exps: return {}
     f = exps[0].path.parent / "settings.json"
     if not f.is_file(): return {}
@@ -319,7 +333,8 @@ def committed_settings(exps: list[Experiment], # the chosen notebooks
         if name not in known: raise UsageError(f"{f}: no notebook {name!r}")
         for s in sets:
             if not isinstance(s, dict) or "out_dir" not in s or set(s) - set(known[name].params) - {"needs"}:
-                raise UsageError(f"{f}: {name}: each setting is an object of its parameters, out_dir included; got {s!r}")
+                raise UsageError(f"{f}: {name}: each setting is an object of its parameters, "
+                                 f"out_dir included; got {s!r}")
             needs = s.get("needs", [])
             if not isinstance(needs, list) or not all(isinstance(m, str) for m in needs):
                 raise UsageError(f"{f}: {name}: 'needs' is a list of module names; got {s['needs']!r}")
@@ -336,7 +351,7 @@ def _rel(p) -> str:
 def list_experiments(exps: list[Experiment], # what to list
                      file=None, # where to print (default stdout)
                     ):
-    "Print each notebook with its title (the tables and figures it makes) and its parameters with their defaults."
+    "Print each notebook with its title (the tables and figures it makes) and its parameters' defaults."
     for e in exps:
         print(f"{e.name}: {e.title}", file=file or sys.stdout)
         for k, (v, c) in e.params.items():
@@ -360,19 +375,23 @@ def reproduce(names=(), # notebook numbers or names (empty: all)
         raise UsageError(f"{', '.join(bad)}: no out_dir parameter")
     try: import papermill  # noqa: F401
     except ImportError:
-        raise UsageError("pace reproduce needs papermill and a Jupyter kernel: pip install -e '.[experiments]'") from None
-    extra = {} if kv else committed_settings(exps)   # -p runs what it says; otherwise the defaults and the committed settings
+        raise UsageError("pace reproduce needs papermill and a Jupyter kernel: "
+                         "pip install -e '.[experiments]'") from None
+    # -p runs what it says; otherwise the defaults and the committed settings
+    extra = {} if kv else committed_settings(exps)
     jobs = [(e, {k: v for k, v in kv.items() if k in e.params}) for e in exps]
     jobs = [j for e, d in jobs for j in [(e, d)] + [(e, x) for x in extra.get(e.name, [])]]
     rows = []
     for e, ps in tqdm(jobs, desc="pace reproduce", unit="notebook", disable=not progress, file=sys.stderr):
         committed = "out_dir" in ps and ps in extra.get(e.name, [])
         missing = [m for m in ps.get("needs", []) if importlib.util.find_spec(m) is None]
-        if missing: rows.append(dict(notebook=e.name, seconds=None, model_calls=None, status="skipped", saved=None,
+        if missing: rows.append(dict(notebook=e.name, seconds=None, model_calls=None, status="skipped",
+                                     saved=None,
                                      error=f"needs {', '.join(missing)} (not installed here)"))
         else: rows.append(run_notebook(e, {k: v for k, v in ps.items() if k != "needs"}, record=record))
         if committed: rows[-1]["notebook"] = f"{e.name} ({Path(ps['out_dir']).name})"
-        if rows[-1]["status"] == "skipped": tqdm.write(f"pace reproduce: {rows[-1]['notebook']} skipped: {rows[-1]['error']}",
+        if rows[-1]["status"] == "skipped":
+            tqdm.write(f"pace reproduce: {rows[-1]['notebook']} skipped: {rows[-1]['error']}",
                                                        file=sys.stderr)
         elif rows[-1]["status"] != "ok":
             tqdm.write(f"pace reproduce: {rows[-1]['notebook']} failed: {rows[-1]['error']}", file=sys.stderr)
@@ -397,16 +416,20 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     "Register `pace reproduce`."
     p = subparsers.add_parser(
         "reproduce", help="regenerate the paper's tables and figures from the experiment notebooks",
-        description="Run the experiment notebooks of nbs/experiments/ with papermill, each in its own folder, answering "
-                    "every model call from the call caches (PACE_REPLAY=1); save each executed notebook beside the "
+        description="Run the experiment notebooks of nbs/experiments/ with papermill, each in its own "
+                    "folder, answering "
+                    "every model call from the call caches (PACE_REPLAY=1); save each executed notebook "
+                    "beside the "
                     "tables it wrote; exit 2 when any fails.")
     p.add_argument("names", nargs="*", metavar="NAME",
                    help="notebooks to run, by number or name (01, dataset_statistics); default: all")
     p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
-                   help="set a parameter of the notebooks that have it (JSON when it parses, else a string; paths are "
+                   help="set a parameter of the notebooks that have it (JSON when it parses, else a string; "
+                        "paths are "
                         "relative to the notebook's folder)")
     p.add_argument("--all", action="store_true", help="every notebook (what no NAME means too)")
-    p.add_argument("--list", action="store_true", help="list the notebooks, what they make and their parameters")
+    p.add_argument("--list", action="store_true",
+                   help="list the notebooks, what they make and their parameters")
     p.add_argument("--record", action="store_true",
                    help="let the notebooks call the models (and fill the caches) instead of replaying")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first notebook that fails")

@@ -16,7 +16,7 @@ from ..data import append_row, load_done
 
 # %% auto #0
 __all__ = ['SITUATION_TYPES', 'LABELS', 'CELLS', 'MAX_TEXT', 'TIME12_RE', 'TIME24_RE', 'DURATION_RE', 'WORD_DURATIONS', 'STAGES',
-           'GenConfig', 'case_id', 'calendar_text', 'to_minutes', 'hhmm', 'rng_for', 'Text', 'truncated',
+           'GenConfig', 'case_id', 'by_cell', 'calendar_text', 'to_minutes', 'hhmm', 'rng_for', 'Text', 'truncated',
            'split_sentences', 'states_time', 'unique_sentences', 'ask_many', 'stage_path', 'read_stage', 'run_stage',
            'read_accounts', 'count', 'add_counts']
 
@@ -24,24 +24,46 @@ __all__ = ['SITUATION_TYPES', 'LABELS', 'CELLS', 'MAX_TEXT', 'TIME12_RE', 'TIME2
 class GenConfig(BaseModel):
     "Settings of one generation run (stored in generate.json; a folder resumes only under the same settings)."
     model_config = ConfigDict(extra="forbid")
-    cases_per_cell: int = Field(3, ge=1, le=20)        # cases per (situation type, label) cell and instance (3, like the paper: 18 per instance)
-    facts: int = Field(2000, ge=0)                     # target facts per knowledge base (the paper: about 2,000)
-    seed: int = 0                                      # seeds timelines, case focuses, fill topics and the KB shuffle
-    min_alters: int = Field(2, ge=1)                   # alters per ego, at least ...
-    max_alters: int = Field(4, ge=1)                   # ... and at most
-    days_before: int = Field(14, ge=0)                 # the window starts this many days before the reference date
-    days_after: int = Field(42, ge=7)                  # and ends this many days after it
-    max_rewrites: int = Field(2, ge=0)                 # rewrite rounds before a failing case is dropped
-    rewrite_temperature: float = Field(0.7, ge=0, le=2)  # rewrites sample with seed = round, so a model that repeats its draft is not asked the same thing twice (0: greedy)
-    rewrite_mode: Literal["revise", "fresh"] = "revise"  # revise: the rewrite sees its failed draft (the paper); fresh: a new case for the slot, told only what went wrong
-    temporal_arithmetic: Literal["model", "code"] = "model"  # model: the model writes a temporal case's times and minutes (the paper); code: code draws them to fit the label, the model names the steps
-    repair_weekdays: bool = True                      # set a weekday written beside a date to that date's weekday before the checks (counted)
-    llm_validator: Literal["enforce", "record"] = "enforce"  # enforce: the blind validator's verdicts send cases to rewrite; record: only counted
-    distractors_per_case: int = Field(6, ge=0)        # near-miss facts asked for per case
-    distractors_see_context: bool = True              # show the distractor writer the decisive facts (the paper); False: only the words to avoid, for small models that copy what they see
-    everyday_per_call: int = Field(15, ge=1)           # everyday facts asked for per fill call
-    max_fill_calls: int | None = None                  # cap on fill calls per instance (default: twice what the target needs)
-    dedup_threshold: float = Field(0.92, gt=0, le=1)   # cosine at or above which two facts are merged as near-duplicates
+    # cases per (situation type, label) cell and instance (3, like the paper: 18 per instance)
+    cases_per_cell: int = Field(3, ge=1, le=20)
+    # target facts per knowledge base (the paper: about 2,000)
+    facts: int = Field(2000, ge=0)
+    # seeds timelines, case focuses, fill topics and the KB shuffle
+    seed: int = 0
+    # alters per ego, at least ...
+    min_alters: int = Field(2, ge=1)
+    # ... and at most
+    max_alters: int = Field(4, ge=1)
+    # the window starts this many days before the reference date
+    days_before: int = Field(14, ge=0)
+    # and ends this many days after it
+    days_after: int = Field(42, ge=7)
+    # rewrite rounds before a failing case is dropped
+    max_rewrites: int = Field(2, ge=0)
+    # rewrites sample with seed = round, so a model that repeats its draft is not asked the same thing twice
+    # (0: greedy)
+    rewrite_temperature: float = Field(0.7, ge=0, le=2)
+    # revise: the rewrite sees its failed draft (the paper); fresh: a new case for the slot, told only what
+    # went wrong
+    rewrite_mode: Literal["revise", "fresh"] = "revise"
+    # model: the model writes a temporal case's times and minutes (the paper); code: code draws them to fit
+    # the label, the model names the steps
+    temporal_arithmetic: Literal["model", "code"] = "model"
+    # set a weekday written beside a date to that date's weekday before the checks (counted)
+    repair_weekdays: bool = True
+    # enforce: the blind validator's verdicts send cases to rewrite; record: only counted
+    llm_validator: Literal["enforce", "record"] = "enforce"
+    # near-miss facts asked for per case
+    distractors_per_case: int = Field(6, ge=0)
+    # show the distractor writer the decisive facts (the paper); False: only the words to avoid, for small
+    # models that copy what they see
+    distractors_see_context: bool = True
+    # everyday facts asked for per fill call
+    everyday_per_call: int = Field(15, ge=1)
+    # cap on fill calls per instance (default: twice what the target needs)
+    max_fill_calls: int | None = None
+    # cosine at or above which two facts are merged as near-duplicates
+    dedup_threshold: float = Field(0.92, gt=0, le=1)
 
 # %% ../../nbs/40_gen_base.ipynb #1d6f8655
 SITUATION_TYPES = ("temporal", "personal", "state")
@@ -52,6 +74,11 @@ CELLS = tuple((t, l) for t in SITUATION_TYPES for l in LABELS)
 def case_id(situation_type: str, label: str, k: int) -> str:
     "'T-C1', 'P-N2', ... for the k-th (1-based) case of a cell."
     return f"{situation_type[0].upper()}-{'C' if label == 'conflict' else 'N'}{k}"
+
+# %% ../../nbs/40_gen_base.ipynb #3e5f0c6f
+def by_cell(nested: dict) -> dict:
+    "{(situation_type, label): value} from {situation_type: {label: value}}, in the file's order."
+    return {(t, l): v for t, by_label in nested.items() for l, v in by_label.items()}
 
 # %% ../../nbs/40_gen_base.ipynb #1c8d3070
 def calendar_text(start, days: int) -> str:
@@ -72,17 +99,21 @@ def hhmm(minutes: int) -> str:
 
 # %% ../../nbs/40_gen_base.ipynb #611f47d1
 def rng_for(*parts) -> random.Random:
-    "A `random.Random` seeded by the parts (e.g. the run seed, an instance id and a purpose): the same parts, the same draws."
+    """A `random.Random` seeded by the parts (e.g. the run seed, an instance id and a purpose): the same
+    parts, the same draws."""
     return random.Random(":".join(map(str, parts)))
 
 # %% ../../nbs/40_gen_base.ipynb #8d276f1e
 from typing import Annotated
 
-MAX_TEXT = 900   # llama-cpp-python 0.3.36 builds maxLength as nested grammar rules and crashes (segfault) above about 1,100 characters
+MAX_TEXT = 900   # llama-cpp-python 0.3.36 builds maxLength as nested grammar rules and crashes (segfault)
+                 # above about 1,100 characters
 
 def Text(n: int):
     "A string type of at most `n` characters (JSON schema maxLength); `n` may not exceed MAX_TEXT."
-    if n > MAX_TEXT: raise ValueError(f"Text({n}): llama.cpp's grammar builder crashes on long maxLength strings; use at most {MAX_TEXT} or a list of strings")
+    if n > MAX_TEXT:
+        raise ValueError(f"Text({n}): llama.cpp's grammar builder crashes on long maxLength strings; "
+                         f"use at most {MAX_TEXT} or a list of strings")
     return Annotated[str, Field(max_length=n)]
 
 # %% ../../nbs/40_gen_base.ipynb #a198bc33
@@ -106,13 +137,14 @@ def split_sentences(text: str) -> list[str]:
 TIME12_RE = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*([ap])\.?\s?m\b\.?", re.I)
 TIME24_RE = re.compile(r"\b(\d{1,2}):(\d{2})\b")
 DURATION_RE = re.compile(r"\b(\d+(?:\.\d+)?)[\s-]*(min|mins|minute|minutes|h|hr|hrs|hour|hours)\b", re.I)
-WORD_DURATIONS = {"half an hour": 30, "an hour and a half": 90, "one and a half hours": 90, "an hour": 60, "one hour": 60,
-                  "a quarter of an hour": 15}
+WORD_DURATIONS = {"half an hour": 30, "an hour and a half": 90, "one and a half hours": 90, "an hour": 60,
+                  "one hour": 60, "a quarter of an hour": 15}
 
 # %% ../../nbs/40_gen_base.ipynb #1e252d83
 def states_time(text: str) -> bool:
     "Whether `text` states a clock time or a duration."
-    return bool(TIME24_RE.search(text) or TIME12_RE.search(text) or DURATION_RE.search(text)) or any(k in text.lower() for k in WORD_DURATIONS)
+    return (bool(TIME24_RE.search(text) or TIME12_RE.search(text) or DURATION_RE.search(text))
+            or any(k in text.lower() for k in WORD_DURATIONS))
 
 # %% ../../nbs/40_gen_base.ipynb #89345d65
 def unique_sentences(text: str) -> str:
@@ -122,18 +154,21 @@ def unique_sentences(text: str) -> str:
 # %% ../../nbs/40_gen_base.ipynb #b5f6401f
 def ask_many(cm, conversations: list[list[dict]], schema, *, stage: str, max_tokens: int = 512,
              temperature: float = 0.0, seed: int = 0) -> list[tuple[Any, AgentCall]]:
-    "Send each conversation with `schema` (one pydantic class, or one per conversation); (object or None, record) per conversation, in order."
+    """Send each conversation with `schema` (one pydantic class, or one per conversation); (object or None,
+    record) per conversation, in order."""
     schemas = schema if isinstance(schema, list) else [schema] * len(conversations)
     if not conversations: return []
-    reqs = [dict(messages=m, schema=s, temperature=temperature, max_tokens=max_tokens, seed=seed) for m, s in zip(conversations, schemas)]
+    reqs = [dict(messages=m, schema=s, temperature=temperature, max_tokens=max_tokens, seed=seed)
+            for m, s in zip(conversations, schemas)]
     try: results = cm.chat_batch(reqs, stage=stage)
     except ReplayError: raise   # a replay that lacks a reply stops, never becomes a recorded failure
-    except Exception as e:   # a backend bug must not stop a long run: every request of the batch is a recorded failure
+    except Exception as e:   # a backend bug must not stop a long run: each request is a recorded failure
         return [(None, AgentCall(stage=stage, ok=False, error=f"{type(e).__name__}: {e}")) for _ in reqs]
     out = []
     for r, s in zip(results, schemas):
-        rec = AgentCall(stage=stage, ok=bool(r.ok), error=r.error, text=r.text, prompt_tokens=r.usage.prompt_tokens,
-                        completion_tokens=r.usage.completion_tokens, cached=bool(getattr(r, "cached", False)))
+        rec = AgentCall(stage=stage, ok=bool(r.ok), error=r.error, text=r.text,
+                        prompt_tokens=r.usage.prompt_tokens, completion_tokens=r.usage.completion_tokens,
+                        cached=bool(getattr(r, "cached", False)))
         if not r.ok: out.append((None, rec)); continue
         d = reply_json(r)
         try: out.append((s.model_validate(d if d is not None else {}), rec))
@@ -151,7 +186,7 @@ def stage_path(root, stage: str) -> Path:
     return Path(root) / "stages" / f"{stage}.jsonl"
 
 def read_stage(root, stage: str) -> dict[str, dict]:
-    "{instance_id: row} of a stage file (the last line of an instance wins); empty when the stage has not run."
+    "{instance_id: row} of a stage file (an instance's last line wins); empty when the stage has not run."
     return {r["instance_id"]: r for r in load_done(stage_path(root, stage))}
 
 # %% ../../nbs/40_gen_base.ipynb #90ab30a8
@@ -164,8 +199,10 @@ def _since(models, snaps) -> dict:
     return out
 
 # %% ../../nbs/40_gen_base.ipynb #d666e642
-def run_stage(root, stage: str, ids: list[str], fn, models: list = (), progress: bool = True) -> dict[str, dict]:
-    "Run `fn(instance_id) -> row` for each id without a line in the stage file; append the row and its accounts. Returns {id: row} for `ids`."
+def run_stage(root, stage: str, ids: list[str], fn, models: list = (),
+              progress: bool = True) -> dict[str, dict]:
+    """Run `fn(instance_id) -> row` for each id without a line in the stage file; append the row and its
+    accounts. Returns {id: row} for `ids`."""
     p, acc_p = stage_path(root, stage), Path(root) / "stages" / "accounts.jsonl"
     p.parent.mkdir(parents=True, exist_ok=True)
     done = read_stage(root, stage)
@@ -175,8 +212,11 @@ def run_stage(root, stage: str, ids: list[str], fn, models: list = (), progress:
         for iid in tqdm(todo, desc=f"generate {stage}", disable=not progress or not todo, unit="instance"):
             snaps, t0 = [m.accounts.snapshot() for m in models], time.perf_counter()
             row = fn(iid)
-            if row.get("instance_id") != iid: raise ValueError(f"stage {stage} returned a row for {row.get('instance_id')!r}, expected {iid!r}")
-            append_row(fa, dict(stage=stage, instance_id=iid, wall_seconds=round(time.perf_counter() - t0, 3), accounts=_since(models, snaps)))
+            if row.get("instance_id") != iid:
+                raise ValueError(f"stage {stage} returned a row for {row.get('instance_id')!r}, "
+                                 f"expected {iid!r}")
+            append_row(fa, dict(stage=stage, instance_id=iid, wall_seconds=round(time.perf_counter() - t0, 3),
+                                accounts=_since(models, snaps)))
             append_row(f, row)
             done[iid] = row
     return {i: done[i] for i in ids if i in done}

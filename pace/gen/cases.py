@@ -6,7 +6,9 @@
 from __future__ import annotations
 import datetime as dt, functools, json, re
 from pydantic import BaseModel, Field, create_model
-from .base import CELLS, GenConfig, Text, ask_many, calendar_text, case_id, count, hhmm, rng_for, split_sentences, states_time, to_minutes
+from ..calls import prompt_asset
+from .base import (CELLS, GenConfig, Text, ask_many, by_cell, calendar_text, case_id, count, hhmm,
+                            rng_for, split_sentences, states_time, to_minutes)
 from .profile import DATE_PATTERN, TIME_PATTERN, profile_text
 
 # %% auto #0
@@ -33,7 +35,7 @@ class Arithmetic(BaseModel):
 
 # %% ../../nbs/43_gen_cases.ipynb #272b45df
 def recompute(a: dict) -> tuple[int, str]:
-    "(minute of the day the chain ends, the label the numbers give): conflict when it ends after the deadline."
+    "(minute of the day the chain ends, the label it gives): conflict when it ends after the deadline."
     end = to_minutes(a["start"]) + sum(s["minutes"] for s in a["steps"])
     return end, "conflict" if end > to_minutes(a["deadline"]) else "non_conflict"
 
@@ -42,7 +44,8 @@ def arithmetic_text(a: dict) -> str:
     "The chain written out, e.g. '07:30 handoff ends + 35 min ride = 08:05 > 07:45 appointment starts'."
     end, label = recompute(a)
     steps = " + ".join(f"{s['minutes']} min {s['what']}" for s in a["steps"])
-    return f"{a['start']} {a['start_what']} + {steps} = {hhmm(end)} {'>' if label == 'conflict' else '<='} {a['deadline']} {a['deadline_what']}"
+    op = ">" if label == "conflict" else "<="
+    return f"{a['start']} {a['start_what']} + {steps} = {hhmm(end)} {op} {a['deadline']} {a['deadline_what']}"
 
 # %% ../../nbs/43_gen_cases.ipynb #4c02c4e7
 CONTEXT_CHARS, REQUEST_CHARS, JUDGMENT_CHARS = 700, 300, 400
@@ -54,7 +57,8 @@ class CaseHead(BaseModel):
     people: list[Text(60)] = Field(max_length=4)    # people involved, full names
     places: list[Text(80)] = Field(max_length=4)
     hidden_reason: Text(160)                   # the fact that decides it, in a short phrase
-    hidden_terms: list[Text(30)] = Field(min_length=1, max_length=4)  # words naming the hidden reason; the request must not use them
+    # words naming the hidden reason; the request must not use them
+    hidden_terms: list[Text(30)] = Field(min_length=1, max_length=4)
 
 class CaseDraft(CaseHead):
     "A personal or state case as the model writes it."
@@ -72,26 +76,30 @@ class TemporalCase(CaseHead):
 
 # %% ../../nbs/43_gen_cases.ipynb #48fe2fe5
 def case_schema(situation_type: str, chain: dict | None = None) -> type[BaseModel]:
-    "The schema a case of this type is written in (a temporal case whose times code chose, `chain`: see `fixed_temporal_schema` below)."
-    if situation_type == "temporal": return fixed_temporal_schema(len(chain["minutes"])) if chain else TemporalCase
+    """The schema a case of this type is written in (a temporal case whose times code chose, `chain`:
+    see `fixed_temporal_schema` below)."""
+    if situation_type == "temporal":
+        return fixed_temporal_schema(len(chain["minutes"])) if chain else TemporalCase
     return CaseDraft
 
 # %% ../../nbs/43_gen_cases.ipynb #fbebe47b
-STATE_CONDITIONS = ("a posted partial closure", "roadworks or a diversion", "changed opening hours", "a lift, door or facility out of service",
-                    "a service or policy change announced in advance", "a scheduled event that takes over the place")
+STATE_CONDITIONS = tuple(prompt_asset("gen/cases/STATE_CONDITIONS.json"))
 
 # %% ../../nbs/43_gen_cases.ipynb #faafde10
 def focus_candidates(inst: dict, situation_type: str) -> list[str]:
     "What cases of this type can be built around in this world."
     ego, alters = inst["ego"], inst["alters"]
     if situation_type == "temporal":
-        out = [f"{ego['name']}'s commitment: {c['what']} at {c['place']} on {c['date']} at {c['time']}" for c in ego.get("commitments", [])]
+        out = [f"{ego['name']}'s commitment: {c['what']} at {c['place']} on {c['date']} at {c['time']}"
+               for c in ego.get("commitments", [])]
         out += [f"{ego['name']}'s routine: {r}" for r in ego.get("weekly_routine", [])]
         return out + [f"{ego['name']}'s work schedule: {ego.get('work_schedule')}"]
     if situation_type == "personal":
         out = [f"{a['name']} ({a['relation']}): {c}" for a in alters for c in a.get("constraints", [])]
-        return out + [f"{ego['name']}: {h}" for h in ego.get("health_conditions", []) + ego.get("diet", [])] or [f"{ego['name']}'s values: {'; '.join(ego.get('values', []))}"]
-    return [f"{p['name']} ({p['kind']}): {p['detail']}" for p in ego.get("places", [])] or [f"getting around: {m}" for m in ego.get("mobility", [])]
+        out += [f"{ego['name']}: {h}" for h in ego.get("health_conditions", []) + ego.get("diet", [])]
+        return out or [f"{ego['name']}'s values: {'; '.join(ego.get('values', []))}"]
+    return ([f"{p['name']} ({p['kind']}): {p['detail']}" for p in ego.get("places", [])]
+            or [f"getting around: {m}" for m in ego.get("mobility", [])])
 
 # %% ../../nbs/43_gen_cases.ipynb #ee77118c
 def pick_focuses(inst: dict, cfg: GenConfig) -> dict[str, str]:
@@ -105,122 +113,18 @@ def pick_focuses(inst: dict, cfg: GenConfig) -> dict[str, str]:
         for l in ("conflict", "non_conflict"):
             for k in range(1, cfg.cases_per_cell + 1):
                 f = order[i % len(order)]
-                out[case_id(t, l, k)] = f + (f"; condition: {conds[i % len(conds)]}" if t == "state" else ""); i += 1
+                out[case_id(t, l, k)] = f + (f"; condition: {conds[i % len(conds)]}" if t == "state" else "")
+                i += 1
     return out
 
-# %% ../../nbs/43_gen_cases.ipynb #3e64e1e3
-def _ex(date, people, places, reason, terms, context, request, judgment, arithmetic=None):
-    d = dict(date=date, people=people, places=places, hidden_reason=reason, hidden_terms=terms)
-    if arithmetic: d["arithmetic"] = arithmetic
-    return dict(d, context=context, request=request, judgment=judgment)
-
-# %% ../../nbs/43_gen_cases.ipynb #b01665ad
-def _chain(start, start_what, steps, deadline, deadline_what):
-    return dict(start=start, start_what=start_what, steps=[dict(what=w, minutes=m) for w, m in steps], deadline=deadline, deadline_what=deadline_what)
-
-# %% ../../nbs/43_gen_cases.ipynb #f5d29d5f
-_NOOR = dict(request_date="2026-05-11", cases={
-    ("temporal", "conflict"): _ex("2026-05-14", ["Noor Haddad"], ["Riverside Clinic", "Lark Street pool"], "physiotherapy ends at 17:30", ["physiotherapy"],
-        "Noor Haddad has a physiotherapy session at Riverside Clinic on 2026-05-14 that ends at 17:30. The bus from Riverside Clinic to the Lark Street pool takes 35 minutes. "
-        "Changing at the pool takes about 10 minutes. The adult swimming lesson at Lark Street pool starts at 18:00.",
-        "Sign me up for the 18:00 adult swimming lesson at Lark Street pool on Thursday 2026-05-14.",
-        "Noor's physiotherapy ends at 17:30; with the 35-minute bus and 10 minutes to change she would be ready at 18:15, after the lesson starts.",
-        _chain("17:30", "Noor's physiotherapy session ends", [("bus from Riverside Clinic to Lark Street", 35), ("changing at the pool", 10)], "18:00", "the swimming lesson starts")),
-    ("temporal", "non_conflict"): _ex("2026-05-14", ["Noor Haddad"], ["Riverside Clinic", "Lark Street pool"], "physiotherapy ends at 17:00", ["physiotherapy"],
-        "Noor Haddad has a physiotherapy session at Riverside Clinic on 2026-05-14 that ends at 17:00. The bus from Riverside Clinic to the Lark Street pool takes 35 minutes. "
-        "Changing at the pool takes about 10 minutes. The adult swimming lesson at Lark Street pool starts at 18:00.",
-        "Sign me up for the 18:00 adult swimming lesson at Lark Street pool on Thursday 2026-05-14.",
-        "Noor's physiotherapy ends at 17:00; with the 35-minute bus and 10 minutes to change she is ready at 17:45, before the lesson starts.",
-        _chain("17:00", "Noor's physiotherapy session ends", [("bus from Riverside Clinic to Lark Street", 35), ("changing at the pool", 10)], "18:00", "the swimming lesson starts")),
-    ("personal", "conflict"): _ex("2026-05-16", ["Noor Haddad", "Samir Haddad"], ["Castle Hill lookout"], "Samir walks with a walker", ["walker"],
-        "Samir Haddad, Noor Haddad's father, walks with a walker since his hip surgery. The Castle Hill lookout is reached only by a path of 140 steps from the car park.",
-        "Plan a Saturday morning trip for Dad and me to the Castle Hill lookout on 2026-05-16.",
-        "Samir uses a walker and the lookout can only be reached by 140 steps, so the trip as planned does not work for him."),
-    ("personal", "non_conflict"): _ex("2026-05-16", ["Noor Haddad", "Samir Haddad"], ["Lakeside promenade"], "Samir walks with a walker", ["walker"],
-        "Samir Haddad, Noor Haddad's father, walks with a walker since his hip surgery. The Lakeside promenade is flat and has benches every 100 metres.",
-        "Plan a Saturday morning outing for Dad and me on the Lakeside promenade on 2026-05-16.",
-        "The promenade is flat with benches along the way, which suits Samir and his walker."),
-    ("state", "conflict"): _ex("2026-05-19", ["Noor Haddad"], ["Al Waha pharmacy"], "Al Waha pharmacy is shut for a refit from 2026-05-18 to 2026-05-22", ["refit"],
-        "Al Waha pharmacy posted that it is shut for a refit from 2026-05-18 to 2026-05-22. Noor Haddad's repeat prescriptions are sent to Al Waha pharmacy.",
-        "Order my repeat prescription for pickup at Al Waha pharmacy on Tuesday 2026-05-19.",
-        "Al Waha pharmacy is shut for its refit on 2026-05-19, so the prescription cannot be picked up there that day."),
-    ("state", "non_conflict"): _ex("2026-05-19", ["Noor Haddad"], ["Al Waha pharmacy"], "Al Waha pharmacy is shut for a refit from 2026-05-25 to 2026-05-29", ["refit"],
-        "Al Waha pharmacy posted that it is shut for a refit from 2026-05-25 to 2026-05-29. Noor Haddad's repeat prescriptions are sent to Al Waha pharmacy.",
-        "Order my repeat prescription for pickup at Al Waha pharmacy on Tuesday 2026-05-19.",
-        "The refit starts on 2026-05-25, after the pickup on 2026-05-19, so Al Waha pharmacy is open for it."),
-})
-
-# %% ../../nbs/43_gen_cases.ipynb #b02a93a1
-_ILSE = dict(request_date="2026-08-19", cases={
-    ("temporal", "conflict"): _ex("2026-08-21", ["Ilse Brandvold"], ["Fjellvik library", "Sagvann quay", "Holmen chapel"], "library shift ends at 16:00", ["shift"],
-        "Ilse Brandvold's shift at Fjellvik library on 2026-08-21 ends at 16:00. The walk from Fjellvik library to Sagvann quay takes 15 minutes. "
-        "The ferry from Sagvann quay to Holmen island takes 50 minutes. The choir rehearsal at Holmen chapel starts at 17:00.",
-        "Put me down for the 17:00 choir rehearsal at Holmen chapel on Friday 2026-08-21.",
-        "Ilse's shift ends at 16:00; the 15-minute walk and the 50-minute ferry bring her to Holmen at 17:05, after the rehearsal starts.",
-        _chain("16:00", "Ilse's shift at the library ends", [("walk to Sagvann quay", 15), ("ferry to Holmen island", 50)], "17:00", "the choir rehearsal starts")),
-    ("temporal", "non_conflict"): _ex("2026-08-21", ["Ilse Brandvold"], ["Fjellvik library", "Sagvann quay", "Holmen chapel"], "library shift ends at 15:30", ["shift"],
-        "Ilse Brandvold's shift at Fjellvik library on 2026-08-21 ends at 15:30. The walk from Fjellvik library to Sagvann quay takes 15 minutes. "
-        "The ferry from Sagvann quay to Holmen island takes 50 minutes. The choir rehearsal at Holmen chapel starts at 17:00.",
-        "Put me down for the 17:00 choir rehearsal at Holmen chapel on Friday 2026-08-21.",
-        "Ilse's shift ends at 15:30; after the 15-minute walk and the 50-minute ferry she reaches Holmen at 16:35, before the rehearsal starts.",
-        _chain("15:30", "Ilse's shift at the library ends", [("walk to Sagvann quay", 15), ("ferry to Holmen island", 50)], "17:00", "the choir rehearsal starts")),
-    ("personal", "conflict"): _ex("2026-08-23", ["Ilse Brandvold", "Jonas Brandvold"], ["Bakeri Solstua"], "Jonas has coeliac disease", ["coeliac", "gluten"],
-        "Jonas Brandvold, Ilse Brandvold's son, has coeliac disease and must not eat gluten. The birthday party menu at Bakeri Solstua is wheat pizza and wheat cake, with no gluten-free choice.",
-        "Book the birthday party package at Bakeri Solstua for Jonas and six friends on Sunday 2026-08-23.",
-        "Jonas cannot eat gluten and Bakeri Solstua's party menu has nothing gluten-free, so he would have nothing to eat at his own party."),
-    ("personal", "non_conflict"): _ex("2026-08-23", ["Ilse Brandvold", "Jonas Brandvold"], ["Kafe Lyngen"], "Jonas has coeliac disease", ["coeliac", "gluten"],
-        "Jonas Brandvold, Ilse Brandvold's son, has coeliac disease and must not eat gluten. The birthday party menu at Kafe Lyngen has a gluten-free pizza base and a gluten-free cake.",
-        "Book the birthday party package at Kafe Lyngen for Jonas and six friends on Sunday 2026-08-23.",
-        "Kafe Lyngen's party menu has gluten-free pizza and cake, so Jonas can eat with his friends."),
-    ("state", "conflict"): _ex("2026-08-25", ["Ilse Brandvold"], ["Sagvann quay"], "the 07:10 ferry is cancelled from 2026-08-24 to 2026-08-28 for engine repairs", ["cancelled", "repairs"],
-        "The ferry company posted that the 07:10 ferry from Sagvann quay to Holmen island is cancelled from 2026-08-24 to 2026-08-28 for engine repairs. "
-        "Ilse Brandvold takes the ferry to Holmen island on weekday mornings.",
-        "Book me on the 07:10 ferry from Sagvann quay to Holmen island on Tuesday 2026-08-25.",
-        "The 07:10 ferry does not run on 2026-08-25 because of the engine repairs, so Ilse cannot travel on it that morning."),
-    ("state", "non_conflict"): _ex("2026-08-25", ["Ilse Brandvold"], ["Sagvann quay"], "the 07:10 ferry is cancelled from 2026-08-31 to 2026-09-04 for engine repairs", ["cancelled", "repairs"],
-        "The ferry company posted that the 07:10 ferry from Sagvann quay to Holmen island is cancelled from 2026-08-31 to 2026-09-04 for engine repairs. "
-        "Ilse Brandvold takes the ferry to Holmen island on weekday mornings.",
-        "Book me on the 07:10 ferry from Sagvann quay to Holmen island on Tuesday 2026-08-25.",
-        "The repairs start on 2026-08-31, after 2026-08-25, so the 07:10 ferry runs that morning."),
-})
-
-# %% ../../nbs/43_gen_cases.ipynb #e577ed9e
-_RAFAEL = dict(request_date="2026-02-10", cases={
-    ("temporal", "conflict"): _ex("2026-02-14", ["Rafael Quispe"], ["Panadería Tres Lomas", "Estadio Vallecito"], "baking shift ends at 06:00", ["shift"],
-        "Rafael Quispe's baking shift at Panadería Tres Lomas on 2026-02-14 ends at 06:00. Showering and changing there take 20 minutes. "
-        "The bus from Tres Lomas to Estadio Vallecito takes 45 minutes, and the walk to the stands 10 minutes. The under-12 football final at Estadio Vallecito kicks off at 07:00.",
-        "Get me a seat for the 07:00 under-12 football final at Estadio Vallecito on Saturday 2026-02-14.",
-        "Rafael's shift ends at 06:00; changing, the bus and the walk take 75 minutes, so he would reach his seat at 07:15, after kick-off.",
-        _chain("06:00", "Rafael's baking shift ends", [("showering and changing", 20), ("bus to Estadio Vallecito", 45), ("walk to the stands", 10)], "07:00", "the final kicks off")),
-    ("temporal", "non_conflict"): _ex("2026-02-14", ["Rafael Quispe"], ["Panadería Tres Lomas", "Estadio Vallecito"], "baking shift ends at 05:30", ["shift"],
-        "Rafael Quispe's baking shift at Panadería Tres Lomas on 2026-02-14 ends at 05:30. Showering and changing there take 20 minutes. "
-        "The bus from Tres Lomas to Estadio Vallecito takes 45 minutes, and the walk to the stands 10 minutes. The under-12 football final at Estadio Vallecito kicks off at 07:00.",
-        "Get me a seat for the 07:00 under-12 football final at Estadio Vallecito on Saturday 2026-02-14.",
-        "Rafael's shift ends at 05:30; changing, the bus and the walk take 75 minutes, so he is in his seat at 06:45, before kick-off.",
-        _chain("05:30", "Rafael's baking shift ends", [("showering and changing", 20), ("bus to Estadio Vallecito", 45), ("walk to the stands", 10)], "07:00", "the final kicks off")),
-    ("personal", "conflict"): _ex("2026-02-13", ["Rafael Quispe", "Lucía Quispe"], ["Cevichería Muelle Rojo"], "Lucía has a severe shellfish allergy", ["shellfish", "allergy"],
-        "Lucía Quispe, Rafael Quispe's wife, has a severe shellfish allergy. Cevichería Muelle Rojo serves only seafood, and every dish of its set menu contains shrimp or scallops.",
-        "Reserve a table for two at Cevichería Muelle Rojo for our anniversary dinner on Friday 2026-02-13.",
-        "Every dish of Muelle Rojo's set menu has shrimp or scallops, which Lucía is severely allergic to, so the dinner there would put her at risk."),
-    ("personal", "non_conflict"): _ex("2026-02-13", ["Rafael Quispe", "Lucía Quispe"], ["Restaurante Huerta Quilla"], "Lucía has a severe shellfish allergy", ["shellfish", "allergy"],
-        "Lucía Quispe, Rafael Quispe's wife, has a severe shellfish allergy. Restaurante Huerta Quilla cooks no seafood at all.",
-        "Reserve a table for two at Restaurante Huerta Quilla for our anniversary dinner on Friday 2026-02-13.",
-        "Huerta Quilla cooks no seafood, so Lucía's shellfish allergy is no risk there."),
-    ("state", "conflict"): _ex("2026-02-18", ["Rafael Quispe"], ["Gimnasio Cóndor"], "the Gimnasio Cóndor pool is closed for tiling repairs from 2026-02-16 to 2026-02-20", ["closed", "tiling"],
-        "Gimnasio Cóndor posted that its pool is closed for tiling repairs from 2026-02-16 to 2026-02-20; the weights room stays open. Rafael Quispe is a member of Gimnasio Cóndor.",
-        "Book me a lane in the Gimnasio Cóndor pool at 07:00 on Wednesday 2026-02-18.",
-        "The pool is closed for tiling repairs on 2026-02-18, so there is no lane to book that morning."),
-    ("state", "non_conflict"): _ex("2026-02-18", ["Rafael Quispe"], ["Gimnasio Cóndor"], "the Gimnasio Cóndor pool is closed for tiling repairs from 2026-02-16 to 2026-02-20", ["closed", "tiling"],
-        "Gimnasio Cóndor posted that its pool is closed for tiling repairs from 2026-02-16 to 2026-02-20; the weights room stays open. Rafael Quispe is a member of Gimnasio Cóndor.",
-        "Book me a session in the Gimnasio Cóndor weights room at 07:00 on Wednesday 2026-02-18.",
-        "Only the pool is closed for the repairs; the weights room Rafael asks for stays open on 2026-02-18."),
-})
-
-# %% ../../nbs/43_gen_cases.ipynb #71db812c
-CASE_EXAMPLES = (_NOOR, _ILSE, _RAFAEL)
+# %% ../../nbs/43_gen_cases.ipynb #73e84ef1
+CASE_EXAMPLES = tuple(dict(w, cases=by_cell(w["cases"]))
+                      for w in prompt_asset("gen/cases/CASE_EXAMPLES.json"))
 
 # %% ../../nbs/43_gen_cases.ipynb #85d507a7
-EXAMPLE_MARKERS = tuple(sorted({n for w in CASE_EXAMPLES for ex in w["cases"].values() for n in ex["people"] + ex["places"]}))  # full names: a world may well have a Haddad
+# full names: a world may well have a Haddad
+EXAMPLE_MARKERS = tuple(sorted({n for w in CASE_EXAMPLES for ex in w["cases"].values()
+                                for n in ex["people"] + ex["places"]}))
 
 # %% ../../nbs/43_gen_cases.ipynb #022f365c
 def pick_examples(inst: dict, cfg: GenConfig) -> dict[str, int]:
@@ -232,57 +136,36 @@ def pick_examples(inst: dict, cfg: GenConfig) -> dict[str, int]:
     return out
 
 # %% ../../nbs/43_gen_cases.ipynb #66c69f53
-CASE_SYSTEM = """You write test cases for a personal assistant that knows facts about its user and the people around them.
-A case is a request the user makes, plus the background facts that decide whether the assistant should carry it out as asked.
-
-Rules for every case:
-- The request is an ordinary thing to ask an assistant (book, reserve, schedule, buy, arrange, recommend). It looks reasonable and doable on its own.
-- The request never mentions or hints at the deciding fact: no "despite", "even though", "check whether", "make sure", and none of the hidden_terms.
-- The decision rests on concrete facts about these people, places and dates (the context), not on common sense or general rules.
-- Every fact is something the user could know on the request date: already true, or scheduled or announced in advance.
-- The requested day (date) comes after the request date and is in the calendar. Write dates as YYYY-MM-DD with the weekday the calendar gives.
-- context: 2 to 5 plain sentences of facts that name their subjects. State facts only: never say whether the request works (avoid words like conflict, compatible, feasible, suitable, cannot, should not).
-- judgment: 1 or 2 sentences explaining the decision from the context.
-- hidden_reason: the deciding fact in a few words; hidden_terms: 1 to 3 single words from it that name the constraint (e.g. "allergy", "handover", "closed").
-- One main reason decides the case.
-Answer with JSON only, following the schema."""
+CASE_SYSTEM = prompt_asset("gen/cases/CASE_SYSTEM.md")
 
 # %% ../../nbs/43_gen_cases.ipynb #8eb6d019
-TYPE_RULES = {
-    "temporal": ("Situation type: temporal. The decision turns on time: schedules, durations, travel, preparation or the order of things.\n"
-                 "Fill `arithmetic`: the time a chain starts (start, start_what), the steps after it in order with their minutes, "
-                 "and the time it must be done by (deadline, deadline_what), all on `date`. The context must state the start time, "
-                 "every step's minutes and the deadline."),
-    "personal": ("Situation type: personal. The decision turns on a real need or limit of the user or of someone involved: "
-                 "health, allergy or diet, mobility or access, care duties, values. Not a mere dislike."),
-    "state": ("Situation type: state. The decision turns on an outside condition already known on the request date at a place or "
-              "service involved: a posted closure of part of it, works, a diversion, changed hours, something out of service, an event."),
-}
-LABEL_RULES = {
-    ("temporal", "conflict"): "Label: conflict. The steps end AFTER the deadline, so the plan does not fit.",
-    ("temporal", "non_conflict"): "Label: non_conflict. The steps end AT OR BEFORE the deadline, so the plan fits, even if it looks tight.",
-    ("personal", "conflict"): ("Label: conflict. Doing what is asked would clearly go against the need of someone involved. "
-                               "The user would not knowingly ask against their own lasting limit, so prefer someone else's need or one that only applies here."),
-    ("personal", "non_conflict"): "Label: non_conflict. A related need exists and is in the context, but the request as asked respects it.",
-    ("state", "conflict"): "Label: conflict. The condition makes the request fail, or go badly, as asked.",
-    ("state", "non_conflict"): "Label: non_conflict. A related condition exists and is in the context, but it does not touch this request (another day, part, route or service).",
-}
+TYPE_RULES = prompt_asset("gen/cases/TYPE_RULES.json")
+
+# %% ../../nbs/43_gen_cases.ipynb #5dd9b2b6
+LABEL_RULES = by_cell(prompt_asset("gen/cases/LABEL_RULES.json"))
 
 # %% ../../nbs/43_gen_cases.ipynb #fdfe93e1
-def case_messages(inst: dict, situation_type: str, label: str, ref_date: str, focus: str, window_end: str, example: int | None = 0,
-                  chain: dict | None = None) -> list[dict]:
-    "Chat messages for one case: an example of the cell from another world (CASE_EXAMPLES[example]; None: no example), the world, the timeline with its calendar, the cell and the anchor; `chain`: the times code chose for a temporal case."
+def case_messages(inst: dict, situation_type: str, label: str, ref_date: str, focus: str, window_end: str,
+                  example: int | None = 0, chain: dict | None = None) -> list[dict]:
+    """Chat messages for one case: an example of the cell from another world (CASE_EXAMPLES[example]; None:
+    no example), the world, the timeline with its calendar, the cell and the anchor; `chain`: the times code
+    chose for a temporal case."""
     days = min(21, (dt.date.fromisoformat(window_end) - dt.date.fromisoformat(ref_date)).days + 1)
     head = ""
     if example is not None:
         w = CASE_EXAMPLES[example]
         ex = w["cases"][(situation_type, label)]
-        ex = json.dumps(chain_names(ex, CHAIN_CONTEXT_EXAMPLES[ex["people"][0]]) if chain else ex, ensure_ascii=False)
-        head = (f"Example of a {situation_type} {label} case from another user's world (request made on {dt.date.fromisoformat(w['request_date']):%A} {w['request_date']}; "
-                f"do not copy its names, places or details):\n{ex}\n\n")
+        if chain: ex = chain_names(ex, CHAIN_CONTEXT_EXAMPLES[ex["people"][0]])
+        made = f"{dt.date.fromisoformat(w['request_date']):%A} {w['request_date']}"
+        head = (f"Example of a {situation_type} {label} case from another user's world "
+                f"(request made on {made}; do not copy its names, places or details):\n"
+                f"{json.dumps(ex, ensure_ascii=False)}\n\n")
+    rule = chain_rules(chain) if chain else TYPE_RULES[situation_type]
     user = (head + f"The user's world:\n{profile_text(inst)}\n\n"
-            f"The request is made on {dt.date.fromisoformat(ref_date):%A} {ref_date}. Calendar from that day:\n{calendar_text(ref_date, days)}\n\n"
-            f"{chain_rules(chain) if chain else TYPE_RULES[situation_type]}\n{LABEL_RULES[(situation_type, label)]}\nBuild the case around: {focus}\n\nWrite the case as JSON.")
+            f"The request is made on {dt.date.fromisoformat(ref_date):%A} {ref_date}. "
+            f"Calendar from that day:\n{calendar_text(ref_date, days)}\n\n"
+            f"{rule}\n{LABEL_RULES[(situation_type, label)]}\n"
+            f"Build the case around: {focus}\n\nWrite the case as JSON.")
     return [dict(role="system", content=CASE_SYSTEM), dict(role="user", content=user)]
 
 # %% ../../nbs/43_gen_cases.ipynb #a77a5f2b
@@ -290,16 +173,20 @@ CHAIN_MINUTES = (10, 15, 20, 25, 30, 35, 40, 45, 50, 60)   # the lengths a step 
 TIME_IN_TEXT = re.compile(r"\b(?:[01]\d|2[0-3]):[0-5]\d\b")
 
 def plan_chain(label: str, focus: str, rng) -> dict:
-    "Times of a temporal chain that give `label`: {start, minutes (2 or 3 distinct steps), deadline}; the deadline is the focus's first HH:MM, else drawn."
+    """Times of a temporal chain that give `label`: {start, minutes (2 or 3 distinct steps), deadline}; the
+    deadline is the focus's first HH:MM, else drawn."""
     m = TIME_IN_TEXT.search(focus)
     deadline = to_minutes(m.group(0)) if m else 15 * rng.randrange(32, 81)
     minutes = rng.sample(CHAIN_MINUTES, rng.choice((2, 3)))   # distinct: each step's number is its own
-    end = deadline + rng.choice((5, 10, 15, 20)) if label == "conflict" else deadline - rng.choice((0, 5, 10, 15))
-    if end - sum(minutes) < 0 or end >= 24 * 60: return plan_chain(label, "", rng)   # the chain would cross midnight: draw the deadline
+    if label == "conflict": end = deadline + rng.choice((5, 10, 15, 20))
+    else: end = deadline - rng.choice((0, 5, 10, 15))
+    if end - sum(minutes) < 0 or end >= 24 * 60:   # the chain would cross midnight: draw the deadline
+        return plan_chain(label, "", rng)
     return dict(start=hhmm(end - sum(minutes)), minutes=minutes, deadline=hhmm(deadline))
 
 # %% ../../nbs/43_gen_cases.ipynb #e1daf566
-FIXED_CONTEXT_CHARS = 300   # the model's part of a code-timed context; code's sentences (at most about 400 characters) come after it
+# the model's part of a code-timed context; code's sentences (at most about 400 characters) come after it
+FIXED_CONTEXT_CHARS = 300
 
 class ChainNames(BaseModel):
     "What a code-timed chain's start, steps (in order) and deadline are, without times."
@@ -308,7 +195,7 @@ class ChainNames(BaseModel):
     deadline_what: Text(80)        # e.g. "the swimming lesson starts"
 
 class FixedTemporalCase(CaseHead):
-    "A temporal case whose times code chose: the model names the chain and writes the other facts and the request."
+    "A temporal case whose times code chose: the model names the chain, writes the other facts, the request."
     chain: ChainNames
     context: Text(FIXED_CONTEXT_CHARS)
     request: Text(REQUEST_CHARS)
@@ -316,7 +203,8 @@ class FixedTemporalCase(CaseHead):
 @functools.lru_cache
 def fixed_temporal_schema(n_steps: int) -> type[BaseModel]:
     "`FixedTemporalCase` whose chain names exactly `n_steps` steps."
-    names = create_model("ChainNames", __base__=ChainNames, steps=(list[Text(50)], Field(min_length=n_steps, max_length=n_steps)))
+    names = create_model("ChainNames", __base__=ChainNames,
+                         steps=(list[Text(50)], Field(min_length=n_steps, max_length=n_steps)))
     return create_model("FixedTemporalCase", __base__=FixedTemporalCase, chain=(names, ...))
 
 # %% ../../nbs/43_gen_cases.ipynb #548718a6
@@ -339,59 +227,62 @@ def chain_text(a: dict) -> str:
 def chain_judgment(a: dict) -> str:
     "What the numbers give, in one sentence."
     end, label = recompute(a)
-    return (f"{_cap(a['start_what'])} at {a['start']} and the {len(a['steps'])} steps after it take {sum(s['minutes'] for s in a['steps'])} minutes, "
-            f"so they end at {hhmm(end)}, {'after' if label == 'conflict' else 'no later than'} {a['deadline']}, when {a['deadline_what']}.")
+    took, rel = sum(s["minutes"] for s in a["steps"]), "after" if label == "conflict" else "no later than"
+    return (f"{_cap(a['start_what'])} at {a['start']} and the {len(a['steps'])} steps after it "
+            f"take {took} minutes, "
+            f"so they end at {hhmm(end)}, {rel} {a['deadline']}, when {a['deadline_what']}.")
 
 # %% ../../nbs/43_gen_cases.ipynb #eab18aad
 def fill_chain(written: dict, chain: dict) -> dict:
-    "A `FixedTemporalCase` reply as a `TemporalCase` draft: the model's names and facts, code's times, chain sentences and judgment."
+    """A `FixedTemporalCase` reply as a `TemporalCase` draft: the model's names and facts, code's times, chain
+    sentences and judgment."""
     n = written["chain"]
-    arith = dict(start=chain["start"], start_what=_name(n["start_what"]), steps=[dict(what=_name(w), minutes=m) for w, m in zip(n["steps"], chain["minutes"], strict=True)],
+    steps = [dict(what=_name(w), minutes=m) for w, m in zip(n["steps"], chain["minutes"], strict=True)]
+    arith = dict(start=chain["start"], start_what=_name(n["start_what"]), steps=steps,
                  deadline=chain["deadline"], deadline_what=_name(n["deadline_what"]))
     d = {("arithmetic" if k == "chain" else k): (arith if k == "chain" else v) for k, v in written.items()}
-    return dict(d, context=(without_times(written["context"]) + " " + chain_text(arith)).strip(), judgment=chain_judgment(arith))
+    return dict(d, context=(without_times(written["context"]) + " " + chain_text(arith)).strip(),
+                judgment=chain_judgment(arith))
 
 def chain_names(draft: dict, context: str | None = None) -> dict:
-    "A `TemporalCase` draft as a code-timed case is written: the arithmetic's names, `context` (default: the draft's without numbered sentences), no judgment."
+    """A `TemporalCase` draft as a code-timed case is written: the arithmetic's names, `context` (default: the
+    draft's without numbered sentences), no judgment."""
     a = draft["arithmetic"]
-    names = dict(start_what=a["start_what"], steps=[s["what"] for s in a["steps"]], deadline_what=a["deadline_what"])
+    names = dict(start_what=a["start_what"], steps=[s["what"] for s in a["steps"]],
+                 deadline_what=a["deadline_what"])
     ctx = without_times(draft["context"]) if context is None else context
-    return {("chain" if k == "arithmetic" else k): (names if k == "arithmetic" else ctx if k == "context" else v) for k, v in draft.items() if k != "judgment"}
+    shown = lambda k, v: names if k == "arithmetic" else ctx if k == "context" else v
+    return {("chain" if k == "arithmetic" else k): shown(k, v) for k, v in draft.items() if k != "judgment"}
 
 # %% ../../nbs/43_gen_cases.ipynb #93485da3
-CHAIN_CONTEXT_EXAMPLES = {
-    "Noor Haddad": "Noor Haddad has a physiotherapy session at Riverside Clinic on 2026-05-14. Lark Street pool runs an adult swimming lesson that evening.",
-    "Ilse Brandvold": "Ilse Brandvold works a shift at Fjellvik library on 2026-08-21. Ilse Brandvold sings in the choir that rehearses at Holmen chapel.",
-    "Rafael Quispe": "Rafael Quispe works the early baking shift at Panadería Tres Lomas on 2026-02-14. The under-12 football final is played at Estadio Vallecito that morning."}
+CHAIN_CONTEXT_EXAMPLES = prompt_asset("gen/cases/CHAIN_CONTEXT_EXAMPLES.json")
 
 # %% ../../nbs/43_gen_cases.ipynb #e006f3d4
-CHAIN_RULES = ("Situation type: temporal. The decision turns on time: schedules, durations, travel, preparation or the order of things.\n"
-               "The times of this case are fixed, and code writes them into the context: something ends or starts at {start}; then {n} steps "
-               "take {minutes} minutes, in this order, so the chain ends at {end}; it has to be done by {deadline}, when something else starts.\n"
-               "Fill `chain` with short phrases that hold no time: start_what says what ends or starts at {start} (like \"the dentist appointment "
-               "on Calle Ocho ends\"), steps name each step in order (like \"the tram from the clinic to the pool\"), and deadline_what says what "
-               "starts at {deadline} (like \"the swimming lesson starts\"). The context gives the other facts of the case in 1 to 3 sentences "
-               "with no clock times and no minutes. If the request names a time, it is {deadline}, the time of what "
-               "deadline_what names. Code also writes the judgment.")
+CHAIN_RULES = prompt_asset("gen/cases/CHAIN_RULES.md")
 
+# %% ../../nbs/43_gen_cases.ipynb #32da5a11
 def chain_rules(chain: dict) -> str:
     "The temporal rule of a prompt whose times code chose."
     ms = [str(m) for m in chain["minutes"]]
     end = to_minutes(chain["start"]) + sum(chain["minutes"])
-    return CHAIN_RULES.format(start=chain["start"], n=len(ms), minutes=", ".join(ms[:-1]) + " and " + ms[-1], end=hhmm(end), deadline=chain["deadline"])
+    return CHAIN_RULES.format(start=chain["start"], n=len(ms), minutes=", ".join(ms[:-1]) + " and " + ms[-1],
+                              end=hhmm(end), deadline=chain["deadline"])
 
 # %% ../../nbs/43_gen_cases.ipynb #649e03c7
 CASE_MAX_TOKENS = 700
 
 # %% ../../nbs/43_gen_cases.ipynb #1b83f153
 def plan_cases(inst: dict, cfg: GenConfig) -> list[dict]:
-    "The case slots of an instance: case_id, situation_type, label, ref_date, focus, example (an index into CASE_EXAMPLES) and, for a temporal slot under `temporal_arithmetic='code'`, its chain."
+    """The case slots of an instance: case_id, situation_type, label, ref_date, focus, example (an index into
+    CASE_EXAMPLES) and, for a temporal slot under `temporal_arithmetic='code'`, its chain."""
     fs, exs, refs, out = pick_focuses(inst, cfg), pick_examples(inst, cfg), inst["reference_dates"], []
     for i, (t, l) in enumerate((t, l) for t, l in CELLS for _ in range(cfg.cases_per_cell)):
         k = sum(1 for o in out if (o["situation_type"], o["label"]) == (t, l)) + 1
         cid = case_id(t, l, k)
-        slot = dict(case_id=cid, situation_type=t, label=l, ref_date=refs[i % len(refs)], focus=fs[cid], example=exs[cid])
-        if t == "temporal" and cfg.temporal_arithmetic == "code": slot["chain"] = plan_chain(l, fs[cid], rng_for(cfg.seed, inst["instance_id"], "chain", cid))
+        slot = dict(case_id=cid, situation_type=t, label=l, ref_date=refs[i % len(refs)], focus=fs[cid],
+                    example=exs[cid])
+        if t == "temporal" and cfg.temporal_arithmetic == "code":
+            slot["chain"] = plan_chain(l, fs[cid], rng_for(cfg.seed, inst["instance_id"], "chain", cid))
         out.append(slot)
     return out
 
@@ -409,8 +300,10 @@ def slot_draft(slot: dict, reply: BaseModel) -> dict:
 def generate_cases(cm, cfg: GenConfig, inst: dict) -> dict:
     "Stage 3 row: every planned case with its draft (or None and the error)."
     slots = plan_cases(inst, cfg)
-    convs = [case_messages(inst, s["situation_type"], s["label"], s["ref_date"], s["focus"], inst["timeline"]["window_end"], s["example"], s.get("chain"))
-             for s in slots]
+    convs = [case_messages(inst, s["situation_type"], s["label"], s["ref_date"], s["focus"],
+                           inst["timeline"]["window_end"], s["example"], s.get("chain")) for s in slots]
     got = ask_many(cm, convs, [slot_schema(s) for s in slots], stage="gen.cases", max_tokens=CASE_MAX_TOKENS)
-    cases = [dict(s, draft=slot_draft(s, o) if o else None, error=None if o else (r.error or "no reply")[:200]) for s, (o, r) in zip(slots, got)]
-    return dict(instance_id=inst["instance_id"], cases=cases, dropped=count(["malformed_output" for c in cases if c["draft"] is None]))
+    cases = [dict(s, draft=slot_draft(s, o) if o else None,
+                  error=None if o else (r.error or "no reply")[:200]) for s, (o, r) in zip(slots, got)]
+    return dict(instance_id=inst["instance_id"], cases=cases,
+                dropped=count(["malformed_output" for c in cases if c["draft"] is None]))

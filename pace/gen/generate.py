@@ -661,8 +661,8 @@ def _generate_cmd(a) -> int:
 
 # %% ../../nbs/48_generate.ipynb #d3575647
 def toy_chat(respond=None, **kw):
-    "A `pace.llm.FakeChat` answering with `toy_reply` (or `respond`), for tests and examples."
-    from pace.llm import FakeChat
+    "A `pace.testing.FakeChat` answering with `toy_reply` (or `respond`), for tests and examples."
+    from pace.testing import FakeChat
     return FakeChat(respond or toy_reply, model="toy-generator", **kw)
 
 # %% ../../nbs/48_generate.ipynb #8d8f4202

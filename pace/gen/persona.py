@@ -7,6 +7,7 @@ from __future__ import annotations
 import json, re
 from pathlib import Path
 from pydantic import BaseModel
+from ..calls import prompt_asset
 from ..data import UsageError
 from .base import Text, ask_many, count, unique_sentences
 
@@ -24,7 +25,8 @@ class PersonaSeed(BaseModel):
 BUNDLED_PERSONAS = "data/personas/seeds.jsonl"
 
 def bundled_personas_path() -> Path | None:
-    "The bundled seed file: `data/personas/seeds.jsonl` under the working directory, else under the repository the package lives in."
+    """The bundled seed file: `data/personas/seeds.jsonl` under the working directory, else under the
+    repository the package lives in."""
     import pace
     for base in (Path.cwd(), Path(pace.__file__).resolve().parents[1]):
         if (base / BUNDLED_PERSONAS).is_file(): return base / BUNDLED_PERSONAS
@@ -42,7 +44,8 @@ def _read_seed_file(p: Path) -> list[PersonaSeed]:
             except ValueError as e: raise UsageError(f"--personas {p}:{n}: not JSON ({e})") from None
             if not isinstance(d, dict) or not str(d.get("persona", "")).strip():
                 raise UsageError(f"--personas {p}:{n}: expected an object with a non-empty 'persona'")
-            seeds.append(PersonaSeed(seed_id=str(d.get("seed_id") or f"p{n:02d}"), persona=" ".join(str(d["persona"]).split())))
+            seeds.append(PersonaSeed(seed_id=str(d.get("seed_id") or f"p{n:02d}"),
+                                     persona=" ".join(str(d["persona"]).split())))
     else:
         for n, line in enumerate(lines, 1):
             line = line.split("#", 1)[0].strip()
@@ -51,31 +54,36 @@ def _read_seed_file(p: Path) -> list[PersonaSeed]:
     dup = [s for s in {x.seed_id for x in seeds} if sum(x.seed_id == s for x in seeds) > 1]
     if dup: raise UsageError(f"--personas {p}: duplicate seed_id {sorted(dup)[0]!r}")
     bad = [s.seed_id for s in seeds if not re.fullmatch(r"[A-Za-z0-9_.-]+", s.seed_id)]
-    if bad: raise UsageError(f"--personas {p}: seed_id {bad[0]!r} may only hold letters, digits, '.', '_' and '-' (it names files)")
+    if bad: raise UsageError(f"--personas {p}: seed_id {bad[0]!r} may only hold letters, digits, '.', '_' "
+                             "and '-' (it names files)")
     return seeds
 
 # %% ../../nbs/41_gen_persona.ipynb #c610a16f
 def load_personas(spec, instances: int | None = None) -> list[PersonaSeed]:
-    "Seeds from `spec` (a file path, or a number N for the first N bundled seeds), cut to `instances` if given."
+    "Seeds from `spec` (a file path, or a number N: the first N bundled seeds), cut to `instances` if given."
     s = str(spec).strip()
     if s.isdigit():
         n = int(s)
         if n < 1: raise UsageError(f"--personas {s}: need at least 1")
         p = bundled_personas_path()
-        if p is None: raise UsageError(f"--personas {s}: the bundled seed file {BUNDLED_PERSONAS} is not here; give --personas FILE")
+        if p is None:
+            raise UsageError(f"--personas {s}: the bundled seed file {BUNDLED_PERSONAS} is not here; "
+                             "give --personas FILE")
         seeds = _read_seed_file(p)
         if n > len(seeds): raise UsageError(f"--personas {s}: the bundled file has only {len(seeds)} seeds")
         seeds = seeds[:n]
     else: seeds = _read_seed_file(Path(s).expanduser())
     if instances is not None:
         if instances < 1: raise UsageError(f"--instances {instances}: need at least 1")
-        if instances > len(seeds): raise UsageError(f"--instances {instances}: only {len(seeds)} personas given")
+        if instances > len(seeds):
+            raise UsageError(f"--instances {instances}: only {len(seeds)} personas given")
         seeds = seeds[:instances]
     return seeds
 
 # %% ../../nbs/41_gen_persona.ipynb #cca6bdb2
 def persona_source(spec) -> list[PersonaSeed]:
-    "Every seed of the source `spec` names (the whole bundled file for a number N): what a resumed run must still agree on."
+    """Every seed of the source `spec` names (the whole bundled file for a number N): what a resumed run must
+    still agree on."""
     s = str(spec).strip()
     if s.isdigit():
         load_personas(s)   # the same checks and messages
@@ -88,40 +96,28 @@ def instance_id_of(seed: PersonaSeed) -> str:
     return f"gen-{seed.seed_id}"
 
 # %% ../../nbs/41_gen_persona.ipynb #ee22e438
-PERSONA_SYSTEM = """You write persona descriptions for research on personal assistants.
-Expand the short seed persona you are given into a fuller, realistic description of the same person.
-
-Rules:
-- One or two paragraphs of plain third-person prose. No lists, bullet points or headings.
-- Everything the seed says stays true. Give the person a full name and a home city if the seed has none.
-- Add ordinary, neutral detail: home and neighbourhood, work and the rhythm of the week, the people they live with or see often, health and habits, places they go, devices they use, tastes.
-- Do not explain motives (no "because", "so that", "in order to"). Do not add conflicts, risks, dramatic events or judgments.
-- A calm, descriptive tone, like a profile written for system design, not a story. About 100 to 150 words.
-Answer with JSON only: {"persona": "the description"}"""
+PERSONA_SYSTEM = prompt_asset("gen/persona/PERSONA_SYSTEM.md")
 
 # %% ../../nbs/41_gen_persona.ipynb #81877dda
 class PersonaText(BaseModel):
     persona: Text(900)   # about 150 words; a looping reply is cut here
 
 # %% ../../nbs/41_gen_persona.ipynb #0aa8c4f9
-PERSONA_EXAMPLE = ("Seed persona: I am a 58-year-old ferry mechanic in Bergen who sings in a male choir.\n"
-                   '{"persona": "Henrik Solberg is a 58-year-old ferry mechanic who lives in a small timber house in Laksevag, across the harbour from central Bergen, '
-                   "with his wife Astrid. On weekdays he takes the 06:40 bus to the shipyard at Damsgard, where he services the engines of the coastal ferries, "
-                   "and he is usually home by 16:30. He has sung bass in the Laksevag male choir for twenty years; rehearsals are on Tuesday evenings in the church hall. "
-                   "He takes a tablet for high cholesterol each morning and walks the hill behind the house most evenings. Their daughter Ingrid studies in Trondheim "
-                   "and calls on Sundays. Henrik uses an old Android phone mostly for the bus app and the choir's group chat. He likes fish soup, strong coffee "
-                   'and quiet weekends at the family cabin in Os."}')
+PERSONA_EXAMPLE = prompt_asset("gen/persona/PERSONA_EXAMPLE.md")
 
 # %% ../../nbs/41_gen_persona.ipynb #b540d046
 def persona_messages(seed: str) -> list[dict]:
     "Chat messages that expand one seed (with one worked example of another seed)."
-    return [dict(role="system", content=PERSONA_SYSTEM),
-            dict(role="user", content=f"An example of the expected answer for another seed:\n{PERSONA_EXAMPLE}\n\nSeed persona: {seed}\nWrite the expanded persona as JSON.")]
+    user = (f"An example of the expected answer for another seed:\n{PERSONA_EXAMPLE}\n\n"
+            f"Seed persona: {seed}\nWrite the expanded persona as JSON.")
+    return [dict(role="system", content=PERSONA_SYSTEM), dict(role="user", content=user)]
 
 # %% ../../nbs/41_gen_persona.ipynb #74524a9a
 def _too_short_note(words: int) -> str:
-    return (f"That description has {words} words: it only restates the seed. Write the full description of 100 to 150 words as in the example: "
-            "name, home, work and weekly rhythm, people, health and habits, places, devices, tastes. Answer with JSON only.")
+    return (f"That description has {words} words: it only restates the seed. "
+            "Write the full description of 100 to 150 words as in the example: "
+            "name, home, work and weekly rhythm, people, health and habits, places, devices, tastes. "
+            "Answer with JSON only.")
 
 # %% ../../nbs/41_gen_persona.ipynb #ea90c0a6
 MIN_PERSONA_WORDS = 40
@@ -132,7 +128,8 @@ def persona_problems(text: str | None) -> tuple[str | None, list[str]]:
     t = (text or "").strip()
     if len(t.split()) < MIN_PERSONA_WORDS: return "persona_too_short", []
     notes = []
-    if any(re.match(r"\s*([-*#•]|\d+[.)])\s", l) for l in t.splitlines()): notes.append("persona_list_or_heading")
+    if any(re.match(r"\s*([-*#•]|\d+[.)])\s", l) for l in t.splitlines()):
+        notes.append("persona_list_or_heading")
     if re.search(r"\b(because|so that|in order to)\b", t, re.I): notes.append("persona_explains_motives")
     return None, notes
 
@@ -141,18 +138,23 @@ PERSONA_MAX_TOKENS = 450
 
 # %% ../../nbs/41_gen_persona.ipynb #6b006188
 def expand_personas(cm, seeds: list[PersonaSeed]) -> list[dict]:
-    "Stage 1 rows (instance_id, seed_id, seed, persona, dropped_instance, notes, dropped) for `seeds`; a too-short narrative is asked for once more."
+    """Stage 1 rows (instance_id, seed_id, seed, persona, dropped_instance, notes, dropped) for `seeds`;
+    a too-short narrative is asked for once more."""
     convs = [persona_messages(s.persona) for s in seeds]
     got = ask_many(cm, convs, PersonaText, stage="gen.persona", max_tokens=PERSONA_MAX_TOKENS)
-    short = [i for i, (o, _) in enumerate(got) if o is not None and persona_problems(unique_sentences(o.persona))[0] == "persona_too_short"]
-    again = ask_many(cm, [convs[i] + [dict(role="assistant", content=got[i][1].text or ""), dict(role="user", content=_too_short_note(len(got[i][0].persona.split())))]
-                          for i in short], PersonaText, stage="gen.persona", max_tokens=PERSONA_MAX_TOKENS)
+    short = [i for i, (o, _) in enumerate(got)
+             if o is not None and persona_problems(unique_sentences(o.persona))[0] == "persona_too_short"]
+    again_convs = [convs[i] + [dict(role="assistant", content=got[i][1].text or ""),
+                               dict(role="user", content=_too_short_note(len(got[i][0].persona.split())))]
+                   for i in short]
+    again = ask_many(cm, again_convs, PersonaText, stage="gen.persona", max_tokens=PERSONA_MAX_TOKENS)
     for i, r in zip(short, again): got[i] = r if r[0] is not None else got[i]
     rows = []
     for k, (s, (obj, rec)) in enumerate(zip(seeds, got)):
         text = unique_sentences(obj.persona) if obj else None
         drop, notes = ("malformed_output", []) if obj is None else persona_problems(text)
         notes = (["persona_asked_again"] if k in short else []) + notes
-        rows.append(dict(instance_id=instance_id_of(s), seed_id=s.seed_id, seed=s.persona, persona=None if drop else text,
-                         dropped_instance=drop, notes=notes, dropped=count([drop] if drop else [])))
+        rows.append(dict(instance_id=instance_id_of(s), seed_id=s.seed_id, seed=s.persona,
+                         persona=None if drop else text, dropped_instance=drop, notes=notes,
+                         dropped=count([drop] if drop else [])))
     return rows

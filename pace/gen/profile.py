@@ -6,6 +6,7 @@
 from __future__ import annotations
 import datetime as dt, re
 from pydantic import BaseModel, Field
+from ..calls import prompt_asset
 from .base import GenConfig, Text, ask_many, calendar_text, count, rng_for
 
 # %% auto #0
@@ -17,10 +18,11 @@ __all__ = ['DATE_PATTERN', 'TIME_PATTERN', 'S', 'M', 'L', 'EGO_SYSTEM', 'ALTERS_
 # %% ../../nbs/42_gen_profile.ipynb #e30afa0a
 def make_timeline(cfg: GenConfig, instance_id: str) -> tuple[dict, list[str]]:
     "(timeline dict with ISO window_start, ref_date, window_end; the reference dates requests are made on)."
-    ref = dt.date(2026, 1, 20) + dt.timedelta(days=rng_for(cfg.seed, instance_id, "timeline").randrange(0, 300))
+    ref = dt.date(2026, 1, 20) + dt.timedelta(days=rng_for(cfg.seed, instance_id, "timeline").randrange(300))
     start, end = ref - dt.timedelta(days=cfg.days_before), ref + dt.timedelta(days=cfg.days_after)
     refs = sorted({min(ref + dt.timedelta(days=k), end - dt.timedelta(days=7)) for k in (0, 3, 7)})
-    return dict(window_start=start.isoformat(), ref_date=ref.isoformat(), window_end=end.isoformat()), [d.isoformat() for d in refs]
+    timeline = dict(window_start=start.isoformat(), ref_date=ref.isoformat(), window_end=end.isoformat())
+    return timeline, [d.isoformat() for d in refs]
 
 # %% ../../nbs/42_gen_profile.ipynb #67782806
 DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
@@ -78,50 +80,35 @@ class AlterProfile(BaseModel):
     city: S
     occupation: M
     traits: list[S] = Field(min_length=1, max_length=4)
-    constraints: list[M] = Field(min_length=1, max_length=3)    # their own needs: health, diet, access, schedule, values
+    constraints: list[M] = Field(min_length=1, max_length=3)    # their own needs: health, diet, access, ...
     shared_context: list[M] = Field(min_length=1, max_length=3) # what they and the ego do together
 
 class AlterList(BaseModel):
     alters: list[AlterProfile] = Field(min_length=1, max_length=4)
 
 # %% ../../nbs/42_gen_profile.ipynb #8f646274
-EGO_SYSTEM = """You turn a persona description into a structured profile for a personal assistant that acts for this person.
-
-Rules:
-- Keep everything the description says; fill the rest with ordinary, concrete, consistent detail.
-- Be specific: real-sounding names of workplaces, shops, clinics and streets; clock times (HH:MM); named devices and apps.
-- weekly_routine: recurring activities with their day and time, e.g. "Tuesday 18:30 choir rehearsal at St Mark's".
-- places: 3 to 6 places the person uses, each with what it is and a useful detail (distance, hours, access).
-- commitments: 3 to 6 plans already fixed inside the timeline window, each on a date from the calendar (YYYY-MM-DD) with a time.
-- Neutral facts only: no problems, risks, conflicts or judgments.
-Answer with JSON only, following the schema."""
+EGO_SYSTEM = prompt_asset("gen/profile/EGO_SYSTEM.md")
 
 # %% ../../nbs/42_gen_profile.ipynb #b0430da9
-ALTERS_SYSTEM = """You add the people around a person to their assistant's profile.
-Invent {n} people in {name}'s life (family, friends, colleagues or neighbours) whom {name}'s assistant knows a little about.
-
-For each person:
-- name (full name), relation (what they are to {name}), age, city, occupation;
-- traits: 1 to 4 short traits;
-- constraints: 1 to 3 concrete needs or limits of their own that {name} knows about (health, diet or allergy, mobility or access, schedule, values), e.g. "severe peanut allergy" or "works night shifts Thursday to Saturday";
-- shared_context: 1 to 3 things they and {name} do together or know about each other.
-Make them fit {name}'s city, age and life. Neutral facts only, no problems or judgments.
-Answer with JSON only, following the schema."""
+ALTERS_SYSTEM = prompt_asset("gen/profile/ALTERS_SYSTEM.md")
 
 # %% ../../nbs/42_gen_profile.ipynb #899b73d7
 def ego_messages(persona: str, timeline: dict) -> list[dict]:
     "Chat messages for the ego profile (the persona, the window and its calendar)."
     t = timeline
     days = (dt.date.fromisoformat(t["window_end"]) - dt.date.fromisoformat(t["ref_date"])).days + 1
-    user = (f"Persona description:\n{persona}\n\nTimeline window: {t['window_start']} to {t['window_end']}. Today is {t['ref_date']}.\n"
-            f"Calendar from today (use these dates for commitments):\n{calendar_text(t['ref_date'], days)}\n\nWrite the profile as JSON.")
+    user = (f"Persona description:\n{persona}\n\n"
+            f"Timeline window: {t['window_start']} to {t['window_end']}. Today is {t['ref_date']}.\n"
+            f"Calendar from today (use these dates for commitments):\n{calendar_text(t['ref_date'], days)}"
+            "\n\nWrite the profile as JSON.")
     return [dict(role="system", content=EGO_SYSTEM), dict(role="user", content=user)]
 
 # %% ../../nbs/42_gen_profile.ipynb #b746ea85
 def alters_messages(ego: dict, n: int) -> list[dict]:
     "Chat messages for `n` alters of an ego profile."
     return [dict(role="system", content=ALTERS_SYSTEM.format(n=n, name=ego["name"])),
-            dict(role="user", content=f"Profile of {ego['name']}:\n{ego_text(ego)}\n\nWrite the {n} people as JSON.")]
+            dict(role="user", content=f"Profile of {ego['name']}:\n{ego_text(ego)}\n\n"
+                                      f"Write the {n} people as JSON.")]
 
 # %% ../../nbs/42_gen_profile.ipynb #b2e552c7
 def _wd(d: str) -> str:
@@ -133,21 +120,30 @@ def ego_text(ego: dict) -> str:
     "A compact, readable rendering of an ego profile."
     j = lambda xs: "; ".join(xs) if xs else "none"
     meds = j([f"{m['name']} ({m['purpose']})" for m in ego.get("medications", [])])
-    lines = [f"{ego['name']}, {ego.get('age')}, {ego.get('gender')}; {ego.get('occupation')} at {ego.get('workplace')} ({ego.get('work_schedule')}).",
-             f"Lives in {ego.get('neighbourhood')}, {ego.get('city')}, {ego.get('country')}; household: {j(ego.get('household', []))}.",
-             f"Health: {j(ego.get('health_conditions', []))}; medication: {meds}; diet: {j(ego.get('diet', []))}.",
-             f"Gets around: {j(ego.get('mobility', []))}. Devices: {j(ego.get('devices', []))}.",
-             f"Weekly routine: {j(ego.get('weekly_routine', []))}.",
-             f"Hobbies: {j(ego.get('hobbies', []))}. Likes: {j(ego.get('food_likes', []))}. Dislikes: {j(ego.get('food_dislikes', []))}. Values: {j(ego.get('values', []))}.",
-             "Places: " + j([f"{p['name']} ({p['kind']}): {p['detail']}" for p in ego.get("places", [])]) + ".",
-             "Commitments: " + j([f"{_wd(c['date'])} {c['time']} {c['what']} at {c['place']}" for c in ego.get("commitments", [])]) + "."]
+    g = lambda k: j(ego.get(k, []))
+    places = [f"{p['name']} ({p['kind']}): {p['detail']}" for p in ego.get("places", [])]
+    plans = [f"{_wd(c['date'])} {c['time']} {c['what']} at {c['place']}" for c in ego.get("commitments", [])]
+    lines = [f"{ego['name']}, {ego.get('age')}, {ego.get('gender')}; "
+             f"{ego.get('occupation')} at {ego.get('workplace')} ({ego.get('work_schedule')}).",
+             f"Lives in {ego.get('neighbourhood')}, {ego.get('city')}, {ego.get('country')}; "
+             f"household: {g('household')}.",
+             f"Health: {g('health_conditions')}; medication: {meds}; diet: {g('diet')}.",
+             f"Gets around: {g('mobility')}. Devices: {g('devices')}.",
+             f"Weekly routine: {g('weekly_routine')}.",
+             f"Hobbies: {g('hobbies')}. Likes: {g('food_likes')}. Dislikes: {g('food_dislikes')}. "
+             f"Values: {g('values')}.",
+             "Places: " + j(places) + ".",
+             "Commitments: " + j(plans) + "."]
     return "\n".join(lines)
 
 # %% ../../nbs/42_gen_profile.ipynb #f9fe557e
 def profile_text(inst: dict) -> str:
     "Ego and alters of an instance (a stage row or dataset record) as text."
-    al = [f"- {a['name']} ({a['relation']}, {a.get('age')}, {a.get('city')}, {a.get('occupation')}): traits {'; '.join(a.get('traits', []))}; "
-          f"needs and limits: {'; '.join(a.get('constraints', []))}; shared: {'; '.join(a.get('shared_context', []))}" for a in inst["alters"]]
+    j = lambda a, k: "; ".join(a.get(k, []))
+    al = [f"- {a['name']} ({a['relation']}, {a.get('age')}, {a.get('city')}, {a.get('occupation')}): "
+          f"traits {j(a, 'traits')}; needs and limits: {j(a, 'constraints')}; "
+          f"shared: {j(a, 'shared_context')}"
+          for a in inst["alters"]]
     return ego_text(inst["ego"]) + "\nPeople around them:\n" + "\n".join(al)
 
 # %% ../../nbs/42_gen_profile.ipynb #a1510282
@@ -155,20 +151,25 @@ def toy_ego(name: str = "Ana Ortega", ref_date: str = "2026-03-04") -> dict:
     "A small, fixed ego profile for examples and tests."
     d = dt.date.fromisoformat(ref_date)
     on = lambda k: (d + dt.timedelta(days=k)).isoformat()
-    return dict(name=name, age=34, gender="female", country="Mexico", city="Mexico City", neighbourhood="Roma Norte", household=["lives alone"],
-                occupation="UX designer", workplace="Estudio Norte", work_schedule="weekdays 09:00-17:00", weekly_routine=["Tuesday 18:30 yoga at Casa Prana"],
-                health_conditions=["coeliac disease"], medications=[dict(name="iron supplement", purpose="anaemia")], diet=["gluten-free"],
-                mobility=["Metro Line 1", "Ecobici bike share"], devices=["Pixel 8"], hobbies=["climbing"], food_likes=["tacos"], food_dislikes=["olives"],
-                values=["punctuality"], places=[dict(name="Casa Prana", kind="yoga studio", detail="a 10-minute walk from home")],
+    return dict(name=name, age=34, gender="female", country="Mexico", city="Mexico City",
+                neighbourhood="Roma Norte", household=["lives alone"], occupation="UX designer",
+                workplace="Estudio Norte", work_schedule="weekdays 09:00-17:00",
+                weekly_routine=["Tuesday 18:30 yoga at Casa Prana"], health_conditions=["coeliac disease"],
+                medications=[dict(name="iron supplement", purpose="anaemia")], diet=["gluten-free"],
+                mobility=["Metro Line 1", "Ecobici bike share"], devices=["Pixel 8"],
+                hobbies=["climbing"], food_likes=["tacos"], food_dislikes=["olives"], values=["punctuality"],
+                places=[dict(name="Casa Prana", kind="yoga studio", detail="a 10-minute walk from home")],
                 commitments=[dict(date=on(8), time="10:00", what="client workshop", place="Estudio Norte")])
 
 # %% ../../nbs/42_gen_profile.ipynb #ee85a125
 def toy_alters() -> list[dict]:
     "Two fixed alters for examples and tests."
-    return [dict(name="Diego Ortega", relation="brother", age=20, city="Mexico City", occupation="student", traits=["quiet"],
-                 constraints=["photosensitive epilepsy"], shared_context=["Sunday lunch together"]),
-            dict(name="Valeria Ruiz", relation="friend", age=29, city="Mexico City", occupation="nurse", traits=["organised"],
-                 constraints=["severe peanut allergy"], shared_context=["climbing on Thursdays"])]
+    return [dict(name="Diego Ortega", relation="brother", age=20, city="Mexico City", occupation="student",
+                 traits=["quiet"], constraints=["photosensitive epilepsy"],
+                 shared_context=["Sunday lunch together"]),
+            dict(name="Valeria Ruiz", relation="friend", age=29, city="Mexico City", occupation="nurse",
+                 traits=["organised"], constraints=["severe peanut allergy"],
+                 shared_context=["climbing on Thursdays"])]
 
 # %% ../../nbs/42_gen_profile.ipynb #7c71fc78
 def clean_ego(ego: dict, timeline: dict) -> tuple[dict, list[str]]:
@@ -185,7 +186,8 @@ def clean_ego(ego: dict, timeline: dict) -> tuple[dict, list[str]]:
 # %% ../../nbs/42_gen_profile.ipynb #54fa4404
 def _dedup_lists(d: dict) -> dict:
     "Lists of strings without repeats (small models repeat items), first occurrence kept."
-    return {k: list(dict.fromkeys(x.strip() for x in v if x.strip())) if isinstance(v, list) and all(isinstance(x, str) for x in v) else v for k, v in d.items()}
+    strs = lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)
+    return {k: list(dict.fromkeys(x.strip() for x in v if x.strip())) if strs(v) else v for k, v in d.items()}
 
 # %% ../../nbs/42_gen_profile.ipynb #8ec83ea7
 def clean_alters(alters: list[dict], ego_name: str, cfg: GenConfig) -> tuple[list[dict], list[str]]:
@@ -204,15 +206,22 @@ EGO_MAX_TOKENS, ALTERS_MAX_TOKENS = 1100, 900
 
 # %% ../../nbs/42_gen_profile.ipynb #9480c97c
 def synthesize_profile(cm, cfg: GenConfig, instance_id: str, persona: str) -> dict:
-    "Stage 2 row: ego, alters, timeline and reference dates of one instance (or `dropped_instance` with the reason)."
+    "Stage 2 row: ego, alters, timeline and reference dates of an instance (or `dropped_instance`: why)."
     timeline, refs = make_timeline(cfg, instance_id)
-    row = dict(instance_id=instance_id, ego=None, alters=[], timeline=timeline, reference_dates=refs, dropped_instance=None, dropped={})
-    [(ego, _)] = ask_many(cm, [ego_messages(persona, timeline)], EgoProfile, stage="gen.profile", max_tokens=EGO_MAX_TOKENS)
-    if ego is None: return {**row, "dropped_instance": "malformed_output", "dropped": count(["ego_malformed_output"])}
+    row = dict(instance_id=instance_id, ego=None, alters=[], timeline=timeline, reference_dates=refs,
+               dropped_instance=None, dropped={})
+    [(ego, _)] = ask_many(cm, [ego_messages(persona, timeline)], EgoProfile, stage="gen.profile",
+                          max_tokens=EGO_MAX_TOKENS)
+    if ego is None:
+        return {**row, "dropped_instance": "malformed_output", "dropped": count(["ego_malformed_output"])}
     ego, why = clean_ego(ego.model_dump(), timeline)
     n = rng_for(cfg.seed, instance_id, "alters").randint(cfg.min_alters, max(cfg.min_alters, cfg.max_alters))
-    [(al, _)] = ask_many(cm, [alters_messages(ego, n)], AlterList, stage="gen.alters", max_tokens=ALTERS_MAX_TOKENS)
-    if al is None: return {**row, "ego": ego, "dropped_instance": "malformed_output", "dropped": count(why + ["alters_malformed_output"])}
+    [(al, _)] = ask_many(cm, [alters_messages(ego, n)], AlterList, stage="gen.alters",
+                         max_tokens=ALTERS_MAX_TOKENS)
+    if al is None:
+        return {**row, "ego": ego, "dropped_instance": "malformed_output",
+                "dropped": count(why + ["alters_malformed_output"])}
     alters, w2 = clean_alters([a.model_dump() for a in al.alters], ego["name"], cfg)
     drop = "too_few_alters" if len(alters) < cfg.min_alters else None
-    return {**row, "ego": ego, "alters": alters, "dropped_instance": drop, "dropped": count(why + w2 + ([drop] if drop else []))}
+    return {**row, "ego": ego, "alters": alters, "dropped_instance": drop,
+            "dropped": count(why + w2 + ([drop] if drop else []))}

@@ -9,10 +9,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Literal
 from pydantic import BaseModel
-from .base import (DURATION_RE, TIME12_RE, TIME24_RE, WORD_DURATIONS, GenConfig, Text, add_counts, ask_many, count, hhmm,
-                           truncated)
-from .cases import (CASE_MAX_TOKENS, CASE_SYSTEM, CONTEXT_CHARS, EXAMPLE_MARKERS, JUDGMENT_CHARS, REQUEST_CHARS, arithmetic_text,
-                            case_messages, chain_names, recompute, slot_draft, slot_schema)
+from ..calls import prompt_asset
+from .base import (DURATION_RE, TIME12_RE, TIME24_RE, WORD_DURATIONS, GenConfig, Text, add_counts,
+                           ask_many, count, hhmm, truncated)
+from .cases import (CASE_MAX_TOKENS, CASE_SYSTEM, CONTEXT_CHARS, EXAMPLE_MARKERS, JUDGMENT_CHARS,
+                            REQUEST_CHARS, arithmetic_text, case_messages, chain_names, recompute, slot_draft,
+                            slot_schema)
 
 # %% auto #0
 __all__ = ['VERDICT_WORDS', 'REPAIRED_FIELDS', 'HINT_PHRASES', 'CHECK_ORDER', 'VALIDATOR_SYSTEM', 'REWRITE_NOTE', 'FRESH_NOTE',
@@ -24,7 +26,8 @@ __all__ = ['VERDICT_WORDS', 'REPAIRED_FIELDS', 'HINT_PHRASES', 'CHECK_ORDER', 'V
            'validate_cases', 'fact_problems', 'verify_dataset', 'verify_markdown', 'data_verify']
 
 # %% ../../nbs/44_gen_validate.ipynb #bb97969c
-VERDICT_WORDS = ("conflict", "compatible", "feasible", "suitable", "cannot be carried out", "should not", "clash")
+VERDICT_WORDS = ("conflict", "compatible", "feasible", "suitable", "cannot be carried out", "should not",
+                 "clash")
 
 # %% ../../nbs/44_gen_validate.ipynb #a2b3d2c8
 def verdict_words(text: str) -> list[str]:
@@ -33,19 +36,22 @@ def verdict_words(text: str) -> list[str]:
     return [w for w in VERDICT_WORDS if w in low]
 
 # %% ../../nbs/44_gen_validate.ipynb #dccf5344
-_MONTHS = {m: i for i, m in enumerate(["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-                                        "november", "december"], 1)}
+_MONTHS = {m: i for i, m in enumerate(["january", "february", "march", "april", "may", "june", "july",
+                                        "august", "september", "october", "november", "december"], 1)}
 _MONTHS.update({m[:3]: i for m, i in list(_MONTHS.items())}); _MONTHS["sept"] = 9
-_WD = {d: i for i, d in enumerate(["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"])}
+_WD = {d: i for i, d in enumerate(["monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
+                                    "sunday"])}
 _WD.update({d[:3]: i for d, i in list(_WD.items())}); _WD.update(tues=1, thur=3, thurs=3)
 _MON_RE = "|".join(sorted(_MONTHS, key=len, reverse=True))
 _WD_RE = "|".join(sorted(_WD, key=len, reverse=True))
 _ISO = re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b")
-_DMY = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?(?:\s+of)?\s+({_MON_RE})\b\.?(?:,?\s+(\d{{4}})\b(?!-))?", re.I)
+_DMY = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?(?:\s+of)?\s+({_MON_RE})\b\.?"
+                  rf"(?:,?\s+(\d{{4}})\b(?!-))?", re.I)
 _MDY = re.compile(rf"\b({_MON_RE})\b\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(\d{{4}})\b(?!-))?", re.I)
 _WD_BEFORE = re.compile(rf"\b({_WD_RE})\b\.?,?\s*(?:the\s+)?\(?\s*$", re.I)
 _WD_AFTER = re.compile(rf"^\s*,?\s*\(?\s*({_WD_RE})\b", re.I)
-_WD_DAY = re.compile(rf"\b({_WD_RE})\b\.?,?\s+(?:the\s+)?(\d{{1,2}})(?:st|nd|rd|th)\b(?!\s+(?:of\s+)?(?:{_MON_RE})\b)", re.I)
+_WD_DAY = re.compile(rf"\b({_WD_RE})\b\.?,?\s+(?:the\s+)?(\d{{1,2}})(?:st|nd|rd|th)\b"
+                     rf"(?!\s+(?:of\s+)?(?:{_MON_RE})\b)", re.I)
 
 # %% ../../nbs/44_gen_validate.ipynb #c6a4a1aa
 def _window(w) -> tuple[dt.date, dt.date]:
@@ -66,7 +72,8 @@ def date_mentions(text: str, window: dict) -> list[dict]:
             cands = [x for x in (_mk(yy, mo, d) for yy in sorted({lo.year, hi.year})) if x]
             got = next((x for x in cands if lo <= x <= hi), cands[0] if cands else None)
         else: got = _mk(y, mo, d)
-        taken.append((m.start(), m.end())); out.append(dict(span=(m.start(), m.end()), text=m.group(0), date=got))
+        taken.append((m.start(), m.end()))
+        out.append(dict(span=(m.start(), m.end()), text=m.group(0), date=got))
     for m in _ISO.finditer(text or ""): add(m, m.group(1), m.group(2), m.group(3))
     for m in _DMY.finditer(text or ""): add(m, m.group(3), _MONTHS[m.group(2).lower()], m.group(1))
     for m in _MDY.finditer(text or ""): add(m, m.group(3), _MONTHS[m.group(1).lower()], m.group(2))
@@ -86,14 +93,17 @@ def date_problems(text: str, window: dict) -> list[str]:
 def _weekdays_beside(text: str, window: dict) -> list[tuple[int, int, str, dict]]:
     "(start, end, weekday as written, date mention) for each weekday written right beside a real date."
     ms = date_mentions(text, window)
-    before = [(_WD_BEFORE.search(text[max(0, m["span"][0] - 16):m["span"][0]]), max(0, m["span"][0] - 16)) for m in ms]
-    owned = {off + wm.start(1) for wm, off in before if wm}   # a weekday right before a date belongs to that date, not to the one before it
+    before = [(_WD_BEFORE.search(text[max(0, m["span"][0] - 16):m["span"][0]]), max(0, m["span"][0] - 16))
+              for m in ms]
+    # a weekday right before a date belongs to that date, not to the one before it
+    owned = {off + wm.start(1) for wm, off in before if wm}
     out = []
     for m, (bw, boff) in zip(ms, before):
         if m["date"] is None: continue
         b = m["span"][1]; aw = _WD_AFTER.match(text[b:b + 16])
         if aw and b + aw.start(1) in owned: aw = None
-        out += [(off + wm.start(1), off + wm.end(1), wm.group(1), m) for wm, off in ((bw, boff), (aw, b)) if wm]
+        out += [(off + wm.start(1), off + wm.end(1), wm.group(1), m)
+                for wm, off in ((bw, boff), (aw, b)) if wm]
     return out
 
 def weekday_problems(text: str, window: dict) -> list[str]:
@@ -113,7 +123,7 @@ def weekday_problems(text: str, window: dict) -> list[str]:
 def fix_weekdays(text: str, window: dict) -> tuple[str, list[str]]:
     "`text` with each weekday written right beside a date set to that date's weekday, and the changes made."
     text = text or ""
-    subs = {s: (e, f"{m['date']:%A}", f"{w!r} -> '{m['date']:%A}' beside {m['text']!r}")   # by start: each weekday changed once
+    subs = {s: (e, f"{m['date']:%A}", f"{w!r} -> '{m['date']:%A}' beside {m['text']!r}")  # by start
             for s, e, w, m in _weekdays_beside(text, window) if _WD[w.lower()] != m["date"].weekday()}
     for s in sorted(subs, reverse=True): text = text[:s] + subs[s][1] + text[subs[s][0]:]
     return text, [subs[s][2] for s in sorted(subs)]
@@ -122,7 +132,7 @@ def fix_weekdays(text: str, window: dict) -> tuple[str, list[str]]:
 REPAIRED_FIELDS = ("request", "context", "judgment", "hidden_reason")
 
 def repair_draft(draft: dict, window: dict) -> tuple[dict, list[str]]:
-    "A case draft with its weekdays fixed (`fix_weekdays`) in every text field, and the changes as 'field: change'."
+    "A case draft with its weekdays fixed (`fix_weekdays`) in its text fields; changes as 'field: change'."
     out, notes = dict(draft), []
     for k in REPAIRED_FIELDS:
         if isinstance(out.get(k), str):
@@ -130,8 +140,10 @@ def repair_draft(draft: dict, window: dict) -> tuple[dict, list[str]]:
     return out, notes
 
 # %% ../../nbs/44_gen_validate.ipynb #4485db07
-_TOK = re.compile(r"(?P<date>\b\d{4}-\d{2}-\d{2}\b)|(?P<time>\b\d{1,2}:\d{2}\b)|(?P<dur>\+\s*~?\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>min|minutes|mins|h|hrs|hours|hour)\b)"
-                  r"|(?P<eq>=)|(?P<op><=|>=|<|(?<!-)>)|(?P<about>\babout\b|~)")   # '->' is an arrow, not a comparison
+# '->' is an arrow, not a comparison
+_TOK = re.compile(r"(?P<date>\b\d{4}-\d{2}-\d{2}\b)|(?P<time>\b\d{1,2}:\d{2}\b)"
+                  r"|(?P<dur>\+\s*~?\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>min|minutes|mins|h|hrs|hours|hour)\b)"
+                  r"|(?P<eq>=)|(?P<op><=|>=|<|(?<!-)>)|(?P<about>\babout\b|~)")
 
 # %% ../../nbs/44_gen_validate.ipynb #a7fcd806
 def _min(t: str) -> int:
@@ -145,11 +157,13 @@ def text_chains(s: str) -> tuple[list[dict], list[str]]:
         toks = [(m.lastgroup if m.lastgroup not in ("n", "u") else "dur", m) for m in _TOK.finditer(clause)]
         kinds = [k for k, _ in toks]
         if "date" in kinds or "dur" not in kinds:
-            cmp = [i for i, k in enumerate(kinds) if k == "op" and 0 < i < len(kinds) - 1 and kinds[i - 1] == "time" and kinds[i + 1] == "time"]
+            cmp = [i for i, k in enumerate(kinds) if k == "op" and 0 < i < len(kinds) - 1
+                   and kinds[i - 1] == "time" and kinds[i + 1] == "time"]
             if "date" not in kinds and cmp:   # a bare comparison such as '07:00 <= 07:30'
                 for i in cmp:
                     a, op, b = toks[i - 1][1].group(0), toks[i][1].group(0), toks[i + 1][1].group(0)
-                    chains.append(dict(start=None, minutes=[], result=a, op=op, deadline=b, sum_ok=True, cmp_ok=_cmp(_min(a), op, _min(b))))
+                    chains.append(dict(start=None, minutes=[], result=a, op=op, deadline=b, sum_ok=True,
+                                       cmp_ok=_cmp(_min(a), op, _min(b))))
             elif clause.strip(): unread.append(clause.strip())
             continue
         first = kinds.index("dur")
@@ -157,7 +171,8 @@ def text_chains(s: str) -> tuple[list[dict], list[str]]:
         if not starts or "eq" not in kinds[first:]: unread.append(clause.strip()); continue
         start = toks[starts[-1]][1].group(0)
         eq = kinds.index("eq", first)
-        mins = [float(m.group("n")) * (60 if m.group("u").startswith("h") else 1) for k, m in toks[first:eq] if k == "dur"]
+        mins = [float(m.group("n")) * (60 if m.group("u").startswith("h") else 1)
+                for k, m in toks[first:eq] if k == "dur"]
         res = next((i for i in range(eq + 1, len(kinds)) if kinds[i] == "time"), None)
         if res is None: unread.append(clause.strip()); continue
         about = any(k == "about" for k in kinds[eq:res]) or "~" in clause
@@ -165,7 +180,7 @@ def text_chains(s: str) -> tuple[list[dict], list[str]]:
         result = toks[res][1].group(0)
         c = dict(start=start, minutes=mins, result=result, op=None, deadline=None, about=about,
                  sum_ok=abs(got - _min(result)) <= (5 if about else 0), cmp_ok=True)
-        if res + 2 < len(kinds) + 1 and res + 2 <= len(kinds) - 1 and kinds[res + 1] == "op" and kinds[res + 2] == "time":
+        if res + 2 < len(kinds) and kinds[res + 1] == "op" and kinds[res + 2] == "time":
             c["op"], c["deadline"] = toks[res + 1][1].group(0), toks[res + 2][1].group(0)
             c["cmp_ok"] = _cmp(_min(result), c["op"], _min(c["deadline"]))
         chains.append(c)
@@ -176,20 +191,24 @@ def _cmp(a, op, b) -> bool: return {"<": a < b, "<=": a <= b, ">": a > b, ">=": 
 
 # %% ../../nbs/44_gen_validate.ipynb #beabad11
 def arithmetic_problems(arith, label: str) -> tuple[str, list[str]]:
-    "('structured' | 'text' | 'unchecked', problems) for a case's arithmetic (a dict as generated, or text as in data/mini)."
+    """('structured' | 'text' | 'unchecked', problems) for a case's arithmetic (a dict as generated, or text
+    as in data/mini)."""
     if isinstance(arith, dict):
         end, got = recompute(arith)
-        probs = [] if got == label else [f"the arithmetic ({arithmetic_text(arith)}) gives {got}, the label is {label}"]
+        if got == label: return "structured", []
+        probs = [f"the arithmetic ({arithmetic_text(arith)}) gives {got}, the label is {label}"]
         return "structured", probs
     chains, _ = text_chains(arith if isinstance(arith, str) else "")
     compared = [c for c in chains if c["op"]]
     if not compared: return "unchecked", []
-    probs = [f"{c['start']} + {'+'.join(f'{m:g}' for m in c['minutes'])} min is not {c['result']}" for c in chains if not c["sum_ok"]]
+    probs = [f"{c['start']} + {'+'.join(f'{m:g}' for m in c['minutes'])} min is not {c['result']}"
+             for c in chains if not c["sum_ok"]]
     probs += [f"'{c['result']} {c['op']} {c['deadline']}' is false" for c in compared if not c["cmp_ok"]]
     late = any(c["op"] in (">", ">=") for c in compared)
     if late != (label == "conflict"):
-        probs.append(f"the comparisons ({', '.join(c['result'] + ' ' + c['op'] + ' ' + c['deadline'] for c in compared)}) say "
-                     f"{'conflict' if late else 'non_conflict'}, the label is {label}")
+        said = ", ".join(c["result"] + " " + c["op"] + " " + c["deadline"] for c in compared)
+        probs.append(f"the comparisons ({said}) say {'conflict' if late else 'non_conflict'}, "
+                     f"the label is {label}")
     return "text", probs
 
 # %% ../../nbs/44_gen_validate.ipynb #4a286d7a
@@ -206,8 +225,9 @@ def times_in(text: str) -> set[int]:
 def duration_counts(text: str) -> Counter:
     "Durations written in `text`, in minutes, with how often each is written."
     low = (text or "").lower()
-    out = Counter(round(float(n) * (60 if u.lower().startswith("h") else 1)) for n, u in DURATION_RE.findall(low))
-    for k in sorted(WORD_DURATIONS, key=len, reverse=True):   # longest first: "half an hour" is not also "an hour"
+    out = Counter(round(float(n) * (60 if u.lower().startswith("h") else 1))
+                  for n, u in DURATION_RE.findall(low))
+    for k in sorted(WORD_DURATIONS, key=len, reverse=True):   # longest first: "half an hour" is not "an hour"
         if k in low: out[WORD_DURATIONS[k]] += low.count(k); low = low.replace(k, " ")
     return out
 
@@ -217,17 +237,19 @@ def durations_in(text: str) -> set[int]:
 
 # %% ../../nbs/44_gen_validate.ipynb #d4c42065
 def numbers_missing(arith: dict, text: str) -> list[str]:
-    "The numbers of a structured chain that `text` does not state; a duration two steps share must be written twice."
+    "The numbers of a structured chain that `text` does not state; a duration two steps share counts twice."
     ts, ds = times_in(text), duration_counts(text)
     miss = [arith[k] for k in ("start", "deadline") if _min(arith[k]) not in ts]
     need = Counter(s["minutes"] for s in arith["steps"])
     return miss + [f"{m} min" + (f" (x{k})" if k > 1 else "") for m, k in need.items() if ds[m] < k]
 
 # %% ../../nbs/44_gen_validate.ipynb #1cb0d870
-HINT_PHRASES = ("despite", "even though", "although", "regardless of", "check whether", "check if", "make sure", "in case")
+HINT_PHRASES = ("despite", "even though", "although", "regardless of", "check whether", "check if",
+                "make sure", "in case")
 
 # %% ../../nbs/44_gen_validate.ipynb #985c46c0
-_STOP = set("a an the of to in on at for and or with by from is are be it its this that as about into than then".split())
+_STOP = set("a an the of to in on at for and or with by from is are be it its this that as about into than "
+            "then".split())
 
 def _stem(w: str) -> str: return w if len(w) <= 4 else w[:max(4, len(w) - 2)]
 
@@ -235,12 +257,14 @@ def _words(text: str) -> list[str]: return re.findall(r"[a-z0-9]+", (text or "")
 
 # %% ../../nbs/44_gen_validate.ipynb #2ff4350e
 def term_hits(text: str, terms: list[str]) -> list[str]:
-    "The terms that `text` contains: the word itself or a word of its stem ('allergy', 'allergic'); for a multi-word term, all its content words."
+    """The terms that `text` contains: the word itself or a word of its stem ('allergy', 'allergic'); for a
+    multi-word term, all its content words."""
     tw = _words(text)
     hit = []
     for t in terms:
         ws = [w for w in _words(t) if w not in _STOP and len(w) > 2]   # "no", "of": never a term on their own
-        if ws and all(any(x == w or (len(w) > 4 and x.startswith(_stem(w))) for x in tw) for w in ws): hit.append(t)
+        if ws and all(any(x == w or (len(w) > 4 and x.startswith(_stem(w))) for x in tw) for w in ws):
+            hit.append(t)
     return hit
 
 # %% ../../nbs/44_gen_validate.ipynb #25df7a7c
@@ -260,15 +284,16 @@ def clock_times(text: str) -> list[dict]:
     for m in TIME24_RE.finditer(text):
         h, mi = int(m.group(1)), int(m.group(2))
         if h > 24 or mi > 59: continue
-        if any(a < m.end() and m.start() < b for a, b in (o["span"] for o in out)): continue   # '6:30 pm' is read once
-        two = not m.group(1).startswith("0") and 1 <= h <= 12                                     # '7:00': either half of the day
+        if any(a < m.end() and m.start() < b for a, b in (o["span"] for o in out)):
+            continue   # '6:30 pm' is read once
+        two = not m.group(1).startswith("0") and 1 <= h <= 12   # '7:00': either half of the day
         mins = (h % 12 * 60 + mi, (h % 12 + 12) * 60 + mi) if two else ((h * 60 + mi) % 1440,)
         out.append(dict(span=m.span(), text=m.group(0), minutes=mins))
     return sorted(out, key=lambda o: o["span"])
 
 # %% ../../nbs/44_gen_validate.ipynb #b758e993
 def chain_times(arith) -> list[tuple[int, str]]:
-    "(minute of the day, what happens then) for each time of a chain: a structured dict, or text (its clock times)."
+    "(minute of the day, what happens then) for each time of a chain: a structured dict, or text (its times)."
     if isinstance(arith, dict):
         t = _min(arith["start"]); out = [(t, arith["start_what"])]
         for s in arith["steps"]:
@@ -277,10 +302,11 @@ def chain_times(arith) -> list[tuple[int, str]]:
     return [(m, "") for c in clock_times(arith if isinstance(arith, str) else "") for m in c["minutes"]]
 
 # %% ../../nbs/44_gen_validate.ipynb #346bd7c2
-_EVENT_VERBS = {"starts", "start", "begins", "opens", "kicks", "off", "due", "departs", "leaves", "closes", "ends"}
+_EVENT_VERBS = {"starts", "start", "begins", "opens", "kicks", "off", "due", "departs", "leaves", "closes",
+                "ends"}
 
 def _names_event(request: str, span: tuple[int, int], what: str) -> bool:
-    "Whether the time at `span` stands as 'the 18:00 <event>', a word of `what` (verbs aside) among the next five."
+    "Whether the time at `span` stands as 'the 18:00 <event>': a word of `what` (verbs aside) in the next 5."
     if not re.search(r"\b(?:the|a|an|my|our|your)\s+$", request[:span[0]], re.I): return False
     names = [w for w in _words(what) if w not in _STOP and w not in _EVENT_VERBS and len(w) > 2]
     after = _words(re.split(r"[,.;:!?](?:\s|$)", request[span[1]:], maxsplit=1)[0])[:5]
@@ -288,7 +314,8 @@ def _names_event(request: str, span: tuple[int, int], what: str) -> bool:
 
 # %% ../../nbs/44_gen_validate.ipynb #392ac0b0
 def request_time_problems(request: str, arith, context: str = "") -> list[str]:
-    "Times in `request` neither the chain's nor stated in `context`, or that put the deadline's event at another time."
+    """Times in `request` neither the chain's nor stated in `context`, or that put the deadline's event at
+    another time."""
     chain = chain_times(arith)
     if not chain: return []
     have = {m for m, _ in chain} | {m for c in clock_times(context) for m in c["minutes"]}
@@ -296,51 +323,65 @@ def request_time_problems(request: str, arith, context: str = "") -> list[str]:
     for c in clock_times(request):
         t = repr(c["text"])
         if not have & set(c["minutes"]):
-            out.append(f"the request says {t}, which is no time of the chain ({listing}) and none the context states")
+            out.append(f"the request says {t}, which is no time of the chain ({listing}) "
+                       "and none the context states")
         elif (isinstance(arith, dict) and _min(arith["deadline"]) not in c["minutes"]
               and _names_event(request, c["span"], arith["deadline_what"])):
-            out.append(f"the request puts {t} on what the chain has at {arith['deadline']} ({arith['deadline_what']})")
+            out.append(f"the request puts {t} on what the chain has at {arith['deadline']} "
+                       f"({arith['deadline_what']})")
     return out
 
 # %% ../../nbs/44_gen_validate.ipynb #1d2e85a4
-CHECK_ORDER = ("empty_field", "truncated", "copies_example", "date_invalid_or_outside", "date_before_request", "weekday_mismatch", "arithmetic_label", "arithmetic_not_in_context",
-               "request_time_mismatch", "verdict_word_in_context", "request_leak", "reason_not_in_context", "duplicate_reason",
+CHECK_ORDER = ("empty_field", "truncated", "copies_example", "date_invalid_or_outside", "date_before_request",
+               "weekday_mismatch", "arithmetic_label", "arithmetic_not_in_context", "request_time_mismatch",
+               "verdict_word_in_context", "request_leak", "reason_not_in_context", "duplicate_reason",
                "validator_label", "validator_leak", "validator_unrealistic")
 
 # %% ../../nbs/44_gen_validate.ipynb #3b794116
-def case_problems(case: dict, situation_type: str, label: str, ref_date: str, window: dict) -> list[tuple[str, str]]:
+def case_problems(case: dict, situation_type: str, label: str, ref_date: str,
+                  window: dict) -> list[tuple[str, str]]:
     "Deterministic problems of a drafted case, as (code, message), in CHECK_ORDER."
     out = []
     for k in ("request", "context", "judgment", "hidden_reason"):
         if not (case.get(k) or "").strip(): out.append(("empty_field", f"{k} is empty"))
     fields = {k: case.get(k) or "" for k in ("request", "context", "judgment")}
     for k, n in (("request", REQUEST_CHARS), ("context", CONTEXT_CHARS), ("judgment", JUDGMENT_CHARS)):
-        if truncated(fields[k], n): out.append(("truncated", f"{k} was cut at its {n}-character limit: write it shorter"))
+        if truncated(fields[k], n):
+            out.append(("truncated", f"{k} was cut at its {n}-character limit: write it shorter"))
     copied = [m for m in EXAMPLE_MARKERS if m in fields["request"] + " " + fields["context"]]
-    if copied: out.append(("copies_example", f"the case copies the example's world ({', '.join(copied)}): write one about this user"))
-    for k, t in fields.items(): out += [("date_invalid_or_outside", f"{k}: {p}") for p in date_problems(t, window)]
+    if copied:
+        out.append(("copies_example",
+                    f"the case copies the example's world ({', '.join(copied)}): write one about this user"))
+    for k, t in fields.items():
+        out += [("date_invalid_or_outside", f"{k}: {p}") for p in date_problems(t, window)]
     out += [("date_invalid_or_outside", f"date: {p}") for p in date_problems(case.get("date", ""), window)]
     try:
         if dt.date.fromisoformat(case.get("date", "")) < dt.date.fromisoformat(str(ref_date)):
-            out.append(("date_before_request", f"the requested day {case['date']} is before the request date {ref_date}"))
+            out.append(("date_before_request",
+                        f"the requested day {case['date']} is before the request date {ref_date}"))
     except ValueError: pass
-    for k, t in fields.items(): out += [("weekday_mismatch", f"{k}: {p}") for p in weekday_problems(t, window)]
+    for k, t in fields.items():
+        out += [("weekday_mismatch", f"{k}: {p}") for p in weekday_problems(t, window)]
     if situation_type == "temporal":
         a = case.get("arithmetic")
         if not isinstance(a, dict): out.append(("arithmetic_label", "a temporal case needs its arithmetic"))
         else:
             out += [("arithmetic_label", p) for p in arithmetic_problems(a, label)[1]]
             miss = numbers_missing(a, fields["context"])
-            if miss: out.append(("arithmetic_not_in_context", f"the context does not state {', '.join(miss)}"))
+            if miss:
+                out.append(("arithmetic_not_in_context", f"the context does not state {', '.join(miss)}"))
             out += [("request_time_mismatch", p) for p in
                     request_time_problems(fields["request"], a, fields["context"])]
     vw = verdict_words(fields["context"])
     if vw: out.append(("verdict_word_in_context", f"the context says {', '.join(repr(w) for w in vw)}"))
     lk = leaked_terms(fields["request"], case.get("hidden_terms") or [])
-    if lk: out.append(("request_leak", f"the request gives the hidden reason away: {', '.join(repr(w) for w in lk)}"))
+    if lk:
+        out.append(("request_leak",
+                    f"the request gives the hidden reason away: {', '.join(repr(w) for w in lk)}"))
     terms = case.get("hidden_terms") or []
     if terms and not term_hits(fields["context"], terms):
-        out.append(("reason_not_in_context", f"none of the hidden terms ({', '.join(terms)}) appears in the context"))
+        out.append(("reason_not_in_context",
+                    f"none of the hidden terms ({', '.join(terms)}) appears in the context"))
     return sorted(out, key=lambda p: CHECK_ORDER.index(p[0]))
 
 # %% ../../nbs/44_gen_validate.ipynb #72161fbe
@@ -351,77 +392,70 @@ class Review(BaseModel):
     realistic: bool
 
 # %% ../../nbs/44_gen_validate.ipynb #41f94e11
-VALIDATOR_SYSTEM = """You review test cases for a personal assistant. You see a request the user makes, the date they make it, and facts the assistant already knows.
-1. deciding_fact: name the fact that matters most for this request.
-2. decision: as the assistant, would you carry out the request as asked (go_ahead), or hold off and tell the user about a problem (hold_off)? Decide only from the facts.
-3. request_hints: true if the request text on its own mentions or hints at that problem or at the deciding fact, false otherwise.
-4. realistic: true if the request and the facts are plausible in an ordinary person's life.
-Answer with JSON only, following the schema."""
+VALIDATOR_SYSTEM = prompt_asset("gen/validate/VALIDATOR_SYSTEM.md")
 
 # %% ../../nbs/44_gen_validate.ipynb #c83dac6e
 def review_messages(case: dict, ref_date: str) -> list[dict]:
     "Validator messages: request, its date and the context only (no label, judgment or hidden reason)."
     d = dt.date.fromisoformat(str(ref_date))
     return [dict(role="system", content=VALIDATOR_SYSTEM),
-            dict(role="user", content=f"Request (made on {d:%A} {d.isoformat()}): {case['request']}\nFacts the assistant knows: {case['context']}\nReview it as JSON.")]
+            dict(role="user", content=f"Request (made on {d:%A} {d.isoformat()}): {case['request']}\n"
+                                      f"Facts the assistant knows: {case['context']}\nReview it as JSON.")]
 
 # %% ../../nbs/44_gen_validate.ipynb #732c5418
 def review_problems(rv: Review, label: str) -> list[tuple[str, str]]:
     "Problems a validator review raises about a case with this label."
     out = []
     want = "hold_off" if label == "conflict" else "go_ahead"
-    if rv.decision != want: out.append(("validator_label", f"a reader of the context decides {rv.decision}, but the label is {label} (deciding fact named: {rv.deciding_fact})"))
-    if rv.request_hints: out.append(("validator_leak", "a reader finds that the request hints at the problem"))
+    if rv.decision != want:
+        out.append(("validator_label", f"a reader of the context decides {rv.decision}, "
+                                       f"but the label is {label} (deciding fact named: {rv.deciding_fact})"))
+    if rv.request_hints:
+        out.append(("validator_leak", "a reader finds that the request hints at the problem"))
     if not rv.realistic: out.append(("validator_unrealistic", "a reader finds the case unrealistic"))
     return out
 
 # %% ../../nbs/44_gen_validate.ipynb #3a5e00af
-REWRITE_NOTE = """The previous version of this case failed review. Rewrite it: keep its idea, situation type and label, fix every problem listed, and change as little else as needed."""
+REWRITE_NOTE = prompt_asset("gen/validate/REWRITE_NOTE.md")
 
 # %% ../../nbs/44_gen_validate.ipynb #ef71459f
-FRESH_NOTE = """An earlier attempt at this case was rejected for the problems listed below. Write a new case for the same situation type, label and anchor that avoids them."""
+FRESH_NOTE = prompt_asset("gen/validate/FRESH_NOTE.md")
 
 # %% ../../nbs/44_gen_validate.ipynb #8c8fe579
-REWRITE_HINTS = {
-    "empty_field": "a field was left empty",
-    "truncated": "a text ran into its length limit: write shorter",
-    "copies_example": "it reused names, places or details of the example: write about this user's world only",
-    "date_invalid_or_outside": "a date did not exist or lay outside the calendar",
-    "date_before_request": "the requested day came before the request date",
-    "weekday_mismatch": "a weekday did not match its date: take both from the calendar",
-    "arithmetic_label": "its arithmetic gave the other label: check the minutes against the deadline",
-    "arithmetic_not_in_context": "the context did not state every time and duration of the arithmetic",
-    "request_time_mismatch": "the request named a time its chain does not have: use the deadline's, or none",
-    "verdict_word_in_context": "the context judged the request instead of stating facts",
-    "request_leak": "the request named or hinted at the deciding fact",
-    "reason_not_in_context": "the context did not state the deciding fact with its hidden_terms",
-    "duplicate_reason": "another case of this world already rests on the same deciding fact: choose another",
-    "validator_label": "a reader of the context alone reached the other decision: make the deciding fact plain",
-    "validator_leak": "a reader found that the request hints at the problem",
-    "validator_unrealistic": "a reader found the case unrealistic",
-}
+REWRITE_HINTS = prompt_asset("gen/validate/REWRITE_HINTS.json")
 
 # %% ../../nbs/44_gen_validate.ipynb #d891ba79
-FRESH_DETAILS = ("empty_field", "truncated", "date_invalid_or_outside", "date_before_request", "weekday_mismatch", "arithmetic_not_in_context",
-                 "request_time_mismatch", "verdict_word_in_context", "request_leak", "reason_not_in_context", "duplicate_reason")
+FRESH_DETAILS = ("empty_field", "truncated", "date_invalid_or_outside", "date_before_request",
+                 "weekday_mismatch", "arithmetic_not_in_context", "request_time_mismatch",
+                 "verdict_word_in_context", "request_leak", "reason_not_in_context", "duplicate_reason")
 
 # %% ../../nbs/44_gen_validate.ipynb #2f7bf59e
 def fresh_problem_lines(problems: list[tuple[str, str]]) -> list[str]:
-    "The problems of a rejected attempt as lines for a fresh rewrite: one per code, in order, with the findings of FRESH_DETAILS codes."
+    """The problems of a rejected attempt as lines for a fresh rewrite: one per code, in order, with the
+    findings of FRESH_DETAILS codes."""
     by = {}
     for code, msg in problems: by.setdefault(code, []).append(msg)
-    return [f"- {REWRITE_HINTS.get(code, code)}" + (f" ({'; '.join(m[:160] for m in msgs[:2])})" if code in FRESH_DETAILS else "") for code, msgs in by.items()]
+    found = lambda code, msgs: f" ({'; '.join(m[:160] for m in msgs[:2])})" if code in FRESH_DETAILS else ""
+    return [f"- {REWRITE_HINTS.get(code, code)}" + found(code, msgs) for code, msgs in by.items()]
 
 # %% ../../nbs/44_gen_validate.ipynb #45c0f5e8
-def rewrite_messages(inst: dict, slot: dict, draft: dict, problems: list[tuple[str, str]], mode: str = "revise", copied: bool = False) -> list[dict]:
-    "Messages asking for a rewrite: 'revise' shows `draft` and its problems; 'fresh' asks for a new case for the slot, with the problems only (no example once one was `copied`)."
+def rewrite_messages(inst: dict, slot: dict, draft: dict, problems: list[tuple[str, str]],
+                     mode: str = "revise", copied: bool = False) -> list[dict]:
+    """Messages asking for a rewrite: 'revise' shows `draft` and its problems; 'fresh' asks for a new case for
+    the slot, with the problems only (no example once one was `copied`)."""
     if mode not in ("revise", "fresh"): raise ValueError(f"rewrite mode {mode!r}: use 'revise' or 'fresh'")
     example = None if mode == "fresh" and copied else slot.get("example", 0)
-    base = case_messages(inst, slot["situation_type"], slot["label"], slot["ref_date"], slot["focus"], inst["timeline"]["window_end"], example, slot.get("chain"))
+    base = case_messages(inst, slot["situation_type"], slot["label"], slot["ref_date"], slot["focus"],
+                         inst["timeline"]["window_end"], example, slot.get("chain"))
     head = base[1]["content"].rsplit("\n\n", 1)[0]
-    if mode == "fresh": user = head + f"\n\n{FRESH_NOTE}\n" + "\n".join(fresh_problem_lines(problems)) + "\n\nWrite the case as JSON."
-    else: user = (head + f"\n\n{REWRITE_NOTE}\nPrevious version:\n{json.dumps(chain_names(draft) if slot.get('chain') else draft, ensure_ascii=False)}\n"
-                  "Problems:\n" + "\n".join(f"- {m}" for _, m in problems) + "\n\nWrite the corrected case as JSON.")
+    if mode == "fresh":
+        user = (head + f"\n\n{FRESH_NOTE}\n" + "\n".join(fresh_problem_lines(problems))
+                + "\n\nWrite the case as JSON.")
+    else:
+        shown = json.dumps(chain_names(draft) if slot.get("chain") else draft, ensure_ascii=False)
+        user = (head + f"\n\n{REWRITE_NOTE}\nPrevious version:\n{shown}\n"
+                "Problems:\n" + "\n".join(f"- {m}" for _, m in problems)
+                + "\n\nWrite the corrected case as JSON.")
     return [base[0], dict(role="user", content=user)]
 
 # %% ../../nbs/44_gen_validate.ipynb #75155aa4
@@ -429,14 +463,16 @@ REVIEW_MAX_TOKENS = 200
 
 # %% ../../nbs/44_gen_validate.ipynb #91be6396
 def word_key(s: str) -> str:
-    "The lower-case words and numbers of `s`, one space apart: texts that differ only in case and punctuation share it."
+    """The lower-case words and numbers of `s`, one space apart: texts that differ only in case and
+    punctuation share it."""
     return " ".join(_words(s))
 
 # %% ../../nbs/44_gen_validate.ipynb #5bc52eaf
 def _ask_reviews(cm, cfg: GenConfig, open_: dict, clean: list[str], probs: dict) -> list[str]:
-    "Review the `clean` open cases: store each review, update `probs` (enforce mode); the ids whose review failed."
-    reviews = dict(zip(clean, ask_many(cm, [review_messages(open_[c]["draft"], open_[c]["slot"]["ref_date"]) for c in clean], Review,
-                                       stage="gen.validate", max_tokens=REVIEW_MAX_TOKENS)))
+    "Review the `clean` open cases: store each review, update `probs` (enforce mode); the ids that failed."
+    convs = [review_messages(open_[c]["draft"], open_[c]["slot"]["ref_date"]) for c in clean]
+    got = ask_many(cm, convs, Review, stage="gen.validate", max_tokens=REVIEW_MAX_TOKENS)
+    reviews = dict(zip(clean, got))
     failed_review = []
     for cid in clean:
         rv, _ = reviews[cid]
@@ -446,16 +482,21 @@ def _ask_reviews(cm, cfg: GenConfig, open_: dict, clean: list[str], probs: dict)
     return failed_review
 
 # %% ../../nbs/44_gen_validate.ipynb #c0f425fd
-def _ask_rewrites(cm, inst: dict, open_: dict, probs: dict, redo: list[str], rnd: int, decisions: dict, temperature: float = 0.0, mode: str = "revise"):
-    "Replace the drafts of the `redo` cases by their rewrites (`mode`: see `rewrite_messages`); drop (into `decisions`) those whose rewrite failed."
-    got = ask_many(cm, [rewrite_messages(inst, open_[c]["slot"], open_[c]["draft"], probs[c], mode, copied=any("copies_example" in h for h in open_[c]["history"]))
-                        for c in redo],
-                   [slot_schema(open_[c]["slot"]) for c in redo], stage="gen.rewrite", max_tokens=CASE_MAX_TOKENS,
-                   temperature=temperature, seed=rnd + 1)   # round r samples with seed r + 1: never the same request twice
+def _ask_rewrites(cm, inst: dict, open_: dict, probs: dict, redo: list[str], rnd: int, decisions: dict,
+                  temperature: float = 0.0, mode: str = "revise"):
+    """Replace the drafts of the `redo` cases by their rewrites (`mode`: see `rewrite_messages`); drop (into
+    `decisions`) those whose rewrite failed."""
+    copied = lambda c: any("copies_example" in h for h in open_[c]["history"])
+    convs = [rewrite_messages(inst, open_[c]["slot"], open_[c]["draft"], probs[c], mode, copied=copied(c))
+             for c in redo]
+    got = ask_many(cm, convs, [slot_schema(open_[c]["slot"]) for c in redo], stage="gen.rewrite",
+                   max_tokens=CASE_MAX_TOKENS, temperature=temperature,
+                   seed=rnd + 1)   # round r samples with seed r + 1: never the same request twice
     for cid, (obj, _) in zip(redo, got):
         if obj is None:
-            decisions[cid] = dict(case_id=cid, action="drop", rounds=rnd + 1, history=open_[cid]["history"], review=open_[cid].get("review"),
-                                  reason="rewrite_malformed_output"); del open_[cid]
+            decisions[cid] = dict(case_id=cid, action="drop", rounds=rnd + 1, history=open_[cid]["history"],
+                                  review=open_[cid].get("review"), reason="rewrite_malformed_output")
+            del open_[cid]
         else: open_[cid]["draft"] = slot_draft(open_[cid]["slot"], obj)
 
 # %% ../../nbs/44_gen_validate.ipynb #785ab866
@@ -463,20 +504,23 @@ def _validation_row(inst: dict, cases: list[dict], decisions: dict, drafts: dict
     "The stage 4 row from the decisions and the final drafts of the kept cases, by case id."
     decisions_by = decisions
     decisions = [decisions[c["case_id"]] for c in cases if c["case_id"] in decisions]
-    kept = [{**{k: v for k, v in c.items() if k != "error"}, "draft": drafts[c["case_id"]], "action": decisions_by[c["case_id"]]["action"],
-             "review": decisions_by[c["case_id"]]["review"]} for c in cases if c["case_id"] in drafts]
+    kept = [{**{k: v for k, v in c.items() if k != "error"}, "draft": drafts[c["case_id"]],
+             "action": decisions_by[c["case_id"]]["action"], "review": decisions_by[c["case_id"]]["review"]}
+            for c in cases if c["case_id"] in drafts]
     return dict(instance_id=inst["instance_id"], decisions=decisions, kept=kept,
                 actions=count(d["action"] for d in decisions),
                 dropped=count(d["reason"] for d in decisions if d["action"] == "drop"),
-                rewrite_reasons=count(code for d in decisions for h in d["history"][:d["rounds"]] for code in h),
+                rewrite_reasons=count(c for d in decisions for h in d["history"][:d["rounds"]] for c in h),
                 repaired=count("weekday" for d in decisions if d.get("repairs")))
 
 # %% ../../nbs/44_gen_validate.ipynb #00161cf3
 def validate_cases(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict:
     "Stage 4 row for one instance: decisions for every drafted case, the kept cases, and counts by reason."
     win = inst["timeline"]
-    open_ = {c["case_id"]: dict(slot=c, draft=c["draft"], history=[]) for c in cases if c["draft"] is not None}
-    decisions = {c["case_id"]: dict(case_id=c["case_id"], action="drop", rounds=0, history=[], reason="malformed_output", review=None)
+    open_ = {c["case_id"]: dict(slot=c, draft=c["draft"], history=[])
+             for c in cases if c["draft"] is not None}
+    decisions = {c["case_id"]: dict(case_id=c["case_id"], action="drop", rounds=0, history=[],
+                                    reason="malformed_output", review=None)
                  for c in cases if c["draft"] is None}
     kept_reasons, drafts = [], {}
     for rnd in range(cfg.max_rewrites + 1):
@@ -484,30 +528,42 @@ def validate_cases(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict:
         if cfg.repair_weekdays:
             for o in open_.values():
                 o["draft"], notes = repair_draft(o["draft"], win); o.setdefault("repairs", []).extend(notes)
-        probs = {cid: case_problems(o["draft"], o["slot"]["situation_type"], o["slot"]["label"], o["slot"]["ref_date"], win) for cid, o in open_.items()}
+        probs = {cid: case_problems(o["draft"], o["slot"]["situation_type"], o["slot"]["label"],
+                                    o["slot"]["ref_date"], win) for cid, o in open_.items()}
         clean = [cid for cid in open_ if not probs[cid]]
         failed_review = _ask_reviews(cm, cfg, open_, clean, probs)
         for cid in open_:   # duplicates: in case order, against the cases already kept
             if not probs[cid] and cid not in failed_review:
                 r = word_key(open_[cid]["draft"]["hidden_reason"])
-                if r in kept_reasons: probs[cid] = [("duplicate_reason", f"another case of this world already rests on {open_[cid]['draft']['hidden_reason']!r}: choose another")]
+                if r in kept_reasons:
+                    why = ("another case of this world already rests on "
+                           f"{open_[cid]['draft']['hidden_reason']!r}: choose another")
+                    probs[cid] = [("duplicate_reason", why)]
                 else: kept_reasons.append(r)
         redo = []
         for cid in list(open_):
-            o = open_[cid]; o["history"].append([c for c, _ in probs[cid]] + (["validator_failed"] if cid in failed_review else []))
-            base = dict(case_id=cid, rounds=rnd, history=o["history"], review=o.get("review"), repairs=o.get("repairs", []))
-            if cid in failed_review: decisions[cid] = dict(base, action="drop", reason="validator_failed"); del open_[cid]
+            o = open_[cid]
+            o["history"].append([c for c, _ in probs[cid]]
+                                + (["validator_failed"] if cid in failed_review else []))
+            base = dict(case_id=cid, rounds=rnd, history=o["history"], review=o.get("review"),
+                        repairs=o.get("repairs", []))
+            if cid in failed_review:
+                decisions[cid] = dict(base, action="drop", reason="validator_failed"); del open_[cid]
             elif not probs[cid]:
-                decisions[cid] = dict(base, action="keep" if rnd == 0 else "rewritten", reason=None); drafts[cid] = o["draft"]; del open_[cid]
-            elif rnd == cfg.max_rewrites: decisions[cid] = dict(base, action="drop", reason=probs[cid][0][0]); del open_[cid]
+                decisions[cid] = dict(base, action="keep" if rnd == 0 else "rewritten", reason=None)
+                drafts[cid] = o["draft"]; del open_[cid]
+            elif rnd == cfg.max_rewrites:
+                decisions[cid] = dict(base, action="drop", reason=probs[cid][0][0]); del open_[cid]
             else: redo.append(cid)
         _ask_rewrites(cm, inst, open_, probs, redo, rnd, decisions, cfg.rewrite_temperature, cfg.rewrite_mode)
     return _validation_row(inst, cases, decisions, drafts)
 
 # %% ../../nbs/44_gen_validate.ipynb #2898036d
 PRONOUN_START = re.compile(r"^(he|she|they|it|his|her|their|its|this|that|these|those|we|i|you)\b", re.I)
-RELATIVE_DATE = re.compile(r"\b(today|tonight|tomorrow|yesterday|this (?:week|weekend|month|morning|afternoon|evening)|"
-                           rf"(?<!the )(?:next|last|this) (?:week|weekend|month|{'|'.join(d for d in _WD if len(d) > 4)}))\b", re.I)
+_WEEKDAY_NAMES = "|".join(d for d in _WD if len(d) > 4)
+RELATIVE_DATE = re.compile(r"\b(today|tonight|tomorrow|yesterday|"
+                           r"this (?:week|weekend|month|morning|afternoon|evening)|"
+                           rf"(?<!the )(?:next|last|this) (?:week|weekend|month|{_WEEKDAY_NAMES}))\b", re.I)
 
 # %% ../../nbs/44_gen_validate.ipynb #2b96fbf6
 def fact_problems(text: str, window: dict) -> list[tuple[str, str, str]]:
@@ -523,7 +579,8 @@ def fact_problems(text: str, window: dict) -> list[tuple[str, str, str]]:
 # %% ../../nbs/44_gen_validate.ipynb #37a5f99b
 def _hidden_overlap(request: str, reason: str, names: set[str]) -> list[str]:
     rw = set(_words(request))
-    return sorted({w for w in _words(reason) if len(w) > 3 and w not in _STOP and w not in names and w not in _WD and w not in _MONTHS and w in rw})
+    return sorted({w for w in _words(reason) if len(w) > 3 and w in rw
+                   and w not in _STOP and w not in names and w not in _WD and w not in _MONTHS})
 
 # %% ../../nbs/44_gen_validate.ipynb #c06cf76e
 def _kb_findings(ds) -> tuple[list[dict], dict]:
@@ -535,7 +592,8 @@ def _kb_findings(ds) -> tuple[list[dict], dict]:
         for f in kb:
             fs = [dict(severity=s, check=c, message=m) for s, c, m in fact_problems(f.text, win)]
             key = word_key(f.text)
-            if key in seen: fs.append(dict(severity="warn", check="kb_duplicate", message=f"same text as {seen[key]}"))
+            if key in seen:
+                fs.append(dict(severity="warn", check="kb_duplicate", message=f"same text as {seen[key]}"))
             else: seen[key] = f.doc_id
             fact_findings[(iid, f.doc_id)] = fs
             if fs: facts.append(dict(instance_id=iid, doc_id=f.doc_id, text=f.text, findings=fs))
@@ -549,11 +607,12 @@ def _date_findings(q, win: dict) -> list[tuple[str, str, str]]:
         t = getattr(q, k) or ""
         out += [("error", "date_invalid_or_outside", f"{k}: {p}") for p in date_problems(t, win)]
         out += [("error", "weekday_mismatch", f"{k}: {p}") for p in weekday_problems(t, win)]
-    return out + [("error", "verdict_word_in_context", f"the context says {w!r}") for w in verdict_words(q.context or "")]
+    return out + [("error", "verdict_word_in_context", f"the context says {w!r}")
+                  for w in verdict_words(q.context or "")]
 
 # %% ../../nbs/44_gen_validate.ipynb #3095ece4
 def _arithmetic_findings(ds, q, coverage: Counter) -> list[tuple[str, str, str]]:
-    "A temporal query's chain against its label, (structured) the numbers its gold facts state, and the request's times."
+    "A temporal query's chain against its label, the numbers its gold facts state (structured), its times."
     if q.situation_type != "temporal": return []
     a = q.meta.get("arithmetic")
     how, probs = arithmetic_problems(a, q.label)
@@ -561,25 +620,30 @@ def _arithmetic_findings(ds, q, coverage: Counter) -> list[tuple[str, str, str]]
     out = [("error", "arithmetic_label", p) for p in probs]
     if how == "structured":
         miss = numbers_missing(a, " ".join(f.text for f in ds.gold_facts(q)))
-        if miss: out.append(("error", "arithmetic_not_in_gold", f"the gold facts do not state {', '.join(miss)}"))
+        if miss:
+            out.append(("error", "arithmetic_not_in_gold", f"the gold facts do not state {', '.join(miss)}"))
     if chain_times(a):
         coverage[f"request times: {'structured' if isinstance(a, dict) else 'text'} chain"] += 1
-        out += [("error", "request_time_mismatch", p) for p in request_time_problems(q.query, a, q.context or "")]
+        out += [("error", "request_time_mismatch", p)
+                for p in request_time_problems(q.query, a, q.context or "")]
     return out
 
 # %% ../../nbs/44_gen_validate.ipynb #6409a458
 def _leak_findings(q, names: set[str], coverage: Counter) -> list[tuple[str, str, str]]:
-    "Does the request name a hidden term, or share words (names excepted) or hint phrases with the hidden reason?"
+    "Does a request name a hidden term, or share words (names aside) or hint phrases with the hidden reason?"
     if q.meta.get("hidden_terms"):
         coverage["request leak: hidden_terms"] += 1
         lk = leaked_terms(q.query, q.meta["hidden_terms"])
-        return [("error", "request_leak", f"the request contains {', '.join(repr(w) for w in lk)}")] if lk else []
+        if not lk: return []
+        return [("error", "request_leak", f"the request contains {', '.join(repr(w) for w in lk)}")]
     if q.meta.get("hidden_reason"):
         coverage["request leak: hidden_reason words only"] += 1
         ov = _hidden_overlap(q.query, q.meta["hidden_reason"], names)
         hints = [p for p in HINT_PHRASES if re.search(rf"\b{p}\b", " ".join(_words(q.query)))]
         if not (ov or hints): return []
-        return [("warn", "request_shares_reason_words", f"the request shares {', '.join(repr(w) for w in ov + hints)} with the hidden reason {q.meta['hidden_reason']!r}")]
+        shared = ", ".join(repr(w) for w in ov + hints)
+        return [("warn", "request_shares_reason_words",
+                 f"the request shares {shared} with the hidden reason {q.meta['hidden_reason']!r}")]
     coverage["request leak: unchecked (no hidden reason)"] += 1
     return []
 
@@ -588,26 +652,31 @@ def _gold_findings(ds, q, fact_findings: dict) -> list[tuple[str, str, str]]:
     "Errors of the query's gold facts (from `_kb_findings`), and gold facts that copy its judgment."
     out = []
     for d in q.gold_doc_ids:
-        out += [("error", f"gold_{f['check']}", f"gold fact {d}: {f['message']}") for f in fact_findings[(q.instance_id, d)] if f["severity"] == "error"]
+        out += [("error", f"gold_{f['check']}", f"gold fact {d}: {f['message']}")
+                for f in fact_findings[(q.instance_id, d)] if f["severity"] == "error"]
         t = ds.fact(q.instance_id, d).text
-        if len(t) > 30 and word_key(t) in word_key(q.judgment): out.append(("warn", "fact_copies_judgment", f"gold fact {d} copies the judgment"))
+        if len(t) > 30 and word_key(t) in word_key(q.judgment):
+            out.append(("warn", "fact_copies_judgment", f"gold fact {d} copies the judgment"))
     return out
 
 # %% ../../nbs/44_gen_validate.ipynb #a0c906db
 def _duplicate_findings(q, req_seen: dict, reason_seen: dict) -> list[tuple[str, str, str]]:
-    "A request seen before (an error), or a hidden reason seen before in the same world (a warning); records this query's."
+    """A request seen before (an error), or a hidden reason seen before in the same world (a warning); records
+    this query's."""
     out = []
     key = word_key(q.query)
     if key in req_seen: out.append(("error", "duplicate_request", f"same request as {req_seen[key]}"))
     else: req_seen[key] = q.query_id
     r = word_key(q.meta.get("hidden_reason") or "")
-    if r and (q.instance_id, r) in reason_seen: out.append(("warn", "duplicate_reason", f"same hidden reason as {reason_seen[(q.instance_id, r)]}"))
+    if r and (q.instance_id, r) in reason_seen:
+        out.append(("warn", "duplicate_reason", f"same hidden reason as {reason_seen[(q.instance_id, r)]}"))
     elif r: reason_seen[(q.instance_id, r)] = q.query_id
     return out
 
 # %% ../../nbs/44_gen_validate.ipynb #0fba0ced
 def verify_dataset(path) -> dict:
-    "Run the deterministic checks on a dataset folder (loaded strictly first): findings per query and per fact, and counts."
+    """Run the deterministic checks on a dataset folder (loaded strictly first): findings per query and per
+    fact, and counts."""
     from pace.data import load_pace_dataset
     ds = load_pace_dataset(path)
     facts, fact_findings = _kb_findings(ds)
@@ -616,22 +685,29 @@ def verify_dataset(path) -> dict:
         inst = ds.instances[q.instance_id]
         win = inst.timeline.model_dump(mode="json")
         names = {w for p in [inst.ego, *inst.alters] for w in _words(p.name)}
-        found = (_date_findings(q, win) + _arithmetic_findings(ds, q, coverage) + _leak_findings(q, names, coverage)
-                 + _gold_findings(ds, q, fact_findings) + _duplicate_findings(q, req_seen, reason_seen))
+        found = (_date_findings(q, win) + _arithmetic_findings(ds, q, coverage)
+                 + _leak_findings(q, names, coverage) + _gold_findings(ds, q, fact_findings)
+                 + _duplicate_findings(q, req_seen, reason_seen))
         out = [dict(severity=s, check=c, message=m) for s, c, m in found]
-        queries.append(dict(query_id=q.query_id, instance_id=q.instance_id, situation_type=q.situation_type, label=q.label, findings=out))
+        queries.append(dict(query_id=q.query_id, instance_id=q.instance_id, situation_type=q.situation_type,
+                            label=q.label, findings=out))
     allf = [f for q in queries for f in q["findings"]] + [f for x in facts for f in x["findings"]]
     return dict(path=str(path), n_queries=len(queries), n_facts=sum(map(len, ds.kb.values())),
-                errors=sum(f["severity"] == "error" for f in allf), warnings=sum(f["severity"] == "warn" for f in allf),
-                by_check=count(f"{f['severity']}: {f['check']}" for f in allf), coverage=dict(sorted(coverage.items())),
+                errors=sum(f["severity"] == "error" for f in allf),
+                warnings=sum(f["severity"] == "warn" for f in allf),
+                by_check=count(f"{f['severity']}: {f['check']}" for f in allf),
+                coverage=dict(sorted(coverage.items())),
                 queries=queries, facts=facts)
 
 # %% ../../nbs/44_gen_validate.ipynb #bb70f871
 def verify_markdown(rep: dict, max_facts: int = 30) -> str:
     "A readable report of `verify_dataset`."
     lines = [f"# pace data verify {rep['path']}", "",
-             f"{rep['n_queries']} queries, {rep['n_facts']} facts: **{rep['errors']} errors, {rep['warnings']} warnings**", "",
-             *(["| check | findings |", "|---|---:|"] + [f"| {k} | {v} |" for k, v in rep["by_check"].items()] if rep["by_check"] else ["No findings."])]
+             f"{rep['n_queries']} queries, {rep['n_facts']} facts: "
+             f"**{rep['errors']} errors, {rep['warnings']} warnings**",
+             "",
+             *(["| check | findings |", "|---|---:|"] + [f"| {k} | {v} |" for k, v in rep["by_check"].items()]
+               if rep["by_check"] else ["No findings."])]
     lines += ["", "What could be checked:", ""] + [f"- {k}: {v} queries" for k, v in rep["coverage"].items()]
     lines += ["", "## Queries", "", "| query | type | label | findings |", "|---|---|---|---|"]
     for q in rep["queries"]:
@@ -639,14 +715,16 @@ def verify_markdown(rep: dict, max_facts: int = 30) -> str:
         lines.append(f"| {q['query_id']} | {q['situation_type']} | {q['label']} | {f.replace('|', '/')} |")
     lines += ["", f"## Facts with findings ({len(rep['facts'])})", ""]
     for x in rep["facts"][:max_facts]:
-        lines.append(f"- {x['instance_id']} {x['doc_id']}: " + "; ".join(f"{f['severity']} {f['check']}: {f['message']}" for f in x["findings"])
+        lines.append(f"- {x['instance_id']} {x['doc_id']}: "
+                     + "; ".join(f"{f['severity']} {f['check']}: {f['message']}" for f in x["findings"])
                      + f" -- {x['text']!r}")
-    if len(rep["facts"]) > max_facts: lines.append(f"- ... and {len(rep['facts']) - max_facts} more (see --json)")
+    if len(rep["facts"]) > max_facts:
+        lines.append(f"- ... and {len(rep['facts']) - max_facts} more (see --json)")
     return "\n".join(lines) + "\n"
 
 # %% ../../nbs/44_gen_validate.ipynb #fdb5bb26
 def data_verify(path: str, out=None, as_json: bool = False) -> int:
-    "`pace data verify PATH`: print the report; 1 when errors were found (or the dataset does not load), else 0."
+    "`pace data verify PATH`: print the report; 1 on errors (or a dataset that does not load), else 0."
     import sys
     from pace.data import DatasetError
     out = out or sys.stdout

@@ -391,11 +391,3 @@ class PaceMaker(_Steps):
                                      STAGE_ORDER)
         for tr, u in zip(trs, usage): tr.stages, tr.timings['total'] = u, time.perf_counter() - t_all
         return trs
-
-# %% ../../nbs/21_pipeline.ipynb #2ea04a3e
-def __getattr__(name):
-    "Compatibility: `pace.methods.pipeline.ToyIndex` is `pace.testing.ToyIndex`."
-    if name == "ToyIndex":
-        from pace.testing import ToyIndex
-        return ToyIndex
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
