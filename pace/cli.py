@@ -111,6 +111,7 @@ def _drop_if_empty(p: Path | None):
     if p is not None and p.is_dir() and not any(not f.is_dir() for f in p.rglob("*")):
         shutil.rmtree(p, ignore_errors=True)
 
+# %% ../nbs/90_cli.ipynb #cea09a0a
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `pace` console script."
     argv = sys.argv[1:] if argv is None else list(argv)

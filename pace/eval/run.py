@@ -86,6 +86,7 @@ def prompt_hashes() -> dict[str, str]:
     return {f"{mod.__name__.split('.')[-1]}.{k}": h for mod in (pace.methods.agents, pace.eval.judge)
             for k, h in _prompt_digests(mod).items()}
 
+# %% ../../nbs/32_run.ipynb #29986558
 def hipporag_settings() -> dict:
     "What makes HippoRAG 2's rows: its config and its prompts' sha256 (first 16 hex; NER, triples, filter)."
     import pace.methods.hipporag as h
@@ -102,6 +103,7 @@ def chat_name(spec, # a chat model spec or a model object
 
 def _slug(s: str) -> str: return re.sub(r"[^A-Za-z0-9_.-]+", "-", s).strip("-")[:80]
 
+# %% ../../nbs/32_run.ipynb #b5701756
 def default_run_name(dataset, # the dataset folder
                      chat_id: str | None, # the chat model's name (None: the run uses no chat model)
                      n, # the number of queries the run selects (0/None: all of them)
@@ -111,6 +113,7 @@ def default_run_name(dataset, # the dataset folder
     name = "-".join([Path(str(dataset)).name, *model, 'n%d' % n if n else 'all'])
     return _slug(name + ('-retrieval' if retrieval_only else ''))
 
+# %% ../../nbs/32_run.ipynb #8abf7907
 def check_run_name(name: str) -> str:
     "A run name is one folder name inside --out: not empty, no path separator, no '..'."
     seps = [c for c in ("/", "\\", os.sep, os.altsep) if c]
@@ -265,6 +268,7 @@ def public_query(q, # a `pace.data.Query`
     "The request as a method may see it: id, instance, text and date; no label, gold ids or judgment."
     return SimpleNamespace(query_id=q.query_id, instance_id=q.instance_id, query=q.query, ref_date=q.ref_date)
 
+# %% ../../nbs/32_run.ipynb #98eaed61
 def public_facts(kb, # an instance's `pace.data.Fact`s
                 ) -> list:
     "KB facts with only `doc_id` and `text` (no `meta`)."
@@ -272,6 +276,7 @@ def public_facts(kb, # an instance's `pace.data.Fact`s
 
 _KBS = weakref.WeakKeyDictionary()   # dataset -> {instance_id: its public facts}
 
+# %% ../../nbs/32_run.ipynb #6a83a129
 def public_kb(ds, # a `pace.data.PaceDataset`
               instance_id: str) -> tuple:
     "`public_facts` of one instance as a tuple made once per dataset: every pair of it gets the same object."
