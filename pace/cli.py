@@ -8,7 +8,7 @@ import argparse, contextlib, importlib, os, shutil, sys
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['USER_ERRORS', 'CLI_MODULES', 'data_check', 'build_parser', 'main', 'UsageError']
+__all__ = ['USER_ERRORS', 'CLI_MODULES', 'data_check', 'merge_folders', 'build_parser', 'main', 'UsageError']
 
 # %% ../nbs/90_cli.ipynb #d3fb7e34
 def data_check(path: str, out=None) -> int:
@@ -38,6 +38,27 @@ def _add_data(sub):
         return data_verify(a.path, as_json=a.json)
     v.set_defaults(func=_verify)
 
+# %% ../nbs/90_cli.ipynb #dffcf373
+def merge_folders(out, # the folder to write (new or empty)
+                  parts: list, # the shards' folders
+                 ) -> dict:
+    "Merge the shards of a `pace run` (run.json) or a `pace generate` (generate.json) into `out`: a summary."
+    if parts and (Path(parts[0]) / "generate.json").exists():
+        from pace.gen.generate import merge_generations
+        return merge_generations(out, parts)
+    from pace.eval.run import merge_runs
+    return merge_runs(out, parts)
+
+def _add_merge(sub):
+    p = sub.add_parser("merge", help="merge the shards of a pace run or pace generate into one folder")
+    p.add_argument("out", help="the merged folder (new, or empty)")
+    p.add_argument("parts", nargs="+", help="the shards' folders (each made with --shard K/N)")
+    def _merge(a):
+        merge_folders(a.out, a.parts)
+        print(f"{a.out}: {len(a.parts)} shards merged")
+        return 0
+    p.set_defaults(func=_merge)
+
 # %% ../nbs/90_cli.ipynb #3888ed74
 # UsageError lives in pace.data, so modules below the CLI can raise it; `pace.cli.UsageError` is the same
 from .data import DatasetError, UsageError, first_missing
@@ -62,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     _add_data(sub)
     for mod in CLI_MODULES: importlib.import_module(mod).add_cli(sub)
+    _add_merge(sub)
     return p
 
 def _message(e: BaseException) -> str:
@@ -89,6 +111,7 @@ def _drop_if_empty(p: Path | None):
     if p is not None and p.is_dir() and not any(not f.is_dir() for f in p.rglob("*")):
         shutil.rmtree(p, ignore_errors=True)
 
+# %% ../nbs/90_cli.ipynb #cea09a0a
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `pace` console script."
     argv = sys.argv[1:] if argv is None else list(argv)

@@ -424,6 +424,7 @@ def read_json_memo(path:Path) -> dict:
     except (OSError, ValueError): return {}
     return d if isinstance(d, dict) else {}
 
+# %% ../nbs/02_llm.ipynb #8b9fa899
 def write_json_memo(path:Path, d:dict):
     ("Write `d` to `path` through a temporary file (readers never see half a file); a write that fails is "
      "skipped.")
@@ -510,6 +511,7 @@ def backend_class(backends:dict, # backend name -> class, or "module:Class" impo
         cls = getattr(importlib.import_module(module), attr)
     return cls
 
+# %% ../nbs/02_llm.ipynb #bad57a18
 def build_from_spec(d:dict, backends:dict, kind:str, cache, **kw):
     "Instantiate the backend a parsed spec `d` names from `backends` (shared by chat models and embedders)."
     d = dict(d); backend = d.pop("backend")

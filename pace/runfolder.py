@@ -297,6 +297,7 @@ def read_manifest(run_dir: Path, # the job folder
     man = Path(run_dir) / name
     return json.loads(man.read_text()) if man.exists() else {}
 
+# %% ../nbs/06_runfolder.ipynb #69d9e7e6
 def write_manifest(run_dir: Path, # the job folder
                    settings: dict, # what the job is (`check_settings` compares it)
                    scope: dict, # what it covers (e.g. methods and query ids)

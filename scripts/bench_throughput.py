@@ -48,18 +48,22 @@ class FakeServer:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.wait()
-                rf = body.get("response_format") or {}
-                schema = (rf.get("json_schema") or {}).get("schema") if rf.get("type") == "json_schema" else None
-                text = reply_for(body["messages"], schema)
+                status, text = outer.respond(body)
                 out = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                                   "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
-                                  "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}).encode()
-                self.send_response(200); self.send_header("Content-Type", "application/json")
+                                  "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}} if status == 200
+                                 else {"error": {"message": text, "type": "rate_limit" if status == 429 else "server_error"}}).encode()
+                self.send_response(status); self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(out))); self.end_headers(); self.wfile.write(out)
         class S(ThreadingHTTPServer):
             request_queue_size, daemon_threads = 256, True   # many connections may open at once (the default backlog is 5)
         self.server = S(("127.0.0.1", 0), H)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+    def respond(self, body):
+        "(HTTP status, reply text) of a request body: here 200 and the schema-following reply (`reply_for`)."
+        rf = body.get("response_format") or {}
+        schema = (rf.get("json_schema") or {}).get("schema") if rf.get("type") == "json_schema" else None
+        return 200, reply_for(body["messages"], schema)
     def wait(self):
         "Called by every request before it is answered: here one `latency` each."
         time.sleep(self.latency)

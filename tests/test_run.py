@@ -474,3 +474,29 @@ def test_hipporag_config_and_prompts_are_part_of_a_runs_settings(tmp_path, monke
     (tmp_path / "run.json").write_text(json.dumps({"settings": {"hipporag": old}}))
     with pytest.raises(RunMismatchError, match="hipporag.config.fact_matching"):
         check_settings(tmp_path, {"hipporag": hipporag_settings()})
+
+
+def test_three_shards_merge_into_the_unsharded_folder_and_bad_parts_are_refused(tmp_path, capsys):
+    base = ["run", "--data", "data/mini", "--methods", "bm25,hybrid", "--retrieval-only", "--all", "--embedder", "hash:hash",
+            "--out", str(tmp_path), "--name", "r", "--no-progress"]
+    assert main(base) == 0
+    for k in range(3): assert main([*base, "--shard", f"{k}/3"]) == 0
+    parts = [str(tmp_path / f"r-shard{k}of3") for k in range(3)]
+    assert sum(len(read_jsonl(f"{p}/results.jsonl")) for p in parts) == len(read_jsonl(tmp_path / "r" / "results.jsonl"))
+    assert all(read_jsonl(f"{p}/results.jsonl") for p in parts)   # 4 instances dealt out 2, 1, 1: no empty part
+    assert main(["merge", str(tmp_path / "m"), *reversed(parts)]) == 0
+    for f in ("results.jsonl", "run.json"):
+        assert (tmp_path / "m" / f).read_bytes() == (tmp_path / "r" / f).read_bytes(), f
+    unshard = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert "shard" not in unshard and json.loads((tmp_path / "r-shard1of3" / "run.json").read_text())["shard"]["index"] == 1
+    capsys.readouterr()
+    for args, msg in [([parts[0], parts[2]], "gap: shard 1/3 missing"), ([*parts, parts[1]], "overlap:"),
+                      ([parts[0]], "gap: shard 1/3, 2/3 missing"), ([str(tmp_path / "r")], "is not a shard")]:
+        assert main(["merge", str(tmp_path / "bad"), *args]) == 2
+        err = capsys.readouterr().err
+        assert msg in err and len(err.splitlines()) == 1, err
+        assert not (tmp_path / "bad").exists()
+    assert main([*base[:-3], "--name", "s", "--seed", "1", "--no-progress", "--shard", "2/3"]) == 0
+    assert main(["merge", str(tmp_path / "bad"), *parts[:2], str(tmp_path / "s-shard2of3")]) == 2
+    assert "other settings: seed" in capsys.readouterr().err
+    assert main([*base, "--shard", "3/3"]) == 2 and "numbered from 0" in capsys.readouterr().err

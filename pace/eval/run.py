@@ -20,6 +20,7 @@ from .evaluate import write_tables, read_jsonl
 from .index_cost import write_index_costs
 from .judge import JUDGE_MODES, judge_answer
 from ..metrics import funnel
+from ..shards import MergeError, check_parts, merged_rows, parse_shard, shard_ids
 from ..methods.pipeline import PaceMakerConfig, pacemaker_config, SMALL_SWITCHES
 from ..runfolder import (VOLATILE, split_volatile, dataset_sha256, model_fingerprint, settings_diff,
                             RunMismatchError, check_settings, build_model, RunLocked, RunLock, take_lock,
@@ -31,7 +32,7 @@ __all__ = ['DEFAULT_DATA', 'DEFAULT_CHAT', 'DEFAULT_METHODS', 'RETRIEVAL_METHODS
            'METHODS', 'METHODS_HELP', 'RETRIEVAL_ONLY_HELP', 'select_queries', 'build_method', 'prompt_hashes',
            'hipporag_settings', 'chat_name', 'default_run_name', 'check_run_name', 'ScopeConfig', 'ModelsConfig',
            'JudgeConfig', 'ExecutionConfig', 'RunConfig', 'public_query', 'public_facts', 'public_kb', 'round_floats',
-           'RunInterrupted', 'Run', 'run_experiment', 'add_cli']
+           'RunInterrupted', 'Run', 'run_experiment', 'merge_runs', 'add_cli']
 
 # %% ../../nbs/32_run.ipynb #45bcaae8
 DEFAULT_DATA = "data/mini"
@@ -85,6 +86,7 @@ def prompt_hashes() -> dict[str, str]:
     return {f"{mod.__name__.split('.')[-1]}.{k}": h for mod in (pace.methods.agents, pace.eval.judge)
             for k, h in _prompt_digests(mod).items()}
 
+# %% ../../nbs/32_run.ipynb #29986558
 def hipporag_settings() -> dict:
     "What makes HippoRAG 2's rows: its config and its prompts' sha256 (first 16 hex; NER, triples, filter)."
     import pace.methods.hipporag as h
@@ -101,6 +103,7 @@ def chat_name(spec, # a chat model spec or a model object
 
 def _slug(s: str) -> str: return re.sub(r"[^A-Za-z0-9_.-]+", "-", s).strip("-")[:80]
 
+# %% ../../nbs/32_run.ipynb #b5701756
 def default_run_name(dataset, # the dataset folder
                      chat_id: str | None, # the chat model's name (None: the run uses no chat model)
                      n, # the number of queries the run selects (0/None: all of them)
@@ -110,6 +113,7 @@ def default_run_name(dataset, # the dataset folder
     name = "-".join([Path(str(dataset)).name, *model, 'n%d' % n if n else 'all'])
     return _slug(name + ('-retrieval' if retrieval_only else ''))
 
+# %% ../../nbs/32_run.ipynb #8abf7907
 def check_run_name(name: str) -> str:
     "A run name is one folder name inside --out: not empty, no path separator, no '..'."
     seps = [c for c in ("/", "\\", os.sep, os.altsep) if c]
@@ -160,12 +164,19 @@ class ScopeConfig(BaseModel):
     retrieval_only: bool = Field(False, description=RETRIEVAL_ONLY_HELP)
     name: str | None = Field(None, description="run name, a folder inside --out "
                              "(default: <dataset>-<model>-n<queries>, or -all)")
+    shard: str | None = Field(None, description="run only part K of N of the instances (K from 0, e.g. "
+                              "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT) into <name>-shard<K>of<N>; "
+                              "`pace merge` joins the parts")
     out_dir: str | Path = Field("results", description="parent folder of the run folder",
                                 json_schema_extra=dict(cli="--out"))
 
     @field_validator("name")
     @classmethod
     def one_folder(cls, v): return v if v is None else check_run_name(v)
+
+    @field_validator("shard", mode="before")
+    @classmethod
+    def one_shard(cls, v): return v if v is None else str(parse_shard(v))
 
 # %% ../../nbs/32_run.ipynb #c45ef844
 class ModelsConfig(BaseModel):
@@ -257,6 +268,7 @@ def public_query(q, # a `pace.data.Query`
     "The request as a method may see it: id, instance, text and date; no label, gold ids or judgment."
     return SimpleNamespace(query_id=q.query_id, instance_id=q.instance_id, query=q.query, ref_date=q.ref_date)
 
+# %% ../../nbs/32_run.ipynb #98eaed61
 def public_facts(kb, # an instance's `pace.data.Fact`s
                 ) -> list:
     "KB facts with only `doc_id` and `text` (no `meta`)."
@@ -264,6 +276,7 @@ def public_facts(kb, # an instance's `pace.data.Fact`s
 
 _KBS = weakref.WeakKeyDictionary()   # dataset -> {instance_id: its public facts}
 
+# %% ../../nbs/32_run.ipynb #6a83a129
 def public_kb(ds, # a `pace.data.PaceDataset`
               instance_id: str) -> tuple:
     "`public_facts` of one instance as a tuple made once per dataset: every pair of it gets the same object."
@@ -502,9 +515,12 @@ def _rewrite_sorted(res_p: Path, tim_p: Path) -> list[dict]:
     last = {(r["query_id"], r["method"]): r for r in load_done(res_p)}          # a pair's newest line wins
     rows = [last[k] for k in sorted(last)]
     tims = {(t["query_id"], t["method"]): t for t in load_done(tim_p) if (t["query_id"], t["method"]) in last}
-    for p, rs in ((res_p, rows), (tim_p, [tims[k] for k in sorted(tims)])):
-        replace_text(p, "".join(json.dumps(x, ensure_ascii=False, sort_keys=True) + "\n" for x in rs))
+    for p, rs in ((res_p, rows), (tim_p, [tims[k] for k in sorted(tims)])): _write_rows(p, rs)
     return rows
+
+def _write_rows(p: Path, rows: list[dict]):
+    "Write `rows` as JSON lines (sorted keys), atomically: how a run's results and timings files look."
+    replace_text(p, "".join(json.dumps(x, ensure_ascii=False, sort_keys=True) + "\n" for x in rows))
 
 # %% ../../nbs/32_run.ipynb #11549ee7
 def _fit_concurrency(batch: int, *models):
@@ -523,7 +539,13 @@ def _scope(run, rows) -> dict:
     methods = list(dict.fromkeys([*old.get("methods", []), *run.methods, *(r["method"] for r in rows)]))
     qids = list(dict.fromkeys([*old.get("query_ids", []), *(q.query_id for q in run.queries),
                                *(r["query_id"] for r in rows)]))
-    return dict(methods=methods, query_ids=qids, limit=0 if len(qids) >= run.n_dataset else len(qids))
+    limit = lambda n: 0 if n >= run.n_dataset else n
+    out = dict(methods=methods, query_ids=qids, limit=limit(len(qids)))
+    if getattr(run, "shard", None):   # what the whole run covers: the merge checks and writes it
+        whole = [q.query_id for q in run.whole]
+        out["shard"] = dict(index=run.shard.index, count=run.shard.count,
+                            of=dict(methods=methods, query_ids=whole, limit=limit(len(whole))))
+    return out
 
 def _resume(res_p: Path, tim_p: Path) -> dict:
     "The rows the folder holds, {(query_id, method): row}; both files lose a half-written last line."
@@ -575,9 +597,13 @@ class Run:
         _check_pacemaker_names(self.specs, self.cfg.pacemaker)
         self.ds = load_pace_dataset(s.dataset)
         _warn_dataset(self.ds)
-        self.queries, self.n_dataset = select_queries(self.ds.queries, s.limit, s.seed), len(self.ds.queries)
+        self.whole, self.n_dataset = select_queries(self.ds.queries, s.limit, s.seed), len(self.ds.queries)
+        self.shard = parse_shard(s.shard)
+        mine = set(shard_ids(sorted(self.ds.instances), self.shard))   # a shard: its part of the instances
+        self.queries = [q for q in self.whole if q.instance_id in mine]
         self.t_start = time.perf_counter()
-        self.run_dir, top = _run_folder(s.out_dir, s.name or self.default_name())
+        name = (s.name or self.default_name()) + (self.shard.suffix if self.shard else "")
+        self.run_dir, top = _run_folder(s.out_dir, name)
         self.results, self.timings = self.run_dir / "results.jsonl", self.run_dir / "timings.jsonl"
         try:
             self.lock = take_lock(self.run_dir)
@@ -597,7 +623,7 @@ class Run:
 
     def default_name(self) -> str:
         "The folder name when --name is not given (`default_run_name`)."
-        s, n = self.cfg.scope, len(self.queries)
+        s, n = self.cfg.scope, len(self.whole)
         chat = chat_name(self.cfg.models.chat) if self.needs_chat else None
         n = n if n < self.n_dataset else 0   # 0: every query (e.g. --limit 1000 of 72)
         return default_run_name(s.dataset, chat, n, s.retrieval_only)
@@ -657,6 +683,33 @@ def run_experiment(dataset=DEFAULT_DATA, # dataset folder (the format `pace.data
                   ) -> dict:
     "Run `methods` on `dataset`, judge, write run.json, results.jsonl, timings.jsonl, tables; resumes a run."
     return Run(RunConfig.from_kwargs(dataset=dataset, methods=methods, **kw)).execute()
+
+# %% ../../nbs/32_run.ipynb #f7efb27f
+def merge_runs(out, # the folder to write (new, or empty)
+               parts, # the shards' run folders
+              ) -> dict:
+    "Merge the folders of a sharded `pace run` into `out` as the unsharded run writes it: a summary."
+    parts, out = [Path(p) for p in parts], Path(out)
+    mans = check_parts(parts, "run.json")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"{out} exists and is not an empty folder: merge into a new one")
+    whole, key = mans[0]["shard"]["of"], lambda r: (r["query_id"], r["method"])
+    rows = merged_rows([p / "results.jsonl" for p in parts], key)
+    pairs = {(q, m) for q in whole["query_ids"] for m in whole["methods"]}
+    gap = sorted(pairs - {key(r) for r in rows})
+    if gap: raise MergeError(f"gap: {len(gap)} pair(s) of the whole run are in no part, e.g. {gap[0]}")
+    out.mkdir(parents=True, exist_ok=True)
+    _write_rows(out / "results.jsonl", rows)
+    _write_rows(out / "timings.jsonl", merged_rows([p / "timings.jsonl" for p in parts], key))
+    held = [r for r in rows if key(r) in pairs]
+    n_failed = sum(bool(r["failed"]["agent"] or r["failed"]["judge"]) for r in held)
+    write_manifest(out, mans[0]["settings"], whole, "complete", n_pairs=len(held),
+                   n_pairs_with_failures=n_failed)
+    for p in parts:
+        if (p / "index").is_dir(): shutil.copytree(p / "index", out / "index", dirs_exist_ok=True)
+    tabs = write_tables(out / "results.jsonl")
+    write_index_costs(out)
+    return dict(run_dir=out, n_rows=len(held), n_parts=len(parts), n_failed=n_failed, tables=tabs)
 
 # %% ../../nbs/32_run.ipynb #111c5e6a
 def _resume_command(a) -> str:

@@ -92,6 +92,7 @@ def to_minutes(hhmm: str) -> int:
     h, m = hhmm.split(":")
     return int(h) * 60 + int(m)
 
+# %% ../../nbs/40_gen_base.ipynb #14394a53
 def hhmm(minutes: int) -> str:
     "465 -> '07:45' (wraps past midnight)."
     minutes %= 24 * 60
@@ -185,6 +186,7 @@ def stage_path(root, stage: str) -> Path:
     "The JSONL file of one stage under a generation folder."
     return Path(root) / "stages" / f"{stage}.jsonl"
 
+# %% ../../nbs/40_gen_base.ipynb #087bab9c
 def read_stage(root, stage: str) -> dict[str, dict]:
     "{instance_id: row} of a stage file (an instance's last line wins); empty when the stage has not run."
     return {r["instance_id"]: r for r in load_done(stage_path(root, stage))}

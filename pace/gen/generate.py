@@ -4,9 +4,13 @@
 
 # %% ../../nbs/48_generate.ipynb #7b5abafa
 from __future__ import annotations
-import argparse, datetime as dt, hashlib, json, math, os, re, shutil, sys, time
+import argparse, contextlib, datetime as dt, hashlib, json, math, os, re, shutil, sys, time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from ..data import UsageError
+from tqdm.auto import tqdm
+from ..data import UsageError, append_row, load_done
+from ..runfolder import replace_text
+from ..shards import MergeError, check_parts, merged_rows, parse_shard, shard_ids
 from .base import (CELLS, STAGES, GenConfig, add_counts, count, hhmm, read_accounts, read_stage,
                            run_stage, stage_path, to_minutes)
 from .persona import expand_personas, instance_id_of, load_personas, persona_source
@@ -20,7 +24,8 @@ from .kb import assemble_instance, fill_kb, write_dataset
 # %% auto #0
 __all__ = ['GEN_MODULES', 'ACCOUNT_FIELDS', 'PAPER_SCALE', 'AFTER_CHECKS', 'toy_reply', 'gen_prompt_hashes', 'generation_report',
            'GenerationError', 'check_generation_settings', 'project_paper_scale', 'report_markdown', 'dataset_card',
-           'add_cli', 'toy_chat', 'generate_dataset', 'drop_cases', 'rebuild_outputs', 'drop_failing_cases']
+           'add_cli', 'toy_chat', 'generate_dataset', 'drop_cases', 'rebuild_outputs', 'merge_generations',
+           'drop_failing_cases']
 
 # %% ../../nbs/48_generate.ipynb #435ec5c6
 _NAMES = ["Ana Ortega", "Tomas Novak", "Priya Raman", "Kofi Mensah", "Lena Fischer", "Kenji Watanabe",
@@ -593,7 +598,7 @@ def _setting_arg(s: str) -> dict:
 # %% ../../nbs/48_generate.ipynb #77b40180
 def add_cli(subparsers) -> argparse.ArgumentParser:
     "Register the `generate` subcommand."
-    from pace.runfolder import nonnegative_int
+    from pace.runfolder import nonnegative_int, positive_int
     p = subparsers.add_parser("generate", help="generate a PACE-style dataset from personas (resumable)",
                               description="Generate a PACE dataset folder from one-line personas: "
                                           "persona expansion, profiles, cases, validation, distractors, "
@@ -622,6 +627,13 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--card-note", default="",
                    help="a paragraph for the dataset card (e.g. about the generator's quality)")
     p.add_argument("--stop-after", choices=STAGES, default=None, help="stop after this stage")
+    p.add_argument("--workers", type=positive_int, default=None,
+                   help="requests in flight against a model served over HTTP: instances at once, and the "
+                        "independent calls of a stage at once (default: one instance at a time)")
+    p.add_argument("--shard", default=None,
+                   help="generate only part K of N of the instances (K from 0, e.g. "
+                        "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT) into <out>-shard<K>of<N>; "
+                        "`pace merge` joins the parts")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=_generate_cmd)
     return p
@@ -636,15 +648,15 @@ def _generate_cmd(a) -> int:
            + (f" --set '{sets}'" if a.settings else ""))
     try: res = generate_dataset(a.out, a.personas, a.chat, a.instances, cfg, a.embedder, a.cache,
                                 card_note=a.card_note, command=cmd, progress=not a.no_progress,
-                                stop_after=a.stop_after)
+                                stop_after=a.stop_after, workers=a.workers, shard=a.shard)
     except GenerationError as e:
         print(f"pace: {e}", file=sys.stderr); return 1
-    if res["status"] != "complete": print(f"stopped after {a.stop_after} in {a.out}"); return 0
+    if res["status"] != "complete": print(f"stopped after {a.stop_after} in {res['out']}"); return 0
     r = res["report"]
-    print(f"{a.out}: {res['n_queries']} queries, {r['dataset']['stats']['table1']['facts']} facts in "
+    print(f"{res['out']}: {res['n_queries']} queries, {r['dataset']['stats']['table1']['facts']} facts in "
           f"{len(r['dataset']['facts_per_instance'])} instances [{res['seconds']:.0f} s]; "
           f"cells missing: {r['dataset']['cells_missing'] or 'none'}; "
-          f"see {Path(a.out) / 'report.md'} and {Path(a.out) / 'README.md'}")
+          f"see {res['out'] / 'report.md'} and {res['out'] / 'README.md'}")
     return 0
 
 # %% ../../nbs/48_generate.ipynb #d3575647
@@ -686,11 +698,84 @@ def _write_manifest(man: Path, head: dict, status: str, **extra):
     tmp.write_text(json.dumps(dict(**head, status=status, **extra), indent=1, default=str) + "\n")
     tmp.replace(man)
 
+# %% ../../nbs/48_generate.ipynb #07cee865
+def _gen_workers(workers: int | None, # --workers (None: one instance at a time, the model as configured)
+                 cm, n: int, # the chat model and the number of instances
+                ) -> int:
+    "Instances to run at once for `--workers`; an HTTP model's `concurrency` set so at most N are in flight."
+    if workers is None: return 1
+    if workers > 1 and not getattr(cm, "concurrent", False):
+        print(f"pace generate: --workers {workers}: the {getattr(cm, 'backend', type(cm).__name__)} backend "
+              "serves one request at a time in this process (llama.cpp in process is not thread-safe), so "
+              "instances run one at a time; serve the model over HTTP for more", file=sys.stderr)
+        return 1
+    at_once = max(1, min(workers, n))
+    if isinstance(getattr(cm, "concurrency", None), int): cm.concurrency = max(1, workers // at_once)
+    return at_once
+
+# %% ../../nbs/48_generate.ipynb #150e64f7
+def _accounts_since(models, snaps) -> dict:
+    "Calls of `models` since `snaps`, summed per tag over the models (an instance's account line)."
+    out = {}
+    for m, s in zip(models, snaps):
+        for tag, d in m.accounts.since(s).items():
+            cur = out.setdefault(tag, dict.fromkeys(d, 0))
+            for k, v in d.items(): cur[k] = cur.get(k, 0) + v
+    return out
+
+def _rows_text(rows) -> str:
+    "JSON lines as `pace.data.append_row` writes them."
+    return "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
+
+def _sort_stage(root, stage: str, order: list[str]):
+    "Rewrite a stage file and the accounts in `order` of instances (a one-at-a-time run's order), atomically."
+    pos = lambda i: order.index(i) if i in order else len(order)
+    rows = read_stage(root, stage)
+    replace_text(stage_path(root, stage), _rows_text(rows[i] for i in sorted(rows, key=pos)))
+    acc_p = Path(root) / "stages" / "accounts.jsonl"
+    acc = {(r["stage"], r["instance_id"]): r for r in load_done(acc_p)}
+    key = lambda k: (STAGES.index(k[0]) if k[0] in STAGES else len(STAGES), pos(k[1]))
+    replace_text(acc_p, _rows_text(acc[k] for k in sorted(acc, key=key)))
+
+# %% ../../nbs/48_generate.ipynb #94b652f3
+def _run_stage_at_once(root, stage: str, ids: list[str], fn, models: list, progress: bool, at_once: int,
+                       order: list[str]) -> dict[str, dict]:
+    "`run_stage` with `at_once` instances in threads; the files are sorted by `order` at the end. {id: row}."
+    if at_once <= 1: return run_stage(root, stage, ids, fn, models, progress)
+    p, acc_p = stage_path(root, stage), Path(root) / "stages" / "accounts.jsonl"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    done = read_stage(root, stage); load_done(acc_p)   # drops a line cut short by a kill
+    accs = list({id(m.accounts): m.accounts for m in models}.values())
+    def one(iid):
+        with contextlib.ExitStack() as st:
+            for a in accs: st.enter_context(a.scope())
+            snaps, t0 = [m.accounts.snapshot() for m in models], time.perf_counter()
+            row = fn(iid)
+            secs = round(time.perf_counter() - t0, 3)
+            return iid, row, dict(stage=stage, instance_id=iid, wall_seconds=secs,
+                                  accounts=_accounts_since(models, snaps))
+    todo = [i for i in ids if i not in done]
+    ex = ThreadPoolExecutor(at_once, thread_name_prefix="pace-gen")
+    try:
+        with open(p, "a") as f, open(acc_p, "a") as fa:
+            futs = as_completed([ex.submit(one, i) for i in todo])
+            for fut in tqdm(futs, total=len(todo), desc=f"generate {stage}", disable=not progress or not todo,
+                            unit="instance"):
+                iid, row, acc = fut.result()
+                if row.get("instance_id") != iid:
+                    raise ValueError(f"stage {stage} returned a row for {row.get('instance_id')!r}, "
+                                     f"expected {iid!r}")
+                append_row(fa, acc); append_row(f, row); done[iid] = row
+    finally: ex.shutdown(wait=True, cancel_futures=True)
+    _sort_stage(root, stage, order)
+    return {i: done[i] for i in ids if i in done}
+
 # %% ../../nbs/48_generate.ipynb #4f290814
 def _run_stages(out: Path, cm, emb, cfg: GenConfig, ids: list[str], seed_of: dict, stop_after: str | None,
-                progress: bool) -> tuple[dict, list[str]]:
+                progress: bool, at_once: int = 1) -> tuple[dict, list[str]]:
     "The rows of each stage run, by stage number, and the instances alive after stage 2."
-    run = lambda st, alive, fn, models=(cm,): run_stage(out, st, alive, fn, list(models), progress)
+    run = lambda st, alive, fn, models=(cm,): _run_stage_at_once(out, st, alive, fn, list(models), progress,
+                                                                 at_once, ids)
     s1 = run("1_persona", ids, lambda i: expand_personas(cm, [seed_of[i]])[0])
     alive = [i for i in ids if not s1[i]["dropped_instance"]]
     s2 = run("2_profile", alive, lambda i: synthesize_profile(cm, cfg, i, s1[i]["persona"]))
@@ -740,13 +825,15 @@ def generate_dataset(out,                         # the folder to write (a gener
                      command: str | None = None,  # the command line, for the card
                      progress: bool = True,
                      stop_after: str | None = None,  # stop after this stage (tests and partial runs)
+                     workers: int | None = None,  # requests in flight to an HTTP model (None: as configured)
+                     shard=None,                  # 'K/N': instances of part K (from 0) -> <out>-shard<K>of<N>
                     ) -> dict:
     "Run (or resume) the seven stages into `out`; write the dataset, its card and the report; a summary."
     cfg = config if isinstance(config, GenConfig) else _gen_config(config)
     if stop_after is not None and stop_after not in STAGES:
         raise UsageError(f"stop_after must be one of {', '.join(STAGES)}")
-    seeds = load_personas(personas, instances)
-    out = Path(out)
+    seeds, shard = load_personas(personas, instances), parse_shard(shard)
+    out = Path(out) if shard is None else Path(out).with_name(Path(out).name + shard.suffix)
     created = _check_out(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -755,14 +842,17 @@ def generate_dataset(out,                         # the folder to write (a gener
     except BaseException:
         if created: shutil.rmtree(out, ignore_errors=True)
         raise
-    ids = [instance_id_of(s) for s in seeds]
+    every = [instance_id_of(s) for s in seeds]
+    ids = shard_ids(every, shard)
     # the model specs: how to rebuild the models (a rerun needs them)
     head = dict(settings=settings, instances=ids, command=command, chat_spec=_spec_of(chat, "chat"),
                 embedder_spec=_spec_of(embedder, "embed"), card_note=card_note)
+    if shard: head["shard"] = dict(index=shard.index, count=shard.count, of=dict(instances=every))
     manifest = lambda status, **extra: _write_manifest(out / "generate.json", head, status, **extra)
     manifest("running")
     t0 = time.perf_counter()
-    s, alive = _run_stages(out, cm, emb, cfg, ids, dict(zip(ids, seeds)), stop_after, progress)
+    at_once = _gen_workers(workers, cm, len(ids))
+    s, alive = _run_stages(out, cm, emb, cfg, ids, dict(zip(every, seeds)), stop_after, progress, at_once)
     summary = dict(out=out, instances=ids, seconds=time.perf_counter() - t0, chat=cm, embedder=emb)
     if 7 not in s:
         manifest("partial", stopped_after=stop_after); return dict(summary, n_queries=0, status="partial")
@@ -849,6 +939,31 @@ def rebuild_outputs(root, card_note: str | None = None) -> dict:
     n_facts = sum(map(len, ds.kb.values()))
     manifest("complete", n_queries=len(ds.queries), n_facts=n_facts)
     return dict(n_queries=len(ds.queries), n_facts=n_facts, report=report, dataset=ds)
+
+# %% ../../nbs/48_generate.ipynb #778b5309
+def merge_generations(out, # the folder to write (new, or empty)
+                      parts, # the shards' generation folders
+                     ) -> dict:
+    "Merge the folders of a sharded `pace generate` into `out` as the unsharded run writes it: a summary."
+    parts, out = [Path(p) for p in parts], Path(out)
+    mans = check_parts(parts, "generate.json")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"{out} exists and is not an empty folder: merge into a new one")
+    every = mans[0]["shard"]["of"]["instances"]
+    got = [i for m in mans for i in m["instances"]]
+    gap = [i for i in every if i not in got]
+    if gap: raise MergeError(f"gap: {len(gap)} instance(s) of the whole job are in no part, e.g. {gap[0]}")
+    pos = {i: k for k, i in enumerate(every)}
+    (out / "stages").mkdir(parents=True, exist_ok=True)
+    for st in STAGES:
+        rows = merged_rows([stage_path(p, st) for p in parts], lambda r: r["instance_id"], pos.get)
+        if rows: replace_text(stage_path(out, st), _rows_text(rows))
+    acc = merged_rows([p / "stages" / "accounts.jsonl" for p in parts],
+                      lambda r: (r["stage"], r["instance_id"]), lambda k: (STAGES.index(k[0]), pos[k[1]]))
+    replace_text(out / "stages" / "accounts.jsonl", _rows_text(acc))
+    head = {k: v for k, v in mans[0].items() if k not in ("status", "n_queries", "n_facts", "shard")}
+    _write_manifest(out / "generate.json", dict(head, instances=every), "complete")
+    return dict(rebuild_outputs(out), out=out, n_parts=len(parts))
 
 # %% ../../nbs/48_generate.ipynb #27519d27
 AFTER_CHECKS = ("request_time_mismatch",)   # checks added after data/generated-sample was generated
