@@ -39,7 +39,7 @@ def normalise_base_url(url:str|None) -> str:
 
 # %% ../../nbs/02b_openai.ipynb #3dfb7954
 class RequestLimiter:
-    "At most `max_in_flight` requests at once and `max_rps` started a second, over all threads (None: no bound)."
+    "At most `max_in_flight` requests at once and `max_rps` started a second, over all threads."
     def __init__(self, max_in_flight:int|None=None, max_rps:float|None=None):
         if max_in_flight is not None and (not isinstance(max_in_flight, int) or max_in_flight < 1):
             raise ValueError(f"max_in_flight must be a positive integer or None, got {max_in_flight!r}")
@@ -64,7 +64,7 @@ class RequestLimiter:
 
 # %% ../../nbs/02b_openai.ipynb #84c8bdab
 def retry_after_seconds(headers) -> float|None:
-    "The wait a reply's headers ask for (`retry-after-ms`, `Retry-After` in seconds or an HTTP date), or None."
+    "The wait a reply's headers ask for (`retry-after-ms`, `Retry-After`: seconds or a date), or None."
     if not headers: return None
     try: return float(headers["retry-after-ms"]) / 1000
     except (KeyError, TypeError, ValueError): pass
@@ -81,7 +81,7 @@ MAX_RETRY_AFTER = 60.0   # seconds: a longer Retry-After is cut to this
 def backoff_seconds(attempt:int, # retries so far (0 for the first)
                     retry_after:float|None=None, # what the server asked for, if anything
                     base:float=0.5, cap:float=8.0, rng=random) -> float:
-    "Full jitter: uniform in [0, min(cap, base * 2**attempt)], at least the server's `retry_after` (<= 1 min)."
+    "Full jitter: uniform in [0, min(cap, base * 2**attempt)], at least `retry_after` (at most a minute)."
     wait = rng.uniform(0, min(cap, base * 2 ** attempt))
     return wait if retry_after is None else max(wait, min(retry_after, MAX_RETRY_AFTER))
 
