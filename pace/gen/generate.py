@@ -4,7 +4,7 @@
 
 # %% ../../nbs/48_generate.ipynb #7b5abafa
 from __future__ import annotations
-import argparse, contextlib, datetime as dt, hashlib, json, math, os, re, shutil, sys, time
+import argparse, contextlib, datetime as dt, hashlib, json, math, os, re, shutil, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from tqdm.auto import tqdm
@@ -755,61 +755,71 @@ def _sort_stage(root, stage: str, order: list[str]):
     replace_text(acc_p, _rows_text(acc[k] for k in sorted(acc, key=key)))
 
 # %% ../../nbs/48_generate.ipynb #94b652f3
-def _run_stage_at_once(root, stage: str, ids: list[str], fn, models: list, progress: bool, at_once: int,
-                       order: list[str]) -> dict[str, dict]:
-    "`run_stage` with `at_once` instances in threads; the files are sorted by `order` at the end. {id: row}."
-    if at_once <= 1: return run_stage(root, stage, ids, fn, models, progress)
-    p, acc_p = stage_path(root, stage), Path(root) / "stages" / "accounts.jsonl"
-    p.parent.mkdir(parents=True, exist_ok=True)
-    done = read_stage(root, stage); load_done(acc_p)   # drops a line cut short by a kill
-    accs = list({id(m.accounts): m.accounts for m in models}.values())
-    def one(iid):
-        with contextlib.ExitStack() as st:
-            for a in accs: st.enter_context(a.scope())
-            snaps, t0 = [m.accounts.snapshot() for m in models], time.perf_counter()
-            row = fn(iid)
-            secs = round(time.perf_counter() - t0, 3)
-            return iid, row, dict(stage=stage, instance_id=iid, wall_seconds=secs,
-                                  accounts=_accounts_since(models, snaps))
-    todo = [i for i in ids if i not in done]
+def _run_instances_at_once(root, steps: list[tuple], # (stage, fn(instance_id) -> row, models), in order
+                           ids: list[str], s: dict, # the instances; {stage number: {id: row}}, filled in
+                           progress: bool, at_once: int):
+    ("Each instance through `steps` in its own thread, `at_once` at a time, from its first stage without a "
+     "line; an instance dropped at stage 1 or 2 stops there. The files are sorted by `ids` at the end.")
+    acc_p = Path(root) / "stages" / "accounts.jsonl"
+    acc_p.parent.mkdir(parents=True, exist_ok=True)
+    load_done(acc_p)   # drops a line cut short by a kill
+    for k, (st, _, _) in enumerate(steps, 1): s[k] = read_stage(root, st)
+    models = list({id(m): m for *_, ms in steps for m in ms}.values())
+    accs, lock = list({id(m.accounts): m.accounts for m in models}.values()), threading.Lock()
+    def one(iid, files, fa):
+        with contextlib.ExitStack() as es:
+            for a in accs: es.enter_context(a.scope())
+            for k, (st, fn, ms) in enumerate(steps, 1):
+                if iid not in s[k]:
+                    snaps, t0 = [m.accounts.snapshot() for m in ms], time.perf_counter()
+                    row = fn(iid)
+                    if row.get("instance_id") != iid:
+                        raise ValueError(f"stage {st} returned a row for {row.get('instance_id')!r}, "
+                                         f"expected {iid!r}")
+                    acc = dict(stage=st, instance_id=iid, wall_seconds=round(time.perf_counter() - t0, 3),
+                               accounts=_accounts_since(ms, snaps))
+                    with lock: append_row(fa, acc); append_row(files[st], row); s[k][iid] = row
+                if k <= 2 and s[k][iid]["dropped_instance"]: return
     ex = ThreadPoolExecutor(at_once, thread_name_prefix="pace-gen")
     try:
-        with open(p, "a") as f, open(acc_p, "a") as fa:
-            futs = as_completed([ex.submit(one, i) for i in todo])
-            for fut in tqdm(futs, total=len(todo), desc=f"generate {stage}", disable=not progress or not todo,
-                            unit="instance"):
-                iid, row, acc = fut.result()
-                if row.get("instance_id") != iid:
-                    raise ValueError(f"stage {stage} returned a row for {row.get('instance_id')!r}, "
-                                     f"expected {iid!r}")
-                append_row(fa, acc); append_row(f, row); done[iid] = row
+        with contextlib.ExitStack() as es:
+            files = {st: es.enter_context(open(stage_path(root, st), "a")) for st, _, _ in steps}
+            fa = es.enter_context(open(acc_p, "a"))
+            futs = as_completed([ex.submit(one, i, files, fa) for i in ids])
+            for fut in tqdm(futs, total=len(ids), desc="generate", disable=not progress, unit="instance"):
+                fut.result()
     finally: ex.shutdown(wait=True, cancel_futures=True)
-    _sort_stage(root, stage, order)
-    return {i: done[i] for i in ids if i in done}
+    for st, _, _ in steps: _sort_stage(root, st, ids)
+    for k in list(s): s[k] = {i: s[k][i] for i in ids if i in s[k]}
 
 # %% ../../nbs/48_generate.ipynb #4f290814
+def _stage_steps(cm, emb, cfg: GenConfig, seed_of: dict, s: dict) -> list[tuple]:
+    "(stage, fn(instance_id) -> row, models) of the seven stages; `s` holds the earlier rows by stage number."
+    world = lambda i: {k: s[2][i][k] for k in ("instance_id", "ego", "alters", "timeline", "reference_dates")}
+    return [("1_persona", lambda i: expand_personas(cm, [seed_of[i]])[0], (cm,)),
+            ("2_profile", lambda i: synthesize_profile(cm, cfg, i, s[1][i]["persona"]), (cm,)),
+            ("3_cases", lambda i: generate_cases(cm, cfg, world(i)), (cm,)),
+            ("4_validate", lambda i: validate_cases(cm, cfg, world(i), s[3][i]["cases"]), (cm,)),
+            ("5_distractors", lambda i: make_distractors(cm, cfg, world(i), s[4][i]["kept"]), (cm,)),
+            ("6_atomize",
+             lambda i: atomize_instance(cm, emb, cfg, world(i), s[4][i]["kept"], s[5][i]["distractors"]),
+             (cm, emb)),
+            ("7_kb", lambda i: _fill_row(cm, emb, cfg, world(i), s[4][i]["kept"], s[6][i]), (cm, emb))]
+
+# %% ../../nbs/48_generate.ipynb #fcfaff3d
 def _run_stages(out: Path, cm, emb, cfg: GenConfig, ids: list[str], seed_of: dict, stop_after: str | None,
                 progress: bool, at_once: int = 1) -> tuple[dict, list[str]]:
     "The rows of each stage run, by stage number, and the instances alive after stage 2."
-    run = lambda st, alive, fn, models=(cm,): _run_stage_at_once(out, st, alive, fn, list(models), progress,
-                                                                 at_once, ids)
-    s1 = run("1_persona", ids, lambda i: expand_personas(cm, [seed_of[i]])[0])
-    alive = [i for i in ids if not s1[i]["dropped_instance"]]
-    s2 = run("2_profile", alive, lambda i: synthesize_profile(cm, cfg, i, s1[i]["persona"]))
-    alive = [i for i in alive if not s2[i]["dropped_instance"]]
-    world = lambda i: {k: s2[i][k] for k in ("instance_id", "ego", "alters", "timeline", "reference_dates")}
-    steps = [("3_cases", lambda i: generate_cases(cm, cfg, world(i)), (cm,)),
-             ("4_validate", lambda i: validate_cases(cm, cfg, world(i), s[3][i]["cases"]), (cm,)),
-             ("5_distractors", lambda i: make_distractors(cm, cfg, world(i), s[4][i]["kept"]), (cm,)),
-             ("6_atomize",
-              lambda i: atomize_instance(cm, emb, cfg, world(i), s[4][i]["kept"], s[5][i]["distractors"]),
-              (cm, emb)),
-             ("7_kb", lambda i: _fill_row(cm, emb, cfg, world(i), s[4][i]["kept"], s[6][i]), (cm, emb))]
-    s = {1: s1, 2: s2}
-    for k, (st, fn, models) in enumerate(steps, 3):
-        if stop_after is not None and STAGES.index(stop_after) < STAGES.index(st): break
-        s[k] = run(st, alive, fn, models)
-    return s, alive
+    s = {}
+    steps = _stage_steps(cm, emb, cfg, seed_of, s)
+    if stop_after is not None: steps = steps[:max(2, STAGES.index(stop_after) + 1)]
+    if at_once > 1: _run_instances_at_once(out, steps, ids, s, progress, at_once)
+    else:
+        alive = ids
+        for k, (st, fn, models) in enumerate(steps, 1):
+            s[k] = run_stage(out, st, alive, fn, list(models), progress)
+            if k <= 2: alive = [i for i in alive if not s[k][i]["dropped_instance"]]
+    return s, [i for i in ids if not s[1][i]["dropped_instance"] and not s[2][i]["dropped_instance"]]
 
 # %% ../../nbs/48_generate.ipynb #ee3fa013
 def _write_outputs(out: Path, cfg: GenConfig, settings: dict, ids: list[str], alive: list[str], s: dict,
