@@ -642,6 +642,8 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
                         "independent calls of a stage at once (default: one instance at a time)")
     p.add_argument("--max-rps", type=positive_float, default=None,
                    help="requests started a second against a model served over HTTP (default: no bound)")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="run again each instance from its first stage with a failed model call")
     p.add_argument("--shard", default=None,
                    help="generate only part K of N of the instances (K from 0, e.g. "
                         "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT) into <out>-shard<K>of<N>; "
@@ -661,7 +663,7 @@ def _generate_cmd(a) -> int:
     try: res = generate_dataset(a.out, a.personas, a.chat, a.instances, cfg, a.embedder, a.cache,
                                 card_note=a.card_note, command=cmd, progress=not a.no_progress,
                                 stop_after=a.stop_after, workers=a.workers, shard=a.shard,
-                                max_rps=a.max_rps)
+                                max_rps=a.max_rps, retry_failed=a.retry_failed)
     except GenerationError as e:
         print(f"pace: {e}", file=sys.stderr); return 1
     if res["status"] != "complete": print(f"stopped after {a.stop_after} in {res['out']}"); return 0
@@ -753,6 +755,24 @@ def _sort_stage(root, stage: str, order: list[str]):
     acc = {(r["stage"], r["instance_id"]): r for r in load_done(acc_p)}
     key = lambda k: (STAGES.index(k[0]) if k[0] in STAGES else len(STAGES), pos(k[1]))
     replace_text(acc_p, _rows_text(acc[k] for k in sorted(acc, key=key)))
+
+# %% ../../nbs/48_generate.ipynb #8f48aab6
+def _drop_failed(root) -> dict[str, str]:
+    "Drop each instance's lines from its first stage with a failed call on; {instance: that stage}."
+    acc_p = Path(root) / "stages" / "accounts.jsonl"
+    acc = {(r["stage"], r["instance_id"]): r for r in load_done(acc_p)}
+    first = {}
+    for (st, iid), r in acc.items():
+        if st in STAGES and any(a.get("failures", 0) for a in r["accounts"].values()):
+            first[iid] = min(first.get(iid, st), st, key=STAGES.index)
+    late = lambda st, i: i in first and st in STAGES and STAGES.index(st) >= STAGES.index(first[i])
+    if not first: return first
+    for st in STAGES:
+        if stage_path(root, st).exists():
+            replace_text(stage_path(root, st),
+                         _rows_text(r for i, r in read_stage(root, st).items() if not late(st, i)))
+    replace_text(acc_p, _rows_text(r for k, r in acc.items() if not late(*k)))
+    return first
 
 # %% ../../nbs/48_generate.ipynb #94b652f3
 def _run_instances_at_once(root, steps: list[tuple], # (stage, fn(instance_id) -> row, models), in order
@@ -855,6 +875,7 @@ def generate_dataset(out,                         # the folder to write (a gener
                      workers: int | None = None,  # requests in flight to an HTTP model (None: as configured)
                      shard=None,                  # 'K/N': instances of part K (from 0) -> <out>-shard<K>of<N>
                      max_rps: float | None = None,  # requests started a second against an HTTP model
+                     retry_failed: bool = False,  # rerun instances from their first stage with a failed call
                     ) -> dict:
     "Run (or resume) the seven stages into `out`; write the dataset, its card and the report; a summary."
     cfg = config if isinstance(config, GenConfig) else _gen_config(config)
@@ -878,6 +899,10 @@ def generate_dataset(out,                         # the folder to write (a gener
     if shard: head["shard"] = dict(index=shard.index, count=shard.count, of=dict(instances=every))
     manifest = lambda status, **extra: _write_manifest(out / "generate.json", head, status, **extra)
     manifest("running")
+    again = _drop_failed(out) if retry_failed else {}
+    if again:
+        print(f"pace generate: --retry-failed: {len(again)} instance(s) run again from their first stage "
+              f"with a failed call ({', '.join(f'{i}: {st}' for i, st in again.items())})", file=sys.stderr)
     t0 = time.perf_counter()
     at_once = _gen_workers(workers, cm, len(ids))
     limit_rate(max_rps, cm, prog="pace generate")
