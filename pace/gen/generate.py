@@ -425,7 +425,7 @@ def project_paper_scale(report: dict, cfg: GenConfig, scale: dict | None = None,
              "hours = measured model seconds (the model that generated, on this machine, one request "
              "at a time); a batched GPU server or an API changes the hours, not the calls or tokens",
              f"wall hours = model hours / ({workers} workers x {shards} shards): each shard keeps {workers} "
-             "requests in flight, each as fast as one alone (an API, or a server with room to spare); a "
+             "request(s) in flight, each as fast as one alone (an API, or a server with room to spare); a "
              "server that slows under load takes longer",
              "calls and tokens exclude embeddings (gen.dedup, one text per call of the embedder's batch)"]
     return dict(scale=sc, run=dict(workers=workers, shards=shards), rows=rows, total=tot, notes=notes)
@@ -505,7 +505,7 @@ def report_markdown(report: dict) -> str:
               f"Total: {p['total']['calls']:,} calls, {p['total']['prompt_tokens']:,} prompt and "
               f"{p['total']['completion_tokens']:,} completion tokens, "
               f"{p['total']['hours']:,} model hours"
-              + (f"; {p['total']['wall_hours']:,} hours of wall time at {p['run']['workers']} workers x "
+              + (f"; {p['total']['wall_hours']:,} wall hours at {p['run']['workers']} workers x "
                  f"{p['run']['shards']} shards." if "run" in p else "."), "",
               "Assumptions:", ""] + [f"- {x}" for x in p["notes"]]
     return "\n".join(L) + "\n"
