@@ -5,6 +5,7 @@
 # %% ../nbs/02_llm.ipynb #269e0d37
 from __future__ import annotations
 import functools, hashlib, importlib, json, os, re, threading, time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from pydantic import BaseModel, ValidationError
@@ -205,6 +206,14 @@ def _run_chunk(model, preps:list[dict]) -> list[ChatResult]:
         todo = again
     return results
 
+# %% ../nbs/02_llm.ipynb #f0d43de8
+def _run_requests(model, preps:list[dict]) -> list[ChatResult]:
+    "`_run_chunk` of `preps`: each request on its own for a model serving threads at once, else in lock step."
+    n = min(getattr(model, "concurrency", 1) or 1, len(preps)) if getattr(model, "concurrent", False) else 1
+    if n <= 1: return _run_chunk(model, preps)
+    with ThreadPoolExecutor(n, thread_name_prefix="pace-chat") as ex:
+        return [rs[0] for rs in ex.map(lambda p: _run_chunk(model, [p]), preps)]
+
 # %% ../nbs/02_llm.ipynb #beb27412
 def _result_from_entry(e:Entry, prep:dict) -> ChatResult|None:
     text, js = e.response.get("text"), prep["req"]["schema"]
@@ -388,7 +397,7 @@ class ChatModel(_Counting):
                   desc=f"{self.model_id} [{stage}]") as bar:
             for s in range(0, len(todo), self.chunk_size):  # each chunk is cached as soon as it is done
                 chunk = todo[s:s + self.chunk_size]
-                for i, r in zip(chunk, _run_chunk(self, [preps[i] for i in chunk])): results[i] = r
+                for i, r in zip(chunk, _run_requests(self, [preps[i] for i in chunk])): results[i] = r
                 if self.cache is not None:   # replies (the first value wins) and failures (the newest wins),
                                              # with the model card
                     es = [_entry_for(self.model_id, preps[i], results[i]) for i in chunk]

@@ -12,9 +12,9 @@ from .data import UsageError
 
 # %% auto #0
 __all__ = ['VOLATILE', 'split_volatile', 'dataset_sha256', 'model_fingerprint', 'settings_diff', 'RunMismatchError',
-           'check_settings', 'build_model', 'RunLocked', 'RunLock', 'take_lock', 'nonnegative_int', 'positive_int',
-           'key_values', 'comma_list', 'option_fields', 'add_options', 'option_values', 'usage_error', 'replace_text',
-           'read_manifest', 'write_manifest']
+           'check_settings', 'build_model', 'limit_rate', 'RunLocked', 'RunLock', 'take_lock', 'nonnegative_int',
+           'positive_int', 'positive_float', 'key_values', 'comma_list', 'option_fields', 'add_options',
+           'option_values', 'usage_error', 'replace_text', 'read_manifest', 'write_manifest']
 
 # %% ../nbs/06_runfolder.ipynb #5a31be6f
 VOLATILE = frozenset({"seconds", "model_seconds", "model_calls", "cache_hits", "cached", "timings"})
@@ -95,6 +95,20 @@ def build_model(what: str, # the option that names the model: "chat", "judge" or
     try: return fn(spec, cache)
     except (ValueError, TypeError, KeyError, OSError) as e:
         raise UsageError(f"--{what} {spec if isinstance(spec, str) else type(spec).__name__}: {e}") from e
+
+# %% ../nbs/06_runfolder.ipynb #9c3b4eb6
+def limit_rate(max_rps: float | None, # requests started a second (None: no bound)
+               *models, # chat models and judges (None skipped; one object once)
+               prog: str = "pace run", # who says so on stderr
+              ):
+    "Give each model's request limiter the bound `max_rps`; one line on stderr for a model without a limiter."
+    if max_rps is None: return
+    if not max_rps > 0: raise UsageError(f"--max-rps must be > 0, got {max_rps}")
+    for m in {id(m): m for m in models if m is not None}.values():
+        lim = getattr(m, "limiter", None)
+        if lim is not None: lim.max_rps = max_rps
+        else: print(f"{prog}: --max-rps: the {getattr(m, 'backend', type(m).__name__)} backend is not served "
+                    "over HTTP: its requests are not bounded", file=sys.stderr)
 
 # %% ../nbs/06_runfolder.ipynb #8cd6b13d
 _HOST = socket.gethostname()
@@ -181,6 +195,14 @@ def positive_int(s: str) -> int:
     n = nonnegative_int(s)
     if n < 1: raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
     return n
+
+# %% ../nbs/06_runfolder.ipynb #5c668e5b
+def positive_float(s: str) -> float:
+    "A positive number argument."
+    try: x = float(s)
+    except ValueError: raise argparse.ArgumentTypeError(f"expected a number, got {s!r}") from None
+    if not x > 0: raise argparse.ArgumentTypeError(f"must be > 0, got {s}")
+    return x
 
 # %% ../nbs/06_runfolder.ipynb #844baf72
 def key_values(s: str) -> dict:

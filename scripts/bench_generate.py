@@ -3,7 +3,7 @@
 
 The server (scripts/bench_throughput.py's `FakeServer`) answers every request after a fixed latency (--latency, default
 0.5 s) with the scripted generator's reply (`pace.gen.generate.toy_reply`); the first request of about one body in
-`--every-429` gets a 429 (the openai client backs off, with jitter, and sends it again) and about one body in
+`--every-429` gets a 429 (the openai backend backs off with full jitter and sends it again) and about one body in
 `--every-bad` gets a malformed JSON reply (the backend asks again with a correction). Both depend on the request body
 only, so every run meets the same faults whatever the order the requests arrive in.
 
@@ -32,6 +32,7 @@ class GenServer(FakeServer):
     "`FakeServer` answering with the scripted generator, with 429s and malformed replies chosen by the request body."
     def __init__(self, latency, every_429=25, every_bad=20):
         super().__init__(latency)
+        self.server.handle_error = lambda *a: None   # a reply to the killed run (b) finds the socket closed
         self.every_429, self.every_bad, self.seen, self.n429, self.nbad = every_429, every_bad, set(), 0, 0
     def respond(self, body):
         rf = body.get("response_format") or {}

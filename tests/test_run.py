@@ -500,3 +500,23 @@ def test_three_shards_merge_into_the_unsharded_folder_and_bad_parts_are_refused(
     assert main(["merge", str(tmp_path / "bad"), *parts[:2], str(tmp_path / "s-shard2of3")]) == 2
     assert "other settings: seed" in capsys.readouterr().err
     assert main([*base, "--shard", "3/3"]) == 2 and "numbered from 0" in capsys.readouterr().err
+
+def test_max_rps_bounds_the_models_request_starts(tmp_path, capsys):
+    "`max_rps` reaches the request limiter of each model served over HTTP (shared by the pairs' threads)."
+    import time
+    from pace.backends.openai import RequestLimiter
+    class Limited(FakeChat):
+        "A FakeChat whose calls go through a request limiter, as the openai backend's do."
+        backend = "openai"
+        def __init__(self, *a, **k): super().__init__(*a, **k); self.limiter, self.starts = RequestLimiter(), []
+        def _complete(self, reqs):
+            out = []
+            for r in reqs:
+                with self.limiter.slot(): self.starts.append(time.monotonic()); out += super()._complete([r])
+            return out
+    cm = Limited(respond, cache=False)
+    run_experiment(chat=cm, name="rps", cache=False, workers=4, max_rps=40, **kw(tmp_path, methods=["bm25"]))
+    n, span = len(cm.starts), max(cm.starts) - min(cm.starts)
+    assert cm.limiter.max_rps == 40 and n > 3 and span >= (n - 1) / 40 - 0.05, (n, span)   # 1/40 s apart, over the threads
+    run_experiment(chat=fake(), name="rps2", cache=False, max_rps=40, **kw(tmp_path, methods=["bm25"]))
+    assert "--max-rps: the fake backend is not served over HTTP" in capsys.readouterr().err

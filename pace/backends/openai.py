@@ -4,14 +4,15 @@
 
 # %% ../../nbs/02b_openai.ipynb #0becd7b0
 from __future__ import annotations
-import logging, os, threading, time, urllib.parse
+import contextlib, email.utils, logging, os, random, threading, time, urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from ..llm import ChatModel, Completion, Usage, with_schema_instruction
 
 _log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['OPENAI_BASE_URL', 'response_format', 'normalise_base_url', 'OpenAIChat']
+__all__ = ['OPENAI_BASE_URL', 'MAX_RETRY_AFTER', 'response_format', 'normalise_base_url', 'RequestLimiter', 'retry_after_seconds',
+           'backoff_seconds', 'OpenAIChat']
 
 # %% ../../nbs/02b_openai.ipynb #3d1d587d
 _JSON_MODES = ("json_schema", "json_object_schema", "json_object", "prompt")
@@ -35,6 +36,54 @@ def normalise_base_url(url:str|None) -> str:
     if ":" in host: host = f"[{host}]"  # IPv6
     if port and port != {"http": 80, "https": 443}.get(scheme): host += f":{port}"
     return urllib.parse.urlunsplit((scheme, host, u.path.rstrip("/"), u.query, ""))
+
+# %% ../../nbs/02b_openai.ipynb #3dfb7954
+class RequestLimiter:
+    "At most `max_in_flight` requests at once and `max_rps` started a second, over all threads."
+    def __init__(self, max_in_flight:int|None=None, max_rps:float|None=None):
+        if max_in_flight is not None and (not isinstance(max_in_flight, int) or max_in_flight < 1):
+            raise ValueError(f"max_in_flight must be a positive integer or None, got {max_in_flight!r}")
+        if max_rps is not None and not max_rps > 0:
+            raise ValueError(f"max_rps must be a positive number or None, got {max_rps!r}")
+        self.max_in_flight, self.max_rps = max_in_flight, max_rps
+        self.in_flight, self._next, self._cv = 0, 0.0, threading.Condition()
+
+    @contextlib.contextmanager
+    def slot(self):
+        "Hold one request slot, started no sooner than the token bucket allows."
+        with self._cv:
+            while self.max_in_flight is not None and self.in_flight >= self.max_in_flight: self._cv.wait()
+            self.in_flight += 1
+            start = time.monotonic()
+            if self.max_rps: start = max(start, self._next); self._next = start + 1 / self.max_rps
+        try:
+            time.sleep(max(0.0, start - time.monotonic()))
+            yield
+        finally:
+            with self._cv: self.in_flight -= 1; self._cv.notify()
+
+# %% ../../nbs/02b_openai.ipynb #84c8bdab
+def retry_after_seconds(headers) -> float|None:
+    "The wait a reply's headers ask for (`retry-after-ms`, `Retry-After`: seconds or a date), or None."
+    if not headers: return None
+    try: return float(headers["retry-after-ms"]) / 1000
+    except (KeyError, TypeError, ValueError): pass
+    v = headers.get("retry-after")
+    if v is None: return None
+    try: return max(0.0, float(v))
+    except ValueError: pass
+    try: return max(0.0, email.utils.parsedate_to_datetime(v).timestamp() - time.time())
+    except (TypeError, ValueError): return None
+
+# %% ../../nbs/02b_openai.ipynb #d1f9b790
+MAX_RETRY_AFTER = 60.0   # seconds: a longer Retry-After is cut to this
+
+def backoff_seconds(attempt:int, # retries so far (0 for the first)
+                    retry_after:float|None=None, # what the server asked for, if anything
+                    base:float=0.5, cap:float=8.0, rng=random) -> float:
+    "Full jitter: uniform in [0, min(cap, base * 2**attempt)], at least `retry_after` (at most a minute)."
+    wait = rng.uniform(0, min(cap, base * 2 ** attempt))
+    return wait if retry_after is None else max(wait, min(retry_after, MAX_RETRY_AFTER))
 
 # %% ../../nbs/02b_openai.ipynb #b332ec31
 _TOKEN_PARAMS = ("max_tokens", "max_completion_tokens")
@@ -90,7 +139,8 @@ def _reply_completion(resp, t:float, notes:list) -> Completion:
 
 # %% ../../nbs/02b_openai.ipynb #4133a437
 class _OpenAIConfig(ChatModel):
-    "The configuration of an OpenAI-compatible chat model: client, server, JSON mode and sampling options."
+    ("The configuration of an OpenAI-compatible chat model: client, server, limits, JSON mode and sampling "
+     "options.")
     backend = "openai"
     def __init__(self, model:str, # model name the server knows
                  *, base_url:str|None=None, # default $OPENAI_BASE_URL (None: api.openai.com)
@@ -98,7 +148,10 @@ class _OpenAIConfig(ChatModel):
                  model_id:str|None=None, # the model's name in the cache and its stats; default `model`
                  concurrency:int=4, # requests in flight in `chat_batch`
                  timeout:float=120.0, # seconds per HTTP request
-                 max_retries:int=4, # client retries on 429/5xx/timeouts/connection errors, with backoff
+                 max_retries:int=4, # retries of a 429/5xx/408/409, a timeout or a dropped connection
+                 max_in_flight:int|None=None, # requests in flight over all threads (None: no bound)
+                 max_rps:float|None=None, # requests started a second over all threads (None: no bound)
+                 backoff_base:float=0.5, backoff_cap:float=8.0, # seconds of the full-jitter back-off
                  json_mode:str="auto", # one of json_schema, json_object_schema, json_object, prompt, auto
                  send_seed:bool=True, # send `seed` (turn off for servers that reject it)
                  send_temperature:bool=True, # send `temperature`; dropped by itself if the server rejects it
@@ -114,8 +167,11 @@ class _OpenAIConfig(ChatModel):
         if json_mode != "auto": response_format({}, json_mode)
         if token_param not in _TOKEN_PARAMS:
             raise ValueError(f"token_param must be one of {_TOKEN_PARAMS}, got {token_param!r}")
-        self.client = client or openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout,
-                                              max_retries=max_retries)
+        # the model retries (`_send`); the client sends each attempt once
+        self.client = (client.with_options(max_retries=0) if client is not None else
+                       openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0))
+        self.max_retries, self.backoff = max_retries, (backoff_base, backoff_cap)
+        self.limiter = RequestLimiter(max_in_flight, max_rps)
         self.base_url = base_url or getattr(self.client, "base_url", None)
         self.model, self.concurrency = model, concurrency
         self.send_seed, self.extra_body = send_seed, extra_body
@@ -173,8 +229,29 @@ class _OpenAILearning(_OpenAIConfig):
                 else []) + \
                ([self.adjustments["token_param"]] if self.token_param not in kw else [])
 
+# %% ../../nbs/02b_openai.ipynb #09d961fa
+_RETRY_STATUS = (408, 409, 429)
+
+class _OpenAISending(_OpenAILearning):
+    "An OpenAI-compatible model's HTTP attempts: bounded by its limiter, retried with full-jitter back-off."
+    def _send(self, kw:dict, retry:bool=True):
+        "One `chat.completions.create(**kw)`; 429/5xx/408/409, timeouts and dropped connections retried."
+        import openai
+        for attempt in range(self.max_retries + 1):
+            try:
+                with self.limiter.slot(): return self.client.chat.completions.create(**kw)
+            except (openai.APIStatusError, openai.APIConnectionError) as e:
+                status = getattr(e, "status_code", None)
+                transient = status is None or status in _RETRY_STATUS or status >= 500
+                if not retry or not transient or attempt == self.max_retries: raise
+                resp = getattr(e, "response", None)
+                wait = backoff_seconds(attempt, retry_after_seconds(getattr(resp, "headers", None)),
+                                       *self.backoff)
+                _log.debug("%s: %s; retry %d in %.2f s", self.model, type(e).__name__, attempt + 1, wait)
+                time.sleep(wait)
+
 # %% ../../nbs/02b_openai.ipynb #695d6f33
-class OpenAIChat(_OpenAILearning):
+class OpenAIChat(_OpenAISending):
     "Chat through the official openai client against any OpenAI-compatible server."
     concurrent = True # the client is thread-safe and the server queues or batches what it gets
     def _one(self, r) -> Completion:
@@ -184,10 +261,9 @@ class OpenAIChat(_OpenAILearning):
         while True:
             mode = self._modes[0]
             probe = r["schema"] is not None and not self._mode_ok and mode != "prompt" and not probed
-            client = self.client.with_options(max_retries=0) if probe else self.client
             kw = _openai_request(r, self.model, mode, self._send_temp, self._token_param, self.send_seed,
                                  self.extra_body)
-            try: resp = client.chat.completions.create(**kw)
+            try: resp = self._send(kw, retry=not probe)
             except openai.APIStatusError as e:
                 if isinstance(e, (openai.BadRequestError, openai.UnprocessableEntityError)):
                     what = self._adjust(e, kw)

@@ -24,7 +24,8 @@ from ..shards import MergeError, check_parts, merged_rows, parse_shard, shard_id
 from ..methods.pipeline import PaceMakerConfig, pacemaker_config, SMALL_SWITCHES
 from ..runfolder import (VOLATILE, split_volatile, dataset_sha256, model_fingerprint, settings_diff,
                             RunMismatchError, check_settings, build_model, RunLocked, RunLock, take_lock,
-                            nonnegative_int, positive_int, key_values, add_options, option_fields,
+                            nonnegative_int, positive_int, positive_float, key_values, add_options,
+                            option_fields, limit_rate,
                             option_values, usage_error, replace_text, read_manifest, write_manifest)
 
 # %% auto #0
@@ -204,6 +205,9 @@ class ExecutionConfig(BaseModel):
                          description="(query, method) pairs run at once, for models served over HTTP")
     batch: int = Field(1, ge=1, description="PaceMaker queries run together stage by stage, one batch per "
                        "stage (vLLM, servers that batch)")
+    max_rps: float | None = Field(None, gt=0, json_schema_extra=dict(type=positive_float),
+                                  description="requests started a second against each model served over "
+                                  "HTTP (default: no bound)")
     max_pairs: int | None = Field(None, description="stop after this many new (query, method) pairs",
                                   json_schema_extra=dict(cli=False))
     retry_failed: bool = Field(False, description="rerun pairs whose agent calls failed; judge again pairs "
@@ -660,6 +664,7 @@ class Run:
         with self.lock:   # held until the tables are written: no other run reads or writes the folder
             x = self.cfg.execution
             _fit_concurrency(x.batch, self.cm, self.jm)
+            limit_rate(x.max_rps, self.cm, self.jm)
             done = _resume(self.results, self.timings)
             self.scope = _scope(self, done.values())
             write_manifest(self.run_dir, self.settings, self.scope, "running")

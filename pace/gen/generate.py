@@ -4,12 +4,12 @@
 
 # %% ../../nbs/48_generate.ipynb #7b5abafa
 from __future__ import annotations
-import argparse, contextlib, datetime as dt, hashlib, json, math, os, re, shutil, sys, time
+import argparse, contextlib, datetime as dt, hashlib, json, math, os, re, shutil, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from tqdm.auto import tqdm
 from ..data import UsageError, append_row, load_done
-from ..runfolder import replace_text
+from ..runfolder import limit_rate, replace_text
 from ..shards import MergeError, check_parts, merged_rows, parse_shard, shard_ids
 from .base import (CELLS, STAGES, GenConfig, add_counts, count, hhmm, read_accounts, read_stage,
                            run_stage, stage_path, to_minutes)
@@ -379,8 +379,12 @@ def _projection_row(tag: str, unit: str, m, a: dict, target: float, f: float | N
                 projected_hours=None if f is None else round(a["model_seconds"] * f / 3600, 1))
 
 # %% ../../nbs/48_generate.ipynb #b9bce4ab
-def project_paper_scale(report: dict, cfg: GenConfig, scale: dict | None = None) -> dict:
-    "Calls, tokens and model hours to generate `scale` (default: the paper's), from `report`'s unit accounts."
+def project_paper_scale(report: dict, cfg: GenConfig, scale: dict | None = None,
+                        workers: int = 1, # requests in flight per shard (`--workers`)
+                        shards: int = 1, # shards run at once (`--shard K/N`), each against its own server
+                       ) -> dict:
+    ("Calls, tokens, model hours and wall hours at `workers` x `shards` to generate `scale` (default: the "
+     "paper's), from `report`'s unit accounts.")
     sc = dict(PAPER_SCALE, **(scale or {}))
     acc = report["accounts"]
     tags = _tag_accounts(acc)
@@ -406,6 +410,7 @@ def project_paper_scale(report: dict, cfg: GenConfig, scale: dict | None = None)
         if f is not None and tag != "gen.dedup":
             for k in ("calls", "prompt_tokens", "completion_tokens"): tot[k] += row[f"projected_{k}"]
         if f is not None: tot["hours"] += a["model_seconds"] * f / 3600
+    tot["wall_hours"] = round(tot["hours"] / (workers * shards), 2)
     tot["hours"] = round(tot["hours"], 1)
     notes = [f"scale: {sc['instances']} instances, {6 * sc['cases_per_cell']} planned cases each "
              f"({sc['cases_per_cell']} per cell), {sc['facts']} facts per KB",
@@ -419,8 +424,11 @@ def project_paper_scale(report: dict, cfg: GenConfig, scale: dict | None = None)
              "are assumed to hold at scale",
              "hours = measured model seconds (the model that generated, on this machine, one request "
              "at a time); a batched GPU server or an API changes the hours, not the calls or tokens",
+             f"wall hours = model hours / ({workers} workers x {shards} shards): each shard keeps {workers} "
+             "request(s) in flight, each as fast as one alone (an API, or a server with room to spare); a "
+             "server that slows under load takes longer",
              "calls and tokens exclude embeddings (gen.dedup, one text per call of the embedder's batch)"]
-    return dict(scale=sc, rows=rows, total=tot, notes=notes)
+    return dict(scale=sc, run=dict(workers=workers, shards=shards), rows=rows, total=tot, notes=notes)
 
 # %% ../../nbs/48_generate.ipynb #99584197
 def _md_table(rows: list[dict], cols: list[str]) -> str:
@@ -496,7 +504,9 @@ def report_markdown(report: dict) -> str:
         L += ["## Projected cost at the paper's scale", "", _md_table(p["rows"], cols), "",
               f"Total: {p['total']['calls']:,} calls, {p['total']['prompt_tokens']:,} prompt and "
               f"{p['total']['completion_tokens']:,} completion tokens, "
-              f"{p['total']['hours']:,} model hours.", "",
+              f"{p['total']['hours']:,} model hours"
+              + (f"; {p['total']['wall_hours']:,} wall hours at {p['run']['workers']} workers x "
+                 f"{p['run']['shards']} shards." if "run" in p else "."), "",
               "Assumptions:", ""] + [f"- {x}" for x in p["notes"]]
     return "\n".join(L) + "\n"
 
@@ -598,7 +608,7 @@ def _setting_arg(s: str) -> dict:
 # %% ../../nbs/48_generate.ipynb #77b40180
 def add_cli(subparsers) -> argparse.ArgumentParser:
     "Register the `generate` subcommand."
-    from pace.runfolder import nonnegative_int, positive_int
+    from pace.runfolder import nonnegative_int, positive_float, positive_int
     p = subparsers.add_parser("generate", help="generate a PACE-style dataset from personas (resumable)",
                               description="Generate a PACE dataset folder from one-line personas: "
                                           "persona expansion, profiles, cases, validation, distractors, "
@@ -630,6 +640,10 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--workers", type=positive_int, default=None,
                    help="requests in flight against a model served over HTTP: instances at once, and the "
                         "independent calls of a stage at once (default: one instance at a time)")
+    p.add_argument("--max-rps", type=positive_float, default=None,
+                   help="requests started a second against a model served over HTTP (default: no bound)")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="run again each instance from its first stage with a failed model call")
     p.add_argument("--shard", default=None,
                    help="generate only part K of N of the instances (K from 0, e.g. "
                         "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT) into <out>-shard<K>of<N>; "
@@ -648,7 +662,8 @@ def _generate_cmd(a) -> int:
            + (f" --set '{sets}'" if a.settings else ""))
     try: res = generate_dataset(a.out, a.personas, a.chat, a.instances, cfg, a.embedder, a.cache,
                                 card_note=a.card_note, command=cmd, progress=not a.no_progress,
-                                stop_after=a.stop_after, workers=a.workers, shard=a.shard)
+                                stop_after=a.stop_after, workers=a.workers, shard=a.shard,
+                                max_rps=a.max_rps, retry_failed=a.retry_failed)
     except GenerationError as e:
         print(f"pace: {e}", file=sys.stderr); return 1
     if res["status"] != "complete": print(f"stopped after {a.stop_after} in {res['out']}"); return 0
@@ -702,7 +717,7 @@ def _write_manifest(man: Path, head: dict, status: str, **extra):
 def _gen_workers(workers: int | None, # --workers (None: one instance at a time, the model as configured)
                  cm, n: int, # the chat model and the number of instances
                 ) -> int:
-    "Instances to run at once for `--workers`; an HTTP model's `concurrency` set so at most N are in flight."
+    "Instances to run at once for `--workers`; the model set so that at most N requests are in flight."
     if workers is None: return 1
     if workers > 1 and not getattr(cm, "concurrent", False):
         print(f"pace generate: --workers {workers}: the {getattr(cm, 'backend', type(cm).__name__)} backend "
@@ -710,7 +725,11 @@ def _gen_workers(workers: int | None, # --workers (None: one instance at a time,
               "instances run one at a time; serve the model over HTTP for more", file=sys.stderr)
         return 1
     at_once = max(1, min(workers, n))
-    if isinstance(getattr(cm, "concurrency", None), int): cm.concurrency = max(1, workers // at_once)
+    lim = getattr(cm, "limiter", None)
+    if lim is not None:   # one bound over all instances: the slots of one waiting on a round go to the others
+        lim.max_in_flight = workers
+        cm.concurrency, cm.chunk_size = workers, max(getattr(cm, "chunk_size", 1), 4 * workers)
+    elif isinstance(getattr(cm, "concurrency", None), int): cm.concurrency = max(1, workers // at_once)
     return at_once
 
 # %% ../../nbs/48_generate.ipynb #150e64f7
@@ -737,71 +756,99 @@ def _sort_stage(root, stage: str, order: list[str]):
     key = lambda k: (STAGES.index(k[0]) if k[0] in STAGES else len(STAGES), pos(k[1]))
     replace_text(acc_p, _rows_text(acc[k] for k in sorted(acc, key=key)))
 
+# %% ../../nbs/48_generate.ipynb #8f48aab6
+def _drop_failed(root) -> dict[str, str]:
+    "Drop each instance's lines from its first stage with a failed call on; {instance: that stage}."
+    acc_p = Path(root) / "stages" / "accounts.jsonl"
+    acc = {(r["stage"], r["instance_id"]): r for r in load_done(acc_p)}
+    first = {}
+    for (st, iid), r in acc.items():
+        if st in STAGES and any(a.get("failures", 0) for a in r["accounts"].values()):
+            first[iid] = min(first.get(iid, st), st, key=STAGES.index)
+    late = lambda st, i: i in first and st in STAGES and STAGES.index(st) >= STAGES.index(first[i])
+    if not first: return first
+    for st in STAGES:
+        if stage_path(root, st).exists():
+            replace_text(stage_path(root, st),
+                         _rows_text(r for i, r in read_stage(root, st).items() if not late(st, i)))
+    replace_text(acc_p, _rows_text(r for k, r in acc.items() if not late(*k)))
+    return first
+
 # %% ../../nbs/48_generate.ipynb #94b652f3
-def _run_stage_at_once(root, stage: str, ids: list[str], fn, models: list, progress: bool, at_once: int,
-                       order: list[str]) -> dict[str, dict]:
-    "`run_stage` with `at_once` instances in threads; the files are sorted by `order` at the end. {id: row}."
-    if at_once <= 1: return run_stage(root, stage, ids, fn, models, progress)
-    p, acc_p = stage_path(root, stage), Path(root) / "stages" / "accounts.jsonl"
-    p.parent.mkdir(parents=True, exist_ok=True)
-    done = read_stage(root, stage); load_done(acc_p)   # drops a line cut short by a kill
-    accs = list({id(m.accounts): m.accounts for m in models}.values())
-    def one(iid):
-        with contextlib.ExitStack() as st:
-            for a in accs: st.enter_context(a.scope())
-            snaps, t0 = [m.accounts.snapshot() for m in models], time.perf_counter()
-            row = fn(iid)
-            secs = round(time.perf_counter() - t0, 3)
-            return iid, row, dict(stage=stage, instance_id=iid, wall_seconds=secs,
-                                  accounts=_accounts_since(models, snaps))
-    todo = [i for i in ids if i not in done]
+def _run_instances_at_once(root, steps: list[tuple], # (stage, fn(instance_id) -> row, models), in order
+                           ids: list[str], s: dict, # the instances; {stage number: {id: row}}, filled in
+                           progress: bool, at_once: int):
+    ("Each instance through `steps` in its own thread, `at_once` at a time, from its first stage without a "
+     "line; an instance dropped at stage 1 or 2 stops there. The files are sorted by `ids` at the end.")
+    acc_p = Path(root) / "stages" / "accounts.jsonl"
+    acc_p.parent.mkdir(parents=True, exist_ok=True)
+    load_done(acc_p)   # drops a line cut short by a kill
+    for k, (st, _, _) in enumerate(steps, 1): s[k] = read_stage(root, st)
+    models = list({id(m): m for *_, ms in steps for m in ms}.values())
+    accs, lock = list({id(m.accounts): m.accounts for m in models}.values()), threading.Lock()
+    def one(iid, files, fa):
+        with contextlib.ExitStack() as es:
+            for a in accs: es.enter_context(a.scope())
+            for k, (st, fn, ms) in enumerate(steps, 1):
+                if iid not in s[k]:
+                    snaps, t0 = [m.accounts.snapshot() for m in ms], time.perf_counter()
+                    row = fn(iid)
+                    if row.get("instance_id") != iid:
+                        raise ValueError(f"stage {st} returned a row for {row.get('instance_id')!r}, "
+                                         f"expected {iid!r}")
+                    acc = dict(stage=st, instance_id=iid, wall_seconds=round(time.perf_counter() - t0, 3),
+                               accounts=_accounts_since(ms, snaps))
+                    with lock: append_row(fa, acc); append_row(files[st], row); s[k][iid] = row
+                if k <= 2 and s[k][iid]["dropped_instance"]: return
     ex = ThreadPoolExecutor(at_once, thread_name_prefix="pace-gen")
     try:
-        with open(p, "a") as f, open(acc_p, "a") as fa:
-            futs = as_completed([ex.submit(one, i) for i in todo])
-            for fut in tqdm(futs, total=len(todo), desc=f"generate {stage}", disable=not progress or not todo,
-                            unit="instance"):
-                iid, row, acc = fut.result()
-                if row.get("instance_id") != iid:
-                    raise ValueError(f"stage {stage} returned a row for {row.get('instance_id')!r}, "
-                                     f"expected {iid!r}")
-                append_row(fa, acc); append_row(f, row); done[iid] = row
+        with contextlib.ExitStack() as es:
+            files = {st: es.enter_context(open(stage_path(root, st), "a")) for st, _, _ in steps}
+            fa = es.enter_context(open(acc_p, "a"))
+            futs = as_completed([ex.submit(one, i, files, fa) for i in ids])
+            for fut in tqdm(futs, total=len(ids), desc="generate", disable=not progress, unit="instance"):
+                fut.result()
     finally: ex.shutdown(wait=True, cancel_futures=True)
-    _sort_stage(root, stage, order)
-    return {i: done[i] for i in ids if i in done}
+    for st, _, _ in steps: _sort_stage(root, st, ids)
+    for k in list(s): s[k] = {i: s[k][i] for i in ids if i in s[k]}
 
 # %% ../../nbs/48_generate.ipynb #4f290814
+def _stage_steps(cm, emb, cfg: GenConfig, seed_of: dict, s: dict) -> list[tuple]:
+    "(stage, fn(instance_id) -> row, models) of the seven stages; `s` holds the earlier rows by stage number."
+    world = lambda i: {k: s[2][i][k] for k in ("instance_id", "ego", "alters", "timeline", "reference_dates")}
+    return [("1_persona", lambda i: expand_personas(cm, [seed_of[i]])[0], (cm,)),
+            ("2_profile", lambda i: synthesize_profile(cm, cfg, i, s[1][i]["persona"]), (cm,)),
+            ("3_cases", lambda i: generate_cases(cm, cfg, world(i)), (cm,)),
+            ("4_validate", lambda i: validate_cases(cm, cfg, world(i), s[3][i]["cases"]), (cm,)),
+            ("5_distractors", lambda i: make_distractors(cm, cfg, world(i), s[4][i]["kept"]), (cm,)),
+            ("6_atomize",
+             lambda i: atomize_instance(cm, emb, cfg, world(i), s[4][i]["kept"], s[5][i]["distractors"]),
+             (cm, emb)),
+            ("7_kb", lambda i: _fill_row(cm, emb, cfg, world(i), s[4][i]["kept"], s[6][i]), (cm, emb))]
+
+# %% ../../nbs/48_generate.ipynb #fcfaff3d
 def _run_stages(out: Path, cm, emb, cfg: GenConfig, ids: list[str], seed_of: dict, stop_after: str | None,
                 progress: bool, at_once: int = 1) -> tuple[dict, list[str]]:
     "The rows of each stage run, by stage number, and the instances alive after stage 2."
-    run = lambda st, alive, fn, models=(cm,): _run_stage_at_once(out, st, alive, fn, list(models), progress,
-                                                                 at_once, ids)
-    s1 = run("1_persona", ids, lambda i: expand_personas(cm, [seed_of[i]])[0])
-    alive = [i for i in ids if not s1[i]["dropped_instance"]]
-    s2 = run("2_profile", alive, lambda i: synthesize_profile(cm, cfg, i, s1[i]["persona"]))
-    alive = [i for i in alive if not s2[i]["dropped_instance"]]
-    world = lambda i: {k: s2[i][k] for k in ("instance_id", "ego", "alters", "timeline", "reference_dates")}
-    steps = [("3_cases", lambda i: generate_cases(cm, cfg, world(i)), (cm,)),
-             ("4_validate", lambda i: validate_cases(cm, cfg, world(i), s[3][i]["cases"]), (cm,)),
-             ("5_distractors", lambda i: make_distractors(cm, cfg, world(i), s[4][i]["kept"]), (cm,)),
-             ("6_atomize",
-              lambda i: atomize_instance(cm, emb, cfg, world(i), s[4][i]["kept"], s[5][i]["distractors"]),
-              (cm, emb)),
-             ("7_kb", lambda i: _fill_row(cm, emb, cfg, world(i), s[4][i]["kept"], s[6][i]), (cm, emb))]
-    s = {1: s1, 2: s2}
-    for k, (st, fn, models) in enumerate(steps, 3):
-        if stop_after is not None and STAGES.index(stop_after) < STAGES.index(st): break
-        s[k] = run(st, alive, fn, models)
-    return s, alive
+    s = {}
+    steps = _stage_steps(cm, emb, cfg, seed_of, s)
+    if stop_after is not None: steps = steps[:max(2, STAGES.index(stop_after) + 1)]
+    if at_once > 1: _run_instances_at_once(out, steps, ids, s, progress, at_once)
+    else:
+        alive = ids
+        for k, (st, fn, models) in enumerate(steps, 1):
+            s[k] = run_stage(out, st, alive, fn, list(models), progress)
+            if k <= 2: alive = [i for i in alive if not s[k][i]["dropped_instance"]]
+    return s, [i for i in ids if not s[1][i]["dropped_instance"] and not s[2][i]["dropped_instance"]]
 
 # %% ../../nbs/48_generate.ipynb #ee3fa013
 def _write_outputs(out: Path, cfg: GenConfig, settings: dict, ids: list[str], alive: list[str], s: dict,
-                   manifest, command, card_note: str) -> tuple:
+                   manifest, command, card_note: str, workers: int = 1, shards: int = 1) -> tuple:
     "Write the surviving instances' dataset, report and card: (dataset, report); GenerationError if none."
     parts = [assemble_instance(cfg, s[1][i], s[2][i], s[4][i]["kept"], s[6][i], s[7][i]["everyday"])
              for i in alive if not s[7][i]["dropped_instance"]]
     report = generation_report(out, ids)
-    report["projection"] = project_paper_scale(report, cfg)
+    report["projection"] = project_paper_scale(report, cfg, workers=workers, shards=shards)
     if not parts:
         _write_report(out, report, cfg, settings, None)
         manifest("empty")
@@ -827,6 +874,8 @@ def generate_dataset(out,                         # the folder to write (a gener
                      stop_after: str | None = None,  # stop after this stage (tests and partial runs)
                      workers: int | None = None,  # requests in flight to an HTTP model (None: as configured)
                      shard=None,                  # 'K/N': instances of part K (from 0) -> <out>-shard<K>of<N>
+                     max_rps: float | None = None,  # requests started a second against an HTTP model
+                     retry_failed: bool = False,  # rerun instances from their first stage with a failed call
                     ) -> dict:
     "Run (or resume) the seven stages into `out`; write the dataset, its card and the report; a summary."
     cfg = config if isinstance(config, GenConfig) else _gen_config(config)
@@ -850,13 +899,19 @@ def generate_dataset(out,                         # the folder to write (a gener
     if shard: head["shard"] = dict(index=shard.index, count=shard.count, of=dict(instances=every))
     manifest = lambda status, **extra: _write_manifest(out / "generate.json", head, status, **extra)
     manifest("running")
+    again = _drop_failed(out) if retry_failed else {}
+    if again:
+        print(f"pace generate: --retry-failed: {len(again)} instance(s) run again from their first stage "
+              f"with a failed call ({', '.join(f'{i}: {st}' for i, st in again.items())})", file=sys.stderr)
     t0 = time.perf_counter()
     at_once = _gen_workers(workers, cm, len(ids))
+    limit_rate(max_rps, cm, prog="pace generate")
     s, alive = _run_stages(out, cm, emb, cfg, ids, dict(zip(every, seeds)), stop_after, progress, at_once)
     summary = dict(out=out, instances=ids, seconds=time.perf_counter() - t0, chat=cm, embedder=emb)
     if 7 not in s:
         manifest("partial", stopped_after=stop_after); return dict(summary, n_queries=0, status="partial")
-    ds, report = _write_outputs(out, cfg, settings, ids, alive, s, manifest, command, card_note)
+    ds, report = _write_outputs(out, cfg, settings, ids, alive, s, manifest, command, card_note,
+                                workers or 1, shard.count if shard else 1)
     manifest("complete", n_queries=len(ds.queries), n_facts=sum(map(len, ds.kb.values())))
     return dict(summary, status="complete", n_queries=len(ds.queries), report=report, dataset=ds)
 
@@ -917,7 +972,9 @@ def _card_note_of(path) -> str:
     m = re.search(r"\n## Quality\n\n(.*?)\n\nThe checks above are what code", card, re.S)
     return m.group(1) if m else ""
 
-def rebuild_outputs(root, card_note: str | None = None) -> dict:
+def rebuild_outputs(root, card_note: str | None = None,
+                    workers: int = 1, shards: int = 1, # of the run, for the projection's wall time
+                   ) -> dict:
     "Write the dataset, report, card and generate.json of a finished generation folder again from its stages."
     root = Path(root); man_p = root / "generate.json"
     man = json.loads(man_p.read_text())
@@ -935,7 +992,8 @@ def rebuild_outputs(root, card_note: str | None = None) -> dict:
     head["card_note"] = card_note
     manifest = lambda status, **extra: _write_manifest(man_p, head, status, **extra)
     cfg = GenConfig(**settings["config"])
-    ds, report = _write_outputs(root, cfg, settings, ids, alive, s, manifest, man.get("command"), card_note)
+    ds, report = _write_outputs(root, cfg, settings, ids, alive, s, manifest, man.get("command"), card_note,
+                                workers, shards)
     n_facts = sum(map(len, ds.kb.values()))
     manifest("complete", n_queries=len(ds.queries), n_facts=n_facts)
     return dict(n_queries=len(ds.queries), n_facts=n_facts, report=report, dataset=ds)
@@ -963,7 +1021,9 @@ def merge_generations(out, # the folder to write (new, or empty)
     replace_text(out / "stages" / "accounts.jsonl", _rows_text(acc))
     head = {k: v for k, v in mans[0].items() if k not in ("status", "n_queries", "n_facts", "shard")}
     _write_manifest(out / "generate.json", dict(head, instances=every), "complete")
-    return dict(rebuild_outputs(out), out=out, n_parts=len(parts))
+    rep = parts[0] / "report.json"   # the parts' workers, for the projection
+    workers = json.loads(rep.read_text())["projection"]["run"]["workers"] if rep.exists() else 1
+    return dict(rebuild_outputs(out, workers=workers, shards=len(parts)), out=out, n_parts=len(parts))
 
 # %% ../../nbs/48_generate.ipynb #27519d27
 AFTER_CHECKS = ("request_time_mismatch",)   # checks added after data/generated-sample was generated
