@@ -67,11 +67,14 @@ def settings_diff(old, new, path=""):
 class RunMismatchError(UsageError):
     "A run folder holds a run with other settings."
 
-def check_settings(run_dir: Path, # the run folder (its run.json, if any, is compared)
-                   settings: dict, # the settings of the run about to start
+def check_settings(run_dir: Path, # the job folder (its manifest, if any, is compared)
+                   settings: dict, # the settings of the job about to start
+                   manifest: str = "run.json", # the manifest's file name
+                   kind: str = "a run", # what the folder holds, for the message
+                   elsewhere: str = "use another --name, or another --out", # how to start afresh
                   ):
-    "Refuse (RunMismatchError) when `run_dir/run.json` holds other settings or is missing beside rows."
-    man, res = Path(run_dir) / "run.json", Path(run_dir) / "results.jsonl"
+    "Refuse (RunMismatchError) when the manifest holds other settings, or is missing beside result rows."
+    man, res = Path(run_dir) / manifest, Path(run_dir) / "results.jsonl"
     if not man.exists():
         # run.json is written before the first row: these rows' settings are unknown
         if res.exists() and res.read_bytes().strip():
@@ -81,11 +84,11 @@ def check_settings(run_dir: Path, # the run folder (its run.json, if any, is com
         return
     try: old = json.loads(man.read_text()).get("settings", {})
     except ValueError:
-        raise RunMismatchError(f"{man} is not valid JSON: move the folder away or use another --name"
+        raise RunMismatchError(f"{man} is not valid JSON: move the folder away or {elsewhere.split(',')[0]}"
                                ) from None
     diff = settings_diff(old, json.loads(json.dumps(settings, default=str)))
-    if diff: raise RunMismatchError(f"{run_dir} holds a run with other settings; it was not resumed "
-                                    "(use another --name, or another --out):\n  " + "\n  ".join(diff))
+    if diff: raise RunMismatchError(f"{run_dir} holds {kind} with other settings; it was not resumed "
+                                    f"({elsewhere}):\n  " + "\n  ".join(diff))
 
 # %% ../nbs/06_runfolder.ipynb #7f024f79
 def build_model(what: str, # the option that names the model: "chat", "judge" or "embedder"

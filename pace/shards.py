@@ -56,9 +56,12 @@ def _diff_keys(a: dict, b: dict) -> list[str]:
 
 def check_parts(parts, # the part folders
                 name: str = "run.json", # their manifest
+                out=None, # the folder a merge will write: new or empty (None: not checked)
                ) -> list[dict]:
     "The parts' manifests, in shard order, once they are one job's shards, each once, all complete."
     parts = [Path(p) for p in parts]
+    if out is not None and Path(out).exists() and (not Path(out).is_dir() or any(Path(out).iterdir())):
+        raise UsageError(f"{out} exists and is not an empty folder: merge into a new one")
     if not parts: raise MergeError("no parts to merge")
     mans = []
     for p in parts:

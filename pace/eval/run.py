@@ -695,9 +695,7 @@ def merge_runs(out, # the folder to write (new, or empty)
               ) -> dict:
     "Merge the folders of a sharded `pace run` into `out` as the unsharded run writes it: a summary."
     parts, out = [Path(p) for p in parts], Path(out)
-    mans = check_parts(parts, "run.json")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"{out} exists and is not an empty folder: merge into a new one")
+    mans = check_parts(parts, "run.json", out)
     whole, key = mans[0]["shard"]["of"], lambda r: (r["query_id"], r["method"])
     rows = merged_rows([p / "results.jsonl" for p in parts], key)
     pairs = {(q, m) for q in whole["query_ids"] for m in whole["methods"]}

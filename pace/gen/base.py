@@ -17,8 +17,8 @@ from ..data import append_row, load_done
 # %% auto #0
 __all__ = ['SITUATION_TYPES', 'LABELS', 'CELLS', 'MAX_TEXT', 'TIME12_RE', 'TIME24_RE', 'DURATION_RE', 'WORD_DURATIONS', 'STAGES',
            'GenConfig', 'case_id', 'by_cell', 'calendar_text', 'to_minutes', 'hhmm', 'rng_for', 'Text', 'truncated',
-           'split_sentences', 'states_time', 'unique_sentences', 'ask_many', 'stage_path', 'read_stage', 'run_stage',
-           'read_accounts', 'count', 'add_counts']
+           'split_sentences', 'states_time', 'unique_sentences', 'ask_many', 'stage_path', 'read_stage',
+           'accounts_since', 'run_stage', 'read_accounts', 'count', 'add_counts']
 
 # %% ../../nbs/40_gen_base.ipynb #65fc339e
 class GenConfig(BaseModel):
@@ -192,7 +192,8 @@ def read_stage(root, stage: str) -> dict[str, dict]:
     return {r["instance_id"]: r for r in load_done(stage_path(root, stage))}
 
 # %% ../../nbs/40_gen_base.ipynb #90ab30a8
-def _since(models, snaps) -> dict:
+def accounts_since(models, snaps) -> dict:
+    "Calls of `models` since `snaps`, summed per tag over the models (an instance's account line)."
     out = {}
     for m, s in zip(models, snaps):
         for tag, d in m.accounts.since(s).items():
@@ -218,7 +219,7 @@ def run_stage(root, stage: str, ids: list[str], fn, models: list = (),
                 raise ValueError(f"stage {stage} returned a row for {row.get('instance_id')!r}, "
                                  f"expected {iid!r}")
             append_row(fa, dict(stage=stage, instance_id=iid, wall_seconds=round(time.perf_counter() - t0, 3),
-                                accounts=_since(models, snaps)))
+                                accounts=accounts_since(models, snaps)))
             append_row(f, row)
             done[iid] = row
     return {i: done[i] for i in ids if i in done}

@@ -11,8 +11,8 @@ from tqdm.auto import tqdm
 from ..data import UsageError, append_row, load_done
 from ..runfolder import limit_rate, replace_text
 from ..shards import MergeError, check_parts, merged_rows, parse_shard, shard_ids
-from .base import (CELLS, STAGES, GenConfig, add_counts, count, hhmm, read_accounts, read_stage,
-                           run_stage, stage_path, to_minutes)
+from .base import (CELLS, STAGES, GenConfig, accounts_since, add_counts, count, hhmm, read_accounts,
+                           read_stage, run_stage, stage_path, to_minutes)
 from .persona import expand_personas, instance_id_of, load_personas, persona_source
 from .profile import synthesize_profile
 from .cases import generate_cases
@@ -296,16 +296,8 @@ def _seed_sha(seeds) -> str:
 # %% ../../nbs/48_generate.ipynb #19384856
 def check_generation_settings(out, settings: dict):
     "Refuse (`RunMismatchError`) to resume a folder whose generate.json holds other settings: what differs."
-    from pace.runfolder import RunMismatchError, settings_diff
-    man = Path(out) / "generate.json"
-    if not man.exists(): return
-    try: old = json.loads(man.read_text()).get("settings", {})
-    except ValueError:
-        raise RunMismatchError(f"{man} is not valid JSON: move the folder away or use another --out"
-                               ) from None
-    diff = settings_diff(old, json.loads(json.dumps(settings, default=str)))
-    if diff: raise RunMismatchError(f"{out} holds a generation with other settings; it was not resumed "
-                                    "(use another --out):\n  " + "\n  ".join(diff))
+    from pace.runfolder import check_settings
+    check_settings(out, settings, "generate.json", "a generation", "use another --out")
 
 # %% ../../nbs/48_generate.ipynb #3b7c4073
 def _spec_of(spec, kind: str):
@@ -733,15 +725,6 @@ def _gen_workers(workers: int | None, # --workers (None: one instance at a time,
     return at_once
 
 # %% ../../nbs/48_generate.ipynb #150e64f7
-def _accounts_since(models, snaps) -> dict:
-    "Calls of `models` since `snaps`, summed per tag over the models (an instance's account line)."
-    out = {}
-    for m, s in zip(models, snaps):
-        for tag, d in m.accounts.since(s).items():
-            cur = out.setdefault(tag, dict.fromkeys(d, 0))
-            for k, v in d.items(): cur[k] = cur.get(k, 0) + v
-    return out
-
 def _rows_text(rows) -> str:
     "JSON lines as `pace.data.append_row` writes them."
     return "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
@@ -797,7 +780,7 @@ def _run_instances_at_once(root, steps: list[tuple], # (stage, fn(instance_id) -
                         raise ValueError(f"stage {st} returned a row for {row.get('instance_id')!r}, "
                                          f"expected {iid!r}")
                     acc = dict(stage=st, instance_id=iid, wall_seconds=round(time.perf_counter() - t0, 3),
-                               accounts=_accounts_since(ms, snaps))
+                               accounts=accounts_since(ms, snaps))
                     with lock: append_row(fa, acc); append_row(files[st], row); s[k][iid] = row
                 if k <= 2 and s[k][iid]["dropped_instance"]: return
     ex = ThreadPoolExecutor(at_once, thread_name_prefix="pace-gen")
@@ -1004,9 +987,7 @@ def merge_generations(out, # the folder to write (new, or empty)
                      ) -> dict:
     "Merge the folders of a sharded `pace generate` into `out` as the unsharded run writes it: a summary."
     parts, out = [Path(p) for p in parts], Path(out)
-    mans = check_parts(parts, "generate.json")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"{out} exists and is not an empty folder: merge into a new one")
+    mans = check_parts(parts, "generate.json", out)
     every = mans[0]["shard"]["of"]["instances"]
     got = [i for m in mans for i in m["instances"]]
     gap = [i for i in every if i not in got]
