@@ -16,8 +16,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 # %% auto #0
 __all__ = ['ISODate', 'Text', 'SITUATION_TYPES', 'LABELS', 'MAX_FACT_CHARS', 'TABLE1_FMT', 'Timeline', 'Person', 'Alter',
            'Instance', 'Fact', 'Query', 'Problem', 'DatasetError', 'UsageError', 'first_missing', 'jsonl_lines',
-           'read_jsonl_objects', 'validate_object', 'RunFileError', 'read_jsonl', 'load_done', 'append_row',
-           'PaceDataset', 'load_pace_dataset', 'dataset_stats', 'stats_tables', 'stats_markdown']
+           'read_jsonl_objects', 'validate_object', 'RunFileError', 'read_jsonl', 'load_done', 'jsonl_text',
+           'append_row', 'PaceDataset', 'load_pace_dataset', 'dataset_stats', 'stats_tables', 'stats_markdown']
 
 # %% ../nbs/00_data.ipynb #9bef0c50
 def _iso_date(v: Any) -> dt.date:
@@ -194,11 +194,16 @@ def load_done(path: Path, # a JSONL file a resuming writer appends to (results, 
     "`read_jsonl` with `repair`: the rows done so far, a torn last line cut from the file."
     return read_jsonl(path, repair=True)
 
+# %% ../nbs/00_data.ipynb #88976d60
+def jsonl_text(rows) -> str:
+    "`rows` as JSON lines: keys sorted, UTF-8 kept, one newline after each."
+    return "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
+
 # %% ../nbs/00_data.ipynb #85f424fc
 def append_row(f, # a file open for appending text
                row: dict):
     "Write `row` as one JSON line (UTF-8 kept, keys sorted), flushed and synced to disk."
-    f.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n"); f.flush(); os.fsync(f.fileno())
+    f.write(jsonl_text([row])); f.flush(); os.fsync(f.fileno())
 
 # %% ../nbs/00_data.ipynb #abdd08e1
 class PaceDataset:

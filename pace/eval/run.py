@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from typing import Any, Literal
 from tqdm.auto import tqdm
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from ..data import UsageError, append_row, first_missing, load_done
+from ..data import UsageError, append_row, first_missing, jsonl_text, load_done
 from ..cache import as_cache
 from ..methods.baselines import (METHODS as SIMPLE_METHODS, METHOD_SPECS, SIZED, MethodSpec, make_method,
                                         method_spec)
@@ -524,7 +524,7 @@ def _rewrite_sorted(res_p: Path, tim_p: Path) -> list[dict]:
 
 def _write_rows(p: Path, rows: list[dict]):
     "Write `rows` as JSON lines (sorted keys), atomically: how a run's results and timings files look."
-    replace_text(p, "".join(json.dumps(x, ensure_ascii=False, sort_keys=True) + "\n" for x in rows))
+    replace_text(p, jsonl_text(rows))
 
 # %% ../../nbs/32_run.ipynb #11549ee7
 def _fit_concurrency(batch: int, *models):

@@ -8,7 +8,7 @@ import argparse, contextlib, datetime as dt, hashlib, json, math, os, re, shutil
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from tqdm.auto import tqdm
-from ..data import UsageError, append_row, load_done
+from ..data import UsageError, append_row, jsonl_text, load_done
 from ..runfolder import limit_rate, replace_text
 from ..shards import MergeError, check_parts, merged_rows, parse_shard, shard_ids
 from .base import (CELLS, STAGES, GenConfig, accounts_since, add_counts, count, hhmm, read_accounts,
@@ -700,10 +700,8 @@ def _gen_models(out: Path, chat, embedder, cache, cfg: GenConfig, personas) -> t
 
 # %% ../../nbs/48_generate.ipynb #de9ca1c5
 def _write_manifest(man: Path, head: dict, status: str, **extra):
-    "Write `man` (generate.json): the fields of `head`, the status and any `extra` fields."
-    tmp = man.with_suffix(".tmp")
-    tmp.write_text(json.dumps(dict(**head, status=status, **extra), indent=1, default=str) + "\n")
-    tmp.replace(man)
+    "Write `man` (generate.json), atomically: the fields of `head`, the status and any `extra` fields."
+    replace_text(man, json.dumps(dict(**head, status=status, **extra), indent=1, default=str) + "\n")
 
 # %% ../../nbs/48_generate.ipynb #07cee865
 def _gen_workers(workers: int | None, # --workers (None: one instance at a time, the model as configured)
@@ -725,19 +723,16 @@ def _gen_workers(workers: int | None, # --workers (None: one instance at a time,
     return at_once
 
 # %% ../../nbs/48_generate.ipynb #150e64f7
-def _rows_text(rows) -> str:
-    "JSON lines as `pace.data.append_row` writes them."
-    return "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
-
 def _sort_stage(root, stage: str, order: list[str]):
     "Rewrite a stage file and the accounts in `order` of instances (a one-at-a-time run's order), atomically."
-    pos = lambda i: order.index(i) if i in order else len(order)
+    rank = {i: k for k, i in enumerate(order)}
+    pos = lambda i: rank.get(i, len(order))
     rows = read_stage(root, stage)
-    replace_text(stage_path(root, stage), _rows_text(rows[i] for i in sorted(rows, key=pos)))
+    replace_text(stage_path(root, stage), jsonl_text(rows[i] for i in sorted(rows, key=pos)))
     acc_p = Path(root) / "stages" / "accounts.jsonl"
     acc = {(r["stage"], r["instance_id"]): r for r in load_done(acc_p)}
     key = lambda k: (STAGES.index(k[0]) if k[0] in STAGES else len(STAGES), pos(k[1]))
-    replace_text(acc_p, _rows_text(acc[k] for k in sorted(acc, key=key)))
+    replace_text(acc_p, jsonl_text(acc[k] for k in sorted(acc, key=key)))
 
 # %% ../../nbs/48_generate.ipynb #8f48aab6
 def _drop_failed(root) -> dict[str, str]:
@@ -753,8 +748,8 @@ def _drop_failed(root) -> dict[str, str]:
     for st in STAGES:
         if stage_path(root, st).exists():
             replace_text(stage_path(root, st),
-                         _rows_text(r for i, r in read_stage(root, st).items() if not late(st, i)))
-    replace_text(acc_p, _rows_text(r for k, r in acc.items() if not late(*k)))
+                         jsonl_text(r for i, r in read_stage(root, st).items() if not late(st, i)))
+    replace_text(acc_p, jsonl_text(r for k, r in acc.items() if not late(*k)))
     return first
 
 # %% ../../nbs/48_generate.ipynb #94b652f3
@@ -996,10 +991,10 @@ def merge_generations(out, # the folder to write (new, or empty)
     (out / "stages").mkdir(parents=True, exist_ok=True)
     for st in STAGES:
         rows = merged_rows([stage_path(p, st) for p in parts], lambda r: r["instance_id"], pos.get)
-        if rows: replace_text(stage_path(out, st), _rows_text(rows))
+        if rows: replace_text(stage_path(out, st), jsonl_text(rows))
     acc = merged_rows([p / "stages" / "accounts.jsonl" for p in parts],
                       lambda r: (r["stage"], r["instance_id"]), lambda k: (STAGES.index(k[0]), pos[k[1]]))
-    replace_text(out / "stages" / "accounts.jsonl", _rows_text(acc))
+    replace_text(out / "stages" / "accounts.jsonl", jsonl_text(acc))
     head = {k: v for k, v in mans[0].items() if k not in ("status", "n_queries", "n_facts", "shard")}
     _write_manifest(out / "generate.json", dict(head, instances=every), "complete")
     rep = parts[0] / "report.json"   # the parts' workers, for the projection

@@ -8,6 +8,7 @@ import datetime as dt, json, math, os
 from pathlib import Path
 from pydantic import BaseModel, Field
 from ..calls import prompt_asset
+from ..data import jsonl_text
 from .base import GenConfig, Text, ask_many, calendar_text, count, rng_for, split_sentences
 from .cases import arithmetic_text
 from .distractors import FACT_CHARS, fact_drop_reason
@@ -114,7 +115,7 @@ def assemble_instance(cfg: GenConfig, persona: dict, profile: dict, kept: list[d
 def _write(path: Path, rows: list[dict]):
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    text = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
+    text = jsonl_text(rows)
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
 
