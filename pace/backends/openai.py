@@ -254,6 +254,11 @@ class _OpenAISending(_OpenAILearning):
 class OpenAIChat(_OpenAISending):
     "Chat through the official openai client against any OpenAI-compatible server."
     concurrent = True # the client is thread-safe and the server queues or batches what it gets
+    def serve_workers(self, n:int):
+        "Up to `n` requests in flight over all threads, and a `chat_batch` that may use all `n` at once."
+        self.limiter.max_in_flight, self.concurrency = n, n
+        self.chunk_size = max(self.chunk_size, 4 * n)
+
     def _one(self, r) -> Completion:
         import openai
         t, probed, adjusted = time.perf_counter(), False, set()

@@ -715,10 +715,8 @@ def _gen_workers(workers: int | None, # --workers (None: one instance at a time,
               "instances run one at a time; serve the model over HTTP for more", file=sys.stderr)
         return 1
     at_once = max(1, min(workers, n))
-    lim = getattr(cm, "limiter", None)
-    if lim is not None:   # one bound over all instances: the slots of one waiting on a round go to the others
-        lim.max_in_flight = workers
-        cm.concurrency, cm.chunk_size = workers, max(getattr(cm, "chunk_size", 1), 4 * workers)
+    if hasattr(cm, "serve_workers"):   # one bound over all instances: a waiting one's slots go to the others
+        cm.serve_workers(workers)
     elif isinstance(getattr(cm, "concurrency", None), int): cm.concurrency = max(1, workers // at_once)
     return at_once
 
