@@ -189,8 +189,7 @@ def calls_frame(rows: list[dict]) -> pd.DataFrame:
     for r in rows:
         for c in list((r.get("trace") or {}).get("calls") or []) + list(r.get("judge_calls") or []):
             out.append(dict(query_id=r["query_id"], method=r["method"], stage=c["stage"],
-                            ok=bool(c.get("ok")),
-                            fallback=c.get("fallback")))
+                            ok=bool(c.get("ok")), fallback=c.get("fallback")))
     return pd.DataFrame(out, columns=["query_id", "method", "stage", "ok", "fallback"])
 
 # %% ../../nbs/31_evaluate.ipynb #f88660cf
@@ -205,17 +204,15 @@ def failures(rows: list[dict]) -> pd.DataFrame:
         for st in [s for s in CALL_STAGES if s in stages] + sorted(stages - set(CALL_STAGES)):
             g = cf[(cf.method == m) & (cf.stage == st)]
             d = dict(method=m, stage=st, queries=g.query_id.nunique(), calls=len(g),
-                     failed=100 * (~g.ok).mean(),
-                     fallback=100 * g.fallback.notna().mean())
+                     failed=100 * (~g.ok).mean(), fallback=100 * g.fallback.notna().mean())
             s = sel[(sel.method == m) & (sel.stage == st)] if len(sel) else sel
             for k in ("chosen", "padded", "fallback", "passed_uncalled", "unseen_dropped"):
                 col = f"{k}_per_query" if k != "fallback" else "fallback_ids_per_query"
                 d[col] = s[f"n_{k}"].mean() if len(s) and f"n_{k}" in s else float("nan")
             out.append(d)
     cols = ["method", "stage", "queries", "calls", "failed", "fallback", "chosen_per_query",
-            "padded_per_query",
-            "fallback_ids_per_query",
-            "passed_uncalled_per_query", "unseen_dropped_per_query"]
+            "padded_per_query", "fallback_ids_per_query", "passed_uncalled_per_query",
+            "unseen_dropped_per_query"]
     return pd.DataFrame(out, columns=cols).set_index(["method", "stage"])
 
 # %% ../../nbs/31_evaluate.ipynb #ac17b6c4
