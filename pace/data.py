@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_data.ipynb #286f5a27
 from __future__ import annotations
-import contextlib, datetime as dt, json, os
+import contextlib, datetime as dt, json, os, unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,10 +14,11 @@ from warnings import warn
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 # %% auto #0
-__all__ = ['ISODate', 'Text', 'SITUATION_TYPES', 'LABELS', 'MAX_FACT_CHARS', 'TABLE1_FMT', 'Timeline', 'Person', 'Alter',
-           'Instance', 'Fact', 'Query', 'Problem', 'DatasetError', 'UsageError', 'first_missing', 'jsonl_lines',
-           'read_jsonl_objects', 'validate_object', 'RunFileError', 'read_jsonl', 'load_done', 'jsonl_text',
-           'append_row', 'PaceDataset', 'load_pace_dataset', 'dataset_stats', 'stats_tables', 'stats_markdown']
+__all__ = ['ISODate', 'Text', 'SITUATION_TYPES', 'LABELS', 'MAX_NAME_BYTES', 'LOOKALIKES', 'MAX_FACT_CHARS', 'TABLE1_FMT',
+           'Timeline', 'Person', 'Alter', 'Instance', 'Fact', 'Query', 'Problem', 'DatasetError', 'UsageError',
+           'first_missing', 'name_problem', 'check_name', 'jsonl_lines', 'read_jsonl_objects', 'validate_object',
+           'RunFileError', 'read_jsonl', 'load_done', 'jsonl_text', 'append_row', 'PaceDataset', 'load_pace_dataset',
+           'dataset_stats', 'stats_tables', 'stats_markdown']
 
 # %% ../nbs/00_data.ipynb #9bef0c50
 def _iso_date(v: Any) -> dt.date:
@@ -117,6 +118,44 @@ def first_missing(path) -> Path | None:
     "The topmost folder of `path` (itself included) that does not exist yet; None when all of it exists."
     p = Path(path)
     return next((d for d in [*reversed(p.parents), p] if not d.exists()), None)
+
+# %% ../nbs/00_data.ipynb #9338d1c0
+MAX_NAME_BYTES = 200   # an id or run name longer than this (UTF-8 bytes) is refused
+# characters drawn like '/', '\\' or '.': slashes, backslashes, dots and full stops of other blocks
+LOOKALIKES = frozenset("\u2044\u2215\u29f8\u27cb\uff0f\u2571\u2216\u29f5\u29f9\u27cd\ufe68\uff3c\u2572"
+                       "\u2024\u2027\u2e31\ufe52\uff0e\u3002\uff61\u0701\u0702")
+
+def name_problem(name, # an id or name that becomes a file or folder name
+                ) -> str | None:
+    "Why `name` is not one safe file name (see above), or None when it is one."
+    if not isinstance(name, str) or not name.strip(): return "is empty"
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        return f"is longer than {MAX_NAME_BYTES} bytes"
+    bad = next((c for c in name if unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp")), None)
+    if bad is not None:
+        return f"holds the control character U+{ord(bad):04X}" + (" (NUL)" if bad == "\0" else "")
+    bad = next((c for c in name if c in LOOKALIKES), None)
+    if bad is not None: return f"holds {bad!r} (U+{ord(bad):04X}), which looks like '/', '\\' or '.'"
+    for s in dict.fromkeys([name, unicodedata.normalize("NFKC", name)]):
+        if "/" in s or "\\" in s: return "holds a path separator ('/' or '\\')"
+        if ".." in s: return "holds '..'"
+        if s[0] in ".-": return f"starts with {s[0]!r}"
+    return None
+
+def _shown(name) -> str:
+    "`repr(name)`, cut to 60 characters (with the length) when longer: what a message shows of a bad name."
+    r = repr(name)
+    return r if len(r) <= 60 else r[:50] + f"... ({len(name)} characters)"
+
+# %% ../nbs/00_data.ipynb #71b817dd
+def check_name(name, # an id or name that becomes a file or folder name
+               what: str = "name", # what it is, for the message: '--name', 'instance_id', ...
+              ) -> str:
+    "`name` when it is one safe file name (`name_problem`); a one-line `UsageError` saying why otherwise."
+    why = name_problem(name)
+    if why is None: return name
+    raise UsageError(f"{what} {_shown(name)} {why}: it names a file, so it must be one file name "
+                     f"(no '/', '\\', '..', NUL; not starting with '.' or '-'; at most {MAX_NAME_BYTES} bytes)")
 
 # %% ../nbs/00_data.ipynb #a9cf9972
 def jsonl_lines(raw: bytes, # the bytes of a JSONL file
@@ -263,6 +302,12 @@ def _load_instances(root: Path, problems: list[Problem]) -> tuple[dict[str, Inst
         if inst is None:
             if isinstance(obj.get("instance_id"), str): broken.add(obj["instance_id"])
             continue
+        why = name_problem(inst.instance_id)
+        if why is not None:   # it would name kb/<id>.jsonl: never made a path
+            problems.append(Problem("instances.jsonl", n, "instance_id",
+                                    f"{_shown(inst.instance_id)} {why}: an instance id names its file "
+                                    "kb/<id>.jsonl, so it must be one file name"))
+            broken.add(inst.instance_id); continue
         if inst.instance_id in instances:
             problems.append(Problem("instances.jsonl", n, "instance_id", f"duplicate instance_id "
                                     f"{inst.instance_id!r} (first on line {inst_line[inst.instance_id]})"))

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from typing import Any, Literal
 from tqdm.auto import tqdm
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from ..data import UsageError, append_row, first_missing, jsonl_text, load_done
+from ..data import MAX_NAME_BYTES, UsageError, append_row, first_missing, jsonl_text, load_done, name_problem
 from ..cache import as_cache
 from ..methods.baselines import (METHODS as SIMPLE_METHODS, METHOD_SPECS, SIZED, MethodSpec, make_method,
                                         method_spec)
@@ -116,10 +116,12 @@ def default_run_name(dataset, # the dataset folder
 
 # %% ../../nbs/32_run.ipynb #8abf7907
 def check_run_name(name: str) -> str:
-    "A run name is one folder name inside --out: not empty, no path separator, no '..'."
-    seps = [c for c in ("/", "\\", os.sep, os.altsep) if c]
-    if not name or not name.strip() or any(c in name for c in seps) or ".." in name or "\0" in name:
-        raise UsageError(f"--name {name!r}: a run name is one folder name inside --out (no '/', no '..')")
+    "A run name is one folder name inside --out: one safe file name (`pace.data.name_problem`)."
+    why = name_problem(name)
+    if why is not None:
+        shown = repr(name) if len(repr(name)) <= 60 else repr(name)[:50] + f"... ({len(name)} characters)"
+        raise UsageError(f"--name {shown}: a run name is one folder name inside --out; this one {why} "
+                         f"(no '/', '\\', '..', NUL; not starting with '.' or '-'; at most {MAX_NAME_BYTES} bytes)")
     return name
 
 # %% ../../nbs/32_run.ipynb #d0c5f78c
@@ -170,6 +172,12 @@ class ScopeConfig(BaseModel):
                               "`pace merge` joins the parts")
     out_dir: str | Path = Field("results", description="parent folder of the run folder",
                                 json_schema_extra=dict(cli="--out"))
+
+    @field_validator("out_dir")
+    @classmethod
+    def some_folder(cls, v):
+        if not str(v).strip(): raise UsageError(f"--out {str(v)!r}: give a folder (default: results)")
+        return v
 
     @field_validator("name")
     @classmethod
