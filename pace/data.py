@@ -4,12 +4,11 @@
 
 # %% ../nbs/00_data.ipynb #286f5a27
 from __future__ import annotations
-import contextlib, datetime as dt, json, os, unicodedata
+import contextlib, datetime as dt, json, os, sys, unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Iterator, Literal
-from warnings import warn
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
@@ -109,6 +108,12 @@ class DatasetError(ValueError):
         n = len(self.problems)
         head = f"{self.path}: {n} problem{'s' if n != 1 else ''}"
         super().__init__("\n".join([head] + [f"  {p}" for p in self.problems]))
+
+    def one_line(self) -> str:
+        "The message on one line when there is one problem (the folder named once), else the whole list."
+        if len(self.problems) != 1: return str(self)
+        p = self.problems[0]
+        return str(p) if p.file == str(self.path) else f"{self.path}: {p}"
 
 class UsageError(ValueError):
     "A mistake the user fixes on the command line or in a call (bad option, unknown method, missing key)."
@@ -211,7 +216,7 @@ class RunFileError(UsageError):
 def read_jsonl(path, # a JSONL file written one object a line (run results, timings, a generation's stage)
                repair: bool = False, # cut a torn last line from the file too: the next append starts cleanly
               ) -> list[dict]:
-    "The JSON objects of `path` ([] when it is missing); a torn last line is skipped with a warning."
+    "The JSON objects of `path` ([] when it is missing); a torn last line is skipped, saying so on stderr."
     path = Path(path)
     if not path.exists(): return []
     raw, rows = path.read_bytes(), []
@@ -221,8 +226,8 @@ def read_jsonl(path, # a JSONL file written one object a line (run results, timi
         if k < len(lines) - 1:
             raise RunFileError(f"{path}: line {n} is not a valid JSON object (and is not the last line): "
                                "repair or delete that line")
-        warn(f"{path}: line {n} is cut short, as a killed writer leaves it ({why}): "
-             + ("removed from the file" if repair else "skipped"), stacklevel=2)
+        print(f"pace: warning: {path}: line {n} is cut short, as a killed writer leaves it ({why}): "
+              + ("removed from the file" if repair else "skipped"), file=sys.stderr)
         if repair:
             with open(path, "r+b") as f: f.truncate(sum(len(l) + 1 for l in raw.split(b"\n")[:n - 1]))
     return rows

@@ -502,6 +502,13 @@ def _concurrently(fn, items: list, workers: int):
     finally: ex.shutdown(wait=True, cancel_futures=True)
 
 # %% ../../nbs/32_run.ipynb #1016c967
+def _append(f, path: Path, row: dict):
+    "`append_row`; a write error (a full disk) names the file."
+    try: append_row(f, row)
+    except OSError as e:
+        if e.filename: raise
+        raise OSError(e.errno, e.strerror or str(e), str(path)) from None
+
 def _run_pairs(run, todo: list) -> tuple[int, int]:
     "Run, judge and append each pair of `todo`, `workers` or PaceMaker `batch` at a time: (new, re-judged)."
     x = run.cfg.execution
@@ -517,7 +524,7 @@ def _run_pairs(run, todo: list) -> tuple[int, int]:
                unit="pair")
     with open(run.results, "a", encoding="utf-8") as fr, open(run.timings, "a", encoding="utf-8") as ft, bar:
         for row, tim, again in pairs:
-            append_row(ft, tim); append_row(fr, row)
+            _append(ft, run.timings, tim); _append(fr, run.results, row)
             new += 1; retried += again; bar.update()
     return new, retried
 
@@ -573,8 +580,15 @@ class RunInterrupted(KeyboardInterrupt):
 def _mark_stopped(run, why: str) -> int:
     "Write `run.json` as `partial`, with why the run stopped; the number of pairs the folder holds."
     n = len({(r["query_id"], r["method"]) for r in load_done(run.results)})
-    write_manifest(run.run_dir, run.settings, run.scope, "partial", n_pairs=n, stopped=why[:300])
+    try: write_manifest(run.run_dir, run.settings, run.scope, "partial", n_pairs=n, stopped=why[:300])
+    except OSError: _partial_in_place(run.run_dir / "run.json")   # a full disk: no room for a new file
     return n
+
+def _partial_in_place(man: Path):
+    "Overwrite `running` with `partial` (as long) in the manifest's own bytes: no new block needed."
+    with contextlib.suppress(OSError), open(man, "r+b") as f:
+        at = f.read().find(b'"status": "running"')
+        if at >= 0: f.seek(at); f.write(b'"status": "partial"'); f.flush(); os.fsync(f.fileno())
 
 def _finish_run(run, new: int, retried: int) -> dict:
     "Sort the run's files, write the manifest's final status, the tables and index costs: the run's summary."
