@@ -75,9 +75,9 @@ class _SQLiteFile:
             raise CacheFileError(f"cannot make the folder of cache {self.path}: {e.strerror}") from None
 
     def _locked(self) -> CacheLockedError:
-        return CacheLockedError(f"cache {self.path} is locked by another process (its write lock was held for "
-                                f"more than {self.timeout:g} s): let that process finish, or give another "
-                                "--cache")
+        return CacheLockedError(f"cache {self.path} is locked by another process (its write lock was held "
+                                f"for more than {self.timeout:g} s): let that process finish, or give "
+                                "another --cache")
 
     def _con(self) -> sqlite3.Connection:
         "This thread's (and this process's) connection, opened on first use."
@@ -465,15 +465,15 @@ def read_store_file(path:str|Path, # a file of a store folder
         raise bad(f"sizes do not agree: {n} vectors of {dim} floats, {len(lines)} entries, {len(vecs)} bytes")
     sha = head.get("vectors_sha256")   # files written before it was recorded have none
     if sha is not None and sha != hashlib.sha256(vecs).hexdigest():
-        raise bad("vectors.f32 does not match the sha256 in store.json: the vectors are damaged (restore the file, "
-                  "e.g. with git checkout, or record it again)")
+        raise bad("vectors.f32 does not match the sha256 in store.json: the vectors are damaged (restore "
+                  "the file, e.g. with git checkout, or record it again)")
     vecs, out, w = _unplanes(vecs), [], 4 * dim
     import numpy as np
     ok = np.isfinite(np.frombuffer(vecs, "<f4").reshape(n, dim)).all(axis=1)
     if not ok.all():
         i = int(np.argmin(ok))
-        raise bad(f"entry {i + 1}: its vector holds NaN or infinity, which a store never holds: the vectors are "
-                  "damaged (restore the file, e.g. with git checkout, or record it again)")
+        raise bad(f"entry {i + 1}: its vector holds NaN or infinity, which a store never holds: the "
+                  "vectors are damaged (restore the file, e.g. with git checkout, or record it again)")
     for i, l in enumerate(lines):
         try:
             d = json.loads(l)

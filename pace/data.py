@@ -159,8 +159,8 @@ def check_name(name, # an id or name that becomes a file or folder name
     "`name` when it is one safe file name (`name_problem`); a one-line `UsageError` saying why otherwise."
     why = name_problem(name)
     if why is None: return name
-    raise UsageError(f"{what} {_shown(name)} {why}: it names a file, so it must be one file name "
-                     f"(no '/', '\\', '..', NUL; not starting with '.' or '-'; at most {MAX_NAME_BYTES} bytes)")
+    raise UsageError(f"{what} {_shown(name)} {why}: it names a file, so it must be one file name (no '/', "
+                     f"'\\', '..', NUL; not starting with '.' or '-'; at most {MAX_NAME_BYTES} bytes)")
 
 # %% ../nbs/00_data.ipynb #a9cf9972
 def jsonl_lines(raw: bytes, # the bytes of a JSONL file

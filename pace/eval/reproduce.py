@@ -58,7 +58,7 @@ def read_experiment(path, # an experiment notebook
 
 # %% ../../nbs/34_reproduce.ipynb #e030d8c7
 def _checkout_of(start: Path) -> Path | None:
-    "The nearest folder at or above `start` that is a checkout of pace: settings.ini of lib pace, nbs/experiments."
+    "The nearest folder at or above `start` that is a pace checkout (settings.ini of pace, nbs/experiments)."
     for d in [start, *start.parents]:
         ini = d / "settings.ini"
         if ini.is_file() and (d / "nbs" / "experiments").is_dir():
@@ -205,7 +205,8 @@ def run_notebook(exp: Experiment, # the notebook
         try:
             with _environ(env, unset=["PACE_REPLAY"] if record else []):
                 pm.execute_notebook(str(exp.path), str(ran), parameters=params, cwd=str(exp.path.parent),
-                                    progress_bar=False, log_output=False, kernel_manager_class=_quiet_kernels(),
+                                    progress_bar=False, log_output=False,
+                                    kernel_manager_class=_quiet_kernels(),
                                     extra_arguments=["--IPKernelApp.log_level=ERROR"])   # no TCP warnings
         except Exception as e: row.update(status="failed", error=_error_line(e))
         calls, misses = _read_log(log)

@@ -12,7 +12,8 @@ from types import SimpleNamespace
 from typing import Any, Literal
 from tqdm.auto import tqdm
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from ..data import MAX_NAME_BYTES, UsageError, append_row, first_missing, jsonl_text, load_done, name_problem
+from ..data import (MAX_NAME_BYTES, UsageError, append_row, first_missing, jsonl_text, load_done,
+                       name_problem)
 from ..cache import as_cache
 from ..methods.baselines import (METHODS as SIMPLE_METHODS, METHOD_SPECS, SIZED, MethodSpec, make_method,
                                         method_spec)
@@ -121,7 +122,8 @@ def check_run_name(name: str) -> str:
     if why is not None:
         shown = repr(name) if len(repr(name)) <= 60 else repr(name)[:50] + f"... ({len(name)} characters)"
         raise UsageError(f"--name {shown}: a run name is one folder name inside --out; this one {why} "
-                         f"(no '/', '\\', '..', NUL; not starting with '.' or '-'; at most {MAX_NAME_BYTES} bytes)")
+                         f"(no '/', '\\', '..', NUL; not starting with '.' or '-'; at most {MAX_NAME_BYTES} "
+                         "bytes)")
     return name
 
 # %% ../../nbs/32_run.ipynb #d0c5f78c

@@ -60,7 +60,8 @@ def _seed(d, n: int, where: str, strings: bool = False) -> PersonaSeed:
     if not isinstance(d, dict) or not str(d.get("persona", "")).strip():
         raise UsageError(f"--personas {where}: expected an object with a non-empty 'persona'"
                          + (" or a string" if strings else ""))
-    return PersonaSeed(seed_id=str(d.get("seed_id") or f"p{n:02d}"), persona=" ".join(str(d["persona"]).split()))
+    return PersonaSeed(seed_id=str(d.get("seed_id") or f"p{n:02d}"),
+                       persona=" ".join(str(d["persona"]).split()))
 
 def _parse_seeds(p: Path, text: str) -> list[PersonaSeed]:
     "The seeds of a seed file's text, by its kind (suffix)."
