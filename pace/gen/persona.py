@@ -92,9 +92,10 @@ def _read_seed_file(p: Path) -> list[PersonaSeed]:
     bad = [s.seed_id for s in seeds if not re.fullmatch(r"[A-Za-z0-9_.-]+", s.seed_id)]
     if bad: raise UsageError(f"--personas {p}: seed_id {bad[0]!r} may only hold letters, digits, '.', '_' "
                              "and '-' (it names files)")
-    bad = [(s.seed_id, why) for s in seeds if (why := name_problem(instance_id_of(s)))]
-    if bad: raise UsageError(f"--personas {p}: seed_id {bad[0][0][:60]!r}: its instance id {bad[0][1]} "
-                             "(it names the file kb/<instance id>.jsonl)")
+    bad = [(s.seed_id, why) for s in seeds
+           if (why := name_problem(s.seed_id) or name_problem(instance_id_of(s)))]
+    if bad: raise UsageError(f"--personas {p}: seed_id {bad[0][0][:60]!r} {bad[0][1]} (it names files: "
+                             "its instance's kb/<instance id>.jsonl)")
     return seeds
 
 # %% ../../nbs/41_gen_persona.ipynb #c610a16f
