@@ -17,7 +17,7 @@ def data_check(path: str, out=None) -> int:
     out = out or sys.stdout
     try: ds = load_pace_dataset(path)
     except DatasetError as e:
-        print(e, file=out); return 1
+        print(e.one_line(), file=out); return 1
     warnings = "".join(f"\n  warning: {w}" for w in ds.warnings)
     print(f"{path}: OK ({len(ds.instances)} instances, {len(ds.queries)} queries){warnings}\n", file=out)
     print(stats_markdown(ds.stats()), file=out)

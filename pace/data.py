@@ -374,7 +374,7 @@ def _check_query(q: Query, n: int, inst: Instance, ids: set, kb_file: Path, prob
 def _load_queries(root: Path, instances: dict, broken: set, kb_ids: dict,
                   problems: list[Problem]) -> list[Query]:
     "The queries that parse and name a known (or broken) instance, each checked against it."
-    queries, seen, n0 = [], {}, len(problems)
+    queries, seen, n0, skipped = [], {}, len(problems), 0
     for n, obj in read_jsonl_objects(root/"queries.jsonl", "queries.jsonl", problems):
         q = validate_object(Query, obj, "queries.jsonl", n, problems)
         if q is None: continue
@@ -388,11 +388,11 @@ def _load_queries(root: Path, instances: dict, broken: set, kb_ids: dict,
             if q.instance_id not in broken:
                 problems.append(Problem("queries.jsonl", n, "instance_id",
                                         f"unknown instance_id {q.instance_id!r}"))
-            continue
+            skipped += 1; continue
         kb_file = root/"kb"/f"{q.instance_id}.jsonl"
         _check_query(q, n, inst, kb_ids.get(q.instance_id, set()), kb_file, problems)
         queries.append(q)
-    if not queries and len(problems) == n0 and (root/"queries.jsonl").exists():
+    if not queries and not skipped and len(problems) == n0 and (root/"queries.jsonl").exists():
         problems.append(Problem("queries.jsonl", None, None, "no queries"))
     return queries
 
