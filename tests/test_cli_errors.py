@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 from pace.cli import main
 
+PKG_ROOT = Path(sys.modules["pace.cli"].__file__).resolve().parents[1]   # the pace under test, for child processes
+
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "fixtures" / "tiny"
 CAL = ROOT / "tests" / "fixtures" / "judge_calibration" / "tiny.jsonl"
@@ -147,12 +149,12 @@ CASES = [   # id, what the folder holds first, the command line (T is the test's
     ("cache import into a cache another process holds", a_locked_cache, ["cache", "import", "T/export.jsonl", "--cache", "T/c.sqlite"],
      r"cache \S+c\.sqlite is locked by another process \(its write lock was held for more than 0\.3 s\)"),
     ("generate with a persona file that is not UTF-8", a_seed_file("p.txt", "Ann keeps bees.\nZo\xeb runs a caf\xe9.\n".encode("latin-1")),
-     ["generate", "--out", "T/gen", "--personas", "T/p.txt"], r"--personas \S+p\.txt:2: not UTF-8 text \(byte 0xeb\)"),
+     ["generate", "--out", "T/gen", "--personas", "T/p.txt", "--chat", "fake:echo", "--embedder", "hash:hash"], r"--personas \S+p\.txt:2: not UTF-8 text \(byte 0xeb\)"),
     ("generate with a CSV persona file", a_seed_file("p.csv", b"seed_id,persona\nann,Ann keeps bees.\n"),
-     ["generate", "--out", "T/gen", "--personas", "T/p.csv"], r"a seed file is \.jsonl .*\.json .*\.txt .*not \.csv$"),
+     ["generate", "--out", "T/gen", "--personas", "T/p.csv", "--chat", "fake:echo", "--embedder", "hash:hash"], r"a seed file is \.jsonl .*\.json .*\.txt .*not \.csv$"),
     ("generate with a JSON persona file that is no array", a_seed_file("p.json", b'{"persona": "Ann keeps bees."}'),
-     ["generate", "--out", "T/gen", "--personas", "T/p.json"], r"a \.json seed file holds one array of personas, not a dict"),
-    ("generate --out ''", None, ["generate", "--out", "", "--personas", "1"], r"--out '': give a folder"),
+     ["generate", "--out", "T/gen", "--personas", "T/p.json", "--chat", "fake:echo", "--embedder", "hash:hash"], r"a \.json seed file holds one array of personas, not a dict"),
+    ("generate --out ''", None, ["generate", "--out", "", "--personas", "1", "--chat", "fake:echo", "--embedder", "hash:hash"], r"--out '': give a folder"),
 ]
 
 
@@ -249,14 +251,14 @@ sys.exit(main(["data", "check", "nowhere"]))
 @pytest.mark.parametrize("mod", ["pace.llm", "pace.eval.run"], ids=["importing pace.cli", "building the parser"])
 def test_ctrl_c_while_the_cli_starts_is_one_line_and_130(tmp_path, mod):
     p = subprocess.run([sys.executable, "-c", INTERRUPT_AT_IMPORT.format(mod=mod)], cwd=tmp_path, capture_output=True, text=True,
-                       timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                       timeout=120, env={**os.environ, "PYTHONPATH": str(PKG_ROOT)})
     assert (p.returncode, p.stderr) == (130, "pace: interrupted\n"), p.stderr
 
 
-SLEEPER = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": ["# A notebook that waits"]},
-                     {"cell_type": "code", "metadata": {"tags": ["parameters"]}, "execution_count": None, "outputs": [],
+SLEEPER = {"cells": [{"cell_type": "markdown", "id": "title", "metadata": {}, "source": ["# A notebook that waits"]},
+                     {"cell_type": "code", "id": "params", "metadata": {"tags": ["parameters"]}, "execution_count": None, "outputs": [],
                       "source": ["out_dir = 'out'   # where it would save\n", "marker = 'started'   # made when the wait begins"]},
-                     {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+                     {"cell_type": "code", "id": "wait", "metadata": {}, "execution_count": None, "outputs": [],
                       "source": ["import time, pathlib\n", "pathlib.Path(marker).write_text('x')\n", "time.sleep(120)"]}],
            "metadata": {"kernelspec": {"display_name": "python3", "language": "python", "name": "python3"}}, "nbformat": 4, "nbformat_minor": 5}
 
@@ -269,7 +271,7 @@ def test_ctrl_c_inside_pace_reproduce_is_one_line_and_130(tmp_path):
     marker = tmp_path / "started"
     p = subprocess.Popen([sys.executable, "-m", "pace.cli", "reproduce", "--dir", str(tmp_path / "exps"), "-p", f"marker={marker}",
                           "--no-progress"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+                         env={**os.environ, "PYTHONPATH": str(PKG_ROOT)})
     t0 = time.time()
     while not marker.exists() and time.time() - t0 < 180 and p.poll() is None: time.sleep(0.2)
     assert marker.exists(), p.stderr.read() if p.poll() is not None else "the notebook never started"
@@ -357,7 +359,7 @@ def test_an_id_that_is_not_one_file_name_is_refused_everywhere(tmp_path, capsys,
     # generate: the id as a seed id
     seeds = tmp_path / "seeds.jsonl"
     seeds.write_text(json.dumps({"seed_id": iid, "persona": "I keep bees in Leeds."}) + "\n")
-    code = main(["generate", "--out", str(tmp_path / "gen"), "--personas", str(seeds), "--chat", "fake:echo"]); cap = capsys.readouterr()
+    code = main(["generate", "--out", str(tmp_path / "gen"), "--personas", str(seeds), "--chat", "fake:echo", "--embedder", "hash:hash"]); cap = capsys.readouterr()
     assert "seed_id" in refused_in_one_line(cap.out, cap.err, code)
     seeds.unlink()
     # the experiment notebooks' subset writer (pace reproduce 07 -p instance=...), in process

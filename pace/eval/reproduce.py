@@ -184,9 +184,9 @@ def _quiet_kernels():
     import subprocess
     from jupyter_client.manager import AsyncKernelManager
     class QuietKernelManager(AsyncKernelManager):
-        async def _launch_kernel(self, kernel_cmd, **kw):
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
             kw["stderr"] = subprocess.DEVNULL
-            return await super()._launch_kernel(kernel_cmd, **kw)
+            return await super()._async_launch_kernel(kernel_cmd, **kw)
     return QuietKernelManager
 
 def run_notebook(exp: Experiment, # the notebook
