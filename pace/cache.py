@@ -6,17 +6,17 @@
 from __future__ import annotations
 import base64, contextvars, errno, gzip, hashlib, io, json, os, re, sqlite3, threading, time, argparse, sys
 import zipfile, zlib
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from .data import UsageError
 
 # %% auto #0
-__all__ = ['CACHE_VERSION', 'ENTRY_KINDS', 'STORE_FORMAT', 'canonical_json', 'request_key', 'default_cache_path',
-           'CacheFileError', 'Entry', 'Cache', 'as_cache', 'export_cache', 'CacheImportError', 'read_export',
-           'add_entries', 'import_cache', 'store_path', 'read_store_file', 'read_store', 'Accounts', 'log_calls',
-           'read_call_log', 'ReplayError', 'ReplayMissError', 'replay_enabled', 'replay_miss', 'recorded_fingerprints',
-           'recorded_model', 'recorded_cards', 'add_cli']
+__all__ = ['CACHE_VERSION', 'ENTRY_KINDS', 'LOCK_TIMEOUT', 'STORE_FORMAT', 'canonical_json', 'request_key', 'default_cache_path',
+           'CacheFileError', 'CacheLockedError', 'Entry', 'Cache', 'as_cache', 'export_cache', 'CacheImportError',
+           'read_export', 'add_entries', 'import_cache', 'store_path', 'read_store_file', 'read_store', 'Accounts',
+           'log_calls', 'read_call_log', 'ReplayError', 'ReplayMissError', 'replay_enabled', 'replay_miss',
+           'recorded_fingerprints', 'recorded_model', 'recorded_cards', 'add_cli']
 
 # %% ../nbs/01_cache.ipynb #61433b83
 CACHE_VERSION = 2 # 2: requests carry the backend's fingerprint, not just the model id
@@ -49,11 +49,20 @@ class CacheFileError(UsageError):
     ("A cache path that cannot hold a cache: a folder, a file that is not SQLite, a SQLite file of "
      "something else.")
 
+LOCK_TIMEOUT = 30.0   # seconds a write waits for another process's write lock before it gives up
+
+class CacheLockedError(CacheFileError):
+    "Another process held the cache's write lock for longer than its timeout."
+
+def _is_locked(e: sqlite3.Error) -> bool:
+    return isinstance(e, sqlite3.OperationalError) and "locked" in str(e)
+
 class _SQLiteFile:
     ("A SQLite file shared by threads and processes: one connection per thread and process, WAL, short "
      "write transactions.")
-    def __init__(self, path:Path, timeout:float=60.0):
-        self.path, self.timeout, self._local = Path(path), timeout, threading.local()
+    def __init__(self, path:Path, timeout:float|None=None):
+        self.path, self._local = Path(path), threading.local()
+        self.timeout = LOCK_TIMEOUT if timeout is None else timeout
         if self.path.is_dir():
             raise CacheFileError(f"cache {self.path} is a folder: give a file, e.g. "
                                  f"{self.path / 'cache.sqlite'}")
@@ -65,28 +74,44 @@ class _SQLiteFile:
         except OSError as e:
             raise CacheFileError(f"cannot make the folder of cache {self.path}: {e.strerror}") from None
 
+    def _locked(self) -> CacheLockedError:
+        return CacheLockedError(f"cache {self.path} is locked by another process (its write lock was held "
+                                f"for more than {self.timeout:g} s): let that process finish, or give "
+                                "another --cache")
+
     def _con(self) -> sqlite3.Connection:
         "This thread's (and this process's) connection, opened on first use."
         loc = self._local
         if getattr(loc, "con", None) is None or loc.pid != os.getpid():
             con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
                                   check_same_thread=True)
-            con.execute("PRAGMA journal_mode=WAL")
-            con.execute("PRAGMA synchronous=NORMAL")
-            con.execute(f"PRAGMA busy_timeout={int(self.timeout*1000)}")
+            try:
+                con.execute("PRAGMA journal_mode=WAL")
+                con.execute("PRAGMA synchronous=NORMAL")
+                con.execute(f"PRAGMA busy_timeout={int(self.timeout*1000)}")
+            except sqlite3.OperationalError as e:
+                con.close()
+                if _is_locked(e): raise self._locked() from None
+                raise
             loc.con, loc.pid = con, os.getpid()
         return loc.con
 
     @contextmanager
     def _transaction(self):
-        "An IMMEDIATE write transaction: committed when the block ends, rolled back if it raises."
+        ("An IMMEDIATE write transaction: committed when the block ends, rolled back if it raises before "
+         "the COMMIT went through (never after: a Ctrl-C then is passed on as it is).")
         con = self._con()
-        con.execute("BEGIN IMMEDIATE")
+        try: con.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as e:
+            if _is_locked(e): raise self._locked() from None
+            raise
         try:
             yield con
             con.execute("COMMIT")
         except BaseException:
-            con.execute("ROLLBACK"); raise
+            if con.in_transaction:   # not yet committed; a failed rollback must not hide what went wrong
+                with suppress(sqlite3.Error): con.execute("ROLLBACK")
+            raise
 
     # picklable for worker processes
     def __getstate__(self): return {"path": self.path, "timeout": self.timeout}
@@ -145,11 +170,12 @@ def _check_store(path: Path):
 
 class _EntryStore(_SQLiteFile):
     "The `entries` table of a SQLite file: read and write `Entry`s."
-    def __init__(self, path:Path, timeout:float=60.0):
+    def __init__(self, path:Path, timeout:float|None=None):
         super().__init__(path, timeout)
         _check_store(self.path)
         try: self._con().executescript(_SCHEMA)
         except sqlite3.DatabaseError as e:
+            if _is_locked(e): raise self._locked() from None
             raise CacheFileError(f"cache {self.path} cannot be opened: {e}") from None
 
     def get_many(self, keys:list[str]) -> dict[str, Entry]:
@@ -207,7 +233,7 @@ class Cache(_EntryStore):
     "SQLite cache of model calls, safe for many threads and processes."
     def __init__(self, path:str|Path|None=None, # file; default `default_cache_path()`; ":memory:" is refused
                                                 # (not shareable)
-                 timeout:float=60.0, # seconds to wait for another writer's lock
+                 timeout:float|None=None, # seconds to wait for another writer's lock (None: LOCK_TIMEOUT)
                 ):
         path = Path(path).expanduser() if path is not None else default_cache_path()
         if str(path) == ":memory:":
@@ -368,6 +394,10 @@ def _vec_bytes(e:Entry) -> bytes|None:
     return b if b and len(b) % 4 == 0 and base64.b64encode(b).decode("ascii") == r["f32"] else None
 
 # %% ../nbs/01_cache.ipynb #b0293db2
+def _finite(b:bytes) -> bool:
+    import numpy as np
+    return bool(np.isfinite(np.frombuffer(b, "<f4")).all())
+
 def _store_groups(entries:list[Entry]) -> tuple[dict, list[Entry]]:
     ("{canonical fingerprint: {key: (entry, vector bytes)}} of the entries a store file can hold, and the "
      "others.")
@@ -378,7 +408,7 @@ def _store_groups(entries:list[Entry]) -> tuple[dict, list[Entry]]:
         fp = e.request["fingerprint"]; g = groups.setdefault(canonical_json(fp), {})
         size = (len(next(iter(g.values()))[1]) if g else
                 4 * fp["dim"] if type(fp.get("dim")) is int else len(b))
-        if len(b) != size: rest.append(e)
+        if len(b) != size or not _finite(b): rest.append(e)
         else: g.setdefault(e.key, (e, b))
     return {k: g for k, g in groups.items() if g}, rest
 
@@ -403,12 +433,14 @@ def _unplanes(b:bytes) -> bytes:
 def _store_bytes(fp:dict, rows:list) -> bytes:
     "The store file of one embedder's rows [(entry, vector bytes)], sorted by key."
     rows = sorted(rows, key=lambda r: r[0].key)
-    head = dict(format=STORE_FORMAT, fingerprint=fp, dim=len(rows[0][1]) // 4, n=len(rows))
+    vecs = _planes(b"".join(b for _, b in rows))
+    head = dict(format=STORE_FORMAT, fingerprint=fp, dim=len(rows[0][1]) // 4, n=len(rows),
+                vectors_sha256=hashlib.sha256(vecs).hexdigest())
     line = lambda e: canonical_json(dict(key=e.key, model=e.model, stage=e.stage, text=e.request["text"],
                                          prompt_tokens=e.prompt_tokens, seconds=e.seconds)) + "\n"
     return _zip({"store.json": canonical_json(head).encode(),
                  "entries.jsonl": "".join(line(e) for e, _ in rows).encode(),
-                 "vectors.f32": _planes(b"".join(b for _, b in rows))})
+                 "vectors.f32": vecs})
 
 # %% ../nbs/01_cache.ipynb #c902e863
 def read_store_file(path:str|Path, # a file of a store folder
@@ -431,7 +463,17 @@ def read_store_file(path:str|Path, # a file of a store folder
             and len(vecs) % (4 * dim) == 0
             and isinstance(fp, dict)):
         raise bad(f"sizes do not agree: {n} vectors of {dim} floats, {len(lines)} entries, {len(vecs)} bytes")
+    sha = head.get("vectors_sha256")   # files written before it was recorded have none
+    if sha is not None and sha != hashlib.sha256(vecs).hexdigest():
+        raise bad("vectors.f32 does not match the sha256 in store.json: the vectors are damaged (restore "
+                  "the file, e.g. with git checkout, or record it again)")
     vecs, out, w = _unplanes(vecs), [], 4 * dim
+    import numpy as np
+    ok = np.isfinite(np.frombuffer(vecs, "<f4").reshape(n, dim)).all(axis=1)
+    if not ok.all():
+        i = int(np.argmin(ok))
+        raise bad(f"entry {i + 1}: its vector holds NaN or infinity, which a store never holds: the "
+                  "vectors are damaged (restore the file, e.g. with git checkout, or record it again)")
     for i, l in enumerate(lines):
         try:
             d = json.loads(l)

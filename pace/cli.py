@@ -17,7 +17,7 @@ def data_check(path: str, out=None) -> int:
     out = out or sys.stdout
     try: ds = load_pace_dataset(path)
     except DatasetError as e:
-        print(e, file=out); return 1
+        print(e.one_line(), file=out); return 1
     warnings = "".join(f"\n  warning: {w}" for w in ds.warnings)
     print(f"{path}: OK ({len(ds.instances)} instances, {len(ds.queries)} queries){warnings}\n", file=out)
     print(stats_markdown(ds.stats()), file=out)
@@ -61,8 +61,11 @@ def _add_merge(sub):
 
 # %% ../nbs/90_cli.ipynb #3888ed74
 # UsageError lives in pace.data, so modules below the CLI can raise it; `pace.cli.UsageError` is the same
-from .data import DatasetError, UsageError, first_missing
-from .llm import ModelNotFoundError, ModelUnusableError
+try:   # a Ctrl-C while the console script starts up: one line and status 130, as later on
+    from pace.data import DatasetError, UsageError, first_missing
+    from pace.llm import ModelNotFoundError, ModelUnusableError
+except KeyboardInterrupt:
+    print("pace: interrupted", file=sys.stderr); raise SystemExit(130) from None
 _all_ = ["UsageError"]
 
 # Problems a user fixes are reported in one line instead of a traceback; `PACE_DEBUG=1` shows the traceback.
@@ -88,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _message(e: BaseException) -> str:
     "The line a user error prints: a one-problem dataset on one line, a file error as 'path: reason'."
-    if isinstance(e, DatasetError) and len(e.problems) == 1: return f"{e.path}: {e.problems[0]}"
+    if isinstance(e, DatasetError): return e.one_line()
     if isinstance(e, OSError) and e.strerror:
         if not e.filename: return e.strerror
         return f"{e.filename}: {e.strerror}" + (f" (and {e.filename2})" if e.filename2 else "")
@@ -115,7 +118,9 @@ def _drop_if_empty(p: Path | None):
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `pace` console script."
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser().parse_args(argv)
+    try: args = build_parser().parse_args(argv)   # the subcommands' imports: a Ctrl-C is one line here too
+    except KeyboardInterrupt:
+        print("pace: interrupted", file=sys.stderr); return 130
     args.argv = argv   # the command as given (`pace run` prints it to resume an interrupted run)
     fresh = _new_out(args)
     try:

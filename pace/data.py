@@ -4,20 +4,20 @@
 
 # %% ../nbs/00_data.ipynb #286f5a27
 from __future__ import annotations
-import contextlib, datetime as dt, json, os
+import contextlib, datetime as dt, json, os, sys, unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Iterator, Literal
-from warnings import warn
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 # %% auto #0
-__all__ = ['ISODate', 'Text', 'SITUATION_TYPES', 'LABELS', 'MAX_FACT_CHARS', 'TABLE1_FMT', 'Timeline', 'Person', 'Alter',
-           'Instance', 'Fact', 'Query', 'Problem', 'DatasetError', 'UsageError', 'first_missing', 'jsonl_lines',
-           'read_jsonl_objects', 'validate_object', 'RunFileError', 'read_jsonl', 'load_done', 'jsonl_text',
-           'append_row', 'PaceDataset', 'load_pace_dataset', 'dataset_stats', 'stats_tables', 'stats_markdown']
+__all__ = ['ISODate', 'Text', 'SITUATION_TYPES', 'LABELS', 'MAX_NAME_BYTES', 'LOOKALIKES', 'MAX_FACT_CHARS', 'TABLE1_FMT',
+           'Timeline', 'Person', 'Alter', 'Instance', 'Fact', 'Query', 'Problem', 'DatasetError', 'UsageError',
+           'first_missing', 'name_problem', 'check_name', 'jsonl_lines', 'read_jsonl_objects', 'validate_object',
+           'RunFileError', 'read_jsonl', 'load_done', 'jsonl_text', 'append_row', 'PaceDataset', 'load_pace_dataset',
+           'dataset_stats', 'stats_tables', 'stats_markdown']
 
 # %% ../nbs/00_data.ipynb #9bef0c50
 def _iso_date(v: Any) -> dt.date:
@@ -109,6 +109,12 @@ class DatasetError(ValueError):
         head = f"{self.path}: {n} problem{'s' if n != 1 else ''}"
         super().__init__("\n".join([head] + [f"  {p}" for p in self.problems]))
 
+    def one_line(self) -> str:
+        "The message on one line when there is one problem (the folder named once), else the whole list."
+        if len(self.problems) != 1: return str(self)
+        p = self.problems[0]
+        return str(p) if p.file == str(self.path) else f"{self.path}: {p}"
+
 class UsageError(ValueError):
     "A mistake the user fixes on the command line or in a call (bad option, unknown method, missing key)."
 
@@ -117,6 +123,44 @@ def first_missing(path) -> Path | None:
     "The topmost folder of `path` (itself included) that does not exist yet; None when all of it exists."
     p = Path(path)
     return next((d for d in [*reversed(p.parents), p] if not d.exists()), None)
+
+# %% ../nbs/00_data.ipynb #9338d1c0
+MAX_NAME_BYTES = 200   # an id or run name longer than this (UTF-8 bytes) is refused
+# characters drawn like '/', '\\' or '.': slashes, backslashes, dots and full stops of other blocks
+LOOKALIKES = frozenset("\u2044\u2215\u29f8\u27cb\uff0f\u2571\u2216\u29f5\u29f9\u27cd\ufe68\uff3c\u2572"
+                       "\u2024\u2027\u2e31\ufe52\uff0e\u3002\uff61\u0701\u0702")
+
+def name_problem(name, # an id or name that becomes a file or folder name
+                ) -> str | None:
+    "Why `name` is not one safe file name (see above), or None when it is one."
+    if not isinstance(name, str) or not name.strip(): return "is empty"
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        return f"is longer than {MAX_NAME_BYTES} bytes"
+    bad = next((c for c in name if unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp")), None)
+    if bad is not None:
+        return f"holds the control character U+{ord(bad):04X}" + (" (NUL)" if bad == "\0" else "")
+    bad = next((c for c in name if c in LOOKALIKES), None)
+    if bad is not None: return f"holds {bad!r} (U+{ord(bad):04X}), which looks like '/', '\\' or '.'"
+    for s in dict.fromkeys([name, unicodedata.normalize("NFKC", name)]):
+        if "/" in s or "\\" in s: return "holds a path separator ('/' or '\\')"
+        if ".." in s: return "holds '..'"
+        if s[0] in ".-": return f"starts with {s[0]!r}"
+    return None
+
+def _shown(name) -> str:
+    "`repr(name)`, cut to 60 characters (with the length) when longer: what a message shows of a bad name."
+    r = repr(name)
+    return r if len(r) <= 60 else r[:50] + f"... ({len(name)} characters)"
+
+# %% ../nbs/00_data.ipynb #71b817dd
+def check_name(name, # an id or name that becomes a file or folder name
+               what: str = "name", # what it is, for the message: '--name', 'instance_id', ...
+              ) -> str:
+    "`name` when it is one safe file name (`name_problem`); a one-line `UsageError` saying why otherwise."
+    why = name_problem(name)
+    if why is None: return name
+    raise UsageError(f"{what} {_shown(name)} {why}: it names a file, so it must be one file name (no '/', "
+                     f"'\\', '..', NUL; not starting with '.' or '-'; at most {MAX_NAME_BYTES} bytes)")
 
 # %% ../nbs/00_data.ipynb #a9cf9972
 def jsonl_lines(raw: bytes, # the bytes of a JSONL file
@@ -172,7 +216,7 @@ class RunFileError(UsageError):
 def read_jsonl(path, # a JSONL file written one object a line (run results, timings, a generation's stage)
                repair: bool = False, # cut a torn last line from the file too: the next append starts cleanly
               ) -> list[dict]:
-    "The JSON objects of `path` ([] when it is missing); a torn last line is skipped with a warning."
+    "The JSON objects of `path` ([] when it is missing); a torn last line is skipped, saying so on stderr."
     path = Path(path)
     if not path.exists(): return []
     raw, rows = path.read_bytes(), []
@@ -182,8 +226,8 @@ def read_jsonl(path, # a JSONL file written one object a line (run results, timi
         if k < len(lines) - 1:
             raise RunFileError(f"{path}: line {n} is not a valid JSON object (and is not the last line): "
                                "repair or delete that line")
-        warn(f"{path}: line {n} is cut short, as a killed writer leaves it ({why}): "
-             + ("removed from the file" if repair else "skipped"), stacklevel=2)
+        print(f"pace: warning: {path}: line {n} is cut short, as a killed writer leaves it ({why}): "
+              + ("removed from the file" if repair else "skipped"), file=sys.stderr)
         if repair:
             with open(path, "r+b") as f: f.truncate(sum(len(l) + 1 for l in raw.split(b"\n")[:n - 1]))
     return rows
@@ -263,6 +307,12 @@ def _load_instances(root: Path, problems: list[Problem]) -> tuple[dict[str, Inst
         if inst is None:
             if isinstance(obj.get("instance_id"), str): broken.add(obj["instance_id"])
             continue
+        why = name_problem(inst.instance_id)
+        if why is not None:   # it would name kb/<id>.jsonl: never made a path
+            problems.append(Problem("instances.jsonl", n, "instance_id",
+                                    f"{_shown(inst.instance_id)} {why}: an instance id names its file "
+                                    "kb/<id>.jsonl, so it must be one file name"))
+            broken.add(inst.instance_id); continue
         if inst.instance_id in instances:
             problems.append(Problem("instances.jsonl", n, "instance_id", f"duplicate instance_id "
                                     f"{inst.instance_id!r} (first on line {inst_line[inst.instance_id]})"))
@@ -324,7 +374,7 @@ def _check_query(q: Query, n: int, inst: Instance, ids: set, kb_file: Path, prob
 def _load_queries(root: Path, instances: dict, broken: set, kb_ids: dict,
                   problems: list[Problem]) -> list[Query]:
     "The queries that parse and name a known (or broken) instance, each checked against it."
-    queries, seen, n0 = [], {}, len(problems)
+    queries, seen, n0, skipped = [], {}, len(problems), 0
     for n, obj in read_jsonl_objects(root/"queries.jsonl", "queries.jsonl", problems):
         q = validate_object(Query, obj, "queries.jsonl", n, problems)
         if q is None: continue
@@ -338,11 +388,11 @@ def _load_queries(root: Path, instances: dict, broken: set, kb_ids: dict,
             if q.instance_id not in broken:
                 problems.append(Problem("queries.jsonl", n, "instance_id",
                                         f"unknown instance_id {q.instance_id!r}"))
-            continue
+            skipped += 1; continue
         kb_file = root/"kb"/f"{q.instance_id}.jsonl"
         _check_query(q, n, inst, kb_ids.get(q.instance_id, set()), kb_file, problems)
         queries.append(q)
-    if not queries and len(problems) == n0 and (root/"queries.jsonl").exists():
+    if not queries and not skipped and len(problems) == n0 and (root/"queries.jsonl").exists():
         problems.append(Problem("queries.jsonl", None, None, "no queries"))
     return queries
 

@@ -8,7 +8,7 @@ import argparse, contextlib, fcntl, hashlib, json, os, shlex, socket, sys, time,
 from pathlib import Path
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticUndefined
-from .data import UsageError
+from .data import UsageError, jsonl_lines, name_problem
 
 # %% auto #0
 __all__ = ['VOLATILE', 'split_volatile', 'dataset_sha256', 'model_fingerprint', 'settings_diff', 'RunMismatchError',
@@ -36,13 +36,21 @@ def split_volatile(obj, # a result row (any JSON value)
     return obj, None
 
 # %% ../nbs/06_runfolder.ipynb #a13cb353
+def _kb_names(path: Path) -> list[str]:
+    "`kb/<id>.jsonl` of each instance id `instances.jsonl` names that is one safe file name (read leniently)."
+    try: raw = (path / "instances.jsonl").read_bytes()
+    except OSError: return []
+    ids = [o.get("instance_id") for _, o, _ in jsonl_lines(raw) if o is not None]
+    return [f"kb/{i}.jsonl" for i in ids if name_problem(i) is None]
+
 def dataset_sha256(path, # a dataset folder
                   ) -> str:
-    "sha256 over the dataset's files (instances, queries, each KB file, in name order): content, not name."
+    "sha256 over the files a run reads (instances, queries, each instance's KB file; any other KB file too)."
     path, h = Path(path), hashlib.sha256()
-    files = [path / "instances.jsonl", path / "queries.jsonl", *sorted((path / "kb").glob("*.jsonl"))]
-    for f in files:
-        if f.is_file(): h.update(f.relative_to(path).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    kb = {f"kb/{f.name}" for f in (path / "kb").glob("*.jsonl")} | set(_kb_names(path))
+    for rel in ["instances.jsonl", "queries.jsonl", *sorted(kb)]:
+        f = path / rel
+        if f.is_file(): h.update(rel.encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()
 
 # %% ../nbs/06_runfolder.ipynb #dd935bb7
@@ -195,7 +203,8 @@ def nonnegative_int(s: str) -> int:
 # %% ../nbs/06_runfolder.ipynb #4c408c70
 def positive_int(s: str) -> int:
     "A positive integer argument."
-    n = nonnegative_int(s)
+    try: n = int(s)
+    except ValueError: raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
     if n < 1: raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
     return n
 

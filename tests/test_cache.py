@@ -1,5 +1,5 @@
 "Tests of pace.cache: keys, concurrent writers (threads and processes), crash safety, stats/clear, accounts."
-import json, multiprocessing as mp, os, signal, sqlite3, subprocess, sys, time
+import json, multiprocessing as mp, os, re, signal, sqlite3, subprocess, sys, time
 from pathlib import Path
 import pytest
 from pace.cache import Cache, Entry, Accounts, request_key, as_cache, CACHE_VERSION
@@ -220,10 +220,12 @@ def test_store_keeps_every_bit_merges_by_key_and_writes_the_same_bytes(tmp_path)
     p1, p2 = store_path(tmp_path / "s1", fp), store_path(tmp_path / "s2", fp)
     assert [x.name for x in (tmp_path / "s1").iterdir()] == [p1.name] and p1.name.startswith("all-MiniLM-L6-v2-int8-onnx-")
     stored = read_store(tmp_path / "s1")
-    assert len(stored) == 40 and [e.key for e in stored] == sorted(e.key for e in stored)
-    assert {e.key: e for e in stored} == {e.key: e for e in [*b.get_many([_vec(fp, t, v).key for t, v in vs.items()]).values(),
-                                                                 *a.get_many([_vec(fp, t, v).key for t, v in vs.items()]).values()]}
+    assert len(stored) == 39 and [e.key for e in stored] == sorted(e.key for e in stored)   # the NaN/inf vector is not stored
+    finite = {t: v for t, v in vs.items() if t != "fact 0"}
+    assert {e.key: e for e in stored} == {e.key: e for e in [*b.get_many([_vec(fp, t, v).key for t, v in finite.items()]).values(),
+                                                                 *a.get_many([_vec(fp, t, v).key for t, v in finite.items()]).values()]}
     assert len(read_export(tmp_path / "b.jsonl.gz")) == 1                                   # only the chat entry left in the JSONL
+    assert [e.request["text"] for e in read_export(tmp_path / "a.jsonl.gz")] == ["fact 0"]  # kept, exact, in the JSONL
     # the same union in another order: the first export of a key wins, so only those entries differ; the vectors never do
     s1, s2 = {e.key: e for e in stored}, {e.key: e for e in read_store(tmp_path / "s2")}
     assert {k: e.response for k, e in s1.items()} == {k: e.response for k, e in s2.items()}
@@ -233,7 +235,8 @@ def test_store_keeps_every_bit_merges_by_key_and_writes_the_same_bytes(tmp_path)
     with zipfile.ZipFile(p1) as z:
         assert {i.date_time for i in z.infolist()} == {(1980, 1, 1, 0, 0, 0)} and z.namelist() == ["store.json", "entries.jsonl", "vectors.f32"]
     back = Cache(tmp_path / "back.sqlite")
-    assert import_cache(back, tmp_path / "b.jsonl.gz", embeddings=tmp_path / "s1") == dict(read=41, added=41, skipped=0)
+    assert import_cache(back, tmp_path / "b.jsonl.gz", embeddings=tmp_path / "s1") == dict(read=40, added=40, skipped=0)
+    assert import_cache(back, tmp_path / "a.jsonl.gz") == dict(read=1, added=1, skipped=0)
     got = {t: np.frombuffer(__import__("base64").b64decode(back.get(_vec(fp, t, v).key).response["f32"]), "<f4") for t, v in vs.items()}
     assert all(got[t].tobytes() == v.tobytes() for t, v in vs.items())                    # bit for bit, NaN and -0 included
 
@@ -294,3 +297,42 @@ def test_call_log_lines_stay_whole_across_processes_and_threads(tmp_path, monkey
     assert sorted(x["n"] for x in lines if x["kind"] == "embed") == list(range(1, 101))
     monkeypatch.delenv("PACE_CALL_LOG"); log_calls("chat", "m", "s", 3)
     assert len(read_call_log(tmp_path / "calls.log")) == 250                              # unset: nothing written
+
+
+def _rezip(p, **members):
+    "The store file `p` zipped again with some members replaced (valid CRCs: damage the zip check cannot see)."
+    import zipfile
+    from pace.cache import _zip
+    with zipfile.ZipFile(p) as z: old = {n: z.read(n) for n in z.namelist()}
+    p.write_bytes(_zip({**old, **members}))
+
+
+def test_a_store_with_damaged_vectors_is_refused_naming_the_store(tmp_path):
+    "Issue 30, item 8: vectors damaged and zipped again (sizes kept) imported as NaN vectors; now refused in one line."
+    import json, zipfile, numpy as np
+    from pace.cache import CacheImportError, export_cache, import_cache, read_store, store_path, _planes, _unplanes
+    fp = {"backend": "hash", "model_id": "hash-4", "dim": 4}
+    rng = np.random.default_rng(1)
+    vs = [rng.standard_normal(4).astype(np.float32) for _ in range(5)]
+    c = Cache(tmp_path / "c.sqlite"); c.put_many([_vec(fp, f"t{i}", v / np.linalg.norm(v)) for i, v in enumerate(vs)])
+    export_cache(c, tmp_path / "e.jsonl", embeddings=tmp_path / "store")
+    p = store_path(tmp_path / "store", fp)
+    with zipfile.ZipFile(p) as z: head, vec = json.loads(z.read("store.json")), bytearray(_unplanes(z.read("vectors.f32")))
+    assert len(read_store(tmp_path / "store")) == 5
+    # a file without the sha256 (as the stores written before it): a NaN is found by the finiteness check
+    vec[36:40] = np.float32(np.nan).tobytes()   # float 1 of vector 2 (4 floats of 4 bytes each)
+    _rezip(p, **{"store.json": json.dumps({k: v for k, v in head.items() if k != "vectors_sha256"}).encode(),
+                 "vectors.f32": _planes(bytes(vec))})
+    with pytest.raises(CacheImportError, match=rf"^{re.escape(str(p))}: entry 3: its vector holds NaN or infinity"):
+        import_cache(Cache(tmp_path / "d.sqlite"), tmp_path / "e.jsonl", embeddings=tmp_path / "store")
+    # with the sha256: any changed byte, even one that keeps the value finite
+    vec[36:40] = np.float32(0.5).tobytes()
+    _rezip(p, **{"store.json": json.dumps(head).encode(), "vectors.f32": _planes(bytes(vec))})
+    with pytest.raises(CacheImportError, match=r"vectors\.f32 does not match the sha256 in store\.json"):
+        read_store(tmp_path / "store")
+    assert not (tmp_path / "d.sqlite").exists() or Cache(tmp_path / "d.sqlite").stats()["entries"] == 0
+
+
+def test_the_committed_stores_pass_the_checks():
+    from pace.cache import read_store
+    assert len(read_store(Path(__file__).resolve().parent.parent / "results" / "_embeddings")) > 1000

@@ -1,10 +1,12 @@
 """Issue 22, part 3: each foreseeable mistake on the command line ends in one line on stderr (`pace: error: ...`), exit
 status 2 and no traceback, and leaves no file or folder behind (and changes none that was there). One table of command
 lines, run in-process through `pace.cli.main` with the hash embedder and BM25, so no model is needed."""
-import json, os, re, shutil, subprocess, sys
+import json, os, re, shutil, subprocess, sys, time
 from pathlib import Path
 import pytest
 from pace.cli import main
+
+PKG_ROOT = Path(sys.modules["pace.cli"].__file__).resolve().parents[1]   # the pace under test, for child processes
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "fixtures" / "tiny"
@@ -65,6 +67,36 @@ def a_cache(t):
     req = {"fingerprint": {"backend": "hash", "model_id": "h"}, "text": "x"}
     Cache(t / "c.sqlite").put(Entry(key=request_key("embed", req), kind="embed", model="h", stage="index", request=req, response=[1]))
 
+def a_dataset_with_id(iid: str, kb_at=None):
+    "tiny with its one instance renamed `iid` (queries too); its KB moved to `kb_at` (relative to T), or dropped."
+    def setup(t):
+        d = t / "data"; shutil.copytree(TINY, d)
+        kb = d / "kb" / "tiny-maya.jsonl"
+        for f in ("instances.jsonl", "queries.jsonl"):
+            rows = [json.loads(l) for l in (d / f).read_text().splitlines() if l.strip()]
+            (d / f).write_text("".join(json.dumps({**r, "instance_id": iid}) + "\n" for r in rows))
+        if kb_at: (t / kb_at).parent.mkdir(parents=True, exist_ok=True); kb.rename(t / kb_at)
+        else: kb.unlink()
+    return setup
+
+def a_locked_cache(t):
+    "A cache whose write lock another process holds (an sqlite3 shell left in BEGIN IMMEDIATE), waited for 0.3 s."
+    import pace.cache as pc
+    from pace.cache import Cache, export_cache
+    a_cache(t); export_cache(Cache(t / "c.sqlite"), t / "export.jsonl")   # an entry whose key matches: it is written
+    holder = subprocess.Popen([sys.executable, "-c", "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+                               "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); time.sleep(120)", str(t / "c.sqlite")],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    old = getattr(pc, "LOCK_TIMEOUT", None); pc.LOCK_TIMEOUT = 0.3
+    def done():
+        holder.kill(); holder.wait(); pc.LOCK_TIMEOUT = old
+    return done
+
+def a_seed_file(name: str, body: bytes):
+    def setup(t): (t / name).write_bytes(body)
+    return setup
+
 GOOD_LINE = (b'{"completion_tokens": 0, "key": "k", "kind": "embed", "model": "m", "prompt_tokens": 0, "request": {}, '
              b'"response": [1], "seconds": 0.0, "stage": "s"}\n')
 
@@ -104,6 +136,25 @@ CASES = [   # id, what the folder holds first, the command line (T is the test's
     ("judge calibrate with a bad judge spec", None,
      ["judge", "calibrate", "--judge", "nocolon", "--set", str(CAL), "--data", str(TINY), "--out", "T/cal/run", "--no-progress"],
      r"--judge 'nocolon': model spec must look like 'backend:model'"),
+    ("run --name .", None, [*RUN, "--out", "T/runs", "--name", "."],
+     r"--name '\.': a run name is one folder name inside --out; this one starts with '\.'"),
+    ("run --name=-x", None, [*RUN, "--out", "T/runs", "--name=-x"], r"this one starts with '-'"),
+    ("run --out ''", None, [*RUN, "--out", ""], r"--out '': give a folder"),
+    ("run --workers -3", None, [*RUN, "--out", "T/runs", "--workers", "-3"], r"--workers: must be >= 1, got -3"),
+    ("run --data is a file", a_file, [*RUN, "--out", "T/runs", "--data", "T/f"], r"^pace: error: \S+/f: not a dataset folder$"),
+    ("run on an instance_id with a NUL", a_dataset_with_id("tiny\0maya"), [*RUN, "--out", "T/runs", "--data", "T/data"],
+     r"instances\.jsonl:1: field 'instance_id': 'tiny\\x00maya' holds the control character U\+0000 \(NUL\)"),
+    ("run on an instance_id that is a path out of the dataset", a_dataset_with_id("../victim", kb_at="victim.jsonl"),
+     [*RUN, "--out", "T/runs", "--data", "T/data"], r"'\.\./victim' holds a path separator .*kb/<id>\.jsonl"),
+    ("cache import into a cache another process holds", a_locked_cache, ["cache", "import", "T/export.jsonl", "--cache", "T/c.sqlite"],
+     r"cache \S+c\.sqlite is locked by another process \(its write lock was held for more than 0\.3 s\)"),
+    ("generate with a persona file that is not UTF-8", a_seed_file("p.txt", "Ann keeps bees.\nZo\xeb runs a caf\xe9.\n".encode("latin-1")),
+     ["generate", "--out", "T/gen", "--personas", "T/p.txt", "--chat", "fake:echo", "--embedder", "hash:hash"], r"--personas \S+p\.txt:2: not UTF-8 text \(byte 0xeb\)"),
+    ("generate with a CSV persona file", a_seed_file("p.csv", b"seed_id,persona\nann,Ann keeps bees.\n"),
+     ["generate", "--out", "T/gen", "--personas", "T/p.csv", "--chat", "fake:echo", "--embedder", "hash:hash"], r"a seed file is \.jsonl .*\.json .*\.txt .*not \.csv$"),
+    ("generate with a JSON persona file that is no array", a_seed_file("p.json", b'{"persona": "Ann keeps bees."}'),
+     ["generate", "--out", "T/gen", "--personas", "T/p.json", "--chat", "fake:echo", "--embedder", "hash:hash"], r"a \.json seed file holds one array of personas, not a dict"),
+    ("generate --out ''", None, ["generate", "--out", "", "--personas", "1", "--chat", "fake:echo", "--embedder", "hash:hash"], r"--out '': give a folder"),
 ]
 
 
@@ -162,3 +213,172 @@ def test_judge_calibrate_with_a_judge_that_cannot_be_built_leaves_no_default_fol
         err = capsys.readouterr().err
         assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
         assert not any(tmp_path.rglob("*")), sorted(tmp_path.rglob("*"))
+
+
+# --- issue 30: Ctrl-C, a full disk, the torn-line notice ------------------------------------------------------------
+
+def test_ctrl_c_during_a_cache_commit_is_one_line_and_130(tmp_path, capsys, monkeypatch):
+    "The Ctrl-C lands while COMMIT runs: the commit stands, no ROLLBACK error hides the interrupt."
+    import sqlite3
+    from pace.cache import Cache, export_cache
+    a_cache(tmp_path); export_cache(Cache(tmp_path / "c.sqlite"), tmp_path / "export.jsonl")
+
+    class InterruptedCommit(sqlite3.Connection):
+        def execute(self, sql, *a):
+            r = super().execute(sql, *a)
+            if sql == "COMMIT": raise KeyboardInterrupt   # SQLite has committed; Python raises right after
+            return r
+    connect = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **kw: connect(*a, **kw, factory=InterruptedCommit))
+    assert main(["cache", "import", str(tmp_path / "export.jsonl"), "--cache", str(tmp_path / "d.sqlite")]) == 130
+    assert capsys.readouterr().err == "pace cache: interrupted\n"
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    assert Cache(tmp_path / "d.sqlite").stats()["entries"] == 1          # the committed entry is kept
+
+
+INTERRUPT_AT_IMPORT = """
+import sys
+class Interrupt:   # a Ctrl-C while module {mod} is imported
+    def find_spec(self, name, path=None, target=None):
+        if name == {mod!r}: raise KeyboardInterrupt
+        return None
+sys.meta_path.insert(0, Interrupt())
+from pace.cli import main
+sys.exit(main(["data", "check", "nowhere"]))
+"""
+
+
+@pytest.mark.parametrize("mod", ["pace.llm", "pace.eval.run"], ids=["importing pace.cli", "building the parser"])
+def test_ctrl_c_while_the_cli_starts_is_one_line_and_130(tmp_path, mod):
+    p = subprocess.run([sys.executable, "-c", INTERRUPT_AT_IMPORT.format(mod=mod)], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "PYTHONPATH": str(PKG_ROOT)})
+    assert (p.returncode, p.stderr) == (130, "pace: interrupted\n"), p.stderr
+
+
+SLEEPER = {"cells": [{"cell_type": "markdown", "id": "title", "metadata": {}, "source": ["# A notebook that waits"]},
+                     {"cell_type": "code", "id": "params", "metadata": {"tags": ["parameters"]}, "execution_count": None, "outputs": [],
+                      "source": ["out_dir = 'out'   # where it would save\n", "marker = 'started'   # made when the wait begins"]},
+                     {"cell_type": "code", "id": "wait", "metadata": {}, "execution_count": None, "outputs": [],
+                      "source": ["import time, pathlib\n", "pathlib.Path(marker).write_text('x')\n", "time.sleep(120)"]}],
+           "metadata": {"kernelspec": {"display_name": "python3", "language": "python", "name": "python3"}}, "nbformat": 4, "nbformat_minor": 5}
+
+
+@pytest.mark.slow
+def test_ctrl_c_inside_pace_reproduce_is_one_line_and_130(tmp_path):
+    "The kernel's own log (a traceback of its sockets closing) no longer reaches the terminal."
+    import signal
+    (tmp_path / "exps").mkdir(); (tmp_path / "exps" / "01_wait.ipynb").write_text(json.dumps(SLEEPER))
+    marker = tmp_path / "started"
+    p = subprocess.Popen([sys.executable, "-m", "pace.cli", "reproduce", "--dir", str(tmp_path / "exps"), "-p", f"marker={marker}",
+                          "--no-progress"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "PYTHONPATH": str(PKG_ROOT)})
+    t0 = time.time()
+    while not marker.exists() and time.time() - t0 < 180 and p.poll() is None: time.sleep(0.2)
+    assert marker.exists(), p.stderr.read() if p.poll() is not None else "the notebook never started"
+    time.sleep(0.5); p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    time.sleep(1)   # a kernel that logs on its way out would have done so by now
+    assert (p.returncode, err) == (130, "pace reproduce: interrupted\n"), err
+
+
+def test_the_torn_line_notice_is_one_plain_line(tmp_path, capsys):
+    a_finished_run(tmp_path)
+    p = tmp_path / "runs" / "r" / "results.jsonl"
+    p.write_bytes(p.read_bytes()[:-30])                                     # a kill in the middle of the last row
+    capsys.readouterr()
+    assert main([*RUN, "--out", str(tmp_path / "runs"), "--name", "r"]) == 0
+    notes = [l for l in capsys.readouterr().err.splitlines() if "cut short" in l]
+    assert len(notes) == 1 and notes[0].startswith(f"pace: warning: {p}: line 2 is cut short"), notes
+    assert notes[0].endswith("removed from the file")
+
+
+def test_a_full_disk_names_the_file_and_leaves_the_run_partial(tmp_path, capsys, monkeypatch):
+    "Simulated ENOSPC: the first row cannot be appended, and no new run.json can be written either."
+    import errno
+    import pace.eval.run as pr
+    full, write_manifest = [], pr.write_manifest
+    def append_row(f, row):
+        full.append(True); raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))   # as a write to a full disk says it
+    def no_room(*a, **kw):
+        if full: raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(a[0] / "run.json.tmp"))
+        return write_manifest(*a, **kw)
+    monkeypatch.setattr(pr, "append_row", append_row); monkeypatch.setattr(pr, "write_manifest", no_room)
+    monkeypatch.delenv("PACE_DEBUG", raising=False)
+    assert main([*RUN, "--out", str(tmp_path / "runs"), "--name", "r"]) == 2
+    err = capsys.readouterr().err
+    run = tmp_path / "runs" / "r"
+    assert err == f"pace: error: {run / 'timings.jsonl'}: No space left on device\n", err
+    assert json.loads((run / "run.json").read_text())["status"] == "partial"
+
+
+# --- issue 30: an id is never a path (the fuzz) ---------------------------------------------------------------------
+
+BAD_IDS = {"slash": "sub/x", "absolute": "ABS", "backslash": "a\\b", "dotdot": "../../victim", "dots": "..", "nul": "tiny\0maya",
+           "leading dash": "-rf", "leading dot": ".hidden", "300 characters": "x" * 300, "division slash U+2215": "a\u2215b",
+           "fullwidth solidus U+FF0F": "a\uff0fb", "fraction slash U+2044": "a\u2044b", "fullwidth reverse solidus U+FF3C": "a\uff3cb",
+           "fullwidth dots U+FF0E": "\uff0e\uff0e", "one dot leader U+2024": "a\u2024\u2024b", "a newline": "a\nb"}
+
+
+def hostile_dataset(t: Path, iid: str) -> Path:
+    "tiny with its instance renamed `iid`, and its KB put where `kb/<iid>.jsonl` points (when that is a path at all)."
+    victim = t / "outside" / "victim"
+    iid = str(victim) if iid == "ABS" else iid
+    a_dataset_with_id(iid)(t)
+    kb = TINY / "kb" / "tiny-maya.jsonl"
+    if "\0" not in iid:
+        target = (t / "data" / "kb" / f"{iid}.jsonl")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True); target.write_bytes(kb.read_bytes())   # what a loader that made a path would read
+        except OSError: pass   # a name the file system refuses itself
+    return t / "data"
+
+
+def refused_in_one_line(out: str, err: str, code: int, expect_code: int = 2) -> str:
+    text = (err or out).strip()
+    assert code == expect_code and len(text.splitlines()) == 1 and "Traceback" not in err + out, (code, out, err)
+    return text
+
+
+@pytest.mark.parametrize("iid", list(BAD_IDS.values()), ids=list(BAD_IDS))
+def test_an_id_that_is_not_one_file_name_is_refused_everywhere(tmp_path, capsys, monkeypatch, iid):
+    monkeypatch.delenv("PACE_DEBUG", raising=False)
+    data = hostile_dataset(tmp_path, iid)
+    iid = str(tmp_path / "outside" / "victim") if iid == "ABS" else iid
+    before = tree(tmp_path)
+    # data check and data verify: one line naming instances.jsonl:1, exit 1
+    for cmd in ("check", "verify"):
+        code = main(["data", cmd, str(data)]); cap = capsys.readouterr()
+        line = refused_in_one_line(cap.out, cap.err, code, expect_code=1)
+        assert line.startswith(f"{data}: instances.jsonl:1: field 'instance_id': ") and "one file name" in line, line
+    # run: one line, exit 2, nothing made under --out
+    code = main([*RUN, "--data", str(data), "--out", str(tmp_path / "runs")]); cap = capsys.readouterr()
+    assert "instances.jsonl:1: field 'instance_id'" in refused_in_one_line(cap.out, cap.err, code)
+    # run --name with the id
+    code = main([*RUN, "--out", str(tmp_path / "runs"), f"--name={iid}"]); cap = capsys.readouterr()
+    assert "a run name is one folder name inside --out" in refused_in_one_line(cap.out, cap.err, code)
+    # generate: the id as a seed id
+    seeds = tmp_path / "seeds.jsonl"
+    seeds.write_text(json.dumps({"seed_id": iid, "persona": "I keep bees in Leeds."}) + "\n")
+    code = main(["generate", "--out", str(tmp_path / "gen"), "--personas", str(seeds), "--chat", "fake:echo", "--embedder", "hash:hash"]); cap = capsys.readouterr()
+    assert "seed_id" in refused_in_one_line(cap.out, cap.err, code)
+    seeds.unlink()
+    # the experiment notebooks' subset writer (pace reproduce 07 -p instance=...), in process
+    from pace.eval.reproduce import subset_dataset
+    from pace.data import UsageError
+    with pytest.raises(UsageError, match="it names a file"): subset_dataset(data, tmp_path / "sub", iid, 6, 40)
+    with pytest.raises(UsageError, match="it names a file"): subset_dataset(ROOT / "data" / "mini", tmp_path / "sub", iid, 6, 40)
+    assert tree(tmp_path) == before                                          # nothing written, inside or outside
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("iid", ["ABS", "../../victim", "tiny\0maya"], ids=["absolute", "dotdot", "nul"])
+def test_pace_reproduce_07_refuses_an_instance_that_is_a_path(tmp_path, capsys, iid):
+    "The issue's data loss: `pace reproduce 07 -p instance=<a path>` overwrote the file <that path>.jsonl."
+    data = hostile_dataset(tmp_path, iid)
+    iid = str(tmp_path / "outside" / "victim") if iid == "ABS" else iid
+    before = tree(tmp_path)
+    code = main(["reproduce", "07", "-p", f"dataset={data}", "-p", f"instance={iid}", "-p", f"out_dir={tmp_path / 'out'}", "--no-progress"])
+    cap = capsys.readouterr()
+    assert code == 2 and len(cap.err.strip().splitlines()) == 1 and "Traceback" not in cap.err, cap.err
+    assert "07_structured_methods failed: " in cap.err and "it names a file" in cap.err, cap.err
+    assert tree(tmp_path) == before

@@ -232,3 +232,50 @@ def test_a_very_long_fact_is_a_warning_not_a_problem(ds, capsys):
     assert [(w.file, w.line, w.field) for w in load_pace_dataset(ds).warnings] == [("kb/ego-a.jsonl", 2, "text")]
     assert cli_main(["data", "check", str(ds)]) == 0
     assert f"warning: kb/ego-a.jsonl:2: field 'text': {MAX_FACT_CHARS + 1} characters" in capsys.readouterr().out
+
+
+# --- issue 30: an instance id is a file name, never a path -----------------------------------------------------------
+
+def rename_instance(ds, old, new):
+    "Rename instance `old` to `new` in instances.jsonl and queries.jsonl."
+    for f in ("instances.jsonl", "queries.jsonl"):
+        write(ds / f, [{**o, "instance_id": new} if o["instance_id"] == old else o for o in rows(ds / f)])
+
+
+@pytest.mark.parametrize("iid", ["sub/x", "../../victim", "ABS", "a\\b", "..", "a..b", "x\0y", "-x", ".x", "x" * 300,
+                                 "a\u2215b", "a\uff0fb", "\uff0e\uff0e"])
+def test_an_instance_id_that_is_not_one_file_name_is_refused(ds, tmp_path, iid):
+    "Its KB is put where `kb/<id>.jsonl` points: the loader must not read it (it read a KB from outside and said OK)."
+    iid = str(tmp_path / "victim") if iid == "ABS" else iid
+    rename_instance(ds, "ego-b", iid)
+    kb = (ds / "kb" / "ego-b.jsonl").read_bytes(); (ds / "kb" / "ego-b.jsonl").unlink()
+    if "\0" not in iid:
+        with __import__("contextlib").suppress(OSError):
+            (ds / "kb" / f"{iid}.jsonl").parent.mkdir(parents=True, exist_ok=True); (ds / "kb" / f"{iid}.jsonl").write_bytes(kb)
+    found, err = problems(ds)
+    assert found[0] == ("instances.jsonl", 2, "instance_id") and "so it must be one file name" in str(err), str(err)
+    assert all(f != "queries.jsonl" for f, _, _ in found), str(err)   # its queries are not reported again
+
+
+def test_a_kb_in_a_subfolder_is_not_read_and_a_stale_run_is_not_resumed(ds):
+    "`sub/x` read kb/sub/x.jsonl, which dataset_sha256 did not hash: a run resumed with stale rows after it changed."
+    rename_instance(ds, "ego-b", "sub/x")
+    (ds / "kb" / "sub").mkdir(); (ds / "kb" / "ego-b.jsonl").rename(ds / "kb" / "sub" / "x.jsonl")
+    with pytest.raises(DatasetError, match="'sub/x' holds a path separator"): load_pace_dataset(ds)
+
+
+COMMITTED_DIGESTS = {   # what the committed runs' run.json recorded (and main computed before issue 30)
+    "tests/fixtures/tiny": "ec6ad3c3bdec7a6591b3536b6870cc81c2ac02b7a847a940bb0806d70ae70507",
+    "tests/fixtures/good": "01d924eed2ddd88e3b7f90c8ebf874d2f8ba6d2ff7bf89493cfbfdc1af78ef14",
+    "data/mini": "850f82da2ca42a5b86a4ca3dc17fe95be5019db08adb0f536b1cad1c84d6ca9a",
+    "data/generated-sample": "11ef3c1254e6dc8f67bdb9ca907d50078d603f20981e3e4843514d5601470cf7",
+    "results/structured/mini-01-q6-f40-qwen2.5-0.5b/data": "98489d77afeded4e60fb0999b217e1301dc316148b582c68e96116b5e4b85a75",
+    "data/judge_calibration": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",   # no dataset files: sha256 of nothing
+}
+
+
+@pytest.mark.parametrize("rel", list(COMMITTED_DIGESTS))
+def test_dataset_sha256_of_the_committed_datasets_is_unchanged(rel):
+    from pace.runfolder import dataset_sha256
+    assert dataset_sha256(GOOD.parent.parent.parent / rel) == COMMITTED_DIGESTS[rel]
+

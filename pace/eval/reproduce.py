@@ -57,10 +57,21 @@ def read_experiment(path, # an experiment notebook
     return Experiment(Path(path), title, parse_parameters("".join(pc["source"])))
 
 # %% ../../nbs/34_reproduce.ipynb #e030d8c7
+def _checkout_of(start: Path) -> Path | None:
+    "The nearest folder at or above `start` that is a pace checkout (settings.ini of pace, nbs/experiments)."
+    for d in [start, *start.parents]:
+        ini = d / "settings.ini"
+        if ini.is_file() and (d / "nbs" / "experiments").is_dir():
+            if re.search(r"(?m)^lib_name\s*=\s*pace\s*$", ini.read_text(errors="replace")): return d
+    return None
+
 def experiments_dir(root=None, # a folder of experiment notebooks (default: nbs/experiments of the checkout)
                    ) -> Path:
-    "The folder of the experiment notebooks; a UsageError when there is none (a wheel install has no nbs/)."
-    d = Path(root) if root is not None else Path(__file__).resolve().parents[2] / "nbs" / "experiments"
+    ("The folder of the experiment notebooks: of the checkout the working folder is in, else of the one pace "
+     "was installed from; a UsageError when there is none (a wheel install has no nbs/).")
+    here = _checkout_of(Path.cwd().resolve())
+    d = (Path(root) if root is not None else
+         (here or Path(__file__).resolve().parents[2]) / "nbs" / "experiments")
     if not d.is_dir():
         raise UsageError(f"no experiment notebooks at {d}: `pace reproduce` runs the notebooks of a checkout "
                          "(git clone, then pip install -e '.[experiments]'), not of a wheel install")
@@ -167,6 +178,17 @@ def _miss_line(misses: list[dict]) -> str:
     return f"{n} replay miss{'es' * (n > 1)} (the first: {first}), caught and passed over"
 
 # %% ../../nbs/34_reproduce.ipynb #4171eaa9
+def _quiet_kernels():
+    ("A kernel manager whose kernels' own stderr (their log: at a Ctrl-C, tracebacks of closing sockets) "
+     "is dropped; what a cell prints and raises comes back in the notebook.")
+    import subprocess
+    from jupyter_client.manager import AsyncKernelManager
+    class QuietKernelManager(AsyncKernelManager):
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            kw["stderr"] = subprocess.DEVNULL
+            return await super()._async_launch_kernel(kernel_cmd, **kw)
+    return QuietKernelManager
+
 def run_notebook(exp: Experiment, # the notebook
                  params: dict | None = None, # parameter values to inject (the notebook's defaults otherwise)
                  *, record: bool = False, # let the notebook call models (no PACE_REPLAY)
@@ -184,6 +206,7 @@ def run_notebook(exp: Experiment, # the notebook
             with _environ(env, unset=["PACE_REPLAY"] if record else []):
                 pm.execute_notebook(str(exp.path), str(ran), parameters=params, cwd=str(exp.path.parent),
                                     progress_bar=False, log_output=False,
+                                    kernel_manager_class=_quiet_kernels(),
                                     extra_arguments=["--IPKernelApp.log_level=ERROR"])   # no TCP warnings
         except Exception as e: row.update(status="failed", error=_error_line(e))
         calls, misses = _read_log(log)
@@ -197,6 +220,19 @@ def run_notebook(exp: Experiment, # the notebook
     return row
 
 # %% ../../nbs/34_reproduce.ipynb #9a3a2e62
+def _row_difference(new: bytes, old: bytes) -> str:
+    "Where a replay's rows differ from the committed ones: the first row that does, its pair and fields."
+    a, b = new.splitlines(), old.splitlines()
+    for n, (x, y) in enumerate(zip(a, b), 1):
+        if x == y: continue
+        try: rx, ry = json.loads(x), json.loads(y)
+        except ValueError: return f"line {n} differs"
+        if not (isinstance(rx, dict) and isinstance(ry, dict)): return f"line {n} differs"
+        keys = sorted(k for k in {*rx, *ry} if rx.get(k) != ry.get(k))
+        return (f"row {n} (query {ry.get('query_id')!r}, method {ry.get('method')!r}) differs in "
+                + ", ".join(keys[:6]) + (f" and {len(keys) - 6} more" if len(keys) > 6 else ""))
+    return f"the replay has {len(a)} rows, the committed file {len(b)}"
+
 def _record_or_replay(out, # folder of the cache export `cache.jsonl.gz` (recording: of `cache.sqlite` too)
                       store, # the shared embedding store
                       runs: list, # (parent folder, run name, `run_experiment` arguments) of each run
@@ -213,10 +249,10 @@ def _record_or_replay(out, # folder of the cache export `cache.jsonl.gz` (record
             for parent, name, kw in runs:
                 run_experiment(out_dir=d, cache=cache, name=name, progress=False, **kw)
                 new = (Path(d) / name / "results.jsonl").read_bytes()
-                if new != (Path(parent) / name / "results.jsonl").read_bytes():
-                    raise AssertionError(f"the replay of {Path(parent) / name} gives other result rows "
-                                         "than the committed "
-                                         "results.jsonl")
+                old = (Path(parent) / name / "results.jsonl").read_bytes()
+                if new != old:
+                    raise AssertionError(f"the replay of {Path(parent) / name} gives other result rows than "
+                                         f"the committed results.jsonl: {_row_difference(new, old)}")
                 rows += len(new.splitlines())
         return "replayed", rows
     cache = out / "cache.sqlite"
@@ -296,9 +332,10 @@ def subset_dataset(src, # a dataset folder
                   ) -> str:
     "Write a one-instance subset of `src` to `out` (see above) and check that it loads; a one-line summary."
     import random, shutil
-    from pace.data import load_pace_dataset, read_jsonl
+    from pace.data import check_name, load_pace_dataset, read_jsonl
     from pace.eval.run import select_queries
     src, out = Path(src), Path(out)
+    check_name(instance, "instance")   # it names out/kb/<instance>.jsonl: one file name, never a path
     ds = load_pace_dataset(src)
     if instance not in ds.instances: raise UsageError(f"{src}: no instance {instance!r}")
     qs = select_queries([q for q in ds.queries if q.instance_id == instance], queries, seed)
@@ -437,7 +474,8 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
                    help="let the notebooks call the models (and fill the caches) instead of replaying")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first notebook that fails")
     p.add_argument("--dir", default=None,
-                   help="folder of the experiment notebooks (default: nbs/experiments of the checkout)")
+                   help="folder of the experiment notebooks (default: nbs/experiments of the checkout "
+                        "the current folder is in, else of the one pace was installed from)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_reproduce_cmd)
     return p

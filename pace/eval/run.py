@@ -12,7 +12,8 @@ from types import SimpleNamespace
 from typing import Any, Literal
 from tqdm.auto import tqdm
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from ..data import UsageError, append_row, first_missing, jsonl_text, load_done
+from ..data import (MAX_NAME_BYTES, UsageError, append_row, first_missing, jsonl_text, load_done,
+                       name_problem)
 from ..cache import as_cache
 from ..methods.baselines import (METHODS as SIMPLE_METHODS, METHOD_SPECS, SIZED, MethodSpec, make_method,
                                         method_spec)
@@ -116,10 +117,13 @@ def default_run_name(dataset, # the dataset folder
 
 # %% ../../nbs/32_run.ipynb #8abf7907
 def check_run_name(name: str) -> str:
-    "A run name is one folder name inside --out: not empty, no path separator, no '..'."
-    seps = [c for c in ("/", "\\", os.sep, os.altsep) if c]
-    if not name or not name.strip() or any(c in name for c in seps) or ".." in name or "\0" in name:
-        raise UsageError(f"--name {name!r}: a run name is one folder name inside --out (no '/', no '..')")
+    "A run name is one folder name inside --out: one safe file name (`pace.data.name_problem`)."
+    why = name_problem(name)
+    if why is not None:
+        shown = repr(name) if len(repr(name)) <= 60 else repr(name)[:50] + f"... ({len(name)} characters)"
+        raise UsageError(f"--name {shown}: a run name is one folder name inside --out; this one {why} "
+                         f"(no '/', '\\', '..', NUL; not starting with '.' or '-'; at most {MAX_NAME_BYTES} "
+                         "bytes)")
     return name
 
 # %% ../../nbs/32_run.ipynb #d0c5f78c
@@ -170,6 +174,12 @@ class ScopeConfig(BaseModel):
                               "`pace merge` joins the parts")
     out_dir: str | Path = Field("results", description="parent folder of the run folder",
                                 json_schema_extra=dict(cli="--out"))
+
+    @field_validator("out_dir")
+    @classmethod
+    def some_folder(cls, v):
+        if not str(v).strip(): raise UsageError(f"--out {str(v)!r}: give a folder (default: results)")
+        return v
 
     @field_validator("name")
     @classmethod
@@ -494,6 +504,13 @@ def _concurrently(fn, items: list, workers: int):
     finally: ex.shutdown(wait=True, cancel_futures=True)
 
 # %% ../../nbs/32_run.ipynb #1016c967
+def _append(f, path: Path, row: dict):
+    "`append_row`; a write error (a full disk) names the file."
+    try: append_row(f, row)
+    except OSError as e:
+        if e.filename: raise
+        raise OSError(e.errno, e.strerror or str(e), str(path)) from None
+
 def _run_pairs(run, todo: list) -> tuple[int, int]:
     "Run, judge and append each pair of `todo`, `workers` or PaceMaker `batch` at a time: (new, re-judged)."
     x = run.cfg.execution
@@ -509,7 +526,7 @@ def _run_pairs(run, todo: list) -> tuple[int, int]:
                unit="pair")
     with open(run.results, "a", encoding="utf-8") as fr, open(run.timings, "a", encoding="utf-8") as ft, bar:
         for row, tim, again in pairs:
-            append_row(ft, tim); append_row(fr, row)
+            _append(ft, run.timings, tim); _append(fr, run.results, row)
             new += 1; retried += again; bar.update()
     return new, retried
 
@@ -565,8 +582,15 @@ class RunInterrupted(KeyboardInterrupt):
 def _mark_stopped(run, why: str) -> int:
     "Write `run.json` as `partial`, with why the run stopped; the number of pairs the folder holds."
     n = len({(r["query_id"], r["method"]) for r in load_done(run.results)})
-    write_manifest(run.run_dir, run.settings, run.scope, "partial", n_pairs=n, stopped=why[:300])
+    try: write_manifest(run.run_dir, run.settings, run.scope, "partial", n_pairs=n, stopped=why[:300])
+    except OSError: _partial_in_place(run.run_dir / "run.json")   # a full disk: no room for a new file
     return n
+
+def _partial_in_place(man: Path):
+    "Overwrite `running` with `partial` (as long) in the manifest's own bytes: no new block needed."
+    with contextlib.suppress(OSError), open(man, "r+b") as f:
+        at = f.read().find(b'"status": "running"')
+        if at >= 0: f.seek(at); f.write(b'"status": "partial"'); f.flush(); os.fsync(f.fileno())
 
 def _finish_run(run, new: int, retried: int) -> dict:
     "Sort the run's files, write the manifest's final status, the tables and index costs: the run's summary."

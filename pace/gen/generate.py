@@ -854,6 +854,7 @@ def generate_dataset(out,                         # the folder to write (a gener
                      retry_failed: bool = False,  # rerun instances from their first stage with a failed call
                     ) -> dict:
     "Run (or resume) the seven stages into `out`; write the dataset, its card and the report; a summary."
+    if not str(out).strip(): raise UsageError(f"--out {str(out)!r}: give a folder")   # '' would be the cwd
     cfg = config if isinstance(config, GenConfig) else _gen_config(config)
     if stop_after is not None and stop_after not in STAGES:
         raise UsageError(f"stop_after must be one of {', '.join(STAGES)}")

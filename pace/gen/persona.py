@@ -8,12 +8,12 @@ import json, re
 from pathlib import Path
 from pydantic import BaseModel
 from ..calls import prompt_asset
-from ..data import UsageError
+from ..data import UsageError, name_problem
 from .base import Text, ask_many, count, unique_sentences
 
 # %% auto #0
-__all__ = ['BUNDLED_PERSONAS', 'PERSONA_SYSTEM', 'PERSONA_EXAMPLE', 'MIN_PERSONA_WORDS', 'PERSONA_MAX_TOKENS', 'PersonaSeed',
-           'bundled_personas_path', 'load_personas', 'persona_source', 'instance_id_of', 'PersonaText',
+__all__ = ['BUNDLED_PERSONAS', 'SEED_SUFFIXES', 'PERSONA_SYSTEM', 'PERSONA_EXAMPLE', 'MIN_PERSONA_WORDS', 'PERSONA_MAX_TOKENS',
+           'PersonaSeed', 'bundled_personas_path', 'instance_id_of', 'load_personas', 'persona_source', 'PersonaText',
            'persona_messages', 'persona_problems', 'expand_personas']
 
 # %% ../../nbs/41_gen_persona.ipynb #43daafdf
@@ -32,30 +32,70 @@ def bundled_personas_path() -> Path | None:
         if (base / BUNDLED_PERSONAS).is_file(): return base / BUNDLED_PERSONAS
     return None
 
+# %% ../../nbs/41_gen_persona.ipynb #8d7f16fd
+def instance_id_of(seed: PersonaSeed) -> str:
+    "The instance id a seed becomes: 'gen-' + its seed id."
+    return f"gen-{seed.seed_id}"
+
 # %% ../../nbs/41_gen_persona.ipynb #dfc70e63
-def _read_seed_file(p: Path) -> list[PersonaSeed]:
+SEED_SUFFIXES = (".jsonl", ".json", ".txt")   # the kinds of seed file --personas reads
+
+def _seed_text(p: Path) -> str:
+    "The text of a seed file; a one-line `UsageError` when it is missing, of another kind, or not UTF-8."
     if not p.is_file(): raise UsageError(f"--personas {p}: no such file")
-    seeds = []
-    lines = p.read_text(encoding="utf-8").splitlines()
-    if p.suffix == ".jsonl":
-        for n, line in enumerate(lines, 1):
-            if not line.strip(): continue
-            try: d = json.loads(line)
-            except ValueError as e: raise UsageError(f"--personas {p}:{n}: not JSON ({e})") from None
-            if not isinstance(d, dict) or not str(d.get("persona", "")).strip():
-                raise UsageError(f"--personas {p}:{n}: expected an object with a non-empty 'persona'")
-            seeds.append(PersonaSeed(seed_id=str(d.get("seed_id") or f"p{n:02d}"),
-                                     persona=" ".join(str(d["persona"]).split())))
-    else:
-        for n, line in enumerate(lines, 1):
+    if p.suffix.lower() not in SEED_SUFFIXES:
+        raise UsageError(f"--personas {p}: a seed file is .jsonl (one object with 'persona' a line), .json "
+                         "(an array of such objects or of strings) or .txt (one persona a line), not "
+                         f"{p.suffix or 'a file without a suffix'}")
+    raw = p.read_bytes()
+    try: return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise UsageError(f"--personas {p}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x}): save the "
+                         "file as UTF-8") from None
+
+def _seed(d, n: int, where: str, strings: bool = False) -> PersonaSeed:
+    "The seed of item `n` (an object with 'persona', or a string when `strings`)."
+    if strings and isinstance(d, str): d = {"persona": d}
+    if not isinstance(d, dict) or not str(d.get("persona", "")).strip():
+        raise UsageError(f"--personas {where}: expected an object with a non-empty 'persona'"
+                         + (" or a string" if strings else ""))
+    return PersonaSeed(seed_id=str(d.get("seed_id") or f"p{n:02d}"),
+                       persona=" ".join(str(d["persona"]).split()))
+
+def _parse_seeds(p: Path, text: str) -> list[PersonaSeed]:
+    "The seeds of a seed file's text, by its kind (suffix)."
+    kind, seeds = p.suffix.lower(), []
+    if kind == ".json":
+        try: items = json.loads(text)
+        except ValueError as e: raise UsageError(f"--personas {p}: not JSON ({e})") from None
+        if not isinstance(items, list):
+            raise UsageError(f"--personas {p}: a .json seed file holds one array of personas, "
+                             f"not a {type(items).__name__}")
+        return [_seed(d, n, f"{p}: item {n}", strings=True) for n, d in enumerate(items, 1)]
+    for n, line in enumerate(text.splitlines(), 1):
+        if kind == ".txt":
             line = line.split("#", 1)[0].strip()
             if line: seeds.append(PersonaSeed(seed_id=f"p{n:02d}", persona=" ".join(line.split())))
+            continue
+        if not line.strip(): continue
+        try: d = json.loads(line)
+        except ValueError as e: raise UsageError(f"--personas {p}:{n}: not JSON ({e})") from None
+        seeds.append(_seed(d, n, f"{p}:{n}"))
+    return seeds
+
+def _read_seed_file(p: Path) -> list[PersonaSeed]:
+    seeds = _parse_seeds(p, _seed_text(p))
     if not seeds: raise UsageError(f"--personas {p}: no personas in the file")
     dup = [s for s in {x.seed_id for x in seeds} if sum(x.seed_id == s for x in seeds) > 1]
     if dup: raise UsageError(f"--personas {p}: duplicate seed_id {sorted(dup)[0]!r}")
     bad = [s.seed_id for s in seeds if not re.fullmatch(r"[A-Za-z0-9_.-]+", s.seed_id)]
     if bad: raise UsageError(f"--personas {p}: seed_id {bad[0]!r} may only hold letters, digits, '.', '_' "
                              "and '-' (it names files)")
+    bad = [(s.seed_id, why) for s in seeds
+           if (why := name_problem(s.seed_id) or name_problem(instance_id_of(s)))]
+    if bad: raise UsageError(f"--personas {p}: seed_id {bad[0][0][:60]!r} {bad[0][1]} (it names files: "
+                             "its instance's kb/<instance id>.jsonl)")
     return seeds
 
 # %% ../../nbs/41_gen_persona.ipynb #c610a16f
@@ -89,11 +129,6 @@ def persona_source(spec) -> list[PersonaSeed]:
         load_personas(s)   # the same checks and messages
         return _read_seed_file(bundled_personas_path())
     return load_personas(s)
-
-# %% ../../nbs/41_gen_persona.ipynb #8d7f16fd
-def instance_id_of(seed: PersonaSeed) -> str:
-    "The instance id a seed becomes: 'gen-' + its seed id."
-    return f"gen-{seed.seed_id}"
 
 # %% ../../nbs/41_gen_persona.ipynb #ee22e438
 PERSONA_SYSTEM = prompt_asset("gen/persona/PERSONA_SYSTEM.md")

@@ -730,6 +730,6 @@ def data_verify(path: str, out=None, as_json: bool = False) -> int:
     from pace.data import DatasetError
     out = out or sys.stdout
     try: rep = verify_dataset(path)
-    except DatasetError as e: print(e, file=out); return 1
+    except DatasetError as e: print(e.one_line(), file=out); return 1
     print(json.dumps(rep, indent=1, default=str) if as_json else verify_markdown(rep), file=out)
     return 1 if rep["errors"] else 0
