@@ -391,7 +391,7 @@ def read_official(root, # the folder the authors' loader wrote: kb/<case_id>/, p
                  ) -> dict[str, list[Row]]:
     "The rows of the authors' on-disk layout, in the hub's schema; a `DatasetError` for unreadable files."
     root, problems, tables = Path(root), [], {c: [] for c in CONFIGS}
-    for case in sorted(d.name for d in (root / "kb").iterdir() if d.is_dir()):
+    for case in sorted(d.name for d in (root / "kb").iterdir() if d.is_dir() and not d.name.startswith(".")):
         for config, name in (("corpus", "corpus.json"), ("queries", "queries.json")):
             rel = f"kb/{case}/{name}"
             obj = _json(root / rel, rel, problems)

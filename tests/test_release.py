@@ -199,6 +199,7 @@ def test_the_authors_layout_is_imported_like_its_tables(tmp_path):
     (root / "profile").mkdir()
     for r in rows["profiles"]:
         (root / "profile" / f"{release.safe_case_name(r['case_id'])}.json").write_text(json.dumps(strip(r, ("case_id",))))
+    (root / "kb" / ".ipynb_checkpoints").mkdir()   # a hidden folder is no case
     import_release(root, tmp_path / "out")
     a, b = load_pace_dataset(tmp_path / "want"), load_pace_dataset(tmp_path / "out")
     assert [q.model_dump() for q in a.queries] == [q.model_dump() for q in b.queries]
