@@ -37,6 +37,38 @@ def _add_data(sub):
         from pace.gen.validate import data_verify   # the checks live with generation's validation stage (44)
         return data_verify(a.path, as_json=a.json)
     v.set_defaults(func=_verify)
+    i = dsub.add_parser("import", help="write a PACE folder from the released PACE (the hub dataset, a copy "
+                                       "of it, or the authors' layout)")
+    i.add_argument("source", help="p2chp2t/pace (through the Hugging Face cache; HF_HUB_OFFLINE=1: the "
+                                  "cache alone), a local copy (save_to_disk folders or parquet files), or "
+                                  "the folder the authors' loader writes (kb/<case_id>/corpus.json, "
+                                  "profile/<case_id>.json)")
+    i.add_argument("out", help="the PACE folder to write (new, or empty)")
+    i.set_defaults(func=_data_import)
+    e = dsub.add_parser("export", help="write a PACE folder as the release is shared: the authors' layout "
+                                       "or the hub's tables")
+    e.add_argument("path", help="dataset folder")
+    e.add_argument("out", help="the folder to write (new, or empty)")
+    e.add_argument("--layout", choices=["official", "hub"], default="official",
+                   help="official: kb/<case_id>/corpus.json, queries.json and profile/<case_id>.json, as the "
+                        "authors' loader writes them; hub: data/<config>.parquet and a card naming the "
+                        "configs")
+    e.set_defaults(func=_data_export)
+
+def _data_import(a) -> int:
+    from pace.release import import_release
+    s = import_release(a.source, a.out)
+    kept = f"; {s['kept_out']} queries with an empty gold list kept out" if s["kept_out"] else ""
+    print(f"{a.out}: {s['instances']} instances, {s['facts']} facts, {s['queries']} queries from "
+          f"{s['source']} ({s['kind']}){kept}; what changed: {Path(a.out) / 'README.md'}")
+    return 0
+
+def _data_export(a) -> int:
+    from pace.release import export_release
+    s = export_release(a.path, a.out, a.layout)
+    print(f"{a.out}: {a.path} in the {a.layout} layout ({s['profiles']} cases, {s['corpus']} corpus rows, "
+          f"{s['queries']} query rows)")
+    return 0
 
 # %% ../nbs/90_cli.ipynb #dffcf373
 def merge_folders(out, # the folder to write (new or empty)

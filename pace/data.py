@@ -13,11 +13,11 @@ from typing import Annotated, Any, Iterator, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 # %% auto #0
-__all__ = ['ISODate', 'Text', 'SITUATION_TYPES', 'LABELS', 'MAX_NAME_BYTES', 'LOOKALIKES', 'MAX_FACT_CHARS', 'TABLE1_FMT',
-           'Timeline', 'Person', 'Alter', 'Instance', 'Fact', 'Query', 'Problem', 'DatasetError', 'UsageError',
-           'first_missing', 'name_problem', 'check_name', 'jsonl_lines', 'read_jsonl_objects', 'validate_object',
-           'RunFileError', 'read_jsonl', 'load_done', 'jsonl_text', 'append_row', 'PaceDataset', 'load_pace_dataset',
-           'dataset_stats', 'stats_tables', 'stats_markdown']
+__all__ = ['ISODate', 'Text', 'SITUATION_TYPES', 'LABELS', 'MAX_NAME_BYTES', 'LOOKALIKES', 'MAX_FACT_CHARS', 'RELEASE_LAYOUTS',
+           'TABLE1_FMT', 'Timeline', 'Person', 'Alter', 'Instance', 'Fact', 'Query', 'Problem', 'DatasetError',
+           'UsageError', 'first_missing', 'name_problem', 'check_name', 'jsonl_lines', 'read_jsonl_objects',
+           'validate_object', 'RunFileError', 'read_jsonl', 'load_done', 'jsonl_text', 'append_row', 'PaceDataset',
+           'release_layout', 'load_pace_dataset', 'dataset_stats', 'stats_tables', 'stats_markdown']
 
 # %% ../nbs/00_data.ipynb #9bef0c50
 def _iso_date(v: Any) -> dt.date:
@@ -81,7 +81,7 @@ class Query(BaseModel):
     instance_id: Text
     query: Text
     ref_date: ISODate
-    situation_type: Literal["temporal", "personal", "state"]
+    situation_type: Literal["temporal", "personal", "state"] | None  # null: the source does not say
     label: Literal["conflict", "non_conflict"]
     gold_doc_ids: list[Text] = Field(min_length=1)
     judgment: Text
@@ -396,12 +396,39 @@ def _load_queries(root: Path, instances: dict, broken: set, kb_ids: dict,
         problems.append(Problem("queries.jsonl", None, None, "no queries"))
     return queries
 
+# %% ../nbs/00_data.ipynb #b3c29891
+RELEASE_LAYOUTS = {
+    "official": "the authors' release layout (kb/<case_id>/corpus.json and queries.json, "
+                "profile/<case_id>.json)",
+    "kb": "the kb/ folder of the authors' release layout (kb/<case_id>/corpus.json and queries.json)",
+    "hub": "a copy of the hub dataset (its queries, corpus and profiles tables: parquet files or "
+           "save_to_disk folders)"}
+
+def release_layout(path, # a folder
+                  ) -> str | None:
+    "Which shape of the released PACE `path` holds: a key of `RELEASE_LAYOUTS`, or None."
+    p = Path(path)
+    if not p.is_dir(): return None
+    def cases(d): return any((c / n).is_file() for c in d.iterdir() if c.is_dir()
+                             for n in ("corpus.json", "queries.json"))
+    if (p / "kb").is_dir() and cases(p / "kb"): return "official"
+    if cases(p): return "kb"
+    tables = ("queries", "corpus", "profiles")
+    files = [*p.glob("*.parquet"), *p.glob("data/*.parquet")]
+    if ((p / "dataset_dict.json").is_file() or any((p / t).is_dir() for t in tables)
+            or any(f.stem.split("-")[0] in tables for f in files)):
+        return "hub"
+    return None
+
 # %% ../nbs/00_data.ipynb #ec510084
 def load_pace_dataset(path, # dataset folder: instances.jsonl, kb/, queries.jsonl
                      ) -> PaceDataset:
     "Load and strictly validate the dataset folder at `path`: a `DatasetError` lists every problem."
     root, problems, warnings = Path(path), [], []
     if not root.is_dir(): raise DatasetError(root, [Problem(str(root), None, None, "not a dataset folder")])
+    if not (root/"instances.jsonl").exists() and (kind := release_layout(root)):
+        raise UsageError(f"{root}: not a PACE folder but {RELEASE_LAYOUTS[kind]}: convert it once with "
+                         f"`pace data import {root.parent if kind == 'kb' else root} OUT`, then use OUT")
     instances, broken = _load_instances(root, problems)
     kb, kb_ids = _load_kb(root, instances, broken, problems, warnings)
     queries = _load_queries(root, instances, broken, kb_ids, problems)
@@ -410,14 +437,15 @@ def load_pace_dataset(path, # dataset folder: instances.jsonl, kb/, queries.json
 
 # %% ../nbs/00_data.ipynb #bf4f0a16
 def dataset_stats(ds: PaceDataset) -> dict:
-    "Table 1 and Table 6 figures of a dataset, as plain numbers."
+    "Table 1 and Table 6 figures of a dataset, as plain numbers (Table 6: an n/a row for untyped requests)."
     n_inst, n_facts, n_q = len(ds.instances), sum(map(len, ds.kb.values())), len(ds.queries)
     by = Counter((q.situation_type, q.label) for q in ds.queries)
     return {
         "table1": {"instances": n_inst, "facts": n_facts, "queries": n_q,
                    "avg_facts_per_instance": n_facts / n_inst, "avg_queries_per_instance": n_q / n_inst,
                    "avg_gold_facts_per_query": sum(len(q.gold_doc_ids) for q in ds.queries) / n_q},
-        "table6": {t: {l: by[(t, l)] for l in LABELS} for t in SITUATION_TYPES},
+        "table6": {t: {l: by[(t, l)] for l in LABELS} for t in SITUATION_TYPES}
+                  | ({"n/a": {l: by[(None, l)] for l in LABELS}} if any(t is None for t, _ in by) else {}),
     }
 
 # %% ../nbs/00_data.ipynb #e460909a

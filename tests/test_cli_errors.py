@@ -96,6 +96,29 @@ def a_locked_cache(t):
 def a_seed_file(name: str, body: bytes):
     def setup(t): (t / name).write_bytes(body)
     return setup
+def a_full_folder(t):
+    (t / "out").mkdir(); (t / "out" / "keep").write_text("x\n")
+
+def the_authors_layout(t):
+    "data of the tiny fixture exported as the authors' loader writes it (kb/<case_id>/corpus.json, ...)."
+    assert main(["data", "export", str(TINY), str(t / "off")]) == 0
+
+def a_hub_copy_with_a_dangling_gold_id(t):
+    import datasets
+    from pace.release import pace_to_release
+    from pace.data import load_pace_dataset
+    tables = pace_to_release(load_pace_dataset(TINY))
+    tables["queries"][1]["gold_doc_ids"] = tables["queries"][1]["gold_doc_ids"] + ["zz"]
+    (t / "hub" / "data").mkdir(parents=True)
+    for c, rows in tables.items(): datasets.Dataset.from_list(rows).to_parquet(str(t / "hub" / "data" / f"{c}.parquet"))
+
+def facts_of_two_types(t):
+    shutil.copytree(TINY, t / "data")
+    kb = sorted((t / "data" / "kb").glob("*.jsonl"))[0]
+    lines = kb.read_text().splitlines()
+    facts = [json.loads(l) for l in lines]
+    facts[0]["meta"], facts[1]["meta"] = {"n": 1}, {"n": "one"}
+    kb.write_text("".join(json.dumps(f) + "\n" for f in facts))
 
 GOOD_LINE = (b'{"completion_tokens": 0, "key": "k", "kind": "embed", "model": "m", "prompt_tokens": 0, "request": {}, '
              b'"response": [1], "seconds": 0.0, "stage": "s"}\n')
@@ -133,6 +156,23 @@ CASES = [   # id, what the folder holds first, the command line (T is the test's
     ("cache import of a missing file", None, ["cache", "import", "T/nowhere.jsonl", "--cache", "T/c.sqlite"], r"nowhere\.jsonl: No such file"),
     ("cache export of a missing cache", None, ["cache", "export", "T/out.jsonl", "--cache", "T/c.sqlite"], r"no cache file at \S+c\.sqlite"),
     ("cache export to a folder", a_cache, ["cache", "export", "T", "--cache", "T/c.sqlite"], r": Is a directory"),
+    ("data import into a folder that holds files", a_full_folder, ["data", "import", str(TINY), "T/out"],
+     r"\S+/out: exists and is not empty; give a new folder"),
+    ("data import of a folder that is not there", None, ["data", "import", "T/nowhere", "T/out"],
+     r"nowhere: no such folder, and not a hub dataset id"),
+    ("data import of a PACE folder", None, ["data", "import", str(TINY), "T/out"], r"tiny: a PACE folder already"),
+    ("data import of the kb/ folder alone", the_authors_layout, ["data", "import", "T/off/kb", "T/out"],
+     r"the kb/ folder of the authors' layout: .*`pace data import \S+/off OUT`"),
+    ("data import of a dangling gold id", a_hub_copy_with_a_dangling_gold_id, ["data", "import", "T/hub", "T/out"],
+     r"queries row 1: field 'gold_doc_ids.2': 'zz' is not a doc_id of the corpus of case 'tiny-maya'$"),
+    ("data check on the authors' layout", the_authors_layout, ["data", "check", "T/off"],
+     r"off: not a PACE folder but the authors' release layout .*`pace data import \S+/off OUT`, then use OUT$"),
+    ("run --data on the authors' layout", the_authors_layout, [*RUN, "--data", "T/off", "--out", "T/runs"],
+     r"off: not a PACE folder but the authors' release layout .*`pace data import \S+/off OUT`"),
+    ("data export into a folder that holds files", a_full_folder, ["data", "export", str(TINY), "T/out"],
+     r"exists and is not empty"),
+    ("data export --layout hub of a field of two types", facts_of_two_types,
+     ["data", "export", "T/data", "T/out", "--layout", "hub"], r"corpus: its rows cannot be one table .*--layout official"),
     ("judge calibrate with a bad judge spec", None,
      ["judge", "calibrate", "--judge", "nocolon", "--set", str(CAL), "--data", str(TINY), "--out", "T/cal/run", "--no-progress"],
      r"--judge 'nocolon': model spec must look like 'backend:model'"),

@@ -79,7 +79,8 @@ def _row_record(r: dict) -> dict:
     "The flat numbers of one result row."
     for k in ("query_id", "method", "label", "situation_type", "gold_doc_ids"):
         if k not in r: raise ValueError(f"result row {r.get('query_id')}/{r.get('method')} has no {k!r}")
-    d = dict(query_id=r["query_id"], method=r["method"], label=r["label"], situation_type=r["situation_type"],
+    d = dict(query_id=r["query_id"], method=r["method"], label=r["label"],
+             situation_type=r["situation_type"] or "n/a",   # a dataset that does not type its requests
              answered=r.get("answer") is not None, ranked=bool(r.get("ranked"))) | _judge_cols(r.get("judge"))
     d |= _decision_cols(r, d["decision_correct"])
     d |= (retrieval_metrics(r["retrieved_ids"], r["gold_doc_ids"], KS) if r.get("ranked")

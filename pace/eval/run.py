@@ -54,7 +54,7 @@ def select_queries(queries: list, # the dataset's queries
     if not limit or limit >= len(queries): return list(queries)
     key = lambda q: hashlib.sha256(f"{seed}:{q.query_id}".encode()).hexdigest()
     strata = {}
-    for q in sorted(queries, key=key): strata.setdefault((q.label, q.situation_type), []).append(q)
+    for q in sorted(queries, key=key): strata.setdefault((q.label, q.situation_type or ""), []).append(q)
     order, out = sorted(strata), []
     while len(out) < limit:
         for s in order:

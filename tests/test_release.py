@@ -1,0 +1,250 @@
+"""Issue 31, parts 1 and 4, and issue 30 item 9: the released PACE (the hub dataset, a local copy of it, the authors'
+on-disk layout) imported as a PACE folder, and a PACE folder exported in those shapes. The hub cannot be reached
+from the test machines, so the hub path is driven through the same code with `datasets.load_dataset` pointed at
+local parquet files that `datasets` itself wrote here."""
+import json, shutil
+from pathlib import Path
+
+import datasets
+import pytest
+
+import pace.release as release
+from pace.cli import main
+from pace.data import DatasetError, UsageError, load_pace_dataset
+from pace.release import HUB_ID, CONFIGS, export_release, import_release
+
+ROOT = Path(__file__).resolve().parent.parent
+MINI, SAMPLE = ROOT / "data" / "mini", ROOT / "data" / "generated-sample"
+TL = dict(window_start="2026-03-01", ref_date="2026-03-04", window_end="2026-04-30")
+datasets.disable_progress_bars()
+
+
+def pace_files(d: Path) -> dict:
+    "Every file of a PACE folder but its card, as bytes."
+    return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file() and p.name != "README.md"}
+
+
+# --- the round trip on data/mini -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("layout", ["official", "hub"])
+def test_data_mini_comes_back_byte_for_byte(tmp_path, layout):
+    export_release(MINI, tmp_path / "out", layout)
+    import_release(tmp_path / "out", tmp_path / "back")
+    assert pace_files(tmp_path / "back") == pace_files(MINI)
+    card = (tmp_path / "back" / "README.md").read_text()
+    kind = "authors' layout" if layout == "official" else "local copy"
+    assert f"Source: {kind} `{tmp_path / 'out'}`" in card and "2262" in card and "565.50" in card
+
+
+def test_the_official_layout_is_what_the_authors_loader_writes(tmp_path):
+    "kb/<case>/{corpus,queries}.json as {timeline, rows} without case_id and timeline keys; profile/<case>.json with the name."
+    export_release(MINI, tmp_path / "off", "official")
+    cases = sorted(p.name for p in (tmp_path / "off" / "kb").iterdir())
+    assert cases == ["mini-01", "mini-02", "mini-03", "mini-04"]
+    q = json.loads((tmp_path / "off" / "kb" / "mini-01" / "queries.json").read_text())
+    c = json.loads((tmp_path / "off" / "kb" / "mini-01" / "corpus.json").read_text())
+    assert set(q) == {"timeline", "queries"} and set(c) == {"timeline", "corpus"}
+    assert q["timeline"] == c["timeline"] == {"window_start": "2026-02-16", "ref_date": "2026-03-04", "window_end": "2026-04-12"}
+    assert {"query_id", "query", "gold_doc_ids", "label", "judgment"} <= set(q["queries"][0])
+    assert not {"case_id", "window_start", "window_end", "ref_date"} & set(q["queries"][0])
+    assert {"doc_id", "text", "origin", "cases"} == set(c["corpus"][0])   # a fact's meta as metadata columns
+    p = json.loads((tmp_path / "off" / "profile" / "mini-01.json").read_text())
+    assert p["spec"]["demographic"]["full_name"] == "Priya Raman"
+    assert (tmp_path / "off" / "kb" / "mini-01" / "queries.json").read_text().startswith('{\n  "timeline": {\n    "window_start"')
+
+
+def test_the_hub_layout_loads_through_its_card_and_keeps_the_hub_schema(tmp_path):
+    export_release(MINI, tmp_path / "hub", "hub")
+    q = datasets.load_dataset(str(tmp_path / "hub"), "queries", split="test", cache_dir=str(tmp_path / "cache"))
+    assert q.num_rows == 72
+    assert {"case_id", "window_start", "ref_date", "window_end", "query_id", "query", "gold_doc_ids", "label",
+            "judgment"} <= set(q.column_names)
+    corpus = datasets.load_dataset(str(tmp_path / "hub"), "corpus", split="test", cache_dir=str(tmp_path / "cache"))
+    assert corpus.num_rows == 2262 and {"doc_id", "text", "origin"} <= set(corpus.column_names)
+    prof = datasets.load_dataset(str(tmp_path / "hub"), "profiles", split="test", cache_dir=str(tmp_path / "cache"))
+    assert prof[0]["spec"]["demographic"]["full_name"] == "Priya Raman"
+
+
+@pytest.mark.parametrize("layout", ["official", "hub"])
+def test_a_generated_dataset_comes_back_the_same(tmp_path, layout):
+    "data/generated-sample (sorted keys, a query ref_date of its own, an extra instance key) comes back equal."
+    export_release(SAMPLE, tmp_path / "out", layout)
+    import_release(tmp_path / "out", tmp_path / "back")
+    a, b = load_pace_dataset(SAMPLE), load_pace_dataset(tmp_path / "back")
+    assert [i.model_dump() for i in a.instances.values()] == [i.model_dump() for i in b.instances.values()]
+    assert [q.model_dump() for q in a.queries] == [q.model_dump() for q in b.queries]
+    assert {k: [f.model_dump() for f in v] for k, v in a.kb.items()} == {k: [f.model_dump() for f in v] for k, v in b.kb.items()}
+    assert any(str(q.ref_date) != a.instances[q.instance_id].timeline.ref_date.isoformat() for q in a.queries)
+
+
+# --- a release in the hub's row schema, written by `datasets` here ---------------------------------------------------
+
+def hub_rows(dangling=False):
+    "Two cases, one of them not a file name; messy labels, a query id in both cases, no situation_type, an empty gold list."
+    rows = {"profiles": [], "corpus": [], "queries": []}
+    for case, name in (("case-1", "Ana Ortega"), ("user/7", "Bo Lind")):
+        rows["profiles"].append({"case_id": case, "spec": {"demographic": {"full_name": name, "age": 30},
+                                                           "relationships": [{"full_name": "Kim", "relationship": "friend"}]}})
+        for i in range(12):
+            rows["corpus"].append({"case_id": case, **TL, "doc_id": f"d{i}", "text": f"{name} fact {i}.",
+                                   "label": ["Conflict", "non_conflict"][i % 2], "origin": "gold" if i < 2 else "profile"})
+    labels = ["Conflict", "non-conflict", "No Conflict", " CONFLICT"]   # (a whole column of booleans: 08_release)
+    for case in ("case-1", "user/7"):
+        for k, lab in enumerate(labels):
+            gold = [] if (case, k) == ("case-1", 3) else [f"d{k % 4}", "d3"]
+            if dangling and (case, k) == ("user/7", 1): gold = ["d1", "zz"]
+            rows["queries"].append({"case_id": case, **TL, "query_id": f"q{k}", "query": f"Request {k} of {case}.",
+                                    "gold_doc_ids": gold, "label": lab, "judgment": f"Because {k}.", "difficulty": k})
+    return rows
+
+
+def write_parquet(folder: Path, rows: dict) -> dict:
+    "{config: [its parquet file]}: a local copy laid out as the hub repository is (data/<config>.parquet)."
+    (folder / "data").mkdir(parents=True)
+    out = {}
+    for c in CONFIGS:
+        f = folder / "data" / f"{c}.parquet"
+        datasets.Dataset.from_list(rows[c]).to_parquet(str(f))
+        out[c] = [str(f)]
+    return out
+
+
+def check_imported(out: Path):
+    ds = load_pace_dataset(out)
+    assert [i.instance_id for i in ds.instances.values()] == ["case-1", release.safe_case_name("user/7")]
+    second = list(ds.instances.values())[1]
+    assert second.meta == {"source_case_id": "user/7"} and second.ego.name == "Bo Lind"
+    assert [a.model_dump() for a in second.alters] == [{"name": "Kim", "relation": "friend"}]
+    assert len(ds.queries) == 7   # one empty gold list kept out
+    assert [q.label for q in ds.queries] == ["conflict", "non_conflict", "non_conflict"] + ["conflict", "non_conflict", "non_conflict", "conflict"]
+    assert all(q.situation_type is None for q in ds.queries)
+    assert ds.queries[0].query_id == "case-1-q0" and ds.queries[0].meta == {"difficulty": 0, "source_query_id": "q0"}
+    assert ds.queries[0].gold_doc_ids == ["d0", "d3"]
+    assert ds.fact("case-1", "d0").meta == {"label": "Conflict", "origin": "gold"}   # corpus columns kept as given
+    card = (out / "README.md").read_text()
+    assert "kept out" in card and "case-1/q3" in card and "'No Conflict' -> non_conflict (2)" in card
+    assert "' CONFLICT' -> conflict (1)" in card and "1 gold lists named a doc twice" in card
+    assert "'user/7' -> " in card and "`spec.relationships` (2)" in card and "n/a" in card
+    return ds, card
+
+
+def test_a_parquet_copy_in_the_hub_schema_is_imported(tmp_path):
+    write_parquet(tmp_path / "copy", hub_rows())
+    s = import_release(tmp_path / "copy", tmp_path / "out", date="2026-01-02")
+    assert s["kept_out"] == 1 and s["queries"] == 7
+    _, card = check_imported(tmp_path / "out")
+    assert "on 2026-01-02" in card and "Licence, as the source gives it: not stated" in card
+    assert main(["data", "check", str(tmp_path / "out")]) == 0
+
+
+@pytest.mark.parametrize("shape", ["dict of configs", "one folder per config"])
+def test_save_to_disk_copies_import_the_same(tmp_path, shape):
+    rows = hub_rows()
+    write_parquet(tmp_path / "pq", rows)
+    import_release(tmp_path / "pq", tmp_path / "want")
+    tables = {c: datasets.Dataset.from_list(rows[c]) for c in CONFIGS}
+    if shape == "dict of configs": datasets.DatasetDict(tables).save_to_disk(str(tmp_path / "copy"))
+    else:
+        for c, t in tables.items(): datasets.DatasetDict({"test": t}).save_to_disk(str(tmp_path / "copy" / c))
+    import_release(tmp_path / "copy", tmp_path / "out")
+    assert pace_files(tmp_path / "out") == pace_files(tmp_path / "want")
+
+
+def test_the_hub_id_goes_through_load_dataset_like_a_local_copy(tmp_path, monkeypatch):
+    "The hub path is the local path: `load_dataset(HUB_ID, config, split='test')`, here answered from local parquet files."
+    files = write_parquet(tmp_path / "copy", hub_rows())
+    real, calls = datasets.load_dataset, []
+    def hub(path, name=None, split=None, **kw):
+        calls.append((path, name, split, sorted(kw)))
+        if path != HUB_ID: return real(path, name, split=split, **kw)
+        t = real("parquet", data_files={"test": files[name]}, split="test", cache_dir=str(tmp_path / "hf"))
+        t.info.license = "cc-by-4.0"
+        return t
+    monkeypatch.setattr(datasets, "load_dataset", hub)
+    import_release(HUB_ID, tmp_path / "out")
+    assert calls == [(HUB_ID, c, "test", []) for c in CONFIGS]   # the user's cache: no cache_dir of ours
+    _, card = check_imported(tmp_path / "out")
+    assert f"hub `{HUB_ID}`" in card and "Licence, as the source gives it: cc-by-4.0" in card
+    import_release(tmp_path / "copy", tmp_path / "local")
+    assert pace_files(tmp_path / "out") == pace_files(tmp_path / "local")
+
+
+@pytest.mark.parametrize("offline", [False, True])
+def test_an_unreachable_hub_is_one_line(tmp_path, monkeypatch, capsys, offline):
+    def unreachable(*a, **kw): raise ConnectionError("Couldn't reach 'p2chp2t/pace' on the Hub (LocalEntryNotFoundError)\nmore")
+    monkeypatch.setattr(datasets, "load_dataset", unreachable)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1") if offline else monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("PACE_DEBUG", raising=False)
+    assert main(["data", "import", HUB_ID, str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "'queries' table cannot be loaded (ConnectionError: Couldn't reach" in err
+    assert ("HF_HUB_OFFLINE is set" in err) == offline
+    assert not any(tmp_path.iterdir())
+
+
+def test_the_authors_layout_is_imported_like_its_tables(tmp_path):
+    "The rows written out as the authors' loader does (grouped per case, case_id and timeline stripped) import the same."
+    rows = hub_rows()
+    write_parquet(tmp_path / "pq", rows)
+    import_release(tmp_path / "pq", tmp_path / "want")
+    root = tmp_path / "authors"
+    strip = lambda r, keys: {k: v for k, v in r.items() if k not in keys}
+    for c in ("queries", "corpus"):
+        by = {}
+        for r in rows[c]: by.setdefault(r["case_id"], []).append(strip(r, ("case_id", *TL)))
+        for case, rs in by.items():   # a case id with '/' makes a sub-folder in their layout: name it as we would
+            f = root / "kb" / release.safe_case_name(case) / f"{c}.json"
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(json.dumps({"timeline": TL, c: rs}, indent=2))
+    (root / "profile").mkdir()
+    for r in rows["profiles"]:
+        (root / "profile" / f"{release.safe_case_name(r['case_id'])}.json").write_text(json.dumps(strip(r, ("case_id",))))
+    (root / "kb" / ".ipynb_checkpoints").mkdir()   # a hidden folder is no case
+    import_release(root, tmp_path / "out")
+    a, b = load_pace_dataset(tmp_path / "want"), load_pace_dataset(tmp_path / "out")
+    assert [q.model_dump() for q in a.queries] == [q.model_dump() for q in b.queries]
+    assert sorted(a.instances) == sorted(b.instances)
+
+
+def test_a_dangling_gold_id_is_refused_with_its_row_and_nothing_is_written(tmp_path):
+    write_parquet(tmp_path / "copy", hub_rows(dangling=True))
+    with pytest.raises(DatasetError) as e: import_release(tmp_path / "copy", tmp_path / "out")
+    assert "queries row 5: field 'gold_doc_ids.1': 'zz' is not a doc_id of the corpus of case 'user/7'" in str(e.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy"]
+
+
+def test_an_existing_folder_is_refused_before_anything_is_read(tmp_path):
+    (tmp_path / "out").mkdir(); (tmp_path / "out" / "keep").write_text("x")
+    with pytest.raises(UsageError, match="exists and is not empty"): import_release(tmp_path / "nowhere", tmp_path / "out")
+    with pytest.raises(UsageError, match="exists and is not empty"): export_release(MINI, tmp_path / "out")
+    (tmp_path / "empty").mkdir()
+    export_release(MINI, tmp_path / "empty")   # an empty folder is fine
+    assert (tmp_path / "empty" / "kb" / "mini-01" / "corpus.json").exists()
+
+
+def test_an_import_that_fails_while_writing_leaves_no_folder(tmp_path, monkeypatch):
+    write_parquet(tmp_path / "copy", hub_rows())
+    def boom(*a, **kw): raise OSError(28, "No space left on device")
+    monkeypatch.setattr(release, "import_card", boom)
+    with pytest.raises(OSError): import_release(tmp_path / "copy", tmp_path / "sub" / "out")
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if "copy" not in p.parts) == ["sub"]
+
+
+# --- untyped requests through a run: the tables say n/a ---------------------------------------------------------------
+
+def test_a_run_on_partly_untyped_requests_tabulates_them_as_na(tmp_path, capsys):
+    rows = hub_rows()
+    for r in rows["queries"]:
+        if r["case_id"] == "case-1": r["situation_type"] = "Temporal"   # the other case has none (null)
+    write_parquet(tmp_path / "copy", rows)
+    import_release(tmp_path / "copy", tmp_path / "ds")
+    assert main(["data", "check", str(tmp_path / "ds")]) == 0
+    out = capsys.readouterr().out
+    assert "| n/a      |" in out and "| temporal |" in out
+    assert main(["run", "--data", str(tmp_path / "ds"), "--retrieval-only", "--methods", "bm25", "--embedder", "hash:hash",
+                 "--out", str(tmp_path / "runs"), "--name", "r", "--limit", "4", "--no-progress"]) == 0
+    rows_out = [json.loads(l) for l in (tmp_path / "runs" / "r" / "results.jsonl").read_text().splitlines()]
+    assert {r["situation_type"] for r in rows_out} == {"temporal", None}
+    from pace.eval.evaluate import rate_by, results_frame
+    t = rate_by(results_frame(rows_out), "situation_type", "recall@10")
+    assert [v for _, v in t.index] == ["n/a", "temporal", "overall"] and t["n"].tolist() == [2, 2, 4]
