@@ -467,9 +467,9 @@ def _short_model(m: dict | None) -> str:
 
 def config_label(meta: dict, # a run's `run.json`
                 ) -> str:
-    "The run's chat model, short ('qwen2.5-coder-0.5b'), and its judge when that is another model."
+    "The run's chat model, short ('qwen2.5-coder-0.5b'), its judge when another; 'no chat model' when none ran."
     s = meta["settings"]
-    c, j = _short_model(s.get("chat")), s.get("judge")
+    c, j = _short_model(s.get("chat")) if (s.get("chat") or {}).get("model_id") else "no chat model", s.get("judge")
     return c if s.get("retrieval_only") or not j or _short_model(j) == c else f"{c} (judge {_short_model(j)})"
 
 # %% ../../nbs/31_evaluate.ipynb #88cbe788
