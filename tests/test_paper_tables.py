@@ -59,7 +59,8 @@ def test_tables_18_to_20_are_one_per_situation_type():
         assert len(t) and t.query_id.nunique() == 1
         meta = {r["query_id"]: r for r in read_jsonl(p.parent / "results.jsonl")}
         assert all(meta[q]["situation_type"] == typ and meta[q]["label"] == "conflict" for q in t.query_id)
-    assert not list(p.glob("tables18_20*")) and not list(p.glob("table25*"))
+    for run in (R / "main_results").iterdir():   # no file left of the old shapes in any committed setting
+        assert not list(run.glob("paper/tables18_20*")) and not list(run.glob("paper/table25*")), run
 
 
 def test_tables_23_to_25_come_from_the_structured_run():
