@@ -400,7 +400,8 @@ def metrics_at_k(ranked_ids: list[str], # retrieved doc_ids, best first
                  ks=KS,                 # cut-offs
                 ) -> dict:
     "`retrieval_metrics` of one query, with Precision@k and MRR@k at every k (not only MRR at the largest)."
-    out, ranked, gold = retrieval_metrics(ranked_ids, gold_ids, ks), list(dict.fromkeys(ranked_ids)), set(gold_ids)
+    out = retrieval_metrics(ranked_ids, gold_ids, ks)
+    ranked, gold = list(dict.fromkeys(ranked_ids)), set(gold_ids)
     for k in ks:
         out[f"precision@{k}"] = len(gold.intersection(ranked[:k])) / k
         out[f"mrr@{k}"] = next((1 / r for r, d in enumerate(ranked[:k], 1) if d in gold), 0.0)
@@ -419,8 +420,8 @@ def with_metrics_at_k(df: pd.DataFrame, # a results frame (`results_frame`)
     return df.drop(columns=[c for c in cols if c in df]).merge(new, on=["query_id", "method"], how="left")
 
 # %% ../../nbs/31_evaluate.ipynb #7badc08a
-PAPER_COLS = {f"{m}@{k}": f"{n}@{k}" for m, n in (("recall", "R"), ("hit", "Hit"), ("gold", "Gold"), ("mrr", "MRR"))
-              for k in KS}   # results-frame column -> the paper's name
+_NAMES = (("recall", "R"), ("hit", "Hit"), ("gold", "Gold"), ("mrr", "MRR"))
+PAPER_COLS = {f"{m}@{k}": f"{n}@{k}" for m, n in _NAMES for k in KS}   # frame column -> paper's name
 
 def paper_metrics(df: pd.DataFrame, # a results frame with MRR at every k (`with_metrics_at_k`)
                  ) -> pd.DataFrame:
@@ -436,7 +437,7 @@ def paper_metrics(df: pd.DataFrame, # a results frame with MRR at every k (`with
 # %% ../../nbs/31_evaluate.ipynb #6eb70554
 def label_outcomes(df: pd.DataFrame, # a results frame
                   ) -> pd.DataFrame:
-    "Per method: PASS, WRONG_RATIONALE and FAIL (%) per gold label, columns (label, outcome); NaN if not judged."
+    "Per method: PASS, WRONG_RATIONALE, FAIL (%) per gold label; columns (label, outcome); NaN: not judged."
     out = {}
     for m in _method_order(df.method):
         g = df[df.method == m]
@@ -447,7 +448,7 @@ def label_outcomes(df: pd.DataFrame, # a results frame
     return t
 
 # %% ../../nbs/31_evaluate.ipynb #13f72645
-def side_by_side(tables: dict, # configuration -> a table with methods as rows (`paper_metrics`, `label_outcomes`)
+def side_by_side(tables: dict, # configuration -> a table, methods as rows (`paper_metrics`, `label_outcomes`)
                 ) -> pd.DataFrame:
     "One table: every table's methods as rows (paper order), each configuration a group of columns."
     t = pd.concat(tables, axis=1)
@@ -467,9 +468,10 @@ def _short_model(m: dict | None) -> str:
 
 def config_label(meta: dict, # a run's `run.json`
                 ) -> str:
-    "The run's chat model, short ('qwen2.5-coder-0.5b'), its judge when another; 'no chat model' when none ran."
+    "The run's chat model, short ('qwen2.5-coder-0.5b'), its judge when another; 'no chat model' if none."
     s = meta["settings"]
-    c, j = _short_model(s.get("chat")) if (s.get("chat") or {}).get("model_id") else "no chat model", s.get("judge")
+    j = s.get("judge")
+    c = _short_model(s.get("chat")) if (s.get("chat") or {}).get("model_id") else "no chat model"
     return c if s.get("retrieval_only") or not j or _short_model(j) == c else f"{c} (judge {_short_model(j)})"
 
 # %% ../../nbs/31_evaluate.ipynb #88cbe788
@@ -482,7 +484,7 @@ def _fingerprint(m: dict) -> str | None:
 def run_note(meta: dict, # a run's `run.json`
              list_up_to: int = 12, # name the queries when there are at most this many
             ) -> str:
-    "Caption sentences: which queries (ids when few), and the judge: model, fingerprint, protocol, self-grading."
+    "Caption sentences: the queries (ids when few) and the judge: model, fingerprint, protocol, self-grading."
     s, q = meta.get("settings", {}), meta.get("query_ids") or []
     ds = (s.get("dataset") or {}).get("name", "?")
     which = (f"all {len(q)} queries" if not meta.get("limit") else
