@@ -14,9 +14,11 @@ from .judge import expected_decision
 from ..data import read_jsonl   # scripts and experiment notebooks import it from here too
 
 # %% auto #0
-__all__ = ['KS', 'MRR', 'METRIC_COLS', 'ORDER', 'FUNNEL_STAGES', 'CALL_STAGES', 'LABEL_COLS', 'TITLES', 'stated_decision',
-           'results_frame', 'rate', 'table2', 'rate_by', 'table3', 'coverage', 'funnel_table', 'calls_frame',
-           'failures', 'cost', 'warnings', 'to_markdown', 'header', 'evidence_warning', 'write_tables']
+__all__ = ['KS', 'MRR', 'METRIC_COLS', 'ORDER', 'FUNNEL_STAGES', 'CALL_STAGES', 'LABEL_COLS', 'TITLES', 'PAPER_COLS',
+           'stated_decision', 'results_frame', 'rate', 'table2', 'rate_by', 'table3', 'coverage', 'funnel_table',
+           'calls_frame', 'failures', 'cost', 'warnings', 'to_markdown', 'header', 'evidence_warning', 'write_tables',
+           'metrics_at_k', 'with_metrics_at_k', 'paper_metrics', 'label_outcomes', 'side_by_side', 'flat_columns',
+           'config_label', 'run_note']
 
 # %% ../../nbs/31_evaluate.ipynb #50dc8deb
 KS = (5, 10)
@@ -390,3 +392,110 @@ def write_tables(results_path, # a run's results.jsonl
         md += [f"## {titles[name]}\n", txt, ""]
     (out / "tables.md").write_text("\n".join(md) + "\n")
     return tabs
+
+# %% ../../nbs/31_evaluate.ipynb #ab427152
+import re
+
+def metrics_at_k(ranked_ids: list[str], # retrieved doc_ids, best first
+                 gold_ids: list[str],   # the query's gold doc_ids (non-empty)
+                 ks=KS,                 # cut-offs
+                ) -> dict:
+    "`retrieval_metrics` of one query, with Precision@k and MRR@k at every k (not only MRR at the largest)."
+    out = retrieval_metrics(ranked_ids, gold_ids, ks)
+    ranked, gold = list(dict.fromkeys(ranked_ids)), set(gold_ids)
+    for k in ks:
+        out[f"precision@{k}"] = len(gold.intersection(ranked[:k])) / k
+        out[f"mrr@{k}"] = next((1 / r for r, d in enumerate(ranked[:k], 1) if d in gold), 0.0)
+    return out
+
+# %% ../../nbs/31_evaluate.ipynb #12af0eb9
+def with_metrics_at_k(df: pd.DataFrame, # a results frame (`results_frame`)
+                      rows: list[dict], # the result rows it was made from
+                      ks=KS) -> pd.DataFrame:
+    "`df` with `precision@k` and `mrr@k` columns at every k, from the rows' ranked lists (NaN when unranked)."
+    cols = [f"{m}@{k}" for m in ("precision", "mrr") for k in ks]
+    new = pd.DataFrame([dict(query_id=r["query_id"], method=r["method"])
+                        | ({c: v for c, v in metrics_at_k(r["retrieved_ids"], r["gold_doc_ids"], ks).items()
+                            if c in cols} if r.get("ranked") else dict.fromkeys(cols, float("nan")))
+                        for r in rows], columns=["query_id", "method", *cols])
+    return df.drop(columns=[c for c in cols if c in df]).merge(new, on=["query_id", "method"], how="left")
+
+# %% ../../nbs/31_evaluate.ipynb #7badc08a
+_NAMES = (("recall", "R"), ("hit", "Hit"), ("gold", "Gold"), ("mrr", "MRR"))
+PAPER_COLS = {f"{m}@{k}": f"{n}@{k}" for m, n in _NAMES for k in KS}   # frame column -> paper's name
+
+def paper_metrics(df: pd.DataFrame, # a results frame with MRR at every k (`with_metrics_at_k`)
+                 ) -> pd.DataFrame:
+    "Per method (paper order): the paper's retrieval columns (%), PASS (%) and Conflict (PASS % on conflict)."
+    out = []
+    for m in _method_order(df.method):
+        g = df[df.method == m]
+        d = {name: 100 * g[c].mean() for c, name in PAPER_COLS.items()}
+        out.append(dict(method=m) | d | dict(PASS=100 * g["pass"].mean(),
+                                             Conflict=100 * g[g.label == "conflict"]["pass"].mean()))
+    return pd.DataFrame(out).set_index("method")
+
+# %% ../../nbs/31_evaluate.ipynb #6eb70554
+def label_outcomes(df: pd.DataFrame, # a results frame
+                  ) -> pd.DataFrame:
+    "Per method: PASS, WRONG_RATIONALE, FAIL (%) per gold label; columns (label, outcome); NaN: not judged."
+    out = {}
+    for m in _method_order(df.method):
+        g = df[df.method == m]
+        out[m] = {(lab, name): 100 * g[g.label == lab][col].mean()
+                  for lab in sorted(df.label.unique()) for name, col in LABEL_COLS.items()}
+    t = pd.DataFrame.from_dict(out, orient="index").rename_axis("method")
+    t.columns = pd.MultiIndex.from_tuples(t.columns, names=["label", "outcome"])
+    return t
+
+# %% ../../nbs/31_evaluate.ipynb #13f72645
+def side_by_side(tables: dict, # configuration -> a table, methods as rows (`paper_metrics`, `label_outcomes`)
+                ) -> pd.DataFrame:
+    "One table: every table's methods as rows (paper order), each configuration a group of columns."
+    t = pd.concat(tables, axis=1)
+    return t.reindex(_method_order(t.index)).rename_axis("method")
+
+# %% ../../nbs/31_evaluate.ipynb #de47bb83
+def flat_columns(t: pd.DataFrame, # a table with MultiIndex columns
+                 sep: str = " ", # between the levels' names
+                ) -> pd.DataFrame:
+    "`t` with each column named by its levels joined by `sep` (('qwen', 'R@5') -> 'qwen R@5')."
+    if not isinstance(t.columns, pd.MultiIndex): return t
+    return t.set_axis([sep.join(map(str, c)) for c in t.columns], axis=1)
+
+# %% ../../nbs/31_evaluate.ipynb #8488207e
+def _short_model(m: dict | None) -> str:
+    return re.sub(r"-(instruct|q\d|gguf).*$", "", (m or {}).get("model_id") or "none")
+
+def config_label(meta: dict, # a run's `run.json`
+                ) -> str:
+    "The run's chat model, short ('qwen2.5-coder-0.5b'), its judge when another; 'no chat model' if none."
+    s = meta["settings"]
+    j = s.get("judge")
+    c = _short_model(s.get("chat")) if (s.get("chat") or {}).get("model_id") else "no chat model"
+    return c if s.get("retrieval_only") or not j or _short_model(j) == c else f"{c} (judge {_short_model(j)})"
+
+# %% ../../nbs/31_evaluate.ipynb #88cbe788
+def _fingerprint(m: dict) -> str | None:
+    "The first sha256 (or fingerprint) a model's settings record, shortened."
+    for v in m.values():
+        if isinstance(v, dict) and (f := v.get("sha256") or v.get("fingerprint")): return str(f)[:12]
+    return str(m["fingerprint"])[:12] if m.get("fingerprint") else None
+
+def run_note(meta: dict, # a run's `run.json`
+             list_up_to: int = 12, # name the queries when there are at most this many
+            ) -> str:
+    "Caption sentences: the queries (ids when few) and the judge: model, fingerprint, protocol, self-grading."
+    s, q = meta.get("settings", {}), meta.get("query_ids") or []
+    ds = (s.get("dataset") or {}).get("name", "?")
+    which = (f"all {len(q)} queries" if not meta.get("limit") else
+             f"the {len(q)}-query stratified subset (limit {meta['limit']}, seed {s.get('seed', 0)})")
+    out = f"Queries: {which} of {ds}" + (f" ({', '.join(q)})." if len(q) <= list_up_to else ".")
+    if s.get("retrieval_only"): return out + " Retrieval-only: no answer, no judge."
+    j = s.get("judge") or {}
+    fp = _fingerprint(j)
+    mode = {"blind": "the blind two-step protocol (the decision without the gold label, then the rationale)",
+            "paper": "the paper's one-call protocol"}.get(s.get("judge_mode"), f"mode {s.get('judge_mode')}")
+    out += f" Judge: {j.get('backend', '?')}:{j.get('model_id', '?')}" + (f" (sha256 {fp})" if fp else "")
+    own = "; it is the agents' own model and grades its own answers." if s.get("judge_is_agent") else "."
+    return out + f", {mode}" + own
