@@ -118,6 +118,18 @@ def _blank(x):
     if isinstance(x, dict): return {k: _blank(v) for k, v in x.items()}
     return x
 
+def _joined_streams(outputs: list) -> list:
+    "Outputs with each run of stream outputs of one name joined: a busy kernel may flush one print in two."
+    out = []
+    for o in outputs:
+        prev = out[-1] if out else None
+        if (o.get("output_type") == "stream" and prev is not None and prev.get("output_type") == "stream"
+                and prev.get("name") == o.get("name")):
+            text = "".join(prev["text"]) + "".join(o["text"])
+            out[-1] = {**prev, "text": text.splitlines(keepends=True)}
+        else: out.append(o)
+    return out
+
 def clean_notebook(nb: dict, # an executed notebook (nbformat 4 JSON)
                   ) -> dict:
     "`nb` without what varies between runs (papermill's times, kernel versions, random ids); counts in order."
@@ -133,7 +145,8 @@ def clean_notebook(nb: dict, # an executed notebook (nbformat 4 JSON)
         if c["cell_type"] != "code": continue
         n += c.get("execution_count") is not None
         c["execution_count"] = n if c.get("execution_count") is not None else None
-        for o in c.get("outputs", []):
+        c["outputs"] = _joined_streams(c.get("outputs", []))
+        for o in c["outputs"]:
             if "execution_count" in o: o["execution_count"] = c["execution_count"]
             if "text" in o: o["text"] = _blank(o["text"])
             if "data" in o: o["data"] = {k: _blank(v) if k.startswith("text/") else v
