@@ -187,9 +187,10 @@ def _new_faiss(dim: int, kind, train: np.ndarray | None = None):
     return ix
 
 # %% ../nbs/10_index.ipynb #e723aef1
-def _embed(embedder, texts, stage, show_progress) -> np.ndarray:
-    "Embed through the `pace.embed` interface and check the shape; rows are re-normalised."
-    v = np.asarray(embedder.embed(list(texts), stage=stage, show_progress=show_progress), dtype=np.float32)
+def _embed(embedder, texts, stage, show_progress, query=False) -> np.ndarray:
+    "Embed through the `pace.embed` interface (queries: `embed_queries` where it has it); rows re-normalised."
+    fn = (getattr(embedder, "embed_queries", None) if query else None) or embedder.embed
+    v = np.asarray(fn(list(texts), stage=stage, show_progress=show_progress), dtype=np.float32)
     if v.shape != (len(texts), embedder.dim):
         raise ValueError(f"embedder {embedder.model_id!r} returned shape {v.shape}, "
                          f"expected {(len(texts), embedder.dim)}")
@@ -290,7 +291,7 @@ class _IndexSearch(_IndexBuilder):
         "Embed query texts (one batched call)."
         if isinstance(queries, str): raise TypeError("queries must be a list of str")
         if not queries: return np.zeros((0, self.embedder.dim), np.float32)
-        return _embed(self.embedder, queries, stage, False)
+        return _embed(self.embedder, queries, stage, False, query=True)
     def dense_by_vector(self, vecs: np.ndarray, k: int) -> list[list[tuple[str, float]]]:
         "Top-k documents by inner product for each (normalised) query vector."
         vecs = np.ascontiguousarray(np.atleast_2d(np.asarray(vecs, np.float32)))

@@ -33,7 +33,7 @@ def retrieval_metrics(ranked_ids: list[str], # retrieved doc_ids, best first
     first = next((r for r, d in enumerate(ranked, 1) if d in gold), None)   # rank of the first gold
     rr = lambda k: 1 / first if first is not None and first <= k else 0.0
     out[f"mrr@{max(ks)}"] = rr(max(ks))
-    for k in ks: out[f"precision@{k}"] = len(gold.intersection(ranked[:k])) / len(ranked[:k]) if ranked else 0.0
+    for k in ks: out[f"precision@{k}"] = len(gold.intersection(ranked[:k])) / max(len(ranked[:k]), 1)
     out |= {f"mrr@{k}": rr(k) for k in ks if k != max(ks)}
     out["mrr"] = rr(len(ranked))
     return out

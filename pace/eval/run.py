@@ -686,7 +686,8 @@ class Run:
             write_manifest(self.run_dir, self.settings, self.scope, "running")
             try:
                 c = self.cfg
-                store = IndexStore(self.run_dir / "index", self.emb, knn_k=c.pacemaker.knn_k, bm25=c.index.bm25)
+                store = IndexStore(self.run_dir / "index", self.emb, knn_k=c.pacemaker.knn_k,
+                                   bm25=c.index.bm25)
                 self.ms = {m: build_method(self.specs[m], self.cm, store, c.pacemaker, c.graphrag)
                            for m in self.methods}
                 todo = self.pending(done)
