@@ -345,7 +345,9 @@ class OpenAIEmbedder(Embedder):
                  dim:int|None=None, # embedding size; probed with one request if None
                  dimensions:int|None=None, # ask the server for truncated vectors (models that support it)
                  batch_size:int=64, concurrency:int=4, timeout:float=120.0, max_retries:int=4,
-                 client=None, **kw):
+                 client=None,
+                 query_prompt:str|None=None, # an instruction put before each query only (Qwen3-Embedding)
+                 **kw):
         import openai
         base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         api_key = api_key or os.environ.get("OPENAI_API_KEY") or ("sk-no-key" if base_url else None)
@@ -356,13 +358,18 @@ class OpenAIEmbedder(Embedder):
                                               max_retries=max_retries)
         self.model, self.dimensions, self.base_url = model, dimensions, base_url or getattr(self.client,
                                                                                             "base_url", None)
+        self.query_prompt = query_prompt
         if dim is None: dim = dimensions or len(self._embed(["dimension probe"])[0][0])
         super().__init__(model_id or (model if dimensions is None else f"{model}@{dimensions}"), dim,
                          batch_size=batch_size, concurrency=concurrency, **kw)
 
     def fingerprint(self) -> dict:
         return {**super().fingerprint(), "model": self.model, "base_url": normalise_base_url(self.base_url),
-                "dimensions": self.dimensions}
+                "dimensions": self.dimensions,
+                **({"query_prompt": self.query_prompt} if self.query_prompt is not None else {})}
+
+    def _embed_query(self, texts):   # a server applies no prompt of its own: the text goes in front
+        return self._embed([(self.query_prompt or "") + t for t in texts])
 
     def _embed(self, texts):
         kw = {"dimensions": self.dimensions} if self.dimensions else {}
@@ -435,7 +442,7 @@ def _openai_embed_replay(d:dict) -> dict:
     m, dims = d["model"], d.get("dimensions")
     f = dict(backend="openai", model_id=d.get("model_id") or (m if dims is None else f"{m}@{dims}"), model=m,
              base_url=normalise_base_url(d.get("base_url") or os.environ.get("OPENAI_BASE_URL")),
-             dimensions=dims)
+             dimensions=dims, query_prompt=d.get("query_prompt"))
     return f | ({"dim": d.get("dim") or dims} if d.get("dim") or dims else {})
 
 def _hash_replay(d:dict) -> dict:
