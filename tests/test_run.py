@@ -526,7 +526,7 @@ def test_bm25_release_reaches_the_index_and_run_json_names_it_only_off_its_defau
     from pace.data import load_pace_dataset
     from pace.index import release_tokens
     from rank_bm25 import BM25Okapi
-    base = dict(chat=fake(), cache=False, retrieval_only=True, **kw(tmp_path, methods=["bm25", "hybrid"]))
+    base = dict(chat=fake(), cache=False, retrieval_only=True, **kw(tmp_path, methods=["bm25", "hybrid", "pacemaker"]))
     a = run_experiment(name="pace", **base)
     b = run_experiment(name="release", bm25="release", **base)
     man = lambda r: json.loads((r["run_dir"] / "run.json").read_text())["settings"]
@@ -541,5 +541,7 @@ def test_bm25_release_reaches_the_index_and_run_json_names_it_only_off_its_defau
         s = BM25Okapi(release_tokens([f.text for f in facts])).get_scores(release_tokens([r["query"]])[0])
         top = [facts[i].doc_id for i, _ in sorted(enumerate(s), key=lambda x: x[1], reverse=True)[:len(r["retrieved_ids"])]]
         assert r["retrieved_ids"] == top
+    pm = [r for r in read_jsonl(b["run_dir"] / "results.jsonl") if r["method"] == "pacemaker"]
+    assert pm and all(r["retrieved_ids"] for r in pm)            # PaceMaker searches the same release index
     with pytest.raises(RunMismatchError, match=r"index: null -> \{\"bm25\": \"release\"\}"):   # one folder, one BM25
         run_experiment(name="pace", bm25="release", **base)
