@@ -16,10 +16,10 @@ from .backends.openai import normalise_base_url
 from .backends.vllm import vllm_settings
 
 # %% auto #0
-__all__ = ['ASSETS', 'MINILM_TOKENIZER', 'KNOWN_ST', 'DEFAULT_EMBEDDER', 'EMBED_BACKENDS', 'EMBED_REPLAY_SPECS', 'encode_vec',
-           'decode_vec', 'l2_normalise', 'EmbeddingError', 'Embedder', 'HashEmbedder', 'OnnxEmbedder', 'st_model_path',
-           'STEmbedder', 'OpenAIEmbedder', 'VLLMEmbedder', 'get_embedder', 'as_embedder', 'ReplayEmbedder',
-           'replay_embedder']
+__all__ = ['QUERY_KEYS', 'ASSETS', 'MINILM_TOKENIZER', 'KNOWN_ST', 'DEFAULT_EMBEDDER', 'EMBED_BACKENDS', 'EMBED_REPLAY_SPECS',
+           'encode_vec', 'decode_vec', 'l2_normalise', 'EmbeddingError', 'Embedder', 'HashEmbedder', 'OnnxEmbedder',
+           'st_model_path', 'STEmbedder', 'OpenAIEmbedder', 'VLLMEmbedder', 'get_embedder', 'as_embedder',
+           'ReplayEmbedder', 'replay_embedder']
 
 # %% ../nbs/04_embed.ipynb #3ab7c075
 def encode_vec(v:np.ndarray) -> dict:
@@ -67,6 +67,9 @@ class _EmbedderBase:
     def _embed(self, texts:list[str]) -> tuple[np.ndarray, int]:
         "Backend hook: raw vectors (len(texts), dim) and the number of input tokens (0 if unknown)."
         raise NotImplementedError
+    def _embed_query(self, texts:list[str]) -> tuple[np.ndarray, int]:
+        "Backend hook for query texts (a backend with a query instruction overrides it): `_embed` by default."
+        return self._embed(texts)
     def fingerprint(self) -> dict:
         ("JSON identity of what, besides the text, decides a vector: backend, model id, size and backend "
          "settings.")
@@ -74,12 +77,12 @@ class _EmbedderBase:
     def _key(self, text:str, fp:dict) -> str: return request_key("embed", {"fingerprint": fp, "text": text})
     def _on_miss(self, texts:list[str], fp:dict, stage:str):
         "Hook called with the texts the cache lacks, before they are embedded (a replay raises here)."
-    def _run_batch(self, batch:list[str], stage:str="embed"):
+    def _run_batch(self, batch:list[str], stage:str="embed", query:bool=False):
         ("Unit vectors, tokens and seconds of one backend call (logged); a failure or a wrong shape raises "
          "`EmbeddingError`.")
         log_calls("embed", self.model_id, stage, len(batch))
         t = time.perf_counter()
-        try: vecs, ntok = self._embed(batch)
+        try: vecs, ntok = (self._embed_query if query else self._embed)(batch)
         except Exception as e:
             raise EmbeddingError(f"{self.backend} embedder {self.model_id!r} failed on a batch of "
                                  f"{len(batch)}: {type(e).__name__}: {e}") from e
@@ -98,6 +101,8 @@ class _EmbedderBase:
         self.accounts.record(stage, n=len(batch), prompt_tokens=ntok, seconds=secs, model_seconds=secs)
 
 # %% ../nbs/04_embed.ipynb #77f59093
+QUERY_KEYS = ("query_prompt", "query_prompt_name")   # fingerprint keys that decide query vectors only
+
 class Embedder(_EmbedderBase):
     "Backend-independent embedder: `embed(texts) -> (n, dim)` float32, L2-normalised, cached per text."
     def _from_cache(self, texts, keys, out, stage, t0) -> list[str]:
@@ -120,6 +125,7 @@ class Embedder(_EmbedderBase):
     def embed(self, texts:list[str], # texts to embed
               *, stage:str="embed", # accounting tag
               show_progress:bool=False, # tqdm bar over the batches
+              query:bool=False, # embed them as queries (with the backend's query instruction, if any)
              ) -> np.ndarray:
         "(len(texts), dim) float32 unit rows, from the cache where possible."
         if isinstance(texts, str) or not isinstance(texts, (list, tuple)):
@@ -130,6 +136,7 @@ class Embedder(_EmbedderBase):
         if not texts: return out
         # once per call; the round trip checks it is plain JSON
         t0, fp = time.perf_counter(), json.loads(canonical_json(self.fingerprint()))
+        if not query: fp = {k: v for k, v in fp.items() if k not in QUERY_KEYS}   # a document: no instruction
         keys = [self._key(t, fp) for t in texts]
         todo = self._from_cache(texts, keys, out, stage, t0)
         if not todo: return out
@@ -138,7 +145,7 @@ class Embedder(_EmbedderBase):
         for i, t in enumerate(texts): where.setdefault(t, []).append(i)
         ex = ThreadPoolExecutor(self.concurrency) if self.concurrency > 1 else None
         try:
-            run = functools.partial(self._run_batch, stage=stage)
+            run = functools.partial(self._run_batch, stage=stage, query=query)
             it = ex.map(run, batches) if ex else map(run, batches)
             for batch, (vecs, ntok, secs) in tqdm(zip(batches, it), total=len(batches),
                                                   disable=not show_progress, desc=f"embed {self.model_id}"):
@@ -147,6 +154,10 @@ class Embedder(_EmbedderBase):
         finally:
             if ex: ex.shutdown(wait=True)
         return out
+    def embed_queries(self, texts:list[str], *, stage:str="embed_query",
+                      show_progress:bool=False) -> np.ndarray:
+        "`embed` of query texts: with the backend's query instruction, if it has one."
+        return self.embed(texts, stage=stage, show_progress=show_progress, query=True)
 
 # %% ../nbs/04_embed.ipynb #2466e926
 class HashEmbedder(Embedder):
@@ -243,6 +254,19 @@ def st_model_path(model: str, # a model folder, a name of `KNOWN_ST`, or a hub i
     return str(Path(list(spec.submodule_search_locations)[0]) / k["subdir"])
 
 # %% ../nbs/04_embed.ipynb #8280317c
+def _query_prompt(st, name: str | None, text: str | None) -> str | None:
+    "The query instruction text: `text`, or the sentence-transformers model's prompt called `name`."
+    if name is not None and text is not None:
+        raise ValueError("give query_prompt_name or query_prompt, not both")
+    if name is None: return text
+    prompts = getattr(st, "prompts", None)
+    if st is None or prompts is None:
+        raise ValueError("query_prompt_name needs sentence-transformers (the model's prompts); "
+                         "give query_prompt")
+    if name not in prompts:
+        raise ValueError(f"the model has no prompt {name!r}; its prompts: {sorted(prompts) or 'none'}")
+    return prompts[name]
+
 class STEmbedder(Embedder):
     "A sentence-transformers (or plain transformers, mean-pooled) model directory."
     backend = "st"
@@ -250,6 +274,8 @@ class STEmbedder(Embedder):
                                   # reachable
                  *, model_id:str|None=None, device:str|None=None, max_length:int=256, batch_size:int=32,
                  st_model=None, # a loaded SentenceTransformer to reuse
+                 query_prompt_name:str|None=None, # one of the model's prompts, put before each query only
+                 query_prompt:str|None=None, # or the instruction text itself
                  **kw):
         self.st, self.hf, path = st_model, None, model
         if self.st is None:
@@ -268,18 +294,28 @@ class STEmbedder(Embedder):
         if path != model and isinstance(src, dict):   # a KNOWN_ST package: its name, not this machine's path
             src = {"package": KNOWN_ST[model]["package"]} | {k: v for k, v in src.items() if k != "path"}
         self.max_length, self._source = max_length, src
+        self.query_prompt_name = query_prompt_name
+        self.query_prompt = _query_prompt(self.st, query_prompt_name, query_prompt)
         super().__init__(model_id or Path(model).name, dim, batch_size=batch_size, **kw)
 
     def fingerprint(self) -> dict:
         st = self.st is not None
         return {**super().fingerprint(), "model": self._source,
                 "max_length": getattr(self.st, "max_seq_length", None) if st else self.max_length,
-                "pooling": "sentence-transformers" if st else "mean", "normalize": "l2"}
+                "pooling": "sentence-transformers" if st else "mean", "normalize": "l2",
+                **({"query_prompt": self.query_prompt} if self.query_prompt is not None else {}),
+                **({"query_prompt_name": self.query_prompt_name} if self.query_prompt_name else {})}
 
-    def _embed(self, texts):
+    def _embed_query(self, texts):
+        if self.query_prompt is None: return self._embed(texts)
+        if self.st is None: return self._embed([self.query_prompt + t for t in texts])
+        if self.query_prompt_name: return self._embed(texts, prompt_name=self.query_prompt_name)
+        return self._embed(texts, prompt=self.query_prompt)
+
+    def _embed(self, texts, **prompt):
         if self.st is not None:
             v = self.st.encode(list(texts), batch_size=len(texts), convert_to_numpy=True,
-                               normalize_embeddings=False, show_progress_bar=False)
+                               normalize_embeddings=False, show_progress_bar=False, **prompt)
             return v, 0
         import torch
         tok, m = self.hf
@@ -309,7 +345,9 @@ class OpenAIEmbedder(Embedder):
                  dim:int|None=None, # embedding size; probed with one request if None
                  dimensions:int|None=None, # ask the server for truncated vectors (models that support it)
                  batch_size:int=64, concurrency:int=4, timeout:float=120.0, max_retries:int=4,
-                 client=None, **kw):
+                 client=None,
+                 query_prompt:str|None=None, # an instruction put before each query only (Qwen3-Embedding)
+                 **kw):
         import openai
         base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         api_key = api_key or os.environ.get("OPENAI_API_KEY") or ("sk-no-key" if base_url else None)
@@ -320,13 +358,18 @@ class OpenAIEmbedder(Embedder):
                                               max_retries=max_retries)
         self.model, self.dimensions, self.base_url = model, dimensions, base_url or getattr(self.client,
                                                                                             "base_url", None)
+        self.query_prompt = query_prompt
         if dim is None: dim = dimensions or len(self._embed(["dimension probe"])[0][0])
         super().__init__(model_id or (model if dimensions is None else f"{model}@{dimensions}"), dim,
                          batch_size=batch_size, concurrency=concurrency, **kw)
 
     def fingerprint(self) -> dict:
         return {**super().fingerprint(), "model": self.model, "base_url": normalise_base_url(self.base_url),
-                "dimensions": self.dimensions}
+                "dimensions": self.dimensions,
+                **({"query_prompt": self.query_prompt} if self.query_prompt is not None else {})}
+
+    def _embed_query(self, texts):   # a server applies no prompt of its own: the text goes in front
+        return self._embed([(self.query_prompt or "") + t for t in texts])
 
     def _embed(self, texts):
         kw = {"dimensions": self.dimensions} if self.dimensions else {}
@@ -399,7 +442,7 @@ def _openai_embed_replay(d:dict) -> dict:
     m, dims = d["model"], d.get("dimensions")
     f = dict(backend="openai", model_id=d.get("model_id") or (m if dims is None else f"{m}@{dims}"), model=m,
              base_url=normalise_base_url(d.get("base_url") or os.environ.get("OPENAI_BASE_URL")),
-             dimensions=dims)
+             dimensions=dims, query_prompt=d.get("query_prompt"))
     return f | ({"dim": d.get("dim") or dims} if d.get("dim") or dims else {})
 
 def _hash_replay(d:dict) -> dict:
@@ -409,7 +452,13 @@ def _hash_replay(d:dict) -> dict:
 def _named(backend:str, name):
     return lambda d: dict(backend=backend, model_id=d.get("model_id") or name(str(d["model"])))
 
-EMBED_REPLAY_SPECS = {OnnxEmbedder: _onnx_replay, STEmbedder: _named("st", lambda m: Path(m).name),
+def _st_replay(d:dict) -> dict:
+    "An st spec's fingerprint fields: its id and query instruction (None: none), so replay picks that one."
+    name = d.get("query_prompt_name")
+    return _named("st", lambda m: Path(m).name)(d) | dict(query_prompt_name=name) | (
+        {} if name else dict(query_prompt=d.get("query_prompt")))
+
+EMBED_REPLAY_SPECS = {OnnxEmbedder: _onnx_replay, STEmbedder: _st_replay,
                       OpenAIEmbedder: _openai_embed_replay, VLLMEmbedder: _named("vllm", lambda m: m),
                       HashEmbedder: _hash_replay}
 

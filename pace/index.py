@@ -4,7 +4,8 @@
 
 # %% ../nbs/10_index.ipynb #1b263510
 from __future__ import annotations
-import hashlib, json, logging, os, re, shutil, threading, time
+import hashlib, json, logging, math, os, re, shutil, threading, time
+from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -14,8 +15,8 @@ from tqdm.auto import tqdm
 _log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['FORMAT_VERSION', 'BM25_PARAMS', 'APPROXIMATE', 'SMALL_BATCH', 'check_facts', 'facts_sha256', 'embedder_fingerprint',
-           'bm25_tokens', 'InstanceIndex', 'IndexStore']
+__all__ = ['FORMAT_VERSION', 'BM25_PARAMS', 'BM25_MODES', 'BM25_RELEASE_PARAMS', 'APPROXIMATE', 'SMALL_BATCH', 'check_facts',
+           'facts_sha256', 'embedder_fingerprint', 'bm25_tokens', 'release_tokens', 'InstanceIndex', 'IndexStore']
 
 # %% ../nbs/10_index.ipynb #e4a634a0
 FORMAT_VERSION = 2 # 2: the manifest holds the embedder's whole fingerprint, not just its model id and size
@@ -60,10 +61,56 @@ def bm25_tokens(texts: list[str]) -> list[list[str]]:
     toks = bm25s.tokenize(texts, stopwords="en", stemmer=_STEMMER, return_ids=False, show_progress=False)
     return [[t for t in ts if t] for ts in toks]
 
-def _bm25_build(texts: list[str]) -> bm25s.BM25:
+def _bm25_pace(texts: list[str]) -> bm25s.BM25:
     r = bm25s.BM25(method=BM25_PARAMS["method"], k1=BM25_PARAMS["k1"], b=BM25_PARAMS["b"])
     r.index(bm25_tokens(texts), show_progress=False)
     return r
+
+# %% ../nbs/10_index.ipynb #224d127e
+BM25_MODES = ("pace", "release")   # pace: the project's BM25 (above); release: as the authors' code
+_DATE, _WORD, _NUMBER = r"\d{4}-\d{2}-\d{2}", r"[a-z]+(?:-[a-z]+)*", r"\d+(?::\d+)?"   # dates before numbers
+_RELEASE_TOKEN, _POSSESSIVE = re.compile("|".join((_DATE, _WORD, _NUMBER))), re.compile(r"'s\b")
+
+def release_tokens(texts: list[str]) -> list[list[str]]:
+    "The authors' BM25 tokens: lowercased, `'s` dropped; ISO dates, clock times, hyphenated words whole."
+    return [_RELEASE_TOKEN.findall(_POSSESSIVE.sub("", t.lower())) for t in texts]
+
+# %% ../nbs/10_index.ipynb #282afa52
+BM25_RELEASE_PARAMS = dict(method="atire", idf_method="robertson", k1=1.5, b=0.75, epsilon=0.25,
+                           dtype="float64", tokens="release", entries="okapi")
+
+def _okapi_entries(r: bm25s.BM25, toks: list[list[str]], k1: float, b: float, epsilon: float) -> bm25s.BM25:
+    "Rewrite bm25s' score entries as `BM25Okapi` computes them, its epsilon floor of negative idfs included."
+    n, df = len(toks), {}
+    for ts in toks:
+        for t in dict.fromkeys(ts): df[t] = df.get(t, 0) + 1   # in order of first appearance, as BM25Okapi's
+    idf = {t: math.log(n - f + 0.5) - math.log(f + 0.5) for t, f in df.items()}
+    total = 0.0
+    for v in idf.values(): total += v   # summed one by one, as BM25Okapi does (not math.fsum)
+    floor = epsilon * total / max(len(idf), 1)
+    col_idf = np.zeros(len(r.scores["indptr"]) - 1)
+    for t, v in idf.items(): col_idf[r.vocab_dict[t]] = v if v >= 0 else floor
+    rows, cols, tf = [], [], []
+    for d, ts in enumerate(toks):
+        c = Counter(ts); rows += [d] * len(c); cols += [r.vocab_dict[t] for t in c]; tf += list(c.values())
+    rows, cols, tf = np.array(rows, np.int64), np.array(cols, np.int64), np.array(tf, np.int64)
+    order = np.lexsort((rows, cols))   # bm25s' layout: by column (term), then row (document)
+    rows, cols, tf = rows[order], cols[order], tf[order]
+    if not np.array_equal(rows, r.scores["indices"]): raise RuntimeError("unexpected bm25s score layout")
+    dl, avgdl = np.array([len(ts) for ts in toks], np.int64)[rows], sum(map(len, toks)) / n
+    r.scores["data"] = col_idf[cols] * (tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)))
+    return r
+
+def _bm25_release(texts: list[str]) -> bm25s.BM25:
+    p, toks = BM25_RELEASE_PARAMS, release_tokens(texts)
+    r = bm25s.BM25(method=p["method"], idf_method=p["idf_method"], k1=p["k1"], b=p["b"], dtype=p["dtype"])
+    r.index(toks, show_progress=False)
+    return _okapi_entries(r, toks, p["k1"], p["b"], p["epsilon"])
+
+def _bm25_build(texts: list[str], mode: str = "pace") -> bm25s.BM25:
+    "The BM25 index of `texts` in `mode` ('pace' or 'release', `BM25_MODES`)."
+    if mode not in BM25_MODES: raise ValueError(f"bm25 must be one of {', '.join(BM25_MODES)}; got {mode!r}")
+    return (_bm25_pace if mode == "pace" else _bm25_release)(texts)
 
 # %% ../nbs/10_index.ipynb #b9fd140e
 def _topk(scores: np.ndarray, k: int, positive=False) -> tuple[np.ndarray, np.ndarray]:
@@ -140,9 +187,10 @@ def _new_faiss(dim: int, kind, train: np.ndarray | None = None):
     return ix
 
 # %% ../nbs/10_index.ipynb #e723aef1
-def _embed(embedder, texts, stage, show_progress) -> np.ndarray:
-    "Embed through the `pace.embed` interface and check the shape; rows are re-normalised."
-    v = np.asarray(embedder.embed(list(texts), stage=stage, show_progress=show_progress), dtype=np.float32)
+def _embed(embedder, texts, stage, show_progress, query=False) -> np.ndarray:
+    "Embed through the `pace.embed` interface (queries: `embed_queries` where it has it); rows re-normalised."
+    fn = (getattr(embedder, "embed_queries", None) if query else None) or embedder.embed
+    v = np.asarray(fn(list(texts), stage=stage, show_progress=show_progress), dtype=np.float32)
     if v.shape != (len(texts), embedder.dim):
         raise ValueError(f"embedder {embedder.model_id!r} returned shape {v.shape}, "
                          f"expected {(len(texts), embedder.dim)}")
@@ -152,12 +200,14 @@ def _embed(embedder, texts, stage, show_progress) -> np.ndarray:
 # %% ../nbs/10_index.ipynb #2b6e79a1
 class _IndexData:
     "An instance index: its facts in order, vectors, FAISS and BM25 indexes, the k-NN graph, timings."
-    def __init__(self, embedder, *, knn_k=10, approximate=False):
+    def __init__(self, embedder, *, knn_k=10, approximate=False, bm25="pace"):
         if knn_k < 1: raise ValueError("knn_k must be >= 1")
+        if bm25 not in BM25_MODES:
+            raise ValueError(f"bm25 must be one of {', '.join(BM25_MODES)}; got {bm25!r}")
         self.embedder, self.knn_k, self.approximate = embedder, knn_k, _kind(approximate)
         self.pairs, self.pos, self._ids, self.vectors = [], {}, [], np.zeros((0, embedder.dim), np.float32)
         self.faiss = None   # made on the first add (IVF is trained on the first vectors)
-        self.bm25 = None
+        self.bm25, self.bm25_mode = None, bm25   # the bm25s index; 'pace' or 'release'
         self.graph_ids, self.graph_scores = np.zeros((0, knn_k), np.int64), np.zeros((0, knn_k), np.float32)
         self.timings = dict(embed_s=0.0, faiss_s=0.0, bm25_s=0.0, graph_s=0.0, n_embedded=0)
         self.status, self.stale_reason = "new", None   # status: 'built' | 'loaded' | 'extended' | 'rebuilt'
@@ -177,19 +227,21 @@ class _IndexData:
         except KeyError: raise KeyError(f"unknown doc_id {doc_id!r}") from None
     def params(self) -> dict:
         "The settings that shape the index (stored in the manifest)."
-        return dict(knn_k=self.knn_k, approximate=self.approximate, bm25=BM25_PARAMS)
+        bm25 = BM25_PARAMS if self.bm25_mode == "pace" else BM25_RELEASE_PARAMS
+        return dict(knn_k=self.knn_k, approximate=self.approximate, bm25=bm25)
     def __repr__(self):
+        bm25 = "" if self.bm25_mode == "pace" else f", bm25={self.bm25_mode!r}"
         return (f"InstanceIndex(n={len(self)}, embedder={self.embedder.model_id!r}, knn_k={self.knn_k}, "
-                f"approximate={self.approximate})")
+                f"approximate={self.approximate}{bm25})")
 
 # %% ../nbs/10_index.ipynb #fdd0d295
 class _IndexBuilder(_IndexData):
     @classmethod
-    def build(cls, facts, embedder, *, knn_k=10, approximate=False, show_progress=False):
+    def build(cls, facts, embedder, *, knn_k=10, approximate=False, bm25="pace", show_progress=False):
         "Embed every fact and build the FAISS, BM25 and k-NN graph indexes."
         pairs = check_facts(facts)
         if not pairs: raise ValueError("cannot index an empty list of facts")
-        idx = cls(embedder, knn_k=knn_k, approximate=approximate)
+        idx = cls(embedder, knn_k=knn_k, approximate=approximate, bm25=bm25)
         idx.add(facts, show_progress=show_progress)
         idx.status = "built"
         return idx
@@ -209,7 +261,7 @@ class _IndexBuilder(_IndexData):
         for j, (d, _) in enumerate(new): self.pos[d] = n0 + j
         self.pairs = self.pairs + new
         t2 = time.perf_counter(); self.timings["faiss_s"] += t2 - t1
-        self.bm25 = _bm25_build([t_ for _, t_ in self.pairs])
+        self.bm25 = _bm25_build([t_ for _, t_ in self.pairs], self.bm25_mode)
         t3 = time.perf_counter(); self.timings["bm25_s"] += t3 - t2
         self.graph_ids, self.graph_scores = _grown_graph(self.faiss, self.vectors, self.graph_ids,
                                                          self.graph_scores,
@@ -239,7 +291,7 @@ class _IndexSearch(_IndexBuilder):
         "Embed query texts (one batched call)."
         if isinstance(queries, str): raise TypeError("queries must be a list of str")
         if not queries: return np.zeros((0, self.embedder.dim), np.float32)
-        return _embed(self.embedder, queries, stage, False)
+        return _embed(self.embedder, queries, stage, False, query=True)
     def dense_by_vector(self, vecs: np.ndarray, k: int) -> list[list[tuple[str, float]]]:
         "Top-k documents by inner product for each (normalised) query vector."
         vecs = np.ascontiguousarray(np.atleast_2d(np.asarray(vecs, np.float32)))
@@ -256,14 +308,14 @@ class _IndexSearch(_IndexBuilder):
         "Embed `queries` and return the top-k documents per query."
         return self.dense_by_vector(self.embed_queries(queries), k) if queries else []
     def sparse(self, queries: list[str], k: int) -> list[list[tuple[str, float]]]:
-        "BM25 top-k per query; only documents sharing a term with the query (score > 0)."
+        "BM25 top-k per query: documents sharing a term (score > 0); 'release': any score, ties in KB order."
         if isinstance(queries, str): raise TypeError("queries must be a list of str")
         if k < 1: raise ValueError("k must be >= 1")
-        ids, out = self.doc_ids, []
-        for toks in bm25_tokens(list(queries)) if queries else []:
+        ids, out, release = self.doc_ids, [], self.bm25_mode == "release"
+        for toks in (release_tokens if release else bm25_tokens)(list(queries)) if queries else []:
             tid = self.bm25.get_tokens_ids(toks)
-            if not tid: out.append([]); continue
-            ii, ss = _topk(self.bm25.get_scores_from_ids(tid), k, positive=True)
+            if not tid and not release: out.append([]); continue
+            ii, ss = _topk(self.bm25.get_scores_from_ids(tid), k, positive=not release)
             out.append([(ids[i], float(x)) for i, x in zip(ii, ss)])
         return out
 
@@ -283,12 +335,12 @@ class _IndexGraph(_IndexSearch):
         return row
 
 # %% ../nbs/10_index.ipynb #668813ba
-def _read(path: Path, embedder, knn_k, approximate):
+def _read(path: Path, embedder, knn_k, approximate, bm25="pace"):
     "The stored index if the manifest fits embedder and parameters: (index, facts' sha256) or (None, why)."
     try: man = json.loads((path / "manifest.json").read_text())
     except FileNotFoundError: return None, "no manifest"
     except ValueError as e: return None, f"unreadable manifest ({e})"
-    idx = InstanceIndex(embedder, knn_k=knn_k, approximate=approximate)
+    idx = InstanceIndex(embedder, knn_k=knn_k, approximate=approximate, bm25=bm25)
     approximate = idx.approximate
     if man.get("format_version") != FORMAT_VERSION:
         return None, f"format version {man.get('format_version')} != {FORMAT_VERSION}"
@@ -337,11 +389,11 @@ class InstanceIndex(_IndexGraph):
         return path
 
     @classmethod
-    def load(cls, path, facts, embedder, *, knn_k=10, approximate=False, save=True,
+    def load(cls, path, facts, embedder, *, knn_k=10, approximate=False, bm25="pace", save=True,
              show_progress=False) -> "InstanceIndex":
         "The index at `path` for `facts`: rebuilt (and re-saved) when stale, extended when facts were added."
         path, pairs = Path(path), check_facts(facts)
-        idx, why = _read(path, embedder, knn_k, approximate)
+        idx, why = _read(path, embedder, knn_k, approximate, bm25)
         if idx is not None and why == facts_sha256(pairs): idx.status = "loaded"; return idx
         if idx is not None and len(idx) < len(pairs) and pairs[:len(idx)] == idx.pairs:
             n_old = len(idx)
@@ -351,7 +403,7 @@ class InstanceIndex(_IndexGraph):
             if idx is not None: why = "facts changed"
             fresh = why == "no manifest" and not path.exists()
             if not fresh: _log.warning("index %s is stale (%s): rebuilding", path, why)
-            idx = cls.build(facts, embedder, knn_k=knn_k, approximate=approximate,
+            idx = cls.build(facts, embedder, knn_k=knn_k, approximate=approximate, bm25=bm25,
                             show_progress=show_progress)
             idx.status, idx.stale_reason = ("built", None) if fresh else ("rebuilt", why)
         if save: idx.save(path)
@@ -362,9 +414,10 @@ class IndexStore:
     "Disk-backed, manifest-checked per-instance indexes under `root`."
     def __init__(self, root, # folder holding one index folder per instance
                  embedder, # a `pace.embed` embedder (or anything with model_id, dim, embed)
-                 knn_k=10, approximate=False, show_progress=False):
+                 knn_k=10, approximate=False, show_progress=False,
+                 bm25="pace"): # 'pace' or 'release' (`BM25_MODES`); release indexes: under root/@bm25-release
         self.root, self.embedder, self.knn_k = Path(root), embedder, knn_k
-        self.approximate, self.show_progress = approximate, show_progress
+        self.approximate, self.show_progress, self.bm25 = approximate, show_progress, bm25
         # instance -> (facts sha256, index, the facts tuple)
         self._mem: dict[str, tuple[str, InstanceIndex, tuple | None]] = {}
         self._lock = threading.Lock()   # one build or load at a time: `pace run --workers` threads share it
@@ -376,7 +429,7 @@ class IndexStore:
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", instance_id)
         if safe != instance_id or safe.startswith("."):
             safe = f"{safe}-{hashlib.sha256(instance_id.encode()).hexdigest()[:8]}"
-        return self.root / safe
+        return self.root / ("@bm25-" + self.bm25 if self.bm25 != "pace" else "") / safe
 
     def get(self, instance_id: str, facts) -> InstanceIndex:
         "The index of `instance_id` over `facts`, built, loaded, extended or rebuilt as needed."
@@ -387,7 +440,7 @@ class IndexStore:
             hit = self._mem.get(instance_id)
             if not (hit and hit[0] == sha):
                 hit = (sha, InstanceIndex.load(self.path(instance_id), facts, self.embedder, knn_k=self.knn_k,
-                                               approximate=self.approximate,
+                                               approximate=self.approximate, bm25=self.bm25,
                                                show_progress=self.show_progress), None)
             self._mem[instance_id] = (sha, hit[1], facts if isinstance(facts, tuple) else None)
             return hit[1]

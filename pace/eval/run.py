@@ -21,6 +21,7 @@ from .evaluate import write_tables, read_jsonl
 from .index_cost import write_index_costs
 from .judge import JUDGE_MODES, judge_answer
 from ..metrics import funnel
+from ..index import BM25_MODES
 from ..shards import MergeError, check_parts, merged_rows, parse_shard, shard_ids
 from ..methods.pipeline import PaceMakerConfig, pacemaker_config, SMALL_SWITCHES
 from ..runfolder import (VOLATILE, split_volatile, dataset_sha256, model_fingerprint, settings_diff,
@@ -33,8 +34,8 @@ from ..runfolder import (VOLATILE, split_volatile, dataset_sha256, model_fingerp
 __all__ = ['DEFAULT_DATA', 'DEFAULT_CHAT', 'DEFAULT_METHODS', 'RETRIEVAL_METHODS', 'DEFAULT_LIMIT', 'STRUCTURED_METHODS',
            'METHODS', 'METHODS_HELP', 'RETRIEVAL_ONLY_HELP', 'select_queries', 'build_method', 'prompt_hashes',
            'hipporag_settings', 'chat_name', 'default_run_name', 'check_run_name', 'ScopeConfig', 'ModelsConfig',
-           'JudgeConfig', 'ExecutionConfig', 'RunConfig', 'public_query', 'public_facts', 'public_kb', 'round_floats',
-           'RunInterrupted', 'Run', 'run_experiment', 'merge_runs', 'add_cli']
+           'JudgeConfig', 'ExecutionConfig', 'IndexConfig', 'RunConfig', 'public_query', 'public_facts', 'public_kb',
+           'round_floats', 'RunInterrupted', 'Run', 'run_experiment', 'merge_runs', 'add_cli']
 
 # %% ../../nbs/32_run.ipynb #45bcaae8
 DEFAULT_DATA = "data/mini"
@@ -229,6 +230,15 @@ class ExecutionConfig(BaseModel):
     @classmethod
     def whole(cls, v, info): return _whole(v, f"--{info.field_name}")
 
+# %% ../../nbs/32_run.ipynb #a23fd35d
+class IndexConfig(BaseModel):
+    "How each instance's index is built (`pace.index`), for every method that searches it."
+    model_config = ConfigDict(extra="forbid")
+    bm25: Literal[BM25_MODES] = Field("pace", description=(
+        "pace: stemmed, stopwords dropped, Lucene idf, only documents sharing a term (default); "
+        "release: the authors' code (lowercased words, dates and times whole, rank_bm25's BM25Okapi, "
+        "zero scores fill the top k)"))
+
 # %% ../../nbs/32_run.ipynb #cbf90e74
 class RunConfig(BaseModel):
     "Every setting of a `pace run`, in parts, checked once: a mistake is one `UsageError` naming the option."
@@ -237,6 +247,7 @@ class RunConfig(BaseModel):
     models: ModelsConfig = Field(default_factory=ModelsConfig, description="the models")
     judge: JudgeConfig = Field(default_factory=JudgeConfig, description="how answers are judged")
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig, description="how the pairs run")
+    index: IndexConfig = Field(default_factory=IndexConfig, description="how each instance's index is built")
     pacemaker: PaceMakerConfig = Field(
         default_factory=PaceMakerConfig, json_schema_extra=dict(cli="--config", kw="config"),
         description="PaceMaker settings, e.g. 'hops=3,n_final=5,answer_max_tokens=400' or JSON")
@@ -373,6 +384,11 @@ def _own_settings(specs: dict, # {name: `MethodSpec`} of the run
     own = {m: dict(spec=s.spec, sha256=s.sha256) for m, s in specs.items() if s.kind == "own"}
     return dict(own_methods=own) if own else {}   # no key otherwise: the other runs' run.json stays as it was
 
+def _index_settings(c: RunConfig) -> dict:
+    "The index settings for `run.json`, only those not at their default ({} for none)."
+    d = c.index.model_dump(exclude_defaults=True)
+    return dict(index=d) if d else {}   # no key otherwise: the other runs' run.json stays as it was
+
 def _settings(run) -> dict:
     "What the opened `run` is, for `run.json`; a folder resumes only under the same settings."
     from pace import __version__
@@ -388,7 +404,7 @@ def _settings(run) -> dict:
                 # only what differs from the defaults: runs made before the option still resume
                 graphrag=c.graphrag.model_dump(exclude_defaults=True) or None,
                 hipporag=hipporag_settings() if "hipporag2" in run.methods else None,
-                **_own_settings(run.specs))
+                **_own_settings(run.specs), **_index_settings(c))
 
 # %% ../../nbs/32_run.ipynb #4de9862f
 def _todo(queries, methods, done: dict, retry_failed: bool) -> list[tuple]:
@@ -693,8 +709,9 @@ class Run:
             self.scope = _scope(self, done.values())
             write_manifest(self.run_dir, self.settings, self.scope, "running")
             try:
-                store = IndexStore(self.run_dir / "index", self.emb, knn_k=self.cfg.pacemaker.knn_k)
                 c = self.cfg
+                store = IndexStore(self.run_dir / "index", self.emb, knn_k=c.pacemaker.knn_k,
+                                   bm25=c.index.bm25)
                 self.ms = {m: build_method(self.specs[m], self.cm, store, c.pacemaker, c.graphrag)
                            for m in self.methods}
                 todo = self.pending(done)
