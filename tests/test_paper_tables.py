@@ -5,7 +5,8 @@ import json
 from pathlib import Path
 import pandas as pd
 import pytest
-from pace.eval.evaluate import _method_order, read_jsonl, metrics_at_k
+from pace.eval.evaluate import _method_order, read_jsonl
+from pace.metrics import retrieval_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 R = REPO / "results"
@@ -25,7 +26,7 @@ def test_table2_sets_every_committed_model_configuration_side_by_side():
 
 def test_mrr_at_5_is_computed_from_the_committed_ranked_lists():
     rows = [r for r in read_jsonl(R / "main_results/mini-qwen2.5-0.5b-n6/results.jsonl") if r["method"] == "bm25"]
-    mrr5 = 100 * sum(metrics_at_k(r["retrieved_ids"], r["gold_doc_ids"])["mrr@5"] for r in rows) / len(rows)
+    mrr5 = 100 * sum(retrieval_metrics(r["retrieved_ids"], r["gold_doc_ids"])["mrr@5"] for r in rows) / len(rows)
     t = pd.read_csv(R / "models/mini-n6/table2_main_results.csv", index_col=0)
     assert t.loc["bm25", "qwen2.5-coder-0.5b MRR@5"] == pytest.approx(mrr5)
     assert t.loc["bm25", "qwen2.5-coder-0.5b MRR@5"] != t.loc["bm25", "qwen2.5-coder-0.5b MRR@10"]

@@ -17,8 +17,7 @@ from ..data import read_jsonl   # scripts and experiment notebooks import it fro
 __all__ = ['KS', 'MRR', 'METRIC_COLS', 'ORDER', 'FUNNEL_STAGES', 'CALL_STAGES', 'LABEL_COLS', 'TITLES', 'PAPER_COLS',
            'stated_decision', 'results_frame', 'rate', 'table2', 'rate_by', 'table3', 'coverage', 'funnel_table',
            'calls_frame', 'failures', 'cost', 'warnings', 'to_markdown', 'header', 'evidence_warning', 'write_tables',
-           'metrics_at_k', 'with_metrics_at_k', 'paper_metrics', 'label_outcomes', 'side_by_side', 'flat_columns',
-           'config_label', 'run_note']
+           'paper_metrics', 'label_outcomes', 'side_by_side', 'flat_columns', 'config_label', 'run_note']
 
 # %% ../../nbs/31_evaluate.ipynb #50dc8deb
 KS = (5, 10)
@@ -393,38 +392,14 @@ def write_tables(results_path, # a run's results.jsonl
     (out / "tables.md").write_text("\n".join(md) + "\n")
     return tabs
 
-# %% ../../nbs/31_evaluate.ipynb #ab427152
-import re
-
-def metrics_at_k(ranked_ids: list[str], # retrieved doc_ids, best first
-                 gold_ids: list[str],   # the query's gold doc_ids (non-empty)
-                 ks=KS,                 # cut-offs
-                ) -> dict:
-    "`retrieval_metrics` of one query, with Precision@k and MRR@k at every k (not only MRR at the largest)."
-    out = retrieval_metrics(ranked_ids, gold_ids, ks)
-    ranked, gold = list(dict.fromkeys(ranked_ids)), set(gold_ids)
-    for k in ks:
-        out[f"precision@{k}"] = len(gold.intersection(ranked[:k])) / k
-        out[f"mrr@{k}"] = next((1 / r for r, d in enumerate(ranked[:k], 1) if d in gold), 0.0)
-    return out
-
 # %% ../../nbs/31_evaluate.ipynb #12af0eb9
-def with_metrics_at_k(df: pd.DataFrame, # a results frame (`results_frame`)
-                      rows: list[dict], # the result rows it was made from
-                      ks=KS) -> pd.DataFrame:
-    "`df` with `precision@k` and `mrr@k` columns at every k, from the rows' ranked lists (NaN when unranked)."
-    cols = [f"{m}@{k}" for m in ("precision", "mrr") for k in ks]
-    new = pd.DataFrame([dict(query_id=r["query_id"], method=r["method"])
-                        | ({c: v for c, v in metrics_at_k(r["retrieved_ids"], r["gold_doc_ids"], ks).items()
-                            if c in cols} if r.get("ranked") else dict.fromkeys(cols, float("nan")))
-                        for r in rows], columns=["query_id", "method", *cols])
-    return df.drop(columns=[c for c in cols if c in df]).merge(new, on=["query_id", "method"], how="left")
+import re
 
 # %% ../../nbs/31_evaluate.ipynb #7badc08a
 _NAMES = (("recall", "R"), ("hit", "Hit"), ("gold", "Gold"), ("mrr", "MRR"))
 PAPER_COLS = {f"{m}@{k}": f"{n}@{k}" for m, n in _NAMES for k in KS}   # frame column -> paper's name
 
-def paper_metrics(df: pd.DataFrame, # a results frame with MRR at every k (`with_metrics_at_k`)
+def paper_metrics(df: pd.DataFrame, # a results frame with MRR at every k (`results_frame`)
                  ) -> pd.DataFrame:
     "Per method (paper order): the paper's retrieval columns (%), PASS (%) and Conflict (PASS % on conflict)."
     out = []
