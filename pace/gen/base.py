@@ -23,14 +23,16 @@ __all__ = ['PAPER_FIELDS', 'SITUATION_TYPES', 'LABELS', 'CELLS', 'MAX_TEXT', 'TI
 # %% ../../nbs/40_gen_base.ipynb #65fc339e
 _NO_OPTION = dict(cli="")   # set with `pace generate --set key=value`
 
-PAPER_FIELDS = ("recipe", "temporal_form", "distractor_contexts", "distractors_per_call")   # newer than pace's
+# the paper recipe's fields, newer than the pace recipe's folders
+PAPER_FIELDS = ("recipe", "temporal_form", "distractor_contexts", "distractors_per_call")
 
 class GenConfig(BaseModel):
     "Settings of one generation run (stored in generate.json; a folder resumes only under the same settings)."
     model_config = ConfigDict(extra="forbid")
     cases_per_cell: int = Field(3, ge=1, le=20, description="cases per (situation type, label) cell and "
                                 "instance (default 3: 18 per instance, like the paper)")
-    facts: int = Field(2000, ge=0, description="target facts per knowledge base (default 2000, like the paper)")
+    facts: int = Field(2000, ge=0,
+                       description="target facts per knowledge base (default 2000, like the paper)")
     seed: int = Field(0, description="seed of timelines, anchors, fill topics and the KB shuffle")
     # alters per ego, at least ...
     min_alters: int = Field(2, ge=1, json_schema_extra=_NO_OPTION)

@@ -140,9 +140,11 @@ def _toy_paper(title: str, sys_: str, u: str, h: int) -> dict | None:
         out = []
         for t, l, who, ref in plan:
             k = seen[(t, l)] = seen.get((t, l), 0) + 1
-            out.append(_toy_set_case(f"{t[0].upper()}-{'C' if l == 'conflict' else 'N'}{k}", t, l, who, ref, ego))
+            cid = f"{t[0].upper()}-{'C' if l == 'conflict' else 'N'}{k}"
+            out.append(_toy_set_case(cid, t, l, who, ref, ego))
         return {"cases": out}
-    block = re.findall(r"^Case (\d+) \((\S+)\): (\w+) / (\w+) / involves (.+?) / asked on \w+ (\S+)$", u, re.M)
+    block = re.findall(r"^Case (\d+) \((\S+)\): (\w+) / (\w+) / involves (.+?) / asked on \w+ (\S+)$",
+                       u, re.M)
     if title == "SetReview":
         drivers = re.findall(r"^Driver: (.*)$", u, re.M)
         return {"reviews": [dict(case=int(k), verdict="keep", score=8, reason="sound", driver=d[:60])
@@ -151,7 +153,8 @@ def _toy_paper(title: str, sys_: str, u: str, h: int) -> dict | None:
         _, cid, t, l, who, ref = block[0]
         return _toy_set_case(cid, t, l, who, ref, ego)
     if title == "DistractorSet":
-        n, centre = int(_find(r"Write (\d+) distractor", u, "3")), _find(r"Centre these passages on (.*?)\.\n", u)
+        n = int(_find(r"Write (\d+) distractor", u, "3"))
+        centre = _find(r"Centre these passages on (.*?)\.\n", u)
         start = _d(_find(r"Timeline: (\S+) to", u))
         facts = _toy_facts(centre, [start + dt.timedelta(days=k) for k in range(3, 10)], 2 * n, h)
         return {"contexts": [f"{facts[2 * i]} {facts[2 * i + 1]}" for i in range(n)]}
@@ -302,7 +305,7 @@ PAPER_MODULES = ("pace.gen.persona", "pace.gen.paper")   # the prompts of the pa
 
 # %% ../../nbs/48_generate.ipynb #a1199c90
 def gen_prompt_hashes(recipe: str = "pace") -> dict[str, str]:
-    "sha256 (16 hex) of each prompt constant (*_SYSTEM, *_RULES, ...) of a recipe's modules: `gen_<module>.<NAME>`."
+    "sha256 (16 hex) of each prompt constant (*_SYSTEM, *_RULES, ...) of a recipe's modules."
     import importlib
     out = {}
     for name in (PAPER_MODULES if recipe == "paper" else GEN_MODULES):
@@ -602,20 +605,21 @@ def _card_paper_stages(cfg: GenConfig) -> str:
     n = 6 * cfg.cases_per_cell
     form = ("situational fit" if cfg.temporal_form == "fit"
             else "timed contexts (times and minutes stated)")
-    return ("Stages (the paper's recipe, `pace.gen.paper`): (1) each one-line seed persona is expanded into a "
-            "narrative; (2) a structured ego profile (health and technology sections required) and "
+    return ("Stages (the paper's recipe, `pace.gen.paper`): (1) each one-line seed persona is expanded "
+            "into a narrative; (2) a structured ego profile (health and technology sections required) and "
             f"{cfg.min_alters}-{cfg.max_alters} alters, each expanded from another seed persona into a "
-            "sub-character of the ego's world (relation, shared history, what the ego knows about them), and a "
-            f"timeline drawn by code; (3) the whole case set of an instance ({n} cases, planned by code over "
-            f"labels, situation types and people; temporal cases of {form}) is written in one call; (4) relative "
-            "dates are resolved, code checks the plan, dates, restated queries, vague references, verdicts and "
-            "closure-only state cases, and one validator call over the whole set gives each case keep, rewrite "
-            f"or drop with a 0-10 score; rewrites repair the primary problem (at most {cfg.max_rewrites} "
-            "rounds); a set-level pass drops cases whose hidden driver another, better-scored case has; "
-            "(5) distractor contexts are written for the whole scenario, compatible with every case; (6) every "
-            "context is split into 2-5 atoms, every atom of a gold context is gold, distractor atoms that carry "
-            "a hidden reason are dropped, near-duplicates are merged; (7) the KB is the atoms alone, shuffled "
-            "with the seed.")
+            "sub-character of the ego's world (relation, shared history, what the ego knows about them), and "
+            f"a timeline drawn by code; (3) the whole case set of an instance ({n} cases, planned by code "
+            f"over labels, situation types and people; temporal cases of {form}) is written in one call; "
+            "(4) relative dates are resolved, code checks the plan, dates, restated queries, vague "
+            "references, verdicts and closure-only state cases, and one validator call over the whole set "
+            "gives each case "
+            f"keep, rewrite or drop with a 0-10 score; rewrites repair the primary problem (at most "
+            f"{cfg.max_rewrites} rounds); a set-level pass drops cases whose hidden driver another, "
+            "better-scored case has; (5) distractor contexts are written for the whole scenario, compatible "
+            "with every case; (6) every context is split into 2-5 atoms, every atom of a gold context is "
+            "gold, distractor atoms that carry a hidden reason are dropped, near-duplicates are merged; "
+            "(7) the KB is the atoms alone, shuffled with the seed.")
 
 # %% ../../nbs/48_generate.ipynb #ce63d19b
 def _card_stages(cfg: GenConfig) -> str:
@@ -730,14 +734,14 @@ class GenerateJob(BaseModel):
                            "quality)")
     command: str | None = Field(None, json_schema_extra=dict(cli=""))   # the command line, for the card
     stop_after: Literal[STAGES] | None = Field(None, description="stop after this stage")
-    workers: int | None = Field(None, ge=1, description="requests in flight against a model served over HTTP: "
-                                "instances at once, and the independent calls of a stage at once (default: one "
-                                "instance at a time)")
+    workers: int | None = Field(None, ge=1, description="requests in flight against a model served over "
+                                "HTTP: instances at once, and the independent calls of a stage at once "
+                                "(default: one instance at a time)")
     max_rps: float | None = Field(None, gt=0, json_schema_extra=dict(type=positive_float),
                                   description="requests started a second against a model served over HTTP "
                                   "(default: no bound)")
-    retry_failed: bool = Field(False, description="run again each instance from its first stage with a failed "
-                               "model call")
+    retry_failed: bool = Field(False, description="run again each instance from its first stage with a "
+                               "failed model call")
     shard: str | None = Field(None, description="generate only part K of N of the instances (K from 0, e.g. "
                               "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT) into <out>-shard<K>of<N>; "
                               "`pace merge` joins the parts")
@@ -765,7 +769,7 @@ class GenerateJob(BaseModel):
 
 # %% ../../nbs/48_generate.ipynb #77b40180
 def add_cli(subparsers) -> argparse.ArgumentParser:
-    "Register the `generate` subcommand: an option for every setting of `GenerateJob` with one (`add_options`)."
+    "Register the `generate` subcommand: an option for each setting of `GenerateJob` (`add_options`)."
     p = subparsers.add_parser("generate", help="generate a PACE-style dataset from personas (resumable)",
                               description="Generate a PACE dataset folder from one-line personas: "
                                           "persona expansion, profiles, cases, validation, distractors, "
@@ -823,8 +827,8 @@ def _gen_models(out: Path, chat, embedder, cache, cfg: GenConfig, personas) -> t
     emb = build_model("embedder", as_embedder, embedder, cache)
     # settings hold the whole seed source; which seeds (--personas N, --instances) is scope
     file_seeds = persona_source(personas)
-    settings = dict(pace_version=__version__, prompts=gen_prompt_hashes(cfg.recipe), chat=model_fingerprint(cm),
-                    embedder=model_fingerprint(emb), config=cfg.settings(),
+    settings = dict(pace_version=__version__, prompts=gen_prompt_hashes(cfg.recipe),
+                    chat=model_fingerprint(cm), embedder=model_fingerprint(emb), config=cfg.settings(),
                     personas_sha256=_seed_sha(file_seeds))
     return cm, emb, settings
 
@@ -1020,10 +1024,10 @@ def _generate(job: GenerateJob) -> dict:
     manifest("complete", n_queries=len(ds.queries), n_facts=sum(map(len, ds.kb.values())))
     return dict(summary, status="complete", n_queries=len(ds.queries), report=report, dataset=ds)
 
-def generate_dataset(out=None, # the folder to write (a generation folder is resumed), or a whole `GenerateJob`
+def generate_dataset(out=None, # the folder to write (a generation folder is resumed), or a `GenerateJob`
                      personas=None, # a seed file, or N for the first N bundled seeds (default 4)
                      chat=None, # generator spec or object (default $PACE_CHAT_MODEL)
-                     **kw, # the other fields of `GenerateJob`: config (a `GenConfig` or its fields), embedder, ...
+                     **kw, # the other fields of `GenerateJob`: config (a `GenConfig` or its fields), ...
                     ) -> dict:
     "Run (or resume) the seven stages into `out`; write the dataset, its card and the report; a summary."
     if isinstance(out, GenerateJob): return _generate(out)

@@ -62,8 +62,8 @@ class PaperAlters(BaseModel):
     alters: list[PaperAlter] = Field(min_length=1, max_length=4)
 
 # %% ../../nbs/47b_gen_paper.ipynb #8ae4bb7c
-PAPER_EGO_SYSTEM = prompt_asset("gen/paper/EGO_SYSTEM.md")
-PAPER_ALTERS_SYSTEM = prompt_asset("gen/paper/ALTERS_SYSTEM.md")
+PAPER_EGO_SYSTEM = prompt_asset("gen/paper/PAPER_EGO_SYSTEM.md")
+PAPER_ALTERS_SYSTEM = prompt_asset("gen/paper/PAPER_ALTERS_SYSTEM.md")
 
 # %% ../../nbs/47b_gen_paper.ipynb #db1466da
 def paper_ego_messages(persona: str, timeline: dict) -> list[dict]:
@@ -82,7 +82,8 @@ def paper_alters_messages(ego: dict, seeds: list[PersonaSeed]) -> list[dict]:
     lines = "\n".join(f"Seed of person {k}: {s.persona}" for k, s in enumerate(seeds, 1))
     return [dict(role="system", content=PAPER_ALTERS_SYSTEM.replace("{name}", ego["name"])),
             dict(role="user", content=f"Profile of {ego['name']}:\n{profile_text(dict(ego=ego, alters=[]))}"
-                                      f"\n\n{lines}\n\nWrite the {len(seeds)} people as JSON, in this order.")]
+                                      f"\n\n{lines}\n\n"
+                                      f"Write the {len(seeds)} people as JSON, in this order.")]
 
 # %% ../../nbs/47b_gen_paper.ipynb #c37f3466
 ALTERS_MAX_TOKENS = 1000
@@ -111,7 +112,7 @@ def paper_profile(cm, cfg: GenConfig, instance_id: str, persona: str, seeds: lis
 # %% ../../nbs/47b_gen_paper.ipynb #26c439ba
 def set_plan(inst: dict, # a stage 2 row (ego, alters, reference_dates)
              cfg: GenConfig) -> list[dict]:
-    "The planned cases of an instance: case_id, situation_type, label, involves, ref_date; 6 x cases_per_cell."
+    "The planned cases of an instance (case_id, situation_type, label, involves, ref_date): 6 per cell count."
     from pace.gen.base import CELLS
     alters, refs = [a["name"] for a in inst["alters"]], inst["reference_dates"]
     plan, who = [], 0
@@ -126,7 +127,7 @@ def set_plan(inst: dict, # a stage 2 row (ego, alters, reference_dates)
 
 # %% ../../nbs/47b_gen_paper.ipynb #0edbbcd8
 SET_SYSTEM = prompt_asset("gen/paper/SET_SYSTEM.md")
-TIMED_TEMPORAL_RULES = prompt_asset("gen/paper/TIMED_TEMPORAL.md")
+TIMED_TEMPORAL_RULES = prompt_asset("gen/paper/TIMED_TEMPORAL_RULES.md")
 CONTEXT_CHARS, QUERY_CHARS, JUDGMENT_CHARS = 700, 240, 300
 
 # %% ../../nbs/47b_gen_paper.ipynb #3cf6d4f0
@@ -158,9 +159,11 @@ def set_messages(inst: dict, plan: list[dict], cfg: GenConfig) -> list[dict]:
     days = (dt.date.fromisoformat(t["window_end"]) - dt.date.fromisoformat(t["ref_date"])).days + 1
     timed = TIMED_TEMPORAL_RULES if cfg.temporal_form == "timed" else ""
     user = (f"The user's world:\n{profile_text(inst)}\n\n"
-            f"Timeline: {t['window_start']} to {t['window_end']}.\nCalendar:\n{calendar_text(t['ref_date'], days)}"
+            f"Timeline: {t['window_start']} to {t['window_end']}.\n"
+            f"Calendar:\n{calendar_text(t['ref_date'], days)}"
             f"\n\nPlan ({len(plan)} cases):\n{plan_text(plan)}\n\nWrite the {len(plan)} cases as JSON.")
-    return [dict(role="system", content=SET_SYSTEM.replace("{timed}", timed)), dict(role="user", content=user)]
+    return [dict(role="system", content=SET_SYSTEM.replace("{timed}", timed)),
+            dict(role="user", content=user)]
 
 # %% ../../nbs/47b_gen_paper.ipynb #ae8e47f3
 SET_MAX_TOKENS_PER_CASE = 260
@@ -178,9 +181,9 @@ def generate_case_set(cm, cfg: GenConfig, inst: dict) -> dict:
 
 # %% ../../nbs/47b_gen_paper.ipynb #1d7b6935
 _WDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
-_REL = re.compile(r"\b(?:(the day after tomorrow)|(today|tonight|this evening|this morning)|(tomorrow)|(yesterday)|"
-                  r"(?:(next|this|last|coming|on)\s+)?(" + "|".join(_WDAYS) + r")|in (\d+|a|two|three) (days?|weeks?)"
-                  r"|(last|next) (week|weekend)|(this weekend))\b", re.I)
+_REL = re.compile(r"\b(?:(the day after tomorrow)|(today|tonight|this evening|this morning)|(tomorrow)|"
+                  r"(yesterday)|(?:(next|this|last|coming|on)\s+)?(" + "|".join(_WDAYS) + r")"
+                  r"|in (\d+|a|two|three) (days?|weeks?)|(last|next) (week|weekend)|(this weekend))\b", re.I)
 _NUM = {"a": 1, "two": 2, "three": 3}
 
 def resolve_dates(text: str, # a request
@@ -236,8 +239,9 @@ def closure_only(text: str) -> bool:
     return has(CLOSURE_WORDS) and not has(CONDITION_WORDS)
 
 # %% ../../nbs/47b_gen_paper.ipynb #d41bcf44
-VAGUE_RE = re.compile(r"\b(the usual (?:place|spot|time|one)|as (?:discussed|mentioned|usual|agreed)|that (?:place|thing"
-                      r"|issue|stuff)|the thing|the stuff|etc|and so on|you know|w/|b/c|appt|tmrw|asap)\b", re.I)
+VAGUE_RE = re.compile(r"\b(the usual (?:place|spot|time|one)|as (?:discussed|mentioned|usual|agreed)"
+                      r"|that (?:place|thing|issue|stuff)|the thing|the stuff|etc|and so on|you know|w/|b/c"
+                      r"|appt|tmrw|asap)\b", re.I)
 
 def restated(query: str, context: str, n: int = 6) -> bool:
     "Whether `context` copies a run of `n` words of `query`."
@@ -266,15 +270,18 @@ def set_case_problems(case: dict, # a stage 3 case (plan fields and draft)
     for k in ("query", "context", "judgment"):
         out += [("date_off_timeline", f"{k}: {p}") for p in date_problems(d[k], window)]
         out += [("weekday_mismatch", f"{k}: {p}") for p in weekday_problems(d[k], window)]
-    if restated(d["query"], d["context"]): out.append(("context_restates_query", "the context repeats the query"))
+    if restated(d["query"], d["context"]):
+        out.append(("context_restates_query", "the context repeats the query"))
     m = VAGUE_RE.search(d["context"])
     if m: out.append(("vague_reference", f"the context says {m.group(0)!r}; name it in full"))
     vw = verdict_words(d["context"])
     if vw: out.append(("verdict_in_context", f"the context says {vw[0]!r}: facts only"))
-    if case["situation_type"] == "state" and closure_only(d["context"] + " " + d["driver"]):
-        out.append(("state_closure_only", "the only reason is a closure, outage, stock failure or access denial; "
-                                          "use an operating condition (works, a diversion, a restriction)"))
-    if case["situation_type"] == "temporal" and cfg.temporal_form == "timed" and not states_time(d["context"]):
+    if case["situation_type"] == "state" and closure_only(d["context"]):
+        out.append(("state_closure_only", "the only reason is a closure, outage, stock failure or access "
+                                          "denial; use an operating condition (works, a diversion, "
+                                          "a restriction)"))
+    timed = case["situation_type"] == "temporal" and cfg.temporal_form == "timed"
+    if timed and not states_time(d["context"]):
         out.append(("temporal_without_times", "a timed temporal case states its times and minutes"))
     return out
 
@@ -323,26 +330,30 @@ def driver_words(driver: str, names: set[str] = frozenset()) -> set[str]:
     "The content words of a driver (stemmed, names and stop words aside)."
     return {w[:5] for w in _words(driver) if len(w) > 2 and w not in _STOP and w not in names}
 
-def same_driver(a: str, b: str, names: set[str] = frozenset(), at: float = 0.6) -> bool:
+# %% ../../nbs/47b_gen_paper.ipynb #05817ce0
+def same_driver(a: str, b: str, names: set[str] = frozenset(), at: float = 0.5) -> bool:
     "Whether two drivers name the same hidden reason: the same words, or a Jaccard overlap of at least `at`."
     x, y = driver_words(a, names), driver_words(b, names)
     if word_key(a) == word_key(b): return True
     return bool(x and y) and len(x & y) / len(x | y) >= at
 
-# %% ../../nbs/47b_gen_paper.ipynb #428e0d04
-def duplicate_drivers(cases: list[dict], # alive cases: case_id, draft, score
+# %% ../../nbs/47b_gen_paper.ipynb #57474df3
+def duplicate_drivers(cases: list[dict], # alive cases: case_id, driver, review_driver (or None), score
                       names: set[str]) -> dict[str, str]:
     "{case_id dropped: case_id kept} for cases whose driver another, better-scored case already has."
     order = sorted(range(len(cases)), key=lambda i: (-(cases[i].get("score") or 0), i))
+    same = lambda a, b: (same_driver(a["driver"], b["driver"], names)
+                         or bool(a.get("review_driver") and b.get("review_driver")
+                                 and same_driver(a["review_driver"], b["review_driver"], names)))
     kept, out = [], {}
     for i in order:
         c = cases[i]
-        twin = next((k for k in kept if same_driver(k["driver"], c["driver"], names)), None)
+        twin = next((k for k in kept if same(k, c)), None)
         if twin: out[c["case_id"]] = twin["case_id"]
-        else: kept.append(dict(case_id=c["case_id"], driver=c["driver"]))
+        else: kept.append(c)
     return out
 
-# %% ../../nbs/47b_gen_paper.ipynb #57474df3
+# %% ../../nbs/47b_gen_paper.ipynb #b00bc0be
 def _names(inst: dict) -> set[str]:
     return {w for p in [inst["ego"], *inst["alters"]] for w in _words(p["name"])}
 
@@ -351,7 +362,7 @@ def _review_of(reviews, k: int):
 
 REVIEW_MAX_TOKENS_PER_CASE, REWRITE_MAX_TOKENS = 90, 600
 
-# %% ../../nbs/47b_gen_paper.ipynb #b00bc0be
+# %% ../../nbs/47b_gen_paper.ipynb #8d0fbd12
 def _kept_case(c: dict, d: dict, action: str, review: dict) -> dict:
     "A kept case in the shape the dataset writer reads (`pace.gen.kb.case_query`)."
     dates = resolve_dates(d["query"], c["ref_date"])
@@ -362,7 +373,7 @@ def _kept_case(c: dict, d: dict, action: str, review: dict) -> dict:
     return dict(case_id=c["case_id"], situation_type=c["situation_type"], label=c["label"],
                 ref_date=c["ref_date"], focus=d["involves"], action=action, review=review, draft=draft)
 
-# %% ../../nbs/47b_gen_paper.ipynb #8d0fbd12
+# %% ../../nbs/47b_gen_paper.ipynb #03670230
 def validate_case_set(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict:
     """Stage 4 row of the paper's recipe: the whole-set review, code's checks, rewrites, the duplicate-driver
     pass; decisions (verdict, score, reason, rounds) and the kept cases."""
@@ -386,6 +397,7 @@ def validate_case_set(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict
         issue = probs[0][1] if probs else (r.reason if r and verdict == "rewrite" else None)
         if probs and verdict == "keep": verdict = "rewrite"
         state[c["case_id"]] = dict(case=c, verdict=verdict, issue=issue, score=r.score if r else None,
+                                   review_driver=r.driver if r else None,
                                    reason=r.reason if r else "no review", problems=[p for p, _ in probs],
                                    rounds=0, action=verdict if verdict != "rewrite" else None)
     for rnd in range(1, cfg.max_rewrites + 1):
@@ -404,20 +416,24 @@ def validate_case_set(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict
     for s in state.values():
         if s["action"] is None:
             s["action"], s["drop_reason"] = "drop", (s["problems"][-1] if s["problems"] else "rewrite_failed")
-    alive = [dict(case_id=i, driver=s["case"]["draft"]["driver"], score=s["score"])
+    alive = [dict(case_id=i, driver=s["case"]["draft"]["driver"], review_driver=s["review_driver"],
+                  score=s["score"])
              for i, s in state.items() if s["action"] != "drop"]
     twins = duplicate_drivers(alive, _names(inst))
     for i, s in state.items():
         reason = ("duplicate_driver" if i in twins else
                   s.get("drop_reason") or ("validator" if s["action"] == "drop" else None))
         action = "drop" if i in twins else s["action"]
-        dec[i] = dict(case_id=i, action=action, reason=reason if action == "drop" else None, rounds=s["rounds"],
-                      score=s["score"], verdict=s["verdict"], validator_reason=s["reason"],
+        dec[i] = dict(case_id=i, action=action, reason=reason if action == "drop" else None,
+                      rounds=s["rounds"], score=s["score"], verdict=s["verdict"],
+                      validator_reason=s["reason"],
                       problems=s["problems"], **({"duplicate_of": twins[i]} if i in twins else {}))
     order = [c["case_id"] for c in cases]
     decisions = [dec[i] for i in order if i in dec]
+    review = lambda i: dict(verdict=dec[i]["verdict"], score=dec[i]["score"],
+                            reason=dec[i]["validator_reason"])
     kept = [_kept_case(dict(state[i]["case"], ego=ego), state[i]["case"]["draft"], dec[i]["action"],
-                       dict(verdict=dec[i]["verdict"], score=dec[i]["score"], reason=dec[i]["validator_reason"]))
+                       review(i))
             for i in order if i in state and dec[i]["action"] != "drop"]
     return dict(instance_id=inst["instance_id"], decisions=decisions, kept=kept,
                 actions=count(d["action"] for d in decisions),
@@ -426,37 +442,39 @@ def validate_case_set(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict
                                       if d["verdict"] == "rewrite" or d["problems"]),
                 repaired={})
 
-# %% ../../nbs/47b_gen_paper.ipynb #f8a13881
+# %% ../../nbs/47b_gen_paper.ipynb #0a39e5d3
 DISTRACTOR_SYSTEM = prompt_asset("gen/paper/DISTRACTOR_SYSTEM.md")
 ATOMS_PER_CONTEXT = 3.5   # the mean of the paper's 2 to 5, for planning how many contexts fill a KB
 
 class DistractorSet(BaseModel):
     contexts: list[Text(CONTEXT_CHARS)] = Field(min_length=1, max_length=12)
 
-# %% ../../nbs/47b_gen_paper.ipynb #0a39e5d3
+# %% ../../nbs/47b_gen_paper.ipynb #c6905e50
 def distractor_count(cfg: GenConfig, n_cases: int) -> int:
     "Distractor contexts an instance asks for: `distractor_contexts`, else enough atoms to reach `facts`."
     if cfg.distractor_contexts is not None: return cfg.distractor_contexts
     return max(0, math.ceil((cfg.facts - ATOMS_PER_CONTEXT * n_cases) / ATOMS_PER_CONTEXT))
 
-# %% ../../nbs/47b_gen_paper.ipynb #c6905e50
+# %% ../../nbs/47b_gen_paper.ipynb #21e35abf
 def scenario_distractor_messages(inst: dict, kept: list[dict], n: int, centre: str) -> list[dict]:
     "Messages for `n` distractor contexts of the whole scenario, centred on the person `centre`."
     t = inst["timeline"]
     cases = "\n".join(f"- asked on {c['ref_date']}: {c['draft']['request']} (hidden reason: "
                       f"{c['draft']['hidden_reason']})" for c in kept)
-    user = (f"The user's world:\n{profile_text(inst)}\n\nTimeline: {t['window_start']} to {t['window_end']}.\n\n"
+    user = (f"The user's world:\n{profile_text(inst)}\n\n"
+            f"Timeline: {t['window_start']} to {t['window_end']}.\n\n"
             f"The scenario's requests:\n{cases}\n\nCentre these passages on {centre}.\n"
             f"Write {n} distractor passages as JSON.")
     return [dict(role="system", content=DISTRACTOR_SYSTEM), dict(role="user", content=user)]
 
-# %% ../../nbs/47b_gen_paper.ipynb #21e35abf
+# %% ../../nbs/47b_gen_paper.ipynb #6d7f90fe
 def scenario_distractors(cm, cfg: GenConfig, inst: dict, kept: list[dict]) -> dict:
     "Stage 5 row of the paper's recipe: distractor contexts for the whole scenario, checked."
     n, per = distractor_count(cfg, len(kept)), cfg.distractors_per_call
     people = [inst["ego"]["name"]] + [a["name"] for a in inst["alters"]]
     sizes = [min(per, n - k) for k in range(0, n, per)] if kept else []
-    convs = [scenario_distractor_messages(inst, kept, m, people[j % len(people)]) for j, m in enumerate(sizes)]
+    convs = [scenario_distractor_messages(inst, kept, m, people[j % len(people)])
+             for j, m in enumerate(sizes)]
     got = ask_many(cm, convs, DistractorSet, stage="gen.distractors", max_tokens=80 + 110 * per)
     out, why, seen = [], [], set()
     for obj, _ in got:
@@ -471,7 +489,7 @@ def scenario_distractors(cm, cfg: GenConfig, inst: dict, kept: list[dict]) -> di
     return dict(instance_id=inst["instance_id"], distractors={"scenario": out[:n]}, asked=n, calls=len(sizes),
                 dropped=count(why + ["over_target"] * max(0, len(out) - n)))
 
-# %% ../../nbs/47b_gen_paper.ipynb #c8266e69
+# %% ../../nbs/47b_gen_paper.ipynb #c92ca810
 ATOMIZE_SYSTEM = prompt_asset("gen/paper/ATOMIZE_SYSTEM.md")
 
 class AtomList(BaseModel):
@@ -482,19 +500,19 @@ def atom_messages(text: str) -> list[dict]:
     return [dict(role="system", content=ATOMIZE_SYSTEM),
             dict(role="user", content=f"Passage: {text}\n\nWrite the atomic facts as JSON.")]
 
-# %% ../../nbs/47b_gen_paper.ipynb #c92ca810
+# %% ../../nbs/47b_gen_paper.ipynb #d442169e
 def carries_decision(atom: str, case: dict, names: set[str]) -> bool:
-    "Whether a non-gold `atom` states the hidden reason (driver) of `case`: most of the driver's content words."
+    "Whether a non-gold `atom` states the hidden reason (driver) of `case`: most of its content words."
     terms = sorted({w for w in _words(case["draft"]["hidden_reason"])
                     if len(w) > 3 and w not in _STOP and w not in names})
     if not terms: return False
     hits = term_hits(atom, terms)
     return len(hits) >= max(1, math.ceil(0.6 * len(terms)))
 
-# %% ../../nbs/47b_gen_paper.ipynb #52b85227
+# %% ../../nbs/47b_gen_paper.ipynb #7adfa498
 def paper_atomize(cm, embedder, cfg: GenConfig, inst: dict, kept: list[dict], distractors: list[str]) -> dict:
-    """Stage 6 row of the paper's recipe: atoms of each gold context (all gold) and of each distractor context;
-    distractor atoms that carry a hidden reason, break a fact rule or repeat a fact are dropped."""
+    """Stage 6 row of the paper's recipe: atoms of each gold context (all gold) and of each distractor
+    context; distractor atoms that carry a hidden reason, break a fact rule or repeat a fact are dropped."""
     win, names = inst["timeline"], _names(inst)
     texts = [c["draft"]["context"] for c in kept] + list(distractors)
     got = ask_many(cm, [atom_messages(t) for t in texts], AtomList, stage="gen.atomize", max_tokens=450)
@@ -522,7 +540,7 @@ def paper_atomize(cm, embedder, cfg: GenConfig, inst: dict, kept: list[dict], di
     return dict(instance_id=inst["instance_id"], facts=facts + new, merged=len(cand) - len(new), gold=gold,
                 dropped=count(why))
 
-# %% ../../nbs/47b_gen_paper.ipynb #7adfa498
+# %% ../../nbs/47b_gen_paper.ipynb #9fc9f83c
 def paper_kb_row(inst: dict, atoms: dict) -> dict:
     "Stage 7 row of the paper's recipe: the KB is the atoms alone (no templated profile facts, no filler)."
     return dict(instance_id=inst["instance_id"], everyday=[], fill=dict(calls=0, asked=0, returned=0, kept=0),
