@@ -442,20 +442,20 @@ def validate_case_set(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict
                                       if d["verdict"] == "rewrite" or d["problems"]),
                 repaired={})
 
-# %% ../../nbs/47b_gen_paper.ipynb #0a39e5d3
+# %% ../../nbs/47b_gen_paper.ipynb #6d7f90fe
 DISTRACTOR_SYSTEM = prompt_asset("gen/paper/DISTRACTOR_SYSTEM.md")
 ATOMS_PER_CONTEXT = 3.5   # the mean of the paper's 2 to 5, for planning how many contexts fill a KB
 
 class DistractorSet(BaseModel):
     contexts: list[Text(CONTEXT_CHARS)] = Field(min_length=1, max_length=12)
 
-# %% ../../nbs/47b_gen_paper.ipynb #c6905e50
+# %% ../../nbs/47b_gen_paper.ipynb #c8266e69
 def distractor_count(cfg: GenConfig, n_cases: int) -> int:
     "Distractor contexts an instance asks for: `distractor_contexts`, else enough atoms to reach `facts`."
     if cfg.distractor_contexts is not None: return cfg.distractor_contexts
     return max(0, math.ceil((cfg.facts - ATOMS_PER_CONTEXT * n_cases) / ATOMS_PER_CONTEXT))
 
-# %% ../../nbs/47b_gen_paper.ipynb #21e35abf
+# %% ../../nbs/47b_gen_paper.ipynb #c92ca810
 def scenario_distractor_messages(inst: dict, kept: list[dict], n: int, centre: str) -> list[dict]:
     "Messages for `n` distractor contexts of the whole scenario, centred on the person `centre`."
     t = inst["timeline"]
@@ -467,7 +467,7 @@ def scenario_distractor_messages(inst: dict, kept: list[dict], n: int, centre: s
             f"Write {n} distractor passages as JSON.")
     return [dict(role="system", content=DISTRACTOR_SYSTEM), dict(role="user", content=user)]
 
-# %% ../../nbs/47b_gen_paper.ipynb #6d7f90fe
+# %% ../../nbs/47b_gen_paper.ipynb #d442169e
 def scenario_distractors(cm, cfg: GenConfig, inst: dict, kept: list[dict]) -> dict:
     "Stage 5 row of the paper's recipe: distractor contexts for the whole scenario, checked."
     n, per = distractor_count(cfg, len(kept)), cfg.distractors_per_call
@@ -489,7 +489,7 @@ def scenario_distractors(cm, cfg: GenConfig, inst: dict, kept: list[dict]) -> di
     return dict(instance_id=inst["instance_id"], distractors={"scenario": out[:n]}, asked=n, calls=len(sizes),
                 dropped=count(why + ["over_target"] * max(0, len(out) - n)))
 
-# %% ../../nbs/47b_gen_paper.ipynb #c92ca810
+# %% ../../nbs/47b_gen_paper.ipynb #7adfa498
 ATOMIZE_SYSTEM = prompt_asset("gen/paper/ATOMIZE_SYSTEM.md")
 
 class AtomList(BaseModel):
@@ -500,7 +500,7 @@ def atom_messages(text: str) -> list[dict]:
     return [dict(role="system", content=ATOMIZE_SYSTEM),
             dict(role="user", content=f"Passage: {text}\n\nWrite the atomic facts as JSON.")]
 
-# %% ../../nbs/47b_gen_paper.ipynb #d442169e
+# %% ../../nbs/47b_gen_paper.ipynb #9fc9f83c
 def carries_decision(atom: str, case: dict, names: set[str]) -> bool:
     "Whether a non-gold `atom` states the hidden reason (driver) of `case`: most of its content words."
     terms = sorted({w for w in _words(case["draft"]["hidden_reason"])
@@ -509,7 +509,7 @@ def carries_decision(atom: str, case: dict, names: set[str]) -> bool:
     hits = term_hits(atom, terms)
     return len(hits) >= max(1, math.ceil(0.6 * len(terms)))
 
-# %% ../../nbs/47b_gen_paper.ipynb #7adfa498
+# %% ../../nbs/47b_gen_paper.ipynb #60e2268d
 def paper_atomize(cm, embedder, cfg: GenConfig, inst: dict, kept: list[dict], distractors: list[str]) -> dict:
     """Stage 6 row of the paper's recipe: atoms of each gold context (all gold) and of each distractor
     context; distractor atoms that carry a hidden reason, break a fact rule or repeat a fact are dropped."""
@@ -540,7 +540,7 @@ def paper_atomize(cm, embedder, cfg: GenConfig, inst: dict, kept: list[dict], di
     return dict(instance_id=inst["instance_id"], facts=facts + new, merged=len(cand) - len(new), gold=gold,
                 dropped=count(why))
 
-# %% ../../nbs/47b_gen_paper.ipynb #9fc9f83c
+# %% ../../nbs/47b_gen_paper.ipynb #4db5ea60
 def paper_kb_row(inst: dict, atoms: dict) -> dict:
     "Stage 7 row of the paper's recipe: the KB is the atoms alone (no templated profile facts, no filler)."
     return dict(instance_id=inst["instance_id"], everyday=[], fill=dict(calls=0, asked=0, returned=0, kept=0),
