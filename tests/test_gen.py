@@ -806,11 +806,19 @@ def test_a_validator_drop_and_a_missing_case_are_counted(tmp_path):
         out = json.loads(toy_reply(ms, js))
         t = (js or {}).get("title")
         if t == "CaseSet": out["cases"] = out["cases"][:5]
-        if t == "SetReview": out["reviews"][0].update(verdict="drop", reason="no real hidden reason")
+        if t == "SetReview":
+            out["reviews"][0].update(verdict="drop", reason="no real hidden reason")
+            out["reviews"][1].update(verdict="rewrite", reason="the query sounds like a form")
+        if t == "SetCase": asked.append(ms[1]["content"])
         return json.dumps(out)
+    asked = []
     pgen(tmp_path / "ds", short, personas="1")
     d = decisions(tmp_path / "ds")
     assert d[("gen-p01", "T-C1")]["reason"] == "validator" and d[("gen-p01", "S-N1")]["reason"] == "not_written"
+    assert d[("gen-p01", "T-N1")]["action"] == "rewrite" and d[("gen-p01", "T-N1")]["problems"] == ["validator"]
+    assert len(asked) == 1 and "Primary problem: the query sounds like a form" in asked[0]
+    v = json.loads((tmp_path / "ds" / "report.json").read_text())["validation"]
+    assert v["actions"] == {"drop": 2, "keep": 3, "rewrite": 1} and v["rewrite_reasons"] == {"validator": 1}
 
 @pytest.mark.parametrize("workers", [8])
 def test_paper_recipe_same_folder_at_1_and_8_workers_and_after_a_kill(tmp_path, workers):

@@ -414,15 +414,6 @@ def _fill_row(cm, emb, cfg, inst, kept, atoms) -> dict:
     return dict(instance_id=inst["instance_id"], everyday=new, fill=acc, dropped=dropped,
                 dropped_instance=None)
 
-# %% ../../nbs/48_generate.ipynb #6c10732c
-def _gen_config(d) -> GenConfig:
-    from pydantic import ValidationError
-    try: return GenConfig(**(d or {}))
-    except ValidationError as e:
-        bad = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
-        known = ", ".join(GenConfig.model_fields)
-        raise UsageError(f"bad generation setting: {bad} (settings: {known})") from None
-
 # %% ../../nbs/48_generate.ipynb #31a30a1c
 def _dataset_summary(ds) -> dict:
     from pace.data import dataset_stats
@@ -441,6 +432,10 @@ PAPER_SCALE = dict(instances=185, cases_per_cell=3, facts=2000)
 _UNITS = {"gen.persona": "instance", "gen.profile": "instance", "gen.alters": "instance", "gen.cases": "case",
           "gen.validate": "case", "gen.rewrite": "case", "gen.distractors": "case", "gen.atomize": "case",
           "gen.everyday": "everyday fact", "gen.dedup": "fact"}
+# the paper recipe writes, reviews and distracts a whole set per call
+_PAPER_UNITS = {"gen.cases": "instance", "gen.validate": "instance", "gen.distractors": "fact",
+                "gen.atomize": "fact"}
+
 
 # %% ../../nbs/48_generate.ipynb #1ef15c2f
 def _tag_accounts(acc: dict) -> dict[str, dict]:
@@ -486,8 +481,9 @@ def project_paper_scale(report: dict, cfg: GenConfig, scale: dict | None = None,
     measured = {"instance": n_inst, "case": n_case, "everyday fact": n_fill,
                 "fact": report["atomization"]["facts"] + n_fill}
     rows, tot = [], dict(calls=0, prompt_tokens=0, completion_tokens=0, hours=0.0)
+    units = dict(_UNITS, **(_PAPER_UNITS if cfg.recipe == "paper" else {}))
     for tag in sorted(tags, key=lambda t: list(_UNITS).index(t) if t in _UNITS else 99):
-        unit = _UNITS.get(tag, "instance"); m = measured[unit]
+        unit = units.get(tag, "instance"); m = measured[unit]
         a = tags[tag]
         f = target[unit] / m if m else None
         row = _projection_row(tag, unit, m, a, target[unit], f)
@@ -513,6 +509,10 @@ def project_paper_scale(report: dict, cfg: GenConfig, scale: dict | None = None,
              "request(s) in flight, each as fast as one alone (an API, or a server with room to spare); a "
              "server that slows under load takes longer",
              "calls and tokens exclude embeddings (gen.dedup, one text per call of the embedder's batch)"]
+    if cfg.recipe == "paper":
+        notes.append("paper recipe: the case set and its review are one call per instance (projected per "
+                     "instance: their replies grow with the cases per instance, so tokens are under-counted "
+                     "when the paper's 18 cases exceed the run's); distractor and atom calls are per fact")
     return dict(scale=sc, run=dict(workers=workers, shards=shards), rows=rows, total=tot, notes=notes)
 
 # %% ../../nbs/48_generate.ipynb #99584197
@@ -718,20 +718,20 @@ class GenerateJob(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
     out: str | Path | None = Field(None, description="the dataset folder to write (an existing generation "
                                    "folder is resumed)")
-    personas: str | Path = Field("4", description="a seed file (.jsonl with seed_id/persona, or .txt one per "
-                                 "line), or N for the first N bundled seeds")
+    personas: str | Path | None = Field(None, description="a seed file (.jsonl with seed_id/persona, or .txt "
+                                        "one per line), or N for the first N bundled seeds")
     chat: Any = Field(None, description="generator model spec (default $PACE_CHAT_MODEL or "
                       "llamacpp:qwen2.5-0.5b)")
     instances: int | None = Field(None, ge=0, description="use only the first N personas")
     config: GenConfig = Field(default_factory=GenConfig)
     embedder: Any = Field("onnx:all-MiniLM-L6-v2", description="embedder spec for near-duplicate merging")
-    cache: Any = Field(None, description="cache file (default: <out>/cache.sqlite; False: none)")
+    cache: Any = Field(None, description="cache file (default: <out>/cache.sqlite)")
     settings: dict | None = Field(None, description="other GenConfig settings, e.g. "
                                   "'max_rewrites=1,temporal_form=timed' or, with --recipe pace, "
                                   "'rewrite_mode=fresh,llm_validator=record'",
                                   json_schema_extra=dict(cli="--set", type=_setting_arg))
     card_note: str = Field("", description="a paragraph for the dataset card (e.g. about the generator's "
-                           "quality)")
+                           "quality; default: none)")
     command: str | None = Field(None, json_schema_extra=dict(cli=""))   # the command line, for the card
     stop_after: Literal[STAGES] | None = Field(None, description="stop after this stage")
     workers: int | None = Field(None, ge=1, description="requests in flight against a model served over "
@@ -988,6 +988,7 @@ def _generate(job: GenerateJob) -> dict:
     cfg, personas, chat, embedder, cache, card_note, command, stop_after, workers, max_rps = (
         j.config, j.personas, j.chat, j.embedder, j.cache, j.card_note, j.command, j.stop_after, j.workers,
         j.max_rps)
+    personas = "4" if personas is None else personas
     seeds, shard = load_personas(personas, j.instances), parse_shard(j.shard)
     out = j.out
     out = Path(out) if shard is None else Path(out).with_name(Path(out).name + shard.suffix)
@@ -1031,8 +1032,7 @@ def generate_dataset(out=None, # the folder to write (a generation folder is res
                     ) -> dict:
     "Run (or resume) the seven stages into `out`; write the dataset, its card and the report; a summary."
     if isinstance(out, GenerateJob): return _generate(out)
-    given = dict(personas=personas) if personas is not None else {}
-    return _generate(GenerateJob.checked(out=out, chat=chat, **given, **kw))
+    return _generate(GenerateJob.checked(out=out, personas=personas, chat=chat, **kw))
 
 # %% ../../nbs/48_generate.ipynb #9cc53f84
 def _drop_in_validation(row: dict, cases: dict[str, tuple[str, str]]) -> dict:

@@ -395,10 +395,12 @@ def validate_case_set(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict
         r, probs = _review_of(reviews, k), set_case_problems(c, win, cfg)
         verdict = r.verdict if r else "keep"
         issue = probs[0][1] if probs else (r.reason if r and verdict == "rewrite" else None)
+        asked = ["validator"] if verdict == "rewrite" else []   # a rewrite only the validator asked for
         if probs and verdict == "keep": verdict = "rewrite"
         state[c["case_id"]] = dict(case=c, verdict=verdict, issue=issue, score=r.score if r else None,
                                    review_driver=r.driver if r else None,
-                                   reason=r.reason if r else "no review", problems=[p for p, _ in probs],
+                                   reason=r.reason if r else "no review",
+                                   problems=[p for p, _ in probs] or asked,
                                    rounds=0, action=verdict if verdict != "rewrite" else None)
     for rnd in range(1, cfg.max_rewrites + 1):
         todo = [s for s in state.values() if s["action"] is None]
@@ -438,8 +440,7 @@ def validate_case_set(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict
     return dict(instance_id=inst["instance_id"], decisions=decisions, kept=kept,
                 actions=count(d["action"] for d in decisions),
                 dropped=count(d["reason"] for d in decisions if d["action"] == "drop"),
-                rewrite_reasons=count(p for d in decisions for p in d["problems"][:1]
-                                      if d["verdict"] == "rewrite" or d["problems"]),
+                rewrite_reasons=count(d["problems"][0] for d in decisions if d["problems"]),
                 repaired={})
 
 # %% ../../nbs/47b_gen_paper.ipynb #6d7f90fe
