@@ -13,8 +13,13 @@ from .base import (GenConfig, Text, ask_many, calendar_text, case_id, count, rng
 from .persona import PersonaSeed
 from .profile import (EGO_MAX_TOKENS, EgoProfile, M, S, L, clean_alters, clean_ego, make_timeline,
                               profile_text)
-from .validate import (_STOP, _words, date_mentions, date_problems, fix_weekdays, term_hits,
-                               verdict_words, weekday_problems, word_key)
+from .validate import (date_mentions, date_problems, fix_weekdays, term_hits, verdict_words,
+                               weekday_problems, word_key)
+
+_STOP = set("a an the of to in on at for and or with by from is are be it its this that as about into than "
+            "then".split())
+
+def _words(text: str) -> list[str]: return word_key(text).split()   # lower-case words and numbers
 from .distractors import FACT_CHARS, fact_drop_reason
 from .atomize import merge_near_duplicates
 
