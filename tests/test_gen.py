@@ -904,3 +904,18 @@ def test_the_profile_rules_are_enforced_by_the_schema_and_bridges_reach_the_prom
                 reference_dates=["2026-03-04"])
     u = paper.set_messages(inst, paper.set_plan(inst, PAPER), PAPER)[1]["content"]
     assert "Ana Ortega knows: Diego told Ana at lunch" in u and "Technology: Pixel 8 with Google Calendar" in u
+
+def test_the_timed_temporal_form_is_a_named_option_that_asks_for_and_checks_times(tmp_path):
+    seen = []
+    def respond(ms, js):
+        t = (js or {}).get("title")
+        if t in ("CaseSet", "SetCase"): seen.append((t, ms[0]["content"], ms[1]["content"]))
+        return toy_reply(ms, js)
+    pgen(tmp_path / "fit", respond, personas="1")
+    assert "are timed" not in seen[0][1] and "situational fit" in seen[0][1]
+    seen.clear()
+    pgen(tmp_path / "timed", respond, personas="1", cfg=PAPER.model_copy(update=dict(temporal_form="timed")))
+    assert "Temporal cases of this set are timed" in seen[0][1]
+    d = decisions(tmp_path / "timed")                     # the toy's T-N1 context states no clock time or minutes
+    assert d[("gen-p01", "T-N1")]["problems"][0] == "temporal_without_times"
+    assert d[("gen-p01", "T-C1")]["problems"] == []      # "from 13:00 until 19:30"
