@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from bench_throughput import FakeServer
 from pace.gen.generate import generate_dataset, toy_reply
 
-CONFIG = dict(cases_per_cell=1, distractors_per_case=4, everyday_per_call=10)
+CONFIG = dict(recipe="pace", cases_per_cell=1, distractors_per_case=4, everyday_per_call=10)
 
 
 class GenServer(FakeServer):

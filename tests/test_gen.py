@@ -1,5 +1,5 @@
 "`pace generate`: an end-to-end scripted run passes the strict loader, each deterministic check catches its bad case, a resumed run equals an uninterrupted one, junk and disagreeing models are counted, fresh rewrites never show the draft, a copied prompt example is caught whichever was shown, the CLI."
-import json, re, shutil
+import datetime as dt, json, re, shutil
 from pathlib import Path
 import pytest
 from pace.cli import main, UsageError
@@ -11,7 +11,7 @@ from pace.gen.validate import case_problems, verify_dataset, data_verify, reques
 from pace.gen.generate import GenerationError, drop_failing_cases, generate_dataset, rebuild_outputs, toy_chat, toy_reply
 from pace.runfolder import RunMismatchError
 
-CFG = GenConfig(cases_per_cell=1, facts=120, distractors_per_case=4, everyday_per_call=10)
+CFG = GenConfig(recipe="pace", cases_per_cell=1, facts=120, distractors_per_case=4, everyday_per_call=10)
 W = dict(window_start="2026-02-16", ref_date="2026-03-04", window_end="2026-04-12")
 
 def hash_emb(): return get_embedder("hash:hash", cache=False)
@@ -271,7 +271,7 @@ def test_cli_generate_and_verify(tmp_path, monkeypatch, capsys):
     import pace.llm
     monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache: toy_chat(cache=cache))
     out = tmp_path / "ds"
-    rc = main(["generate", "--out", str(out), "--personas", "1", "--chat", "fake:toy", "--cases-per-cell", "1", "--facts", "80",
+    rc = main(["generate", "--out", str(out), "--personas", "1", "--chat", "fake:toy", "--recipe", "pace", "--cases-per-cell", "1", "--facts", "80",
                "--embedder", "hash:hash", "--set", "distractors_per_case=3", "--no-progress"])
     assert rc == 0 and "6 queries, 80 facts in 1 instances" in capsys.readouterr().out
     assert "pace generate --out" in (out / "README.md").read_text()
@@ -438,8 +438,8 @@ def test_each_generation_prompt_file_is_the_constant_it_names():
     from pace.calls import prompt_asset
     root = Path(pace.__file__).parent / "assets" / "prompts" / "gen"
     files = sorted(f.relative_to(root) for f in root.rglob("*") if f.is_file())
-    stages = {"persona", "profile", "cases", "validate", "distractors", "atomize", "kb"}
-    assert len(files) == 20 and {f.parent.as_posix() for f in files} == stages
+    stages = {"persona", "profile", "cases", "validate", "distractors", "atomize", "kb", "paper"}
+    assert len(files) == 28 and {f.parent.as_posix() for f in files} == stages
     for f in files:
         const = getattr(importlib.import_module(f"pace.gen.{f.parent}"), f.stem)   # a file no constant reads fails here
         text = prompt_asset(f"gen/{f.as_posix()}")
@@ -450,7 +450,7 @@ def test_cli_sets_the_rewrite_mode(tmp_path, monkeypatch, capsys):
     import pace.llm
     monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache: toy_chat(cache=cache))
     out = tmp_path / "ds"
-    args = ["generate", "--out", str(out), "--personas", "1", "--chat", "fake:toy", "--cases-per-cell", "1", "--facts", "60", "--embedder", "hash:hash", "--no-progress"]
+    args = ["generate", "--out", str(out), "--personas", "1", "--chat", "fake:toy", "--recipe", "pace", "--cases-per-cell", "1", "--facts", "60", "--embedder", "hash:hash", "--no-progress"]
     assert main(args + ["--set", "rewrite_mode=fresh", "--stop-after", "2_profile"]) == 0
     assert json.loads((out / "generate.json").read_text())["settings"]["config"]["rewrite_mode"] == "fresh"
     assert main(args + ["--stop-after", "2_profile"]) == 2 and "config.rewrite_mode" in capsys.readouterr().err   # resumed without it: refused
@@ -678,3 +678,244 @@ def test_dropped_cases_leave_their_facts_and_a_resume_writes_the_same_folder(tmp
     files = dataset_files(out)
     res, cm = gen(out, personas="1", cfg=CODE_CFG, cache=cache)               # a resume replays the stage files
     assert cm.n_calls == 0 and dataset_files(out) == files
+
+# ---------------------------------------------------------------- the paper's recipe (pace.gen.paper)
+
+from pace.gen import paper
+from pace.gen.persona import load_personas
+
+PAPER = GenConfig(cases_per_cell=1, facts=40, min_alters=2, max_alters=2)   # recipe="paper": the default
+
+def pgen(out, respond=None, cfg=PAPER, personas="2", cache=None, **kw):
+    return gen(out, respond, cfg=cfg, personas=personas, cache=cache, **kw)
+
+def rows(root, stage): return [json.loads(l) for l in (Path(root) / "stages" / f"{stage}.jsonl").read_text().splitlines()]
+
+def decisions(root): return {(r["instance_id"], d["case_id"]): d for r in rows(root, "4_validate") for d in r["decisions"]}
+
+def test_paper_recipe_is_the_default_and_builds_what_the_paper_builds(tmp_path):
+    assert GenConfig().recipe == "paper"
+    seen = []
+    def spy(ms, js):
+        seen.append(((js or {}).get("title"), ms[1]["content"]))
+        return toy_reply(ms, js)
+    res, cm = pgen(tmp_path / "ds", spy)
+    ds = load_pace_dataset(tmp_path / "ds")
+    assert len(ds.queries) == 12 and len({(q.instance_id, q.situation_type, q.label) for q in ds.queries}) == 12
+    titles = [t for t, _ in seen]
+    assert titles.count("CaseSet") == 2 and titles.count("SetReview") == 2   # one set and one review per persona
+    assert "CaseDraft" not in titles and "Everyday" not in titles and "NearMisses" not in titles
+    for q in ds.queries:   # every atom of the gold context is gold, and only those
+        mine = [f.doc_id for f in ds.kb[q.instance_id] if q.meta["case_id"] in f.meta["cases"]]
+        assert 2 <= len(q.gold_doc_ids) <= 5 and sorted(q.gold_doc_ids) == sorted(mine)
+    assert {f.meta["origin"] for kb in ds.kb.values() for f in kb} == {"gold", "distractor"}   # no profile facts, no filler
+    prof = {r["instance_id"]: r for r in rows(tmp_path / "ds", "2_profile")}
+    assert [a["seed_id"] for a in prof["gen-p01"]["alters"]] == ["p02", "p03"]   # alters from the next seed personas
+    assert [a["seed_id"] for a in prof["gen-p02"]["alters"]] == ["p03", "p04"]
+    alters_prompt = next(u for t, u in seen if t == "PaperAlters")
+    assert "Seed of person 1: " + load_personas("2")[1].persona in alters_prompt
+    set_prompt = next(u for t, u in seen if t == "CaseSet")
+    assert "knows:" in set_prompt and "Technology:" in set_prompt   # knowledge bridges and technology reach the set
+    v = verify_dataset(tmp_path / "ds")
+    assert v["errors"] == 0, [f for q in v["queries"] for f in q["findings"]]
+
+def _first_set_case(u, cell):
+    plan = re.findall(r"^Case \d+: (\w+) / (\w+) / involves (.+?) / asked on \w+ (\S+)$", u, re.M)
+    return next(k for k, p in enumerate(plan) if p[:2] == cell)
+
+def _bad_set(change):
+    "toy_reply, but the case set is changed by change(cases, user prompt); the validator keeps everything."
+    def respond(ms, js):
+        title, u = (js or {}).get("title"), ms[1]["content"]
+        out = json.loads(toy_reply(ms, js))
+        if title == "CaseSet": change(out["cases"], u)
+        return json.dumps(out)
+    return respond
+
+def test_the_set_pass_drops_a_duplicate_driver_keeping_the_better_scored_case(tmp_path):
+    def twins(cases, u):
+        a, b = _first_set_case(u, ("personal", "conflict")), _first_set_case(u, ("temporal", "non_conflict"))
+        cases[b]["driver"] = cases[a]["driver"].replace("severe ", "serious ")   # the same hidden reason, reworded
+    def scores(ms, js):
+        out = json.loads(_bad_set(twins)(ms, js))
+        if (js or {}).get("title") == "SetReview":   # the later case scores higher: it must be the one kept
+            for r in out["reviews"]: r["score"] = 5 if r["case"] == 2 else 9
+        return json.dumps(out)
+    pgen(tmp_path / "ds", scores, personas="1")
+    d = decisions(tmp_path / "ds")
+    assert d[("gen-p01", "T-N1")]["action"] == "drop" and d[("gen-p01", "T-N1")]["reason"] == "duplicate_driver"
+    assert d[("gen-p01", "T-N1")]["duplicate_of"] == "P-C1" and d[("gen-p01", "P-C1")]["action"] == "keep"
+    assert json.loads((tmp_path / "ds" / "report.json").read_text())["validation"]["dropped"] == {"duplicate_driver": 1}
+
+def test_a_closure_only_state_case_is_rewritten_with_its_problem_or_dropped(tmp_path):
+    def shut(cases, u):
+        k = _first_set_case(u, ("state", "conflict"))
+        cases[k]["context"] = "Rocodromo Roma is closed all week for a private event."
+        cases[k]["driver"] = "the climbing gym is closed"
+    asked = []
+    def respond(ms, js):
+        if (js or {}).get("title") == "SetCase": asked.append(ms[1]["content"])
+        return _bad_set(shut)(ms, js)
+    pgen(tmp_path / "a", respond, personas="1")
+    d = decisions(tmp_path / "a")[("gen-p01", "S-C1")]
+    assert d["verdict"] == "rewrite" and d["problems"][0] == "state_closure_only" and d["action"] == "rewrite"
+    assert len(asked) == 1 and "Primary problem: the only reason is a closure" in asked[0]
+    q = next(q for q in load_pace_dataset(tmp_path / "a").queries if q.meta["case_id"] == "S-C1")
+    assert "Resurfacing works" in q.context                              # the repaired case, not the closure
+    def stubborn(ms, js):                                                # a rewrite that closes the gym again
+        out = json.loads(respond(ms, js))
+        if (js or {}).get("title") == "SetCase": out["context"] = "Rocodromo Roma is shut for the whole month."
+        return json.dumps(out)
+    pgen(tmp_path / "b", stubborn, personas="1")
+    d = decisions(tmp_path / "b")[("gen-p01", "S-C1")]
+    assert (d["action"], d["reason"], d["rounds"]) == ("drop", "state_closure_only", PAPER.max_rewrites)
+
+def test_a_request_whose_date_resolves_into_the_past_is_rewritten_and_the_validator_sees_dates_resolved(tmp_path):
+    def yesterday(cases, u):
+        k = _first_set_case(u, ("temporal", "conflict"))
+        cases[k]["query"] = "Book me the evening yoga class at Casa Prana yesterday."
+    seen = []
+    def respond(ms, js):
+        if (js or {}).get("title") in ("SetReview", "SetCase"): seen.append(ms[1]["content"])
+        return _bad_set(yesterday)(ms, js)
+    pgen(tmp_path / "ds", respond, personas="1")
+    ref = next(c for c in rows(tmp_path / "ds", "3_cases")[0]["cases"] if c["case_id"] == "T-C1")["ref_date"]
+    before = (dt.date.fromisoformat(ref) - dt.timedelta(1)).isoformat()
+    assert f"yesterday = " in seen[0] and before in seen[0]              # resolved before the validator reads it
+    d = decisions(tmp_path / "ds")[("gen-p01", "T-C1")]
+    assert d["problems"][0] == "request_in_past" and d["action"] == "rewrite"
+    assert "before the request date" in seen[1]
+    q = next(q for q in load_pace_dataset(tmp_path / "ds").queries if q.meta["case_id"] == "T-C1")
+    assert "yesterday" not in q.query and all(x["date"] >= ref for x in paper.resolve_dates(q.query, ref))
+
+def test_a_distractor_atom_that_carries_a_hidden_reason_never_reaches_the_kb(tmp_path):
+    def leaky(ms, js):
+        out = json.loads(toy_reply(ms, js))
+        if (js or {}).get("title") == "DistractorSet":
+            out["contexts"][0] = ("Sara Kim mentioned that Valeria Ruiz has a severe peanut allergy. "
+                                  "Sara Kim buys bread at Panaderia Rosetta on Saturdays.")
+        return json.dumps(out)
+    pgen(tmp_path / "ds", leaky, personas="1")
+    ds = load_pace_dataset(tmp_path / "ds")
+    assert not [f.text for f in ds.kb["gen-p01"] if f.meta["origin"] == "distractor" and "peanut" in f.text]
+    assert any("Panaderia Rosetta" in f.text for f in ds.kb["gen-p01"])   # the harmless atom of that context stays
+    assert rows(tmp_path / "ds", "6_atomize")[0]["dropped"]["carries_decision"] >= 1
+
+def test_a_validator_drop_and_a_missing_case_are_counted(tmp_path):
+    def short(ms, js):
+        out = json.loads(toy_reply(ms, js))
+        t = (js or {}).get("title")
+        if t == "CaseSet": out["cases"] = out["cases"][:5]
+        if t == "SetReview":
+            out["reviews"][0].update(verdict="drop", reason="no real hidden reason")
+            out["reviews"][1].update(verdict="rewrite", reason="the query sounds like a form")
+        if t == "SetCase": asked.append(ms[1]["content"])
+        return json.dumps(out)
+    asked = []
+    pgen(tmp_path / "ds", short, personas="1")
+    d = decisions(tmp_path / "ds")
+    assert d[("gen-p01", "T-C1")]["reason"] == "validator" and d[("gen-p01", "S-N1")]["reason"] == "not_written"
+    assert d[("gen-p01", "T-N1")]["action"] == "rewrite" and d[("gen-p01", "T-N1")]["problems"] == ["validator"]
+    assert len(asked) == 1 and "Primary problem: the query sounds like a form" in asked[0]
+    v = json.loads((tmp_path / "ds" / "report.json").read_text())["validation"]
+    assert v["actions"] == {"drop": 2, "keep": 3, "rewrite": 1} and v["rewrite_reasons"] == {"validator": 1}
+
+@pytest.mark.parametrize("workers", [8])
+def test_paper_recipe_same_folder_at_1_and_8_workers_and_after_a_kill(tmp_path, workers):
+    _, full = pgen(tmp_path / "one", cache=tmp_path / "one.sqlite")   # identical prompts are asked once
+    pgen(tmp_path / "many", workers=workers)
+    assert stage_files(tmp_path / "many") == stage_files(tmp_path / "one")
+    assert dataset_files(tmp_path / "many") == dataset_files(tmp_path / "one")
+    for die_at in (3, 9, 14):                                             # in stages 2, 4 and 6
+        n = [0]
+        def dies(ms, js):
+            n[0] += 1
+            if n[0] == die_at: raise KeyboardInterrupt
+            return toy_reply(ms, js)
+        b = tmp_path / f"b{die_at}"
+        with pytest.raises(KeyboardInterrupt): pgen(b, dies, cache=tmp_path / f"b{die_at}.sqlite")
+        res, cm = pgen(b, cache=tmp_path / f"b{die_at}.sqlite")
+        assert cm.n_calls == full.n_calls - (die_at - 1)
+        assert dataset_files(b) == dataset_files(tmp_path / "one") and stage_files(b) == stage_files(tmp_path / "one")
+
+def test_cli_generate_uses_the_paper_recipe_and_its_help_comes_from_the_job(tmp_path, monkeypatch, capsys):
+    import pace.llm
+    monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache: toy_chat(cache=cache))
+    with pytest.raises(SystemExit): main(["generate", "--help"])
+    h = capsys.readouterr().out
+    for opt in ("--out", "--personas", "--chat", "--instances", "--cases-per-cell", "--facts", "--seed", "--recipe",
+                "--embedder", "--cache", "--set", "--card-note", "--stop-after", "--workers", "--max-rps",
+                "--retry-failed", "--shard", "--no-progress"):
+        assert opt in h, opt
+    out = tmp_path / "ds"
+    assert main(["generate", "--out", str(out), "--personas", "2", "--chat", "fake:toy", "--cases-per-cell", "1",
+                 "--facts", "40", "--embedder", "hash:hash", "--no-progress"]) == 0
+    man = json.loads((out / "generate.json").read_text())
+    assert man["settings"]["config"]["recipe"] == "paper" and "gen_paper.SET_SYSTEM" in man["settings"]["prompts"]
+    assert "--recipe paper" in man["command"]
+    capsys.readouterr()
+    assert main(["data", "verify", str(out)]) == 0 and "0 errors" in capsys.readouterr().out
+
+def test_a_pace_recipe_folder_keeps_its_settings_and_rebuilds(tmp_path):
+    gen(tmp_path / "ds", personas="1")
+    conf = json.loads((tmp_path / "ds" / "generate.json").read_text())["settings"]["config"]
+    assert not set(conf) & {"recipe", "temporal_form", "distractor_contexts", "distractors_per_call"}
+    assert GenConfig.of_settings(conf).recipe == "pace"
+    before = dataset_files(tmp_path / "ds")
+    rebuild_outputs(tmp_path / "ds")
+    assert dataset_files(tmp_path / "ds") == before
+
+# one test per rule of the paper's prompts (issue 33, point 8): the rule is in the prompt that needs it
+RULES = [
+    ("SET_SYSTEM", "It does not restate or paraphrase the query"),                       # no restating
+    ("VALIDATOR_SYSTEM", "the context restates the query"),
+    ("SET_SYSTEM", "No shorthand and no vague references"),                                # no shorthand, vague refs
+    ("DISTRACTOR_SYSTEM", "no shorthand, no vague references"),
+    ("SET_SYSTEM", "Vary the wording across cases"),                                       # lexical variation
+    ("SET_SYSTEM", "mix fine details (a time, an amount) with broader ones"),              # granularity
+    ("PAPER_ALTERS_SYSTEM", "ego_knows: 1 to 3 knowledge bridges"),                        # knowledge bridges
+    ("SET_SYSTEM", "never knowingly asks for something that breaks a stable constraint of their own"),  # ego plausibility
+    ("VALIDATOR_SYSTEM", "knowingly asks for something that breaks a stable constraint of their own"),
+    ("DISTRACTOR_SYSTEM", "mix the kinds of anchor across passages"),                      # temporal anchors
+    ("PAPER_EGO_SYSTEM", "health_conditions may not be empty"),                            # health section
+    ("PAPER_EGO_SYSTEM", "technology may not be empty"),                                   # technology section
+    ("VALIDATOR_SYSTEM", "a date of the request falls before the request date (the dates are resolved in brackets)"),
+    ("SET_SYSTEM", "A plain closure, outage, sold-out item or outright refusal of access may never be the only reason"),
+    ("SET_SYSTEM", "a matter of situational fit, not of calendar arithmetic or a flat impossibility"),
+    ("SET_SYSTEM", "No two cases may share a driver"),
+    ("REWRITE_SYSTEM", "keep the case's core idea"),
+    ("ATOMIZE_SYSTEM", "Write 2 to 5 facts"),
+    ("DISTRACTOR_SYSTEM", "compatible with every case of the scenario"),
+]
+
+@pytest.mark.parametrize("const,phrase", RULES)
+def test_each_rule_of_the_papers_prompts_is_in_its_prompt(const, phrase):
+    assert phrase in getattr(paper, const)
+
+def test_the_profile_rules_are_enforced_by_the_schema_and_bridges_reach_the_prompts():
+    from pace.gen.profile import toy_ego, toy_alters
+    ego = dict(toy_ego(), technology=["Pixel 8 with Google Calendar"])
+    paper.PaperEgo.model_validate(ego)
+    for k in ("health_conditions", "technology"):
+        with pytest.raises(Exception): paper.PaperEgo.model_validate(dict(ego, **{k: []}))
+    with pytest.raises(Exception): paper.PaperAlter.model_validate(dict(toy_alters()[0], ego_knows=[]))
+    inst = dict(instance_id="gen-x", ego=ego, alters=[dict(toy_alters()[0], ego_knows=["Diego told Ana at lunch"])],
+                timeline=dict(window_start="2026-02-18", ref_date="2026-03-04", window_end="2026-04-15"),
+                reference_dates=["2026-03-04"])
+    u = paper.set_messages(inst, paper.set_plan(inst, PAPER), PAPER)[1]["content"]
+    assert "Ana Ortega knows: Diego told Ana at lunch" in u and "Technology: Pixel 8 with Google Calendar" in u
+
+def test_the_timed_temporal_form_is_a_named_option_that_asks_for_and_checks_times(tmp_path):
+    seen = []
+    def respond(ms, js):
+        t = (js or {}).get("title")
+        if t in ("CaseSet", "SetCase"): seen.append((t, ms[0]["content"], ms[1]["content"]))
+        return toy_reply(ms, js)
+    pgen(tmp_path / "fit", respond, personas="1")
+    assert "are timed" not in seen[0][1] and "situational fit" in seen[0][1]
+    seen.clear()
+    pgen(tmp_path / "timed", respond, personas="1", cfg=PAPER.model_copy(update=dict(temporal_form="timed")))
+    assert "Temporal cases of this set are timed" in seen[0][1]
+    d = decisions(tmp_path / "timed")                     # the toy's T-N1 context states no clock time or minutes
+    assert d[("gen-p01", "T-N1")]["problems"][0] == "temporal_without_times"
+    assert d[("gen-p01", "T-C1")]["problems"] == []      # "from 13:00 until 19:30"

@@ -15,55 +15,84 @@ from ..cache import ReplayError
 from ..data import append_row, load_done
 
 # %% auto #0
-__all__ = ['SITUATION_TYPES', 'LABELS', 'CELLS', 'MAX_TEXT', 'TIME12_RE', 'TIME24_RE', 'DURATION_RE', 'WORD_DURATIONS', 'STAGES',
-           'GenConfig', 'case_id', 'by_cell', 'calendar_text', 'to_minutes', 'hhmm', 'rng_for', 'Text', 'truncated',
-           'split_sentences', 'states_time', 'unique_sentences', 'ask_many', 'stage_path', 'read_stage',
-           'accounts_since', 'run_stage', 'read_accounts', 'count', 'add_counts']
+__all__ = ['PAPER_FIELDS', 'SITUATION_TYPES', 'LABELS', 'CELLS', 'MAX_TEXT', 'TIME12_RE', 'TIME24_RE', 'DURATION_RE',
+           'WORD_DURATIONS', 'STAGES', 'GenConfig', 'case_id', 'by_cell', 'calendar_text', 'to_minutes', 'hhmm',
+           'rng_for', 'Text', 'truncated', 'split_sentences', 'states_time', 'unique_sentences', 'ask_many',
+           'stage_path', 'read_stage', 'accounts_since', 'run_stage', 'read_accounts', 'count', 'add_counts']
 
 # %% ../../nbs/40_gen_base.ipynb #65fc339e
+_NO_OPTION = dict(cli="")   # set with `pace generate --set key=value`
+
+# the paper recipe's fields, newer than the pace recipe's folders
+PAPER_FIELDS = ("recipe", "temporal_form", "distractor_contexts", "distractors_per_call")
+
 class GenConfig(BaseModel):
     "Settings of one generation run (stored in generate.json; a folder resumes only under the same settings)."
     model_config = ConfigDict(extra="forbid")
-    # cases per (situation type, label) cell and instance (3, like the paper: 18 per instance)
-    cases_per_cell: int = Field(3, ge=1, le=20)
-    # target facts per knowledge base (the paper: about 2,000)
-    facts: int = Field(2000, ge=0)
-    # seeds timelines, case focuses, fill topics and the KB shuffle
-    seed: int = 0
+    cases_per_cell: int = Field(3, ge=1, le=20, description="cases per (situation type, label) cell and "
+                                "instance (default 3: 18 per instance, like the paper)")
+    facts: int = Field(2000, ge=0,
+                       description="target facts per knowledge base (default 2000, like the paper)")
+    seed: int = Field(0, description="seed of timelines, anchors, fill topics and the KB shuffle")
     # alters per ego, at least ...
-    min_alters: int = Field(2, ge=1)
+    min_alters: int = Field(2, ge=1, json_schema_extra=_NO_OPTION)
     # ... and at most
-    max_alters: int = Field(4, ge=1)
+    max_alters: int = Field(4, ge=1, json_schema_extra=_NO_OPTION)
     # the window starts this many days before the reference date
-    days_before: int = Field(14, ge=0)
+    days_before: int = Field(14, ge=0, json_schema_extra=_NO_OPTION)
     # and ends this many days after it
-    days_after: int = Field(42, ge=7)
+    days_after: int = Field(42, ge=7, json_schema_extra=_NO_OPTION)
     # rewrite rounds before a failing case is dropped
-    max_rewrites: int = Field(2, ge=0)
+    max_rewrites: int = Field(2, ge=0, json_schema_extra=_NO_OPTION)
     # rewrites sample with seed = round, so a model that repeats its draft is not asked the same thing twice
     # (0: greedy)
-    rewrite_temperature: float = Field(0.7, ge=0, le=2)
-    # revise: the rewrite sees its failed draft (the paper); fresh: a new case for the slot, told only what
+    rewrite_temperature: float = Field(0.7, ge=0, le=2, json_schema_extra=_NO_OPTION)
+    # pace recipe -- revise: the rewrite sees its failed draft; fresh: a new case for the slot, told only what
     # went wrong
-    rewrite_mode: Literal["revise", "fresh"] = "revise"
-    # model: the model writes a temporal case's times and minutes (the paper); code: code draws them to fit
-    # the label, the model names the steps
-    temporal_arithmetic: Literal["model", "code"] = "model"
+    rewrite_mode: Literal["revise", "fresh"] = Field("revise", json_schema_extra=_NO_OPTION)
+    # pace recipe -- model: the model writes a temporal case's times and minutes; code: code draws them to fit
+    # the label, the model names the steps (the code-timed form)
+    temporal_arithmetic: Literal["model", "code"] = Field("model", json_schema_extra=_NO_OPTION)
     # set a weekday written beside a date to that date's weekday before the checks (counted)
-    repair_weekdays: bool = True
-    # enforce: the blind validator's verdicts send cases to rewrite; record: only counted
-    llm_validator: Literal["enforce", "record"] = "enforce"
-    # near-miss facts asked for per case
-    distractors_per_case: int = Field(6, ge=0)
-    # show the distractor writer the decisive facts (the paper); False: only the words to avoid, for small
+    repair_weekdays: bool = Field(True, json_schema_extra=_NO_OPTION)
+    # pace recipe -- enforce: the blind validator's verdicts send cases to rewrite; record: only counted
+    llm_validator: Literal["enforce", "record"] = Field("enforce", json_schema_extra=_NO_OPTION)
+    # pace recipe: near-miss facts asked for per case
+    distractors_per_case: int = Field(6, ge=0, json_schema_extra=_NO_OPTION)
+    # pace recipe: show the distractor writer the decisive facts; False: only the words to avoid, for small
     # models that copy what they see
-    distractors_see_context: bool = True
-    # everyday facts asked for per fill call
-    everyday_per_call: int = Field(15, ge=1)
-    # cap on fill calls per instance (default: twice what the target needs)
-    max_fill_calls: int | None = None
+    distractors_see_context: bool = Field(True, json_schema_extra=_NO_OPTION)
+    # pace recipe: everyday facts asked for per fill call
+    everyday_per_call: int = Field(15, ge=1, json_schema_extra=_NO_OPTION)
+    # pace recipe: cap on fill calls per instance (default: twice what the target needs)
+    max_fill_calls: int | None = Field(None, json_schema_extra=_NO_OPTION)
     # cosine at or above which two facts are merged as near-duplicates
-    dedup_threshold: float = Field(0.92, gt=0, le=1)
+    dedup_threshold: float = Field(0.92, gt=0, le=1, json_schema_extra=_NO_OPTION)
+    recipe: Literal["paper", "pace"] = Field(
+        "paper", description="paper: the paper's stages (paired personas, a whole case set per call, a "
+        "set-level validator, scenario distractors, every gold-context atom gold); pace: this project's "
+        "slot-at-a-time recipe with code checks, code-timed temporal cases and KB filler, steadier with "
+        "small models")
+    # paper recipe -- fit: temporal cases of situational fit (the paper); timed: their contexts state the
+    # times and minutes that decide
+    temporal_form: Literal["fit", "timed"] = Field("fit", json_schema_extra=_NO_OPTION)
+    # paper recipe: distractor contexts per instance (None: enough atoms to reach `facts`)
+    distractor_contexts: int | None = Field(None, ge=0, json_schema_extra=_NO_OPTION)
+    # paper recipe: distractor contexts asked for per call
+    distractors_per_call: int = Field(6, ge=1, le=12, json_schema_extra=_NO_OPTION)
+
+    def settings(self) -> dict:
+        "The settings as generate.json stores them: a `pace` recipe's without the paper recipe's fields."
+        d = self.model_dump()
+        if self.recipe == "pace":
+            for k in PAPER_FIELDS:
+                if k == "recipe" or d[k] == GenConfig.model_fields[k].default: d.pop(k)
+        return d
+
+    @classmethod
+    def of_settings(cls, d: dict) -> GenConfig:
+        "The settings `settings()` stored (a folder from before the paper recipe is a `pace` one)."
+        return cls(**{"recipe": "pace", **d})
 
 # %% ../../nbs/40_gen_base.ipynb #1d6f8655
 SITUATION_TYPES = ("temporal", "personal", "state")

@@ -7,12 +7,15 @@ from __future__ import annotations
 import argparse, contextlib, datetime as dt, hashlib, json, math, os, re, shutil, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from typing import Any, Literal
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from tqdm.auto import tqdm
 from ..data import UsageError, append_row, jsonl_text, load_done
-from ..runfolder import limit_rate, replace_text
+from ..runfolder import (add_options, limit_rate, option_values, positive_float, replace_text,
+                            usage_error)
 from ..shards import MergeError, check_parts, merged_rows, parse_shard, shard_ids
 from .base import (CELLS, STAGES, GenConfig, accounts_since, add_counts, count, hhmm, read_accounts,
-                           read_stage, run_stage, stage_path, to_minutes)
+                           read_stage, run_stage, split_sentences, stage_path, to_minutes)
 from .persona import expand_personas, instance_id_of, load_personas, persona_source
 from .profile import synthesize_profile
 from .cases import generate_cases
@@ -20,12 +23,14 @@ from .validate import validate_cases
 from .distractors import make_distractors
 from .atomize import atomize_instance
 from .kb import assemble_instance, fill_kb, write_dataset
+from .paper import (alter_seeds, generate_case_set, paper_atomize, paper_kb_row, paper_profile,
+                            scenario_distractors, validate_case_set)
 
 # %% auto #0
-__all__ = ['GEN_MODULES', 'ACCOUNT_FIELDS', 'PAPER_SCALE', 'AFTER_CHECKS', 'toy_reply', 'gen_prompt_hashes', 'generation_report',
-           'GenerationError', 'check_generation_settings', 'project_paper_scale', 'report_markdown', 'dataset_card',
-           'add_cli', 'toy_chat', 'generate_dataset', 'drop_cases', 'rebuild_outputs', 'merge_generations',
-           'drop_failing_cases']
+__all__ = ['GEN_MODULES', 'PAPER_MODULES', 'ACCOUNT_FIELDS', 'PAPER_SCALE', 'AFTER_CHECKS', 'toy_reply', 'gen_prompt_hashes',
+           'generation_report', 'GenerationError', 'check_generation_settings', 'project_paper_scale',
+           'report_markdown', 'dataset_card', 'GenerateJob', 'add_cli', 'toy_chat', 'generate_dataset', 'drop_cases',
+           'rebuild_outputs', 'merge_generations', 'drop_failing_cases']
 
 # %% ../../nbs/48_generate.ipynb #435ec5c6
 _NAMES = ["Ana Ortega", "Tomas Novak", "Priya Raman", "Kofi Mensah", "Lena Fischer", "Kenji Watanabe",
@@ -75,6 +80,91 @@ def _toy_alters(sys_: str, u: str) -> dict:
           for i in range(n)]
     return {"alters": al}
 
+# %% ../../nbs/48_generate.ipynb #c399daed
+_TOY_CASES = {   # (driver, context, request) of the toy's cases, by situation type and label
+    ("temporal", "conflict"): (
+        "an all-afternoon client workshop",
+        "{ego}'s client workshop at Estudio Norte on {ds} runs from 13:00 until 19:30, and the team goes "
+        "straight on to a dinner across town.", "Book me the evening yoga class at Casa Prana on {wd} {ds}."),
+    ("temporal", "non_conflict"): (
+        "a morning-only client workshop",
+        "{ego}'s client workshop at Estudio Norte on {ds} ends at midday. The afternoon of {ds} holds no "
+        "other plan.", "Book me the evening yoga class at Casa Prana on {wd} {ds}."),
+    ("personal", "conflict"): (
+        "{who}'s severe peanut allergy",
+        "{who} has a severe peanut allergy. La Docena cooks its house mole with ground peanuts.",
+        "Reserve a table for {who} and me at La Docena on {wd} {ds}."),
+    ("personal", "non_conflict"): (
+        "{who}'s dairy-free diet",
+        "{who} follows a dairy-free diet. Casa Lupe marks every dairy-free dish on its menu.",
+        "Reserve a table for {who} and me at Casa Lupe on {wd} {ds}."),
+    ("state", "conflict"): (
+        "resurfacing works on the climbing gym ramp",
+        "Resurfacing works cover the ramp entrance of Rocodromo Roma from {a} to {b}. During the works, "
+        "entry is by a steep service stair at the back.",
+        "Sign me up for the bouldering session at Rocodromo Roma on {wd} {ds}."),
+    ("state", "non_conflict"): (
+        "ramp works that end days earlier",
+        "Resurfacing works cover the ramp entrance of Rocodromo Roma from {a} to {b}. The ramp reopens "
+        "once they end.", "Sign me up for the bouldering session at Rocodromo Roma on {wd} {ds}."),
+}
+
+def _toy_set_case(cid: str, t: str, l: str, who: str, ref: str, ego: str) -> dict:
+    "A rule-following case of the paper's set for one plan line (its words vary with the case number)."
+    n = int(cid[3:]); day = _d(ref) + dt.timedelta(days=5 + n)
+    driver, ctx, query = _TOY_CASES[(t, l)]
+    a, b = ((day - dt.timedelta(1), day + dt.timedelta(1)) if l == "conflict" else
+            (day - dt.timedelta(6), day - dt.timedelta(3)))
+    f = dict(ego=ego, who=who, ds=day.isoformat(), wd=f"{day:%A}", a=a.isoformat(), b=b.isoformat())
+    return dict(situation_type=t, label=l, involves=who, driver=driver.format(**f), query=query.format(**f),
+                context=ctx.format(**f), judgment=f"The facts about {driver.format(**f)} decide the request.")
+
+
+# %% ../../nbs/48_generate.ipynb #663c87ef
+def _toy_paper(title: str, sys_: str, u: str, h: int) -> dict | None:
+    "The toy's reply to a prompt of the paper's recipe (by schema title); None for another prompt."
+    ego = _find(r"(?:The user's world|Profile of [^\n]*?):\n(.*?),", u, "Ana Ortega")
+    if title == "PaperEgo":
+        return dict(_toy_ego(u), technology=["Pixel 8 with Google Calendar and WhatsApp"])
+    if title == "PaperAlters":
+        n = len(re.findall(r"^Seed of person \d+:", u, re.M))
+        needs = ["severe peanut allergy", "uses a wheelchair", "works night shifts", "vegan"]
+        return {"alters": [dict(name=_FRIENDS[i], relation=["friend", "brother", "colleague", "neighbour"][i],
+                                age=30 + i, city="Mexico City", occupation="nurse", traits=["calm"],
+                                constraints=[needs[i]], shared_context=[f"climbs with {ego} on Thursdays"],
+                                ego_knows=[f"{ego} heard about the {needs[i]} at a Sunday lunch"])
+                           for i in range(n)]}
+    plan = re.findall(r"^Case \d+: (\w+) / (\w+) / involves (.+?) / asked on \w+ (\S+)$", u, re.M)
+    if title == "CaseSet":
+        seen = {}
+        out = []
+        for t, l, who, ref in plan:
+            k = seen[(t, l)] = seen.get((t, l), 0) + 1
+            cid = f"{t[0].upper()}-{'C' if l == 'conflict' else 'N'}{k}"
+            out.append(_toy_set_case(cid, t, l, who, ref, ego))
+        return {"cases": out}
+    block = re.findall(r"^Case (\d+) \((\S+)\): (\w+) / (\w+) / involves (.+?) / asked on \w+ (\S+)$",
+                       u, re.M)
+    if title == "SetReview":
+        drivers = re.findall(r"^Driver: (.*)$", u, re.M)
+        return {"reviews": [dict(case=int(k), verdict="keep", score=8, reason="sound", driver=d[:60])
+                            for (k, *_), d in zip(block, drivers)]}
+    if title == "SetCase":
+        _, cid, t, l, who, ref = block[0]
+        return _toy_set_case(cid, t, l, who, ref, ego)
+    if title == "DistractorSet":
+        n = int(_find(r"Write (\d+) distractor", u, "3"))
+        centre = _find(r"Centre these passages on (.*?)\.\n", u)
+        start = _d(_find(r"Timeline: (\S+) to", u))
+        facts = _toy_facts(centre, [start + dt.timedelta(days=k) for k in range(3, 10)], 2 * n, h)
+        return {"contexts": [f"{facts[2 * i]} {facts[2 * i + 1]}" for i in range(n)]}
+    if title == "AtomList":
+        sents = split_sentences(_find(r"Passage: (.*?)\n\nWrite", u, ""))
+        if len(sents) < 2: sents = [s.strip() + "." for s in sents[0].rstrip(".").split(" and ", 1)]
+        return {"atoms": sents[:5]}
+    return None
+
+
 # %% ../../nbs/48_generate.ipynb #02769c6b
 def toy_reply(messages: list[dict], schema: dict | None) -> str:
     "A scripted generator model: a plausible, rule-following JSON reply to any generation prompt (by schema)."
@@ -82,6 +172,8 @@ def toy_reply(messages: list[dict], schema: dict | None) -> str:
     title, sys_, u = (schema or {}).get("title"), messages[0]["content"], messages[1]["content"]
     h = int(hashlib.sha256(u.encode()).hexdigest(), 16)
     if title == "PersonaText": return json.dumps(_toy_persona(u))
+    paper = _toy_paper(title, sys_, u, h)
+    if paper is not None: return json.dumps(paper)
     if title == "EgoProfile": return json.dumps(_toy_ego(u))
     if title == "AlterList": return json.dumps(_toy_alters(sys_, u))
     if title in ("TemporalCase", "FixedTemporalCase", "CaseDraft"):
@@ -209,13 +301,14 @@ def _toy_review(u: str) -> dict:
 # %% ../../nbs/48_generate.ipynb #4f5f3cd0
 GEN_MODULES = ("pace.gen.persona", "pace.gen.profile", "pace.gen.cases", "pace.gen.validate",
                "pace.gen.distractors", "pace.gen.atomize", "pace.gen.kb")
+PAPER_MODULES = ("pace.gen.persona", "pace.gen.paper")   # the prompts of the paper recipe
 
 # %% ../../nbs/48_generate.ipynb #a1199c90
-def gen_prompt_hashes() -> dict[str, str]:
-    "sha256 (16 hex) of each prompt constant (*_SYSTEM, *_RULES, ...) of GEN_MODULES: `gen_<module>.<NAME>`."
+def gen_prompt_hashes(recipe: str = "pace") -> dict[str, str]:
+    "sha256 (16 hex) of each prompt constant (*_SYSTEM, *_RULES, ...) of a recipe's modules."
     import importlib
     out = {}
-    for name in GEN_MODULES:
+    for name in (PAPER_MODULES if recipe == "paper" else GEN_MODULES):
         mod = importlib.import_module(name)
         for k, v in sorted(vars(mod).items()):
             if k.isupper() and k.endswith(("_SYSTEM", "_RULES", "_NOTE", "_TOPICS", "_CONDITIONS",
@@ -321,15 +414,6 @@ def _fill_row(cm, emb, cfg, inst, kept, atoms) -> dict:
     return dict(instance_id=inst["instance_id"], everyday=new, fill=acc, dropped=dropped,
                 dropped_instance=None)
 
-# %% ../../nbs/48_generate.ipynb #6c10732c
-def _gen_config(d) -> GenConfig:
-    from pydantic import ValidationError
-    try: return GenConfig(**(d or {}))
-    except ValidationError as e:
-        bad = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
-        known = ", ".join(GenConfig.model_fields)
-        raise UsageError(f"bad generation setting: {bad} (settings: {known})") from None
-
 # %% ../../nbs/48_generate.ipynb #31a30a1c
 def _dataset_summary(ds) -> dict:
     from pace.data import dataset_stats
@@ -348,6 +432,10 @@ PAPER_SCALE = dict(instances=185, cases_per_cell=3, facts=2000)
 _UNITS = {"gen.persona": "instance", "gen.profile": "instance", "gen.alters": "instance", "gen.cases": "case",
           "gen.validate": "case", "gen.rewrite": "case", "gen.distractors": "case", "gen.atomize": "case",
           "gen.everyday": "everyday fact", "gen.dedup": "fact"}
+# the paper recipe writes, reviews and distracts a whole set per call
+_PAPER_UNITS = {"gen.cases": "instance", "gen.validate": "instance", "gen.distractors": "fact",
+                "gen.atomize": "fact"}
+
 
 # %% ../../nbs/48_generate.ipynb #1ef15c2f
 def _tag_accounts(acc: dict) -> dict[str, dict]:
@@ -393,8 +481,9 @@ def project_paper_scale(report: dict, cfg: GenConfig, scale: dict | None = None,
     measured = {"instance": n_inst, "case": n_case, "everyday fact": n_fill,
                 "fact": report["atomization"]["facts"] + n_fill}
     rows, tot = [], dict(calls=0, prompt_tokens=0, completion_tokens=0, hours=0.0)
+    units = dict(_UNITS, **(_PAPER_UNITS if cfg.recipe == "paper" else {}))
     for tag in sorted(tags, key=lambda t: list(_UNITS).index(t) if t in _UNITS else 99):
-        unit = _UNITS.get(tag, "instance"); m = measured[unit]
+        unit = units.get(tag, "instance"); m = measured[unit]
         a = tags[tag]
         f = target[unit] / m if m else None
         row = _projection_row(tag, unit, m, a, target[unit], f)
@@ -420,6 +509,10 @@ def project_paper_scale(report: dict, cfg: GenConfig, scale: dict | None = None,
              "request(s) in flight, each as fast as one alone (an API, or a server with room to spare); a "
              "server that slows under load takes longer",
              "calls and tokens exclude embeddings (gen.dedup, one text per call of the embedder's batch)"]
+    if cfg.recipe == "paper":
+        notes.append("paper recipe: the case set and its review are one call per instance (projected per "
+                     "instance: their replies grow with the cases per instance, so tokens are under-counted "
+                     "when the paper's 18 cases exceed the run's); distractor and atom calls are per fact")
     return dict(scale=sc, run=dict(workers=workers, shards=shards), rows=rows, total=tot, notes=notes)
 
 # %% ../../nbs/48_generate.ipynb #99584197
@@ -507,8 +600,30 @@ def _write_report(out: Path, report: dict, cfg, settings, ds):
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str, sort_keys=True) + "\n")
     (out / "report.md").write_text(report_markdown(report))
 
+# %% ../../nbs/48_generate.ipynb #cc95e09c
+def _card_paper_stages(cfg: GenConfig) -> str:
+    n = 6 * cfg.cases_per_cell
+    form = ("situational fit" if cfg.temporal_form == "fit"
+            else "timed contexts (times and minutes stated)")
+    return ("Stages (the paper's recipe, `pace.gen.paper`): (1) each one-line seed persona is expanded "
+            "into a narrative; (2) a structured ego profile (health and technology sections required) and "
+            f"{cfg.min_alters}-{cfg.max_alters} alters, each expanded from another seed persona into a "
+            "sub-character of the ego's world (relation, shared history, what the ego knows about them), and "
+            f"a timeline drawn by code; (3) the whole case set of an instance ({n} cases, planned by code "
+            f"over labels, situation types and people; temporal cases of {form}) is written in one call; "
+            "(4) relative dates are resolved, code checks the plan, dates, restated queries, vague "
+            "references, verdicts and closure-only state cases, and one validator call over the whole set "
+            "gives each case "
+            f"keep, rewrite or drop with a 0-10 score; rewrites repair the primary problem (at most "
+            f"{cfg.max_rewrites} rounds); a set-level pass drops cases whose hidden driver another, "
+            "better-scored case has; (5) distractor contexts are written for the whole scenario, compatible "
+            "with every case; (6) every context is split into 2-5 atoms, every atom of a gold context is "
+            "gold, distractor atoms that carry a hidden reason are dropped, near-duplicates are merged; "
+            "(7) the KB is the atoms alone, shuffled with the seed.")
+
 # %% ../../nbs/48_generate.ipynb #ce63d19b
 def _card_stages(cfg: GenConfig) -> str:
+    if cfg.recipe == "paper": return _card_paper_stages(cfg)
     timed = ("; the times and minutes of temporal cases were drawn by code to fit their label, "
              "the model named the steps") if cfg.temporal_arithmetic == "code" else ""
     return ("Stages: (1) each one-line seed persona is expanded into a narrative; "
@@ -561,7 +676,7 @@ def dataset_card(report: dict, cfg: GenConfig, settings: dict, ds, command: str 
     L += [f"- generator: `{ch.get('model_id')}` ({ch.get('backend')} backend; "
           f"identity {json.dumps(fp, sort_keys=True)[:160]})",
           f"- embedder for near-duplicate merging: `{emb.get('model_id')}` ({emb.get('backend')})",
-          f"- seed {cfg.seed}; settings: " + ", ".join(f"{k}={x}" for k, x in cfg.model_dump().items()), "",
+          f"- seed {cfg.seed}; settings: " + ", ".join(f"{k}={x}" for k, x in cfg.settings().items()), "",
           _card_stages(cfg), "",
           "## Counts (`pace data check`)", "", stats_markdown(ds.stats()), "",
           "| instance | facts | queries | cells missing |", "|---|---:|---:|---|"]
@@ -597,68 +712,87 @@ def _setting_arg(s: str) -> dict:
         except ValueError: out[k.strip()] = v.strip()
     return out
 
+# %% ../../nbs/48_generate.ipynb #a0277b70
+class GenerateJob(BaseModel):
+    "Every setting of a `pace generate`, checked once: a mistake is one `UsageError` naming the option."
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    out: str | Path | None = Field(None, description="the dataset folder to write (an existing generation "
+                                   "folder is resumed)")
+    personas: str | Path | None = Field(None, description="a seed file (.jsonl with seed_id/persona, or .txt "
+                                        "one per line), or N for the first N bundled seeds")
+    chat: Any = Field(None, description="generator model spec (default $PACE_CHAT_MODEL or "
+                      "llamacpp:qwen2.5-0.5b)")
+    instances: int | None = Field(None, ge=0, description="use only the first N personas")
+    config: GenConfig = Field(default_factory=GenConfig)
+    embedder: Any = Field("onnx:all-MiniLM-L6-v2", description="embedder spec for near-duplicate merging")
+    cache: Any = Field(None, description="cache file (default: <out>/cache.sqlite)")
+    settings: dict | None = Field(None, description="other GenConfig settings, e.g. "
+                                  "'max_rewrites=1,temporal_form=timed' or, with --recipe pace, "
+                                  "'rewrite_mode=fresh,llm_validator=record'",
+                                  json_schema_extra=dict(cli="--set", type=_setting_arg))
+    card_note: str = Field("", description="a paragraph for the dataset card (e.g. about the generator's "
+                           "quality; default: none)")
+    command: str | None = Field(None, json_schema_extra=dict(cli=""))   # the command line, for the card
+    stop_after: Literal[STAGES] | None = Field(None, description="stop after this stage")
+    workers: int | None = Field(None, ge=1, description="requests in flight against a model served over "
+                                "HTTP: instances at once, and the independent calls of a stage at once "
+                                "(default: one instance at a time)")
+    max_rps: float | None = Field(None, gt=0, json_schema_extra=dict(type=positive_float),
+                                  description="requests started a second against a model served over HTTP "
+                                  "(default: no bound)")
+    retry_failed: bool = Field(False, description="run again each instance from its first stage with a "
+                               "failed model call")
+    shard: str | None = Field(None, description="generate only part K of N of the instances (K from 0, e.g. "
+                              "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT) into <out>-shard<K>of<N>; "
+                              "`pace merge` joins the parts")
+    progress: bool = Field(True, description="no progress bars", json_schema_extra=dict(cli="--no-progress"))
+
+    @model_validator(mode="before")
+    @classmethod
+    def merge_settings(cls, d):
+        "`settings` (`--set`) fill in the generation settings that `config` leaves at their defaults."
+        if not isinstance(d, dict) or not d.get("settings"): return d
+        cfg = d.get("config") or {}
+        cfg = cfg.model_dump() if isinstance(cfg, GenConfig) else dict(cfg)
+        for k, v in d["settings"].items():
+            f = GenConfig.model_fields.get(k)
+            if k not in cfg or (f is not None and cfg[k] == f.default): cfg[k] = v
+        return {**d, "config": cfg, "settings": None}
+
+    @classmethod
+    def checked(cls, **kw) -> GenerateJob:
+        "The job from its fields (dicts or models), checked: a mistake is a `UsageError`."
+        try: job = cls(**kw)
+        except ValidationError as e: raise usage_error(cls, e) from None
+        if job.out is None: raise UsageError("generate_dataset needs out: the folder to write")
+        return job
+
 # %% ../../nbs/48_generate.ipynb #77b40180
 def add_cli(subparsers) -> argparse.ArgumentParser:
-    "Register the `generate` subcommand."
-    from pace.runfolder import nonnegative_int, positive_float, positive_int
+    "Register the `generate` subcommand: an option for each setting of `GenerateJob` (`add_options`)."
     p = subparsers.add_parser("generate", help="generate a PACE-style dataset from personas (resumable)",
                               description="Generate a PACE dataset folder from one-line personas: "
                                           "persona expansion, profiles, cases, validation, distractors, "
                                           "atomization and KB assembly, resumable per stage and instance.")
-    p.add_argument("--out", required=True,
-                   help="the dataset folder to write (an existing generation folder is resumed)")
-    p.add_argument("--personas", required=True,
-                   help="a seed file (.jsonl with seed_id/persona, or .txt one per line), "
-                        "or N for the first N bundled seeds")
-    p.add_argument("--chat", default=None,
-                   help="generator model spec (default $PACE_CHAT_MODEL or llamacpp:qwen2.5-0.5b)")
-    p.add_argument("--instances", type=nonnegative_int, default=None, help="use only the first N personas")
-    p.add_argument("--cases-per-cell", type=nonnegative_int, default=3,
-                   help="cases per (situation type, label) cell and instance "
-                        "(default 3: 18 per instance, like the paper)")
-    p.add_argument("--facts", type=nonnegative_int, default=2000,
-                   help="target facts per knowledge base (default 2000, like the paper)")
-    p.add_argument("--seed", type=int, default=0,
-                   help="seed of timelines, anchors, fill topics and the KB shuffle")
-    p.add_argument("--embedder", default="onnx:all-MiniLM-L6-v2",
-                   help="embedder spec for near-duplicate merging")
-    p.add_argument("--cache", default=None, help="cache file (default: <out>/cache.sqlite)")
-    p.add_argument("--set", type=_setting_arg, default=None, dest="settings",
-                   help="other GenConfig settings, "
-                        "e.g. 'max_rewrites=1,rewrite_mode=fresh,llm_validator=record'")
-    p.add_argument("--card-note", default="",
-                   help="a paragraph for the dataset card (e.g. about the generator's quality)")
-    p.add_argument("--stop-after", choices=STAGES, default=None, help="stop after this stage")
-    p.add_argument("--workers", type=positive_int, default=None,
-                   help="requests in flight against a model served over HTTP: instances at once, and the "
-                        "independent calls of a stage at once (default: one instance at a time)")
-    p.add_argument("--max-rps", type=positive_float, default=None,
-                   help="requests started a second against a model served over HTTP (default: no bound)")
-    p.add_argument("--retry-failed", action="store_true",
-                   help="run again each instance from its first stage with a failed model call")
-    p.add_argument("--shard", default=None,
-                   help="generate only part K of N of the instances (K from 0, e.g. "
-                        "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT) into <out>-shard<K>of<N>; "
-                        "`pace merge` joins the parts")
-    p.add_argument("--no-progress", action="store_true")
+    add_options(p, GenerateJob)
+    for act in p._actions:
+        if act.dest in ("out", "personas"): act.required, act.default = True, None
     p.set_defaults(func=_generate_cmd)
     return p
 
 # %% ../../nbs/48_generate.ipynb #8a708ca3
 def _generate_cmd(a) -> int:
-    cfg = dict(a.settings or {}, cases_per_cell=a.cases_per_cell, facts=a.facts, seed=a.seed)
-    sets = ",".join(f"{k}={v}" for k, v in a.settings.items()) if a.settings else ""
+    job = GenerateJob.checked(**option_values(a, GenerateJob))
+    c = job.config
+    sets = ",".join(f"{k}={v}" for k, v in a.set.items()) if a.set else ""
     cmd = (f"pace generate --out {a.out} --personas {a.personas}" + (f" --chat '{a.chat}'" if a.chat else "")
            + (f" --instances {a.instances}" if a.instances else "")
-           + f" --cases-per-cell {a.cases_per_cell} --facts {a.facts} --seed {a.seed}"
-           + (f" --set '{sets}'" if a.settings else ""))
-    try: res = generate_dataset(a.out, a.personas, a.chat, a.instances, cfg, a.embedder, a.cache,
-                                card_note=a.card_note, command=cmd, progress=not a.no_progress,
-                                stop_after=a.stop_after, workers=a.workers, shard=a.shard,
-                                max_rps=a.max_rps, retry_failed=a.retry_failed)
+           + f" --cases-per-cell {c.cases_per_cell} --facts {c.facts} --seed {c.seed} --recipe {c.recipe}"
+           + (f" --set '{sets}'" if a.set else ""))
+    try: res = generate_dataset(job.model_copy(update=dict(command=cmd)))
     except GenerationError as e:
         print(f"pace: {e}", file=sys.stderr); return 1
-    if res["status"] != "complete": print(f"stopped after {a.stop_after} in {res['out']}"); return 0
+    if res["status"] != "complete": print(f"stopped after {job.stop_after} in {res['out']}"); return 0
     r = res["report"]
     print(f"{res['out']}: {res['n_queries']} queries, {r['dataset']['stats']['table1']['facts']} facts in "
           f"{len(r['dataset']['facts_per_instance'])} instances [{res['seconds']:.0f} s]; "
@@ -693,8 +827,8 @@ def _gen_models(out: Path, chat, embedder, cache, cfg: GenConfig, personas) -> t
     emb = build_model("embedder", as_embedder, embedder, cache)
     # settings hold the whole seed source; which seeds (--personas N, --instances) is scope
     file_seeds = persona_source(personas)
-    settings = dict(pace_version=__version__, prompts=gen_prompt_hashes(), chat=model_fingerprint(cm),
-                    embedder=model_fingerprint(emb), config=cfg.model_dump(),
+    settings = dict(pace_version=__version__, prompts=gen_prompt_hashes(cfg.recipe),
+                    chat=model_fingerprint(cm), embedder=model_fingerprint(emb), config=cfg.settings(),
                     personas_sha256=_seed_sha(file_seeds))
     return cm, emb, settings
 
@@ -789,9 +923,20 @@ def _run_instances_at_once(root, steps: list[tuple], # (stage, fn(instance_id) -
     for k in list(s): s[k] = {i: s[k][i] for i in ids if i in s[k]}
 
 # %% ../../nbs/48_generate.ipynb #4f290814
-def _stage_steps(cm, emb, cfg: GenConfig, seed_of: dict, s: dict) -> list[tuple]:
-    "(stage, fn(instance_id) -> row, models) of the seven stages; `s` holds the earlier rows by stage number."
+def _stage_steps(cm, emb, cfg: GenConfig, seed_of: dict, s: dict, pool: list = ()) -> list[tuple]:
+    """(stage, fn(instance_id) -> row, models) of the seven stages of `cfg.recipe`; `s` holds the earlier rows
+    by stage number; `pool`: every seed of the source (the paper recipe's alters come from it)."""
     world = lambda i: {k: s[2][i][k] for k in ("instance_id", "ego", "alters", "timeline", "reference_dates")}
+    if cfg.recipe == "paper":
+        alters = lambda i: alter_seeds(cfg, list(pool), seed_of[i].seed_id)
+        return [("1_persona", lambda i: expand_personas(cm, [seed_of[i]])[0], (cm,)),
+                ("2_profile", lambda i: paper_profile(cm, cfg, i, s[1][i]["persona"], alters(i)), (cm,)),
+                ("3_cases", lambda i: generate_case_set(cm, cfg, world(i)), (cm,)),
+                ("4_validate", lambda i: validate_case_set(cm, cfg, world(i), s[3][i]["cases"]), (cm,)),
+                ("5_distractors", lambda i: scenario_distractors(cm, cfg, world(i), s[4][i]["kept"]), (cm,)),
+                ("6_atomize", lambda i: paper_atomize(cm, emb, cfg, world(i), s[4][i]["kept"],
+                                                      s[5][i]["distractors"]["scenario"]), (cm, emb)),
+                ("7_kb", lambda i: paper_kb_row(world(i), s[6][i]), ())]
     return [("1_persona", lambda i: expand_personas(cm, [seed_of[i]])[0], (cm,)),
             ("2_profile", lambda i: synthesize_profile(cm, cfg, i, s[1][i]["persona"]), (cm,)),
             ("3_cases", lambda i: generate_cases(cm, cfg, world(i)), (cm,)),
@@ -804,10 +949,10 @@ def _stage_steps(cm, emb, cfg: GenConfig, seed_of: dict, s: dict) -> list[tuple]
 
 # %% ../../nbs/48_generate.ipynb #fcfaff3d
 def _run_stages(out: Path, cm, emb, cfg: GenConfig, ids: list[str], seed_of: dict, stop_after: str | None,
-                progress: bool, at_once: int = 1) -> tuple[dict, list[str]]:
+                progress: bool, at_once: int = 1, pool: list = ()) -> tuple[dict, list[str]]:
     "The rows of each stage run, by stage number, and the instances alive after stage 2."
     s = {}
-    steps = _stage_steps(cm, emb, cfg, seed_of, s)
+    steps = _stage_steps(cm, emb, cfg, seed_of, s, pool)
     if stop_after is not None: steps = steps[:max(2, STAGES.index(stop_after) + 1)]
     if at_once > 1: _run_instances_at_once(out, steps, ids, s, progress, at_once)
     else:
@@ -837,28 +982,16 @@ def _write_outputs(out: Path, cfg: GenConfig, settings: dict, ids: list[str], al
     return ds, report
 
 # %% ../../nbs/48_generate.ipynb #b7bdcf91
-def generate_dataset(out,                         # the folder to write (a generation folder is resumed)
-                     personas="4",                # a seed file, or N for the first N bundled seeds
-                     chat=None,                   # generator spec or object (default $PACE_CHAT_MODEL)
-                     instances: int | None = None,  # use only the first N personas
-                     config: GenConfig | dict | None = None,  # generation settings (GenConfig fields)
-                     embedder="onnx:all-MiniLM-L6-v2",  # embedder spec or object for near-duplicate merging
-                     cache=None,                  # cache file (default: <out>/cache.sqlite); False: no cache
-                     card_note: str = "",         # a paragraph for the dataset card (e.g. on quality)
-                     command: str | None = None,  # the command line, for the card
-                     progress: bool = True,
-                     stop_after: str | None = None,  # stop after this stage (tests and partial runs)
-                     workers: int | None = None,  # requests in flight to an HTTP model (None: as configured)
-                     shard=None,                  # 'K/N': instances of part K (from 0) -> <out>-shard<K>of<N>
-                     max_rps: float | None = None,  # requests started a second against an HTTP model
-                     retry_failed: bool = False,  # rerun instances from their first stage with a failed call
-                    ) -> dict:
-    "Run (or resume) the seven stages into `out`; write the dataset, its card and the report; a summary."
+def _generate(job: GenerateJob) -> dict:
+    "Run (or resume) the seven stages of `job` into its folder; write the dataset, its card and the report."
+    j = job
+    cfg, personas, chat, embedder, cache, card_note, command, stop_after, workers, max_rps = (
+        j.config, j.personas, j.chat, j.embedder, j.cache, j.card_note, j.command, j.stop_after, j.workers,
+        j.max_rps)
+    personas = "4" if personas is None else personas
+    seeds, shard = load_personas(personas, j.instances), parse_shard(j.shard)
+    out = j.out
     if not str(out).strip(): raise UsageError(f"--out {str(out)!r}: give a folder")   # '' would be the cwd
-    cfg = config if isinstance(config, GenConfig) else _gen_config(config)
-    if stop_after is not None and stop_after not in STAGES:
-        raise UsageError(f"stop_after must be one of {', '.join(STAGES)}")
-    seeds, shard = load_personas(personas, instances), parse_shard(shard)
     out = Path(out) if shard is None else Path(out).with_name(Path(out).name + shard.suffix)
     created = _check_out(out)
     try:
@@ -876,14 +1009,15 @@ def generate_dataset(out,                         # the folder to write (a gener
     if shard: head["shard"] = dict(index=shard.index, count=shard.count, of=dict(instances=every))
     manifest = lambda status, **extra: _write_manifest(out / "generate.json", head, status, **extra)
     manifest("running")
-    again = _drop_failed(out) if retry_failed else {}
+    again = _drop_failed(out) if j.retry_failed else {}
     if again:
         print(f"pace generate: --retry-failed: {len(again)} instance(s) run again from their first stage "
               f"with a failed call ({', '.join(f'{i}: {st}' for i, st in again.items())})", file=sys.stderr)
     t0 = time.perf_counter()
     at_once = _gen_workers(workers, cm, len(ids))
     limit_rate(max_rps, cm, prog="pace generate")
-    s, alive = _run_stages(out, cm, emb, cfg, ids, dict(zip(every, seeds)), stop_after, progress, at_once)
+    s, alive = _run_stages(out, cm, emb, cfg, ids, dict(zip(every, seeds)), stop_after, j.progress,
+                       at_once, persona_source(personas) if cfg.recipe == "paper" else ())
     summary = dict(out=out, instances=ids, seconds=time.perf_counter() - t0, chat=cm, embedder=emb)
     if 7 not in s:
         manifest("partial", stopped_after=stop_after); return dict(summary, n_queries=0, status="partial")
@@ -891,6 +1025,15 @@ def generate_dataset(out,                         # the folder to write (a gener
                                 workers or 1, shard.count if shard else 1)
     manifest("complete", n_queries=len(ds.queries), n_facts=sum(map(len, ds.kb.values())))
     return dict(summary, status="complete", n_queries=len(ds.queries), report=report, dataset=ds)
+
+def generate_dataset(out=None, # the folder to write (a generation folder is resumed), or a `GenerateJob`
+                     personas=None, # a seed file, or N for the first N bundled seeds (default 4)
+                     chat=None, # generator spec or object (default $PACE_CHAT_MODEL)
+                     **kw, # the other fields of `GenerateJob`: config (a `GenConfig` or its fields), ...
+                    ) -> dict:
+    "Run (or resume) the seven stages into `out`; write the dataset, its card and the report; a summary."
+    if isinstance(out, GenerateJob): return _generate(out)
+    return _generate(GenerateJob.checked(out=out, personas=personas, chat=chat, **kw))
 
 # %% ../../nbs/48_generate.ipynb #9cc53f84
 def _drop_in_validation(row: dict, cases: dict[str, tuple[str, str]]) -> dict:
@@ -968,7 +1111,7 @@ def rebuild_outputs(root, card_note: str | None = None,
             if k not in ("status", "n_queries", "n_facts", "stopped_after", "card_note")}
     head["card_note"] = card_note
     manifest = lambda status, **extra: _write_manifest(man_p, head, status, **extra)
-    cfg = GenConfig(**settings["config"])
+    cfg = GenConfig.of_settings(settings["config"])
     ds, report = _write_outputs(root, cfg, settings, ids, alive, s, manifest, man.get("command"), card_note,
                                 workers, shards)
     n_facts = sum(map(len, ds.kb.values()))

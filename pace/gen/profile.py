@@ -128,7 +128,8 @@ def ego_text(ego: dict) -> str:
              f"Lives in {ego.get('neighbourhood')}, {ego.get('city')}, {ego.get('country')}; "
              f"household: {g('household')}.",
              f"Health: {g('health_conditions')}; medication: {meds}; diet: {g('diet')}.",
-             f"Gets around: {g('mobility')}. Devices: {g('devices')}.",
+             f"Gets around: {g('mobility')}. Devices: {g('devices')}."
+             + (f" Technology: {g('technology')}." if ego.get("technology") else ""),
              f"Weekly routine: {g('weekly_routine')}.",
              f"Hobbies: {g('hobbies')}. Likes: {g('food_likes')}. Dislikes: {g('food_dislikes')}. "
              f"Values: {g('values')}.",
@@ -143,6 +144,7 @@ def profile_text(inst: dict) -> str:
     al = [f"- {a['name']} ({a['relation']}, {a.get('age')}, {a.get('city')}, {a.get('occupation')}): "
           f"traits {j(a, 'traits')}; needs and limits: {j(a, 'constraints')}; "
           f"shared: {j(a, 'shared_context')}"
+          + (f"; {inst['ego']['name']} knows: {j(a, 'ego_knows')}" if a.get("ego_knows") else "")
           for a in inst["alters"]]
     return ego_text(inst["ego"]) + "\nPeople around them:\n" + "\n".join(al)
 
