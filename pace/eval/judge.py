@@ -160,6 +160,8 @@ def bare_label_messages(answer: str, # the reply to grade
     user = PAPER_PROMPTS["user"].format(gold_label=gold_label, gold_judgment=gold_judgment, answer=answer)
     return [dict(role='system', content=PAPER_PROMPTS["system"]), dict(role='user', content=user)]
 
+
+# %% ../../nbs/30_judge.ipynb #055df7f8
 def read_bare_label(text: str | None, # the judge's reply
                    ) -> str:
     "The label of a bare-label reply: stripped and upper-cased, FAIL unless it is then one of `LABELS`."
