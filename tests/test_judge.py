@@ -21,7 +21,8 @@ def text_of(messages): return " ".join(m["content"] for m in messages)
 
 def copycat(messages):
     "Agrees with the answer key when the prompt holds one; reads the reply only when it does not."
-    if re.search(r"\b(non_)?conflict\b", text_of(messages)): return {"label": "PASS", "reason": "as the gold says"}
+    if re.search(r"\b(non_)?conflict\b", text_of(messages)):   # paper_json answers in JSON, paper with a bare label
+        return {"label": "PASS", "reason": "as the gold says"} if "JSON" in text_of(messages) else "PASS"
     reply = messages[-1]["content"].split("The assistant's reply:\n")[-1]
     return {"decision": "carry_out" if re.search(r"\bI (will|have)\b", reply) else "decline", "reason": "from the reply"}
 
@@ -48,7 +49,8 @@ def test_copycat_cannot_pass_a_booking_of_a_clash():
     p, _ = judge_answer(lazy, Q, BOOKED, "conflict", GOLD, mode="paper")
     assert p.label == "PASS" and p.mode == "paper" and p.decision is None   # the paper judge is shown the key and copies it
     sent = text_of(lazy.calls("judge")[0]["messages"])
-    assert "Gold label: conflict" in sent and GOLD in sent
+    assert "Gold label:\nconflict" in sent and GOLD in sent and Q not in sent
+    assert judge_answer(lazy, Q, BOOKED, "conflict", GOLD, mode="paper_json")[0].label == "PASS"
 
 # ---- labels from the two steps
 
@@ -82,7 +84,7 @@ def test_rationale_step_sees_the_gold_rationale_and_is_not_asked_to_decide():
 def test_reason_is_capped_in_every_schema():
     cm = steps("decline")
     judge_answer(cm, Q, "No.", "conflict", GOLD)
-    judge_answer(ScriptedChat({"judge": {"label": "FAIL", "reason": "r"}}), Q, "No.", "conflict", GOLD, mode="paper")
+    judge_answer(ScriptedChat({"judge": {"label": "FAIL", "reason": "r"}}), Q, "No.", "conflict", GOLD, mode="paper_json")
     assert all(c["schema"]["properties"]["reason"]["maxLength"] == 200 for c in cm.log)
 
 # ---- failures never raise and never guess
@@ -100,12 +102,38 @@ def test_failed_step2_keeps_the_decision():
     assert (v.label, v.failed_stage, v.decision, v.decision_correct) == (None, "judge_rationale", "carry_out", True)
     assert [r.ok for r in recs] == [True, False] and recs[1].fallback == "no label"
 
-def test_paper_mode_failure_and_label():
-    v, _ = judge_answer(ScriptedChat({"judge": {"label": "OK", "reason": "r"}}), Q, "No.", "conflict", GOLD, mode="paper")
-    assert (v.label, v.failed_stage, v.mode) == (None, "judge", "paper")
-    v, recs = judge_answer(ScriptedChat({"judge": {"label": "WRONG_RATIONALE", "reason": " vague "}}), Q, "No.", "conflict", GOLD, mode="paper")
+def test_paper_json_mode_failure_and_label():
+    v, _ = judge_answer(ScriptedChat({"judge": {"label": "OK", "reason": "r"}}), Q, "No.", "conflict", GOLD, mode="paper_json")
+    assert (v.label, v.failed_stage, v.mode) == (None, "judge", "paper_json")
+    v, recs = judge_answer(ScriptedChat({"judge": {"label": "WRONG_RATIONALE", "reason": " vague "}}), Q, "No.", "conflict", GOLD, mode="paper_json")
     assert (v.label, v.reason, v.decision, v.decision_correct, [r.stage for r in recs]) == ("WRONG_RATIONALE", "vague", None, None, ["judge"])
     assert paper_messages("No.", "conflict", GOLD)[1]["content"].startswith("Gold label: conflict")
+
+# ---- the paper protocol, as the authors' released code runs it
+
+@pytest.mark.parametrize("reply,label", [("PASS", "PASS"), ("WRONG_RATIONALE", "WRONG_RATIONALE"), ("FAIL", "FAIL"),
+    ("  PASS\n", "PASS"), ("pass", "PASS"), ("Wrong_Rationale", "WRONG_RATIONALE"),   # stripped and upper-cased, as their code does
+    ("PASS.", "FAIL"), ("Label: PASS", "FAIL"), ("**PASS**", "FAIL"), ("PASS - same reason", "FAIL"),
+    ('{"label": "PASS", "reason": "r"}', "FAIL"), ("WRONG RATIONALE", "FAIL"), ("", "FAIL")])
+def test_paper_protocol_reads_a_bare_label(reply, label):
+    cm = ScriptedChat({"judge": reply})
+    v, recs = judge_answer(cm, Q, BOOKED, "conflict", GOLD, mode="paper")
+    assert (v.label, v.mode, v.decision, v.failed_stage, [r.stage for r in recs]) == (label, "paper", None, None, ["judge"])
+    sent = cm.calls("judge")[0]
+    assert sent["schema"] is None and [m["role"] for m in sent["messages"]] == ["system", "user"]
+
+def test_paper_protocol_sees_the_key_and_the_reply_but_never_the_request():
+    for gold, j in (("conflict", GOLD), ("non_conflict", "Nothing else is planned on Thursday evening.")):
+        cm = ScriptedChat({"judge": "PASS"})
+        judge_answer(cm, Q, BOOKED, gold, j, mode="paper")
+        sent = text_of(cm.calls("judge")[0]["messages"])
+        assert f"Gold label:\n{gold}" in sent and j in sent and BOOKED in sent
+        assert Q not in sent and "Rear Window at the Watershed" not in sent   # the request's words, none of them
+    assert "PASS, WRONG_RATIONALE or FAIL" in text_of(cm.calls("judge")[0]["messages"][:1])
+
+def test_paper_protocol_failed_call_is_a_judge_error_not_a_fail():
+    v, recs = judge_answer(ScriptedChat({"judge": RuntimeError("server down")}), Q, BOOKED, "conflict", GOLD, mode="paper")
+    assert (v.label, v.failed_stage) == (None, "judge") and recs[0].fallback == "no label"
 
 def test_empty_answer_and_bad_arguments():
     cm = ScriptedChat({})
@@ -340,7 +368,7 @@ def test_calibrate_figures_hand_computed():
 
 def test_calibrate_paper_mode_has_no_decision_figures():
     items = load_calibration(FIX, TINY)
-    rep = calibrate(ScriptedChat({"judge": {"label": "PASS", "reason": "fine"}}), items, mode="paper", progress=False)
+    rep = calibrate(ScriptedChat({"judge": "PASS"}), items, mode="paper", progress=False)
     f = rep["judges"]["judge"]
     assert "decision" not in f and f["correct"] == 3 and math.isclose(f["kappa"], 0.0)
     with pytest.raises(ValueError, match="judge mode"): calibrate(ScriptedChat({}), items, mode="x", progress=False)
@@ -424,11 +452,11 @@ def test_cli_two_judges_and_limit(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(pace.llm.CHAT_BACKENDS, "table", TableChat)
     fix, tiny = FIX.resolve(), TINY.resolve()
     monkeypatch.chdir(tmp_path)
-    rc, out, _ = run_cli(capsys, "--judge", "table:a", "--judge2", "table:b", "--mode", "paper", "--set", fix,
+    rc, out, _ = run_cli(capsys, "--judge", "table:a", "--judge2", "table:b", "--mode", "paper_json", "--set", fix,
                          "--data", tiny, "--limit", "5", "--no-progress")
-    d = tmp_path / "results" / "judge_calibration" / "a-vs-b-paper"   # the default output folder
+    d = tmp_path / "results" / "judge_calibration" / "a-vs-b-paper_json"   # the default output folder
     s = json.loads((d / "summary.json").read_text())
-    assert rc == 0 and s["n_items"] == 5 and s["mode"] == "paper" and set(s["judges"]) == {"judge", "judge2"}
+    assert rc == 0 and s["n_items"] == 5 and s["mode"] == "paper_json" and set(s["judges"]) == {"judge", "judge2"}
     assert s["judges"]["judge"]["n_errors"] == 5          # the table judge has no paper-mode answer: every call fails
     assert s["between"]["n"] == 0 and s["between"]["kappa"] is None
     assert "### Between the judges\nno reply was labelled by both judges" in out

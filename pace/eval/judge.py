@@ -10,23 +10,24 @@ from typing import Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm.auto import tqdm
-from ..calls import AgentCall, call_agent, prompt_asset
+from ..calls import AgentCall, agent_request, call_agent, chat_one, prompt_asset, read_reply
 from ..data import (DatasetError, PaceDataset, Problem, UsageError, first_missing, load_pace_dataset,
                        validate_object, read_jsonl_objects)
 
 # %% auto #0
 __all__ = ['JUDGE_MODES', 'LABELS', 'DECISIONS', 'RATIONALE_LABEL', 'REASON_CHARS', 'DECISION_SYSTEM', 'RATIONALE_SYSTEM',
-           'PAPER_SYSTEM', 'KINDS', 'SECOND_PASS', 'ERROR', 'DEFAULT_SET', 'DEFAULT_DATA', 'Verdict',
+           'PAPER_SYSTEM', 'PAPER_PROMPTS', 'KINDS', 'SECOND_PASS', 'ERROR', 'DEFAULT_SET', 'DEFAULT_DATA', 'Verdict',
            'expected_decision', 'DecisionOutput', 'RationaleOutput', 'PaperOutput', 'capped_schema',
            'decision_messages', 'classify_decision', 'rationale_messages', 'grade_rationale', 'paper_messages',
-           'paper_label', 'judge_answer', 'PassLabel', 'SecondPassLine', 'CalibrationLine', 'CalibrationItem',
-           'decision_status', 'calibration_files', 'load_calibration', 'confusion', 'cohen_kappa', 'wilson',
-           'agreement', 'pass_agreement', 'judge_figures', 'between_judges', 'label_rates', 'calibration_report',
-           'calibrate', 'calibration_summary', 'calibration_markdown', 'write_calibration', 'JudgeSpecError',
-           'calibration_dir', 'select_items', 'run_calibration', 'rescore_calibration', 'add_cli']
+           'paper_label', 'bare_label_messages', 'read_bare_label', 'paper_judge', 'judge_answer', 'PassLabel',
+           'SecondPassLine', 'CalibrationLine', 'CalibrationItem', 'decision_status', 'calibration_files',
+           'load_calibration', 'confusion', 'cohen_kappa', 'wilson', 'agreement', 'pass_agreement', 'judge_figures',
+           'between_judges', 'label_rates', 'calibration_report', 'calibrate', 'calibration_summary',
+           'calibration_markdown', 'write_calibration', 'JudgeSpecError', 'calibration_dir', 'select_items',
+           'run_calibration', 'rescore_calibration', 'add_cli']
 
 # %% ../../nbs/30_judge.ipynb #225892f7
-JUDGE_MODES = ("blind", "paper")
+JUDGE_MODES = ("blind", "paper", "paper_json")
 LABELS = ("PASS", "WRONG_RATIONALE", "FAIL")
 DECISIONS = ("carry_out", "decline", "ambiguous")
 RATIONALE_LABEL = {"same_core_reason": "PASS", "partial_or_weak": "WRONG_RATIONALE", "wrong_reason": "FAIL"}
@@ -35,7 +36,7 @@ REASON_CHARS = 200  # cap on the judge's free-text reason (grammar backends stop
 class Verdict(BaseModel):
     "The judged label of one reply, with what each judge step found."
     label: Literal['PASS', 'WRONG_RATIONALE', 'FAIL'] | None  # None only when a judge call failed
-    mode: Literal['blind', 'paper'] = 'blind'
+    mode: Literal['blind', 'paper', 'paper_json'] = 'blind'
     # step 1 (blind); None in paper mode or when step 1 failed
     decision: Literal['carry_out', 'decline', 'ambiguous'] | None = None
     decision_correct: bool | None = None  # decision vs gold label (blind); None when unknown
@@ -149,13 +150,48 @@ def paper_label(cm, # judge chat model
     msgs = paper_messages(answer, gold_label, gold_judgment)
     return _judge_call(cm, msgs, "judge", PaperOutput, max_tokens)
 
+# %% ../../nbs/30_judge.ipynb #446b037f
+PAPER_PROMPTS = dict(system=prompt_asset("judge/paper_system.md"), user=prompt_asset("judge/paper.md"))
+
+def bare_label_messages(answer: str, # the reply to grade
+                        gold_label: str, gold_judgment: str, # the answer key the paper's judge is shown
+                       ) -> list[dict]:
+    "The paper protocol's messages: the rubric, gold label, gold rationale and the reply (not the request)."
+    user = PAPER_PROMPTS["user"].format(gold_label=gold_label, gold_judgment=gold_judgment, answer=answer)
+    return [dict(role='system', content=PAPER_PROMPTS["system"]), dict(role='user', content=user)]
+
+
+# %% ../../nbs/30_judge.ipynb #055df7f8
+def read_bare_label(text: str | None, # the judge's reply
+                   ) -> str:
+    "The label of a bare-label reply: stripped and upper-cased, FAIL unless it is then one of `LABELS`."
+    t = (text or "").strip().upper()
+    return t if t in LABELS else "FAIL"
+
+# %% ../../nbs/30_judge.ipynb #b5c69543
+def paper_judge(cm, # judge chat model
+                answer: str, gold_label: str, gold_judgment: str, # the reply and the answer key
+                *, max_tokens: int = 160) -> tuple[str | None, AgentCall]:
+    "The paper's one-call judge as the authors run it (stage 'judge'): (label or None if no reply; record)."
+    req = agent_request(bare_label_messages(answer, gold_label, gold_judgment), stage="judge",
+                        max_tokens=max_tokens)
+    r = chat_one(cm, req)
+    _, rec = read_reply(r, "judge")
+    if isinstance(r, Exception) or (not r.ok and r.text is None):
+        rec.fallback = "no label"
+        return None, rec
+    label = read_bare_label(r.text)
+    rec.ok, rec.error = True, None
+    if label != (r.text or "").strip().upper(): rec.notes = dict(read_as_fail=(r.text or "")[:80])
+    return label, rec
+
 # %% ../../nbs/30_judge.ipynb #65f7c764
 def judge_answer(cm,                      # judge chat model
                  query: str,              # the user's request
                  answer: str,             # the reply to grade
                  gold_label: str,         # 'conflict' | 'non_conflict'
                  gold_judgment: str,      # the gold rationale
-                 *, mode: str = "blind",  # 'blind' (two steps, step 1 without gold) or 'paper' (one call)
+                 *, mode: str = "blind",  # 'blind' (two steps), 'paper' or 'paper_json' (one call)
                  max_tokens: int = 160,   # completion budget of each judge call
                 ) -> tuple[Verdict, list[AgentCall]]:
     "Grade `answer` to `query`: the verdict and the records of the judge calls made (0, 1 or 2)."
@@ -166,6 +202,10 @@ def judge_answer(cm,                      # judge chat model
     fail = lambda rec, **kw: Verdict(label=None, mode=mode, error=rec.error or "judge call failed",
                                      failed_stage=rec.stage, **kw)
     if mode == "paper":
+        lab, rec = paper_judge(cm, answer, gold_label, gold_judgment, max_tokens=max_tokens)
+        if lab is None: return fail(rec), [rec]
+        return Verdict(label=lab, mode=mode), [rec]
+    if mode == "paper_json":
         out, rec = paper_label(cm, answer, gold_label, gold_judgment, max_tokens=max_tokens)
         if out is None: return fail(rec), [rec]
         return Verdict(label=out.label, mode=mode, reason=out.reason.strip()), [rec]
@@ -764,7 +804,8 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     c.add_argument("--judge2", default=None, help="a second judge model spec to compare with")
     c.add_argument("--mode", choices=JUDGE_MODES, default="blind",
                    help="blind (two steps, no gold in step 1; default) "
-                        "or paper (one call that sees the gold)")
+                        "or paper (one call that sees the gold, a bare label as the authors' code reads it) "
+                        "or paper_json (the same rubric answered as JSON with a reason)")
     c.add_argument("--set", default=DEFAULT_SET,
                    help=f"calibration .jsonl file or folder of them (default {DEFAULT_SET})")
     c.add_argument("--data", default=DEFAULT_DATA,

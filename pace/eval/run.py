@@ -11,7 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Literal
 from tqdm.auto import tqdm
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from ..data import (MAX_NAME_BYTES, UsageError, append_row, first_missing, jsonl_text, load_done,
                        name_problem)
 from ..cache import as_cache
@@ -19,11 +19,12 @@ from ..methods.baselines import (METHODS as SIMPLE_METHODS, METHOD_SPECS, SIZED,
                                         method_spec)
 from .evaluate import write_tables, read_jsonl
 from .index_cost import write_index_costs
-from .judge import JUDGE_MODES, judge_answer
+from .judge import JUDGE_MODES, PAPER_PROMPTS, judge_answer
 from ..metrics import funnel
 from ..index import BM25_MODES
 from ..shards import MergeError, check_parts, merged_rows, parse_shard, shard_ids
-from ..methods.pipeline import PaceMakerConfig, pacemaker_config, SMALL_SWITCHES
+from ..methods.pipeline import PaceMakerConfig, pacemaker_config, SMALL_SWITCHES, RELEASE_SETTINGS
+from ..methods.agents import RELEASE_PROMPTS
 from ..runfolder import (VOLATILE, split_volatile, dataset_sha256, model_fingerprint, settings_diff,
                             RunMismatchError, check_settings, build_model, RunLocked, RunLock, take_lock,
                             nonnegative_int, positive_int, positive_float, key_values, add_options,
@@ -32,10 +33,11 @@ from ..runfolder import (VOLATILE, split_volatile, dataset_sha256, model_fingerp
 
 # %% auto #0
 __all__ = ['DEFAULT_DATA', 'DEFAULT_CHAT', 'DEFAULT_METHODS', 'RETRIEVAL_METHODS', 'DEFAULT_LIMIT', 'STRUCTURED_METHODS',
-           'METHODS', 'METHODS_HELP', 'RETRIEVAL_ONLY_HELP', 'select_queries', 'build_method', 'prompt_hashes',
-           'hipporag_settings', 'chat_name', 'default_run_name', 'check_run_name', 'ScopeConfig', 'ModelsConfig',
-           'JudgeConfig', 'ExecutionConfig', 'IndexConfig', 'RunConfig', 'public_query', 'public_facts', 'public_kb',
-           'round_floats', 'RunInterrupted', 'Run', 'run_experiment', 'merge_runs', 'add_cli']
+           'METHODS', 'METHODS_HELP', 'RETRIEVAL_ONLY_HELP', 'RUN_PRESETS', 'select_queries', 'build_method',
+           'prompt_hashes', 'hipporag_settings', 'chat_name', 'default_run_name', 'check_run_name', 'ScopeConfig',
+           'ModelsConfig', 'JudgeConfig', 'ExecutionConfig', 'IndexConfig', 'RunConfig', 'track_given', 'public_query',
+           'public_facts', 'public_kb', 'round_floats', 'RunInterrupted', 'Run', 'run_experiment', 'merge_runs',
+           'add_cli']
 
 # %% ../../nbs/32_run.ipynb #45bcaae8
 DEFAULT_DATA = "data/mini"
@@ -204,7 +206,8 @@ class JudgeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     mode: Literal[JUDGE_MODES] = Field("blind", json_schema_extra=dict(kw="judge_mode"), description=(
         "blind: decision classified without gold, then rationale graded (default); "
-        "paper: the paper's one-call judge"))
+        "paper: the paper's one-call judge, a bare label as the authors' code reads it; "
+        "paper_json: the same rubric answered as JSON with a reason"))
     max_tokens: int = Field(160, ge=0, description="completion budget of each judge call",
                             json_schema_extra=dict(kw="judge_max_tokens"))
 
@@ -239,10 +242,24 @@ class IndexConfig(BaseModel):
         "release: the authors' code (lowercased words, dates and times whole, rank_bm25's BM25Okapi, "
         "zero scores fill the top k)"))
 
+# %% ../../nbs/32_run.ipynb #275d242d
+RUN_PRESETS = {   # preset -> {part of RunConfig: the settings it puts under the run's own}
+    'pace': {},
+    'paper': dict(pacemaker=RELEASE_SETTINGS, judge=dict(mode='paper'), index=dict(bm25='release')),
+}
+
+def _overlay(over: dict, given) -> dict:
+    "The preset's settings `over`, the settings given explicitly on top (a dict, or a model's fields set)."
+    if isinstance(given, BaseModel): given = {k: getattr(given, k) for k in given.model_fields_set}
+    return dict(over) | dict(given or {})
+
 # %% ../../nbs/32_run.ipynb #cbf90e74
 class RunConfig(BaseModel):
     "Every setting of a `pace run`, in parts, checked once: a mistake is one `UsageError` naming the option."
     model_config = ConfigDict(extra="forbid")
+    preset: Literal[tuple(RUN_PRESETS)] = Field("pace", description=(
+        "settings put under the run's own: pace (the project's, default) or paper (BM25, PaceMaker, answerer "
+        "and judge as the authors' released code runs them); options given explicitly win"))
     scope: ScopeConfig = Field(default_factory=ScopeConfig, description="what the run covers")
     models: ModelsConfig = Field(default_factory=ModelsConfig, description="the models")
     judge: JudgeConfig = Field(default_factory=JudgeConfig, description="how answers are judged")
@@ -254,6 +271,13 @@ class RunConfig(BaseModel):
     graphrag: Any = Field(None, validate_default=True,
                           json_schema_extra=dict(kw="graphrag_config", type=key_values),
                           description="GraphRAG settings, e.g. 'extract_max_tokens=384' or JSON")
+
+    @model_validator(mode="before")
+    @classmethod
+    def preset_settings(cls, data):
+        "Put the preset's settings under those given (`RUN_PRESETS`)."
+        if not isinstance(data, dict) or not RUN_PRESETS.get(data.get("preset") or "pace"): return data
+        return data | {part: _overlay(o, data.get(part)) for part, o in RUN_PRESETS[data["preset"]].items()}
 
     @field_validator("pacemaker", mode="before")
     @classmethod
@@ -284,8 +308,43 @@ class RunConfig(BaseModel):
 
     @classmethod
     def from_args(cls, args) -> RunConfig:
-        "The checked settings from `pace run`'s parsed options (`add_cli`)."
-        return cls.checked(**option_values(args, cls))
+        """The checked settings from `pace run`'s parsed options (`add_cli`); under a preset, only the options
+        given on the command line (the parser records them in `_given`) count as given."""
+        vals, given = option_values(args, cls), getattr(args, "_given", None)
+        if given is not None and (vals.get("preset") or "pace") != "pace":
+            vals = _only_given(vals, given, cls)
+        return cls.checked(**vals)
+
+# %% ../../nbs/32_run.ipynb #0f26b97e
+_TRACKING = {}   # argparse action class -> its subclass that records the option as given
+
+def track_given(parser: argparse.ArgumentParser, # a parser made by `add_options`
+               ) -> argparse.ArgumentParser:
+    "Make `parser` record the destination of every option given on the command line in `namespace._given`."
+    for a in parser._actions:
+        if not a.option_strings or a.dest == "help": continue
+        base = type(a)
+        if base not in _TRACKING:
+            def call(self, parser, namespace, values, option_string=None, _base=base):
+                if getattr(namespace, "_given", None) is None: namespace._given = set()
+                namespace._given.add(self.dest)
+                return _base.__call__(self, parser, namespace, values, option_string)
+            _TRACKING[base] = type(f"Given{base.__name__}", (base,), {"__call__": call})
+        a.__class__ = _TRACKING[base]
+    return parser
+
+def _only_given(vals: dict, given: set, cls) -> dict:
+    "The nested settings `vals` (`option_values`) with only the options in `given` (destinations) kept."
+    out = {}
+    for path, f, opt in option_fields(cls):
+        every = (f.json_schema_extra or {}).get("every")
+        dests = {opt.lstrip("-").replace("-", "_")} if opt else set()
+        if every: dests.add(every[0].lstrip("-").replace("-", "_"))
+        if not dests & given: continue
+        d, v = out, vals
+        for k in path[:-1]: d, v = d.setdefault(k, {}), v[k]
+        d[path[-1]] = v[path[-1]]
+    return out
 
 # %% ../../nbs/32_run.ipynb #06fbb589
 def public_query(q, # a `pace.data.Query`
@@ -389,6 +448,16 @@ def _index_settings(c: RunConfig) -> dict:
     d = c.index.model_dump(exclude_defaults=True)
     return dict(index=d) if d else {}   # no key otherwise: the other runs' run.json stays as it was
 
+def _preset_settings(c) -> dict:
+    """The preset, and the sha256 (first 16 hex) of the release's prompts and the paper judge's when the run
+    uses them; {} for a run under the defaults, whose run.json stays as it was."""
+    digest = lambda ps: {k: hashlib.sha256(v.encode()).hexdigest()[:16] for k, v in sorted(ps.items())}
+    out = dict(preset=c.preset) if c.preset != "pace" else {}
+    if c.pacemaker.agent_prompts == "release": out["release_prompts"] = digest(RELEASE_PROMPTS)
+    if c.judge.mode == "paper" and not c.scope.retrieval_only:
+        out["paper_judge_prompts"] = digest(PAPER_PROMPTS)
+    return out
+
 def _settings(run) -> dict:
     "What the opened `run` is, for `run.json`; a folder resumes only under the same settings."
     from pace import __version__
@@ -404,7 +473,8 @@ def _settings(run) -> dict:
                 # only what differs from the defaults: runs made before the option still resume
                 graphrag=c.graphrag.model_dump(exclude_defaults=True) or None,
                 hipporag=hipporag_settings() if "hipporag2" in run.methods else None,
-                **_own_settings(run.specs), **_index_settings(c))
+                **_own_settings(run.specs), **_index_settings(c),
+                **_preset_settings(c))
 
 # %% ../../nbs/32_run.ipynb #4de9862f
 def _todo(queries, methods, done: dict, retry_failed: bool) -> list[tuple]:
@@ -682,6 +752,9 @@ class Run:
         self.jm = (None if self.cfg.scope.retrieval_only else self.cm if same
                    else build_model("judge", as_chat_model, m.judge, cache))
         self.emb = build_model("embedder", as_embedder, m.embedder, cache)
+        if self.cfg.preset == "paper" and self.jm is not None and self.jm is self.cm:
+            print("pace run: --preset paper: the judge is the chat model, which grades its own answers; "
+                  "the paper uses a separate judge (--judge SPEC)", file=sys.stderr)
 
     def pending(self, done: dict) -> list[tuple]:
         "(query, method, old row to judge again or None) of each pair still to run, at most `max_pairs`."
@@ -782,6 +855,6 @@ def add_cli(subparsers, # the `pace` parser's sub-parsers
         "run", help="run methods on a dataset, judge the answers, write results and tables",
         description="Run methods on a PACE dataset (offline defaults), judge every answer and write "
                     "results/<name>/.")
-    add_options(p, RunConfig)
+    track_given(add_options(p, RunConfig))
     p.set_defaults(func=_run_cmd)
     return p

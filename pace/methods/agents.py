@@ -12,12 +12,13 @@ from ..calls import (AgentCall, reply_json, agent_request, chat_one, read_reply,
                         run_steps, run_steps_batch, prompt_asset)
 
 # %% auto #0
-__all__ = ['STAGES', 'STAGE_ORDER', 'EVIDENCE_STAGES', 'PLANNER_SYSTEM', 'VIEWS_SYSTEM', 'FILTER_SYSTEM', 'LABEL_CODES',
-           'ANSWER_SYSTEM', 'ANSWER_FORMATS', 'ANSWER_JSON_SYSTEM', 'Stage', 'one_call', 'persona_name', 'as_date',
-           'date_hints', 'Direction', 'ConflictPlan', 'planner_messages', 'plan_conflicts', 'CounterQueries',
-           'views_messages', 'generate_views', 'Selection', 'filter_messages', 'selection_schema', 'clean_selection',
-           'token_counts', 'prompt_budget', 'shown_labels', 'SelectionReport', 'select_evidence', 'answer_messages',
-           'AnswerWithDecision', 'fit_facts', 'tidy_answer', 'read_structured_answer', 'generate_answer']
+__all__ = ['STAGES', 'STAGE_ORDER', 'EVIDENCE_STAGES', 'PLANNER_SYSTEM', 'AGENT_PROMPTS', 'RELEASE_PROMPTS', 'VIEWS_SYSTEM',
+           'FILTER_SYSTEM', 'LABEL_CODES', 'ANSWER_SYSTEM', 'ANSWER_FORMATS', 'ANSWER_JSON_SYSTEM', 'Stage', 'one_call',
+           'persona_name', 'as_date', 'date_hints', 'Direction', 'ConflictPlan', 'ReleaseDirection', 'ReleasePlan',
+           'planner_messages', 'plan_conflicts', 'CounterQueries', 'views_messages', 'generate_views', 'Selection',
+           'filter_messages', 'selection_schema', 'clean_selection', 'token_counts', 'prompt_budget', 'shown_labels',
+           'SelectionReport', 'FilterStyle', 'select_evidence', 'answer_messages', 'AnswerWithDecision', 'fit_facts',
+           'tidy_answer', 'read_structured_answer', 'generate_answer']
 
 # %% ../../nbs/20_agents.ipynb #33bad9a2
 class Stage(NamedTuple):
@@ -80,11 +81,38 @@ class ConflictPlan(BaseModel):
 # %% ../../nbs/20_agents.ipynb #29a4c654
 PLANNER_SYSTEM = prompt_asset("agents/PLANNER_SYSTEM.md")
 
+# %% ../../nbs/20_agents.ipynb #ce46ef50
+AGENT_PROMPTS = ("pace", "release")   # the project's prompts, or those of the authors' release (own words)
+RELEASE_PROMPTS = {k: prompt_asset(f"agents/release/{k}.md")
+                   for k in ("planner", "views_system", "views", "views_date", "views_analysis", "filter",
+                             "answer")}
+
+def _check_prompts(prompts: str):
+    if prompts not in AGENT_PROMPTS:
+        raise ValueError(f"prompts must be one of {AGENT_PROMPTS}, got {prompts!r}")
+
+class ReleaseDirection(BaseModel):
+    dimension: str                # a short name for the direction
+    description: str = ""         # one sentence on why it helps for this request
+    key_anchors: list[str] = []   # exact words of the request
+
+class ReleasePlan(BaseModel):
+    "The planner's output in the release's shape: directions, each with a description, and one risk summary."
+    conflict_dimensions: list[ReleaseDirection]
+    risk_summary: str = ""
+    @property
+    def directions(self) -> list[ReleaseDirection]: return self.conflict_dimensions
+
 # %% ../../nbs/20_agents.ipynb #34adc50b
 def planner_messages(query: str, # the request
                      ref_date, # the date it is made
+                     prompts: str = "pace", # 'release': one user message in the release's shape
                     ) -> list[dict]:
     "Chat messages for the conflict planner."
+    _check_prompts(prompts)
+    if prompts == "release":
+        return [dict(role='user', content=RELEASE_PROMPTS["planner"].format(
+            query=query, ref_date=as_date(ref_date).isoformat()))]
     user = (f"Request: {query}\nDate of the request: {as_date(ref_date).isoformat()} "
             f"({as_date(ref_date):%A})\nList the directions as JSON.")
     return [dict(role='system', content=PLANNER_SYSTEM.format()), dict(role='user', content=user)]
@@ -101,26 +129,32 @@ def plan_conflicts(cm,                         # chat model (the planner counts 
                    query: str,                 # the request
                    ref_date,                   # the date it is made
                    *, max_directions: int = 3, # keep at most this many directions
-                   stage: str = "planner", max_tokens: int = 200):
+                   stage: str = "planner", max_tokens: int = 200,
+                   prompts: str = "pace",      # 'release': the release's prompt and plan (`ReleasePlan`)
+                   check_anchors: bool = True, # drop anchors not in the request, and directions with none
+                  ):
     """The conflict planner: one request; (plan or None, record). Anchors not found verbatim in `query` are
-    dropped. Fallback: no plan (counter queries then come from the request alone)."""
-    msgs = planner_messages(query, ref_date)
-    r, = yield [agent_request(msgs, stage=stage, schema=ConflictPlan, max_tokens=max_tokens)]
-    plan, rec = read_reply(r, stage, _PlanAny)
+    dropped (unless `check_anchors=False`). Fallback: no plan (counter queries then come from the request)."""
+    msgs, release = planner_messages(query, ref_date, prompts), prompts == "release"
+    schema, lenient = (ReleasePlan, ReleasePlan) if release else (ConflictPlan, _PlanAny)
+    r, = yield [agent_request(msgs, stage=stage, schema=schema, max_tokens=max_tokens)]
+    plan, rec = read_reply(r, stage, lenient)
     if plan is None:
         rec.fallback = "no plan"
         return None, rec
-    dropped = [a for d in plan.directions for a in d.key_anchors if not _anchor_ok(a, query)]
-    dirs = [Direction(dimension=d.dimension.strip(),
-                      key_anchors=list(dict.fromkeys(a.strip() for a in d.key_anchors
-                                                     if _anchor_ok(a, query))))
+    keep = (lambda a: _anchor_ok(a, query)) if check_anchors else (lambda a: bool(a.strip()))
+    uniq = (lambda xs: list(dict.fromkeys(xs))) if check_anchors else list
+    dropped = [a for d in plan.directions for a in d.key_anchors if not keep(a)]
+    dirs = [d.model_copy(update=dict(dimension=d.dimension.strip(),
+                                     key_anchors=uniq(a.strip() for a in d.key_anchors if keep(a))))
             for d in plan.directions if d.dimension.strip()]
     # a direction with no anchor in the request: not grounded
-    dirs = [d for d in dirs if d.key_anchors][:max_directions]
+    dirs = [d for d in dirs if d.key_anchors or not check_anchors][:max_directions]
     rec.notes = dict(dropped_anchors=dropped, n_directions_returned=len(plan.directions))
     if not dirs:
         rec.ok, rec.error, rec.fallback = False, "no usable direction", "no plan"
         return None, rec
+    if release: return ReleasePlan(conflict_dimensions=dirs, risk_summary=plan.risk_summary.strip()), rec
     return ConflictPlan(directions=dirs), rec
 
 # %% ../../nbs/20_agents.ipynb #4471a98f
@@ -135,14 +169,32 @@ class CounterQueries(BaseModel):
 # %% ../../nbs/20_agents.ipynb #57d7439d
 def views_messages(query: str, # the request
                    ref_date, # the date it is made
-                   plan: ConflictPlan | None, # the planner's output (None: no analysis)
+                   plan: ConflictPlan | ReleasePlan | None, # the planner's output (None: no analysis)
                    max_counter: int = 3, # how many counter queries to ask for
+                   prompts: str = "pace", # 'release': the release's prompt (descriptions and risk summary)
+                   exact: bool = False, # ask for exactly `max_counter` (default: up to)
                   ) -> list[dict]:
     "Chat messages for the multi-view generator."
+    _check_prompts(prompts)
+    if prompts == "release": return _release_views_messages(query, ref_date, plan, max_counter, exact)
     analysis = plan.model_dump_json() if plan is not None else "(none)"
     user = (f"Calendar: {date_hints(ref_date)}\nConflict analysis: {analysis}\n"
             f"Request: {query}\nWrite the counter queries as JSON.")
+    if exact: user += f"\nWrite exactly {max_counter} counter queries."
     return [dict(role='system', content=VIEWS_SYSTEM.format(n=max_counter)), dict(role='user', content=user)]
+
+def _release_views_messages(query, ref_date, plan, n, exact) -> list[dict]:
+    "The release's view prompt: the date, each direction with its description and anchors, the risk."
+    P, block = RELEASE_PROMPTS, ""
+    if plan is not None and plan.directions:
+        lines = "\n".join(f"  - [{d.dimension}] {getattr(d, 'description', '')} "
+                          f"(key anchors: {', '.join(d.key_anchors)})" for d in plan.directions)
+        risk = getattr(plan, 'risk_summary', '')
+        block = "\n" + P["views_analysis"].format(lines=lines, risk=f"\nRisk summary: {risk}" if risk else "")
+    user = P["views"].format(date_block="\n" + P["views_date"].format(date=as_date(ref_date).isoformat()),
+                             analysis_block=block, count=f"exactly {n}" if exact else f"up to {n}",
+                             query=query)
+    return [dict(role='system', content=P["views_system"]), dict(role='user', content=user)]
 
 # %% ../../nbs/20_agents.ipynb #ffa269db
 def _norm(s: str) -> str: return ' '.join(re.sub(r'[^\w\s]', ' ', s.lower()).split())
@@ -162,18 +214,23 @@ def generate_views(cm,                        # chat model (unused by the steps:
                    ref_date,                  # the date it is made
                    plan: ConflictPlan | None, # the planner's output
                    *, max_counter: int = 3,   # at most this many counter queries
-                   stage: str = "views", max_tokens: int = 200):
+                   stage: str = "views", max_tokens: int = 200,
+                   prompts: str = "pace",     # 'release': the release's prompt
+                   exact: bool = False,       # ask for exactly `max_counter`
+                   clean: bool = True,        # drop copies of the request, near-duplicates (False: as given)
+                  ):
     """The multi-view generator: one request; (counter queries, record). Fallback: none (the original view
     alone)."""
     sch = {"type": "object", "required": ["counter"],
            "properties": {"counter": {"type": "array", "items": {"type": "string"}, "maxItems": max_counter}}}
-    msgs = views_messages(query, ref_date, plan, max_counter)
+    msgs = views_messages(query, ref_date, plan, max_counter, prompts, exact)
     r, = yield [agent_request(msgs, stage=stage, schema=sch, max_tokens=max_tokens)]
     out, rec = read_reply(r, stage, CounterQueries)
     if out is None:
         rec.fallback = "original query only"
         return [], rec
-    cs = _clean_counters(out.counter, query, max_counter)
+    cs = (_clean_counters(out.counter, query, max_counter) if clean else
+          [c.strip() for c in out.counter if c.strip()][:max_counter])   # the release: strip, drop empties
     rec.notes = dict(n_returned=len(out.counter), n_kept=len(cs))
     if not cs: rec.fallback = "original query only"
     return cs, rec
@@ -190,8 +247,14 @@ def filter_messages(query: str, # the request
                     ref_date, # the date it is made
                     candidates: list[tuple[str, str]], # (doc_id, text) to choose from, in the order shown
                     top_n: int, # how many to select
+                    prompts: str = "pace", # 'release': one user message, each candidate as '[k] (doc_id=..)'
                    ) -> list[dict]:
     "Chat messages for one selection over `candidates` [(doc_id, text)]."
+    _check_prompts(prompts)
+    if prompts == "release":
+        docs = "\n\n".join(f"[{k}] (doc_id={i})\n{t}" for k, (i, t) in enumerate(candidates, 1))
+        user = RELEASE_PROMPTS["filter"].format(n=top_n, query=query, total=len(candidates), docs=docs)
+        return [dict(role='user', content=user)]
     docs = "\n".join(f"[{i}] {t}" for i, t in candidates)
     user = (f"Request: {query}\nDate of the request: {as_date(ref_date).isoformat()}\n"
             f"Candidate facts ({len(candidates)}):\n{docs}\n\nSelect the {min(top_n, len(candidates))} most "
@@ -202,26 +265,30 @@ def filter_messages(query: str, # the request
 # %% ../../nbs/20_agents.ipynb #f28bd983
 def selection_schema(ids: list[str], # the candidate ids shown
                      top_n: int, # how many may be selected
+                     constrained: bool = True, # False: any strings (the release's JSON mode), checked after
                     ) -> dict:
-    "JSON schema that only admits ids from `ids`, at most `top_n` of them."
+    "JSON schema that only admits ids from `ids`, at most `top_n` of them (or, unconstrained, any strings)."
     n = min(top_n, len(ids))
+    items = {"type": "string", "enum": list(ids)} if constrained else {"type": "string"}
+    size = dict(minItems=1 if n else 0, maxItems=n) if constrained else {}
     return {"type": "object", "required": ["selected_doc_ids"],
-            "properties": {"selected_doc_ids": {"type": "array", "items": {"type": "string",
-                                                                           "enum": list(ids)},
-                                                "minItems": 1 if n else 0, "maxItems": n}}}
+            "properties": {"selected_doc_ids": {"type": "array", "items": items, **size}}}
 
 # %% ../../nbs/20_agents.ipynb #d4781793
 def clean_selection(selected: list[str], # ids the model returned
                     shown_ids: list[str], # ids it was shown
                     top_n: int, # how many to keep
+                    dedupe: bool = True, # drop repeated ids (False: keep them, as the release does)
                    ) -> tuple[list[str], dict]:
-    """Keep ids that were shown, once each, in the model's order, cut to `top_n`. Returns (ids, notes with the
-    invalid and repeated ids)."""
+    """Keep ids that were shown, once each (unless `dedupe=False`), in the model's order, cut to `top_n`.
+    Returns (ids, notes with the invalid and repeated ids)."""
     known, out, invalid, dups = set(shown_ids), [], [], 0
     for i in selected:
         i = str(i).strip().strip('[]')
         if i not in known: invalid.append(i)
-        elif i in out: dups += 1
+        elif i in out:
+            dups += 1
+            if not dedupe: out.append(i)
         else: out.append(i)
     return out[:top_n], dict(n_returned=len(selected), invalid_ids=invalid, n_invalid=len(invalid),
                              duplicates=dups, n_chosen=len(out[:top_n]))
@@ -268,11 +335,13 @@ def _label(labels, k, doc_id) -> str:
     "The label of the `k`-th candidate (from 0) of a call."
     return doc_id if labels == "doc_id" else str(k + 1) if labels == "position" else LABEL_CODES[k]
 
-def _chunks(cm, query, ref_date, cands, top_n, budget, labels="doc_id", stage="filter"):
+def _chunks(cm, query, ref_date, cands, top_n, budget, labels="doc_id", stage="filter", prompts="pace"):
     "Greedy split of `cands` into consecutive chunks whose filter prompt fits `budget` tokens."
-    base = sum(token_counts(cm, [m['content'] for m in filter_messages(query, ref_date, [], top_n)], stage))
+    base = sum(token_counts(cm, [m['content'] for m in filter_messages(query, ref_date, [], top_n, prompts)],
+                            stage))
     # the `k`-th line of a chunk
-    line = lambda k, c: f"[{_label(labels, k % len(LABEL_CODES), c[0])}] {c[1]}"
+    line = ((lambda k, c: f"[{_label(labels, k % len(LABEL_CODES), c[0])}] {c[1]}") if prompts == "pace" else
+            (lambda k, c: f"[{k + 1}] (doc_id={_label(labels, k % len(LABEL_CODES), c[0])})\n{c[1]}\n"))
     out, cur, used = [], [], base
     counts = _lazy_counts(cm, (line(k, c) for k, c in enumerate(cands)), stage)
     for i, c in enumerate(cands):
@@ -305,12 +374,20 @@ class SelectionReport(BaseModel):
     n_cut_unjudged: int = 0     # winners cut without a final call (only when `max_rounds` ran out)
     note: str = ""
 
+# %% ../../nbs/20_agents.ipynb #be5c3de1
+class FilterStyle(NamedTuple):
+    "How a filter call asks, and what it does with the reply (the defaults are the project's)."
+    prompts: str = "pace"       # 'release': the release's prompt and listing
+    constrained: bool = True    # schema admits only the ids shown (False: any strings, unknown ones dropped)
+    dedupe: bool = True         # drop repeated ids (False: keep them as the model gave them)
+
 # %% ../../nbs/20_agents.ipynb #8568252e
-def _chunk_request(query, ref_date, ch, top_n, stage, max_tokens, labels="doc_id") -> dict:
+def _chunk_request(query, ref_date, ch, top_n, stage, max_tokens, labels="doc_id",
+                   style=FilterStyle()) -> dict:
     "The request of one call over a chunk of candidates."
     shown = shown_labels(ch, labels)
-    return agent_request(filter_messages(query, ref_date, shown, top_n), stage=stage,
-                         schema=selection_schema([i for i, _ in shown], top_n),
+    return agent_request(filter_messages(query, ref_date, shown, top_n, style.prompts), stage=stage,
+                         schema=selection_schema([i for i, _ in shown], top_n, style.constrained),
                          max_tokens=max_tokens)
 
 def _reached_model(r) -> bool:
@@ -319,7 +396,7 @@ def _reached_model(r) -> bool:
     return not isinstance(r, Exception) and (bool(r.ok) or r.text is not None or r.usage.prompt_tokens > 0)
 
 def _judge_chunk(r, ch, top_n, stage, rep, how, seen, n_chunks,
-                 labels="doc_id") -> tuple[list[str], AgentCall]:
+                 labels="doc_id", style=FilterStyle()) -> tuple[list[str], AgentCall]:
     """Read one call over a chunk of more than `top_n` candidates: the ids it keeps (fallback: the first
     `top_n`) and the call record."""
     ids = [i for i, _ in ch]
@@ -327,9 +404,11 @@ def _judge_chunk(r, ch, top_n, stage, rep, how, seen, n_chunks,
     sel, rec = read_reply(r, stage, Selection)
     rep.n_calls += 1
     if _reached_model(r): seen.update(ids)
-    got, notes = clean_selection(sel.selected_doc_ids if sel else [], list(to_id), top_n)
+    got, notes = clean_selection(sel.selected_doc_ids if sel else [], list(to_id), top_n, style.dedupe)
     # invalid labels stay as the model wrote them, in the notes
     got = [to_id[g] for g in got]
+    if sel is not None and not got and not style.constrained:   # no id from the list: the call failed
+        sel, rec.ok, rec.error = None, False, "no id from the list"
     how.update(dict.fromkeys(got, 'model'))
     if sel is None:
         rep.n_failed_calls += 1; rec.fallback = "first candidates of the chunk, in the order shown"
@@ -341,24 +420,25 @@ def _judge_chunk(r, ch, top_n, stage, rep, how, seen, n_chunks,
 
 # %% ../../nbs/20_agents.ipynb #8f799278
 def _tournament(cm, query, ref_date, cands, top_n, stage, max_tokens, max_rounds, rep, how, seen,
-                labels="doc_id"):
+                labels="doc_id", style=FilterStyle(), chunked=True):
     """Steps: rounds of chunked selection until at most `top_n` candidates remain (or `max_rounds` ran out);
     returns (the remaining candidates, call records)."""
     cur, recs, texts, budget = list(cands), [], dict(cands), prompt_budget(cm, max_tokens)
     while len(cur) > top_n and (max_rounds is None or rep.rounds < max_rounds):
-        chunks = _chunks(cm, query, ref_date, cur, top_n, budget, labels, stage)
+        chunks = (_chunks(cm, query, ref_date, cur, top_n, budget, labels, stage, style.prompts) if chunked
+                  else [cur])
         if len(chunks) > 1 and all(len(ch) <= top_n for ch in chunks):
             rep.note = (f"the context window holds at most {max(map(len, chunks))} candidates per call: no "
                         f"selection possible")
             break
         rep.rounds += 1; winners = []
         big = [ch for ch in chunks if len(ch) > top_n]
-        res = iter((yield [_chunk_request(query, ref_date, ch, top_n, stage, max_tokens, labels)
+        res = iter((yield [_chunk_request(query, ref_date, ch, top_n, stage, max_tokens, labels, style)
                            for ch in big]) if big else [])
         for ch in chunks:
             if len(ch) <= top_n:
                 ids = [i for i, _ in ch]; winners += ids; how.update(dict.fromkeys(ids, 'bye')); continue
-            got, rec = _judge_chunk(next(res), ch, top_n, stage, rep, how, seen, len(chunks), labels)
+            got, rec = _judge_chunk(next(res), ch, top_n, stage, rep, how, seen, len(chunks), labels, style)
             recs.append(rec); winners += got
         cur = [(i, texts[i]) for i in winners]
     return cur, recs
@@ -376,6 +456,10 @@ def select_evidence(cm,                                 # chat model (its contex
                     max_rounds: int | None = None,      # bound on rounds (None: a call sees all winners)
                     pad: bool = True,                   # fill a short selection from the order given
                     labels: str = "doc_id",             # what the model sees and answers with: `shown_labels`
+                    chunked: bool = True,               # False: one call over all candidates, whatever fits
+                    prompts: str = "pace",              # 'release': the release's prompt and listing
+                    constrained_ids: bool = True,       # False: any ids admitted, those not shown dropped
+                    dedupe: bool = True,                # False: repeated ids kept
                    ):
     """Choose `top_n` ids from `candidates` [(doc_id, text)] by tournament over context-sized chunks, a step
     per round; (ids, call records, report), everything counted in the report."""
@@ -387,8 +471,9 @@ def select_evidence(cm,                                 # chat model (its contex
     if max_candidates is not None and len(cands) > max_candidates:
         cands, rep.note = cands[:max_candidates], f"cut to the first {max_candidates} candidates"
     texts, seen, how = dict(cands), set(), {}
+    style = FilterStyle(prompts, constrained_ids, dedupe)
     cur, recs = yield from _tournament(cm, query, ref_date, cands, top_n, stage, max_tokens, max_rounds,
-                                       rep, how, seen, labels)
+                                       rep, how, seen, labels, style, chunked)
     out = [i for i, _ in cur]
     if len(out) > top_n:
         rep.n_cut_unjudged = len(out) - top_n if rep.rounds else 0
@@ -419,11 +504,16 @@ def answer_messages(query: str, # the request
                     persona: str, # the ego's name
                     facts: list[str], # the evidence, in the order given
                     answer_format: str = "free_text", # 'free_text' (the paper's) or 'structured' (JSON)
+                    prompts: str = "pace", # 'release': one user message, facts one per line (free text only)
                    ) -> list[dict]:
     "Chat messages for the answer generator."
     if answer_format not in ANSWER_FORMATS:
         raise ValueError(f"answer_format must be one of {ANSWER_FORMATS}: {answer_format!r}")
+    _check_prompts(prompts)
     d = as_date(ref_date)
+    if prompts == "release" and answer_format == "free_text":
+        return [dict(role='user', content=RELEASE_PROMPTS["answer"].format(
+            name=persona, date=d.isoformat(), facts="\n".join(facts) or "(no facts)", query=query))]
     fs = "\n".join(f"- {f}" for f in facts) or "- (none)"
     system = ANSWER_SYSTEM if answer_format == "free_text" else ANSWER_JSON_SYSTEM
     return [dict(role='system', content=system.format(name=persona, date=d.isoformat(), weekday=f"{d:%A}",
@@ -446,10 +536,11 @@ def fit_facts(cm, # chat model (its context window and token counter)
               max_tokens: int = 200, # room kept for the answer
               answer_format: str = "free_text", # the prompt the facts go into (see `answer_messages`)
               stage: str = "answer", # the stage the token counts are for
+              prompts: str = "pace", # the prompt set (see `answer_messages`)
              ) -> list[str]:
     "The longest prefix of `facts` whose answer prompt fits `cm.context_window`."
     budget = prompt_budget(cm, max_tokens)
-    empty = answer_messages(query, ref_date, persona, [], answer_format)
+    empty = answer_messages(query, ref_date, persona, [], answer_format, prompts)
     used = sum(token_counts(cm, [m['content'] for m in empty], stage))
     out = []
     for f, n in zip(facts, _lazy_counts(cm, (f"- {f}" for f in facts), stage)):
@@ -499,12 +590,16 @@ def generate_answer(cm,                  # chat model (its context window and to
                     facts: list[str],    # the evidence, most important first (cut to what fits)
                     *, stage: str = "answer", max_tokens: int = 200,
                     answer_format: str = "free_text", # 'structured': the decision in `record.notes`
+                    prompts: str = "pace", # 'release': the release's prompt (free text)
+                    tidy: bool = True,     # drop repeated sentences, keep 4 (False: the reply as given)
+                    max_facts: int | None = None, # give at most this many facts (the release: 8)
                    ):
     """The assistant's reply to `query` given `facts` (cut to fit the context), tidied to at most 4 sentences:
     one request; (answer, record). Fallback: empty answer."""
-    kept = fit_facts(cm, query, ref_date, persona, facts, max_tokens, answer_format, stage)
+    given = list(facts) if max_facts is None else list(facts)[:max_facts]
+    kept = fit_facts(cm, query, ref_date, persona, given, max_tokens, answer_format, stage, prompts)
     schema = AnswerWithDecision if answer_format == "structured" else None
-    msgs = answer_messages(query, ref_date, persona, kept, answer_format)
+    msgs = answer_messages(query, ref_date, persona, kept, answer_format, prompts)
     r, = yield [agent_request(msgs, stage=stage, schema=schema, max_tokens=max_tokens)]
     if schema is None: (txt, rec), extra = read_reply(r, stage), {}
     else:
@@ -514,6 +609,7 @@ def generate_answer(cm,                  # chat model (its context window and to
     if txt is None:
         rec.fallback = "empty answer"
         return "", rec
+    if not tidy: return txt.strip(), rec
     out = tidy_answer(txt)
     rec.notes['tidied'] = out != ' '.join(txt.split())
     return out, rec

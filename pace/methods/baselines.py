@@ -54,9 +54,13 @@ class _Base:
     def __init__(self, chat_model, # the answer model (None for a retrieval-only run)
                  index=None, # an index, `IndexStore` or callable (see `pace.methods.pipeline.resolve_index`)
                  *, answer_max_tokens: int = 200,
-                 answer_format: str = "free_text"): # 'structured': a decision field beside the reply
+                 answer_format: str = "free_text", # 'structured': a decision field beside the reply
+                 agent_prompts: str = "pace", # 'release': the answer prompt of the authors' release
+                 answer_max_facts: int | None = None, tidy_answers: bool = True): # see `PaceMakerConfig`
         self.cm, self.index = chat_model, index
         self.answer_max_tokens, self.answer_format = answer_max_tokens, answer_format
+        self.agent_prompts, self.answer_max_facts = agent_prompts, answer_max_facts
+        self.tidy_answers = tidy_answers
     def select(self, query, instance, kb, tr: BaselineTrace) -> list[str]: raise NotImplementedError
     def run(self, query, # the request (a `pace.data.Query`, or its public part)
             instance, # its instance
@@ -73,7 +77,9 @@ class _Base:
         if answer:
             ans, rec = generate_answer(self.cm, query.query, query.ref_date, persona_name(instance),
                                        [texts[i] for i in ids], stage='answer',
-                                       max_tokens=self.answer_max_tokens, answer_format=self.answer_format)
+                                       max_tokens=self.answer_max_tokens, answer_format=self.answer_format,
+                                       prompts=self.agent_prompts, tidy=self.tidy_answers,
+                                       max_facts=self.answer_max_facts)
             tr.calls.append(rec); tr.answer_facts_used = rec.notes.get('n_facts_used', 0)
             ev['answer'] = ids[:tr.answer_facts_used]
             tr.stages = self.cm.accounts.since(snap)
@@ -110,7 +116,7 @@ class FullKB(_Base):
         texts = {f.doc_id: f.text for f in kb}
         facts = [texts[i] for i in ids]
         n = len(fit_facts(self.cm, query.query, query.ref_date, persona_name(instance), facts,
-                          self.answer_max_tokens, self.answer_format))
+                          self.answer_max_tokens, self.answer_format, prompts=self.agent_prompts))
         order = "sorted by dense similarity to the request" if self.policy == "dense-fit" else "in KB order"
         tr.policy = (f"{self.policy}: the first {n} of {len(ids)} facts {order} fit the context window of "
                      f"{self.cm.context_window} tokens")
@@ -175,7 +181,8 @@ class PaceMakerMethod:
                             trace=tr.model_dump())
 
 # %% ../../nbs/22_baselines.ipynb #33a958ff
-ANSWER_SETTINGS = ("answer_max_tokens", "answer_format")   # the run's answer settings a baseline takes
+# the run's answer settings a baseline takes
+ANSWER_SETTINGS = ("answer_max_tokens", "answer_format", "agent_prompts", "answer_max_facts", "tidy_answers")
 
 @dataclass(frozen=True)
 class MethodSpec:

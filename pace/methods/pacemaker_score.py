@@ -299,7 +299,9 @@ class PaceMakerScore(PaceMaker):
             facts = [idx.text(i) for i in tr.final_ids]
             tr.answer, rec = yield from generate_answer.steps(self.cm, q, ref, persona_name(instance), facts,
                                                               stage='answer', max_tokens=c.answer_max_tokens,
-                                                              answer_format=c.answer_format)
+                                                              answer_format=c.answer_format,
+                                                              prompts=c.agent_prompts, tidy=c.tidy_answers,
+                                                              max_facts=c.answer_max_facts)
             tr.calls.append(rec); tr.answer_facts_used = rec.notes.get('n_facts_used', 0)
             tr.evidence['answer'] = tr.final_ids[:tr.answer_facts_used]
         else: tr.answer = None

@@ -8,7 +8,7 @@ import random, time
 from typing import Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 from ..calls import AgentCall, run_steps, run_steps_batch
-from .agents import (ConflictPlan, SelectionReport, plan_conflicts, generate_views,
+from .agents import (ConflictPlan, ReleasePlan, SelectionReport, plan_conflicts, generate_views,
                                  select_evidence,
                                  generate_answer,
                                  as_date, persona_name, STAGE_ORDER, EVIDENCE_STAGES)
@@ -17,14 +17,16 @@ from ..traverse import bfs_expand
 from ..index import bm25_tokens
 
 # %% auto #0
-__all__ = ['LATE_DEFAULTS', 'CONFIG_GROUPS', 'HYBRID_K', 'SMALL_SWITCHES', 'SMALL_SIZES', 'PAPER_SWITCHES', 'PAPER_ABLATIONS',
-           'PRESETS', 'ABLATIONS', 'VARIANT_CONFIGS', 'PaceMakerConfig', 'MethodTrace', 'View', 'ViewCandidates',
-           'PoolDoc', 'Trace', 'pool_order', 'resolve_index', 'hybrid_ranking', 'view_specificity', 'Switch',
-           'pacemaker_config', 'PaceMaker']
+__all__ = ['LATE_DEFAULTS', 'CONFIG_GROUPS', 'RELEASE_SETTINGS', 'HYBRID_K', 'SMALL_SWITCHES', 'SMALL_SIZES', 'PAPER_SWITCHES',
+           'PAPER_ABLATIONS', 'PRESETS', 'ABLATIONS', 'VARIANT_CONFIGS', 'PaceMakerConfig', 'MethodTrace', 'View',
+           'ViewCandidates', 'PoolDoc', 'Trace', 'pool_order', 'resolve_index', 'hybrid_ranking', 'view_specificity',
+           'Switch', 'pacemaker_config', 'PaceMaker']
 
 # %% ../../nbs/21_pipeline.ipynb #456dbf3e
 # settings newer than recorded runs: dumped only when not at their default
-LATE_DEFAULTS = dict(answer_format='free_text')
+LATE_DEFAULTS = dict(answer_format='free_text', agent_prompts='pace', check_anchors=True, clean_counters=True,
+                     exact_counter_queries=False, constrained_ids=True, dedupe_selection=True,
+                     posthop='tournament', answer_max_facts=None, tidy_answers=True)
 
 class PaceMakerConfig(BaseModel):
     "PaceMaker hyper-parameters (paper defaults, Appendix B) and ablation switches (Appendix D.5)."
@@ -63,6 +65,17 @@ class PaceMakerConfig(BaseModel):
     anchor_keep: int = Field(0, ge=0)
     # 'structured': a decision field beside the reply
     answer_format: Literal['free_text', 'structured'] = 'free_text'
+    # the switches of `pace run --preset paper` (RELEASE_SETTINGS); the defaults are the project's
+    agent_prompts: Literal['pace', 'release'] = 'pace'  # 'release': the rules of the authors' prompts
+    check_anchors: bool = True                 # drop planner anchors not in the request (and bare directions)
+    clean_counters: bool = True                # drop counter queries that copy the request or each other
+    exact_counter_queries: bool = False        # ask for exactly max_counter_queries (default: up to)
+    constrained_ids: bool = True               # filter schema: only the ids shown (False: unknown dropped)
+    dedupe_selection: bool = True              # drop ids a filter repeats (False: kept as returned)
+    # 'one_call': the whole pool in one post-hop call, its first n_final if that call fails
+    posthop: Literal['tournament', 'one_call'] = 'tournament'
+    answer_max_facts: int | None = Field(None, ge=1) # cap on the facts answered from (None: all)
+    tidy_answers: bool = True                  # drop repeated sentences, keep 4 (False: as written)
 
     @model_serializer(mode='wrap')
     def _dump(self, handler):
@@ -85,16 +98,33 @@ class PaceMakerConfig(BaseModel):
 # %% ../../nbs/21_pipeline.ipynb #da355b07
 CONFIG_GROUPS = {   # PaceMakerConfig's fields by the stage they set, in the order the stages run
     'index': ('knn_k',),
-    'planner': ('use_planning', 'max_directions', 'planner_max_tokens'),
-    'views': ('max_counter_queries', 'views_max_tokens', 'w_original', 'w_counter', 'counter_weighting'),
+    'prompts': ('agent_prompts',),
+    'planner': ('use_planning', 'max_directions', 'planner_max_tokens', 'check_anchors'),
+    'views': ('max_counter_queries', 'views_max_tokens', 'w_original', 'w_counter', 'counter_weighting',
+              'clean_counters', 'exact_counter_queries'),
     'retrieval': ('top_k', 'k_rrf', 'n_seed', 'anchor_keep'),
-    'filters': ('pad_filters', 'filter_labels', 'filter_max_tokens'),   # both filters
+    'filters': ('pad_filters', 'filter_labels', 'filter_max_tokens', 'constrained_ids',
+                'dedupe_selection'),   # both filters
     'prehop': ('n_filter',),
     'traversal': ('use_traversal', 'no_traversal_evidence', 'hops', 'm'),
-    'posthop': ('use_selection', 'n_final', 'posthop_order', 'max_pool_candidates'),
-    'answer': ('answer_max_tokens', 'answer_format'),
+    'posthop': ('use_selection', 'n_final', 'posthop_order', 'max_pool_candidates', 'posthop'),
+    'answer': ('answer_max_tokens', 'answer_format', 'answer_max_facts', 'tidy_answers'),
     'preset': ('variant',),
 }
+
+# %% ../../nbs/21_pipeline.ipynb #dc399f80
+RELEASE_SETTINGS = dict(   # PaceMakerConfig as the authors' released code behaves
+    agent_prompts='release',      # their prompts' rules and output shapes (planner with descriptions + risk)
+    check_anchors=False,          # no anchor check
+    clean_counters=False,         # counter queries only stripped, none dropped as a copy
+    exact_counter_queries=True,   # "a list of 3 strings"
+    constrained_ids=False,        # JSON mode: any id may come back; unknown ones are dropped
+    dedupe_selection=False,       # a repeated id stays
+    pad_filters=False,            # a short selection stays short
+    posthop='one_call',           # the whole pool in one call; its first n_final when that call fails
+    answer_max_facts=8,           # their answer script's --max_docs default
+    tidy_answers=False,           # the reply as written
+)
 
 # %% ../../nbs/21_pipeline.ipynb #a7a7e0ba
 class MethodTrace(BaseModel):
@@ -132,7 +162,7 @@ class Trace(MethodTrace):
     query: str
     ref_date: str
     config: dict
-    plan: ConflictPlan | None = None
+    plan: ConflictPlan | ReleasePlan | None = None
     views: list[View] = []
     candidates: list[ViewCandidates] = []
     fused: list[tuple[str, float]] = []   # WRRF over all views and retrievers, best first
@@ -255,11 +285,14 @@ class _Views:
         views = [View(text=q, kind='original', weight=c.w_original)]
         if not c.use_planning: return views
         tr.plan, rec = yield from plan_conflicts.steps(self.cm, q, ref, max_directions=c.max_directions,
-                                                       stage='planner', max_tokens=c.planner_max_tokens)
+                                                       stage='planner', max_tokens=c.planner_max_tokens,
+                                                       prompts=c.agent_prompts, check_anchors=c.check_anchors)
         tr.calls.append(rec)
         counters, rec = yield from generate_views.steps(self.cm, q, ref, tr.plan,
                                                         max_counter=c.max_counter_queries,
-                                                        stage='views', max_tokens=c.views_max_tokens)
+                                                        stage='views', max_tokens=c.views_max_tokens,
+                                                        prompts=c.agent_prompts,
+                                                        exact=c.exact_counter_queries, clean=c.clean_counters)
         tr.calls.append(rec)
         share = (lambda t: view_specificity(t, q)) if c.counter_weighting == 'overlap' else (lambda t: 1.0)
         return views + [View(text=t, kind='counter', weight=c.w_counter * share(t)) for t in counters]
@@ -294,7 +327,9 @@ class _Evidence(_Views):
         cands = [(i, text(i)) for i in ids if i not in kept]
         out, recs, rep = yield from select_evidence.steps(self.cm, q, ref, cands, slots, stage=stage,
                                                           max_tokens=c.filter_max_tokens, pad=c.pad_filters,
-                                                          labels=c.filter_labels, **kw)
+                                                          labels=c.filter_labels, prompts=c.agent_prompts,
+                                                          constrained_ids=c.constrained_ids,
+                                                          dedupe=c.dedupe_selection, **kw)
         tr.calls += recs; tr.selection[stage] = rep
         return kept + out
 
@@ -322,7 +357,8 @@ class _Evidence(_Views):
         tr.evidence['pool'] = [p.doc_id for p in tr.pool]
         if c.use_selection:
             tr.final_ids = yield from self._filter(tr, 'posthop', q, ref, tr.pool_order, c.n_final, text,
-                                                   max_candidates=c.max_pool_candidates)
+                                                   max_candidates=c.max_pool_candidates,
+                                                   chunked=c.posthop == 'tournament')
             tr.ranking_rule = (f"the raw query's hybrid top {len(tr.anchors)}, then " if tr.anchors
                                else "") + \
                 f"post-hop filter order (most useful first) over the pool in {c.posthop_order} order"
@@ -349,7 +385,9 @@ class _Steps(_Evidence):
             tr.answer, rec = yield from generate_answer.steps(cm, q, ref, persona_name(instance), facts,
                                                               stage='answer',
                                                               max_tokens=c.answer_max_tokens,
-                                                              answer_format=c.answer_format)
+                                                              answer_format=c.answer_format,
+                                                              prompts=c.agent_prompts, tidy=c.tidy_answers,
+                                                              max_facts=c.answer_max_facts)
             tr.calls.append(rec); tr.answer_facts_used = rec.notes.get('n_facts_used', 0)
             tr.evidence['answer'] = tr.final_ids[:tr.answer_facts_used]
         else: tr.answer = None

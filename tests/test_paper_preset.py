@@ -1,0 +1,219 @@
+"""`--preset paper`: each rule of the prompts in the authors' released code (p2chp2t/PACEMAKER: `graph_agent.py`'s
+planner and filter, `query_module.py`'s view generator, `answer_module.py`, `judge_module.py`), listed here with the
+phrase or field of the preset's prompt (this project's words) that carries it; the project's default prompts
+untouched; and the preset's behaviour against scripted models that return invalid ids, repeats, too few ids, junk
+and a failed post-hop call, next to the default behaviour on the same replies."""
+import json, re
+from pathlib import Path
+import pytest
+from pace.testing import ScriptedChat, ToyIndex
+from pace.methods.agents import (RELEASE_PROMPTS, ReleasePlan, planner_messages, views_messages, filter_messages,
+                                 answer_messages, select_evidence, generate_views, plan_conflicts, generate_answer)
+from pace.methods.pipeline import PaceMaker, PaceMakerConfig, RELEASE_SETTINGS
+from pace.eval.judge import PAPER_PROMPTS, bare_label_messages, judge_answer
+from pace.eval.run import RunConfig, prompt_hashes
+
+Q, DATE = "Book me a table at Harbour Kitchen with Priya this Friday evening.", "2026-04-14"
+PLAN = ReleasePlan(conflict_dimensions=[dict(dimension="Priya's diet", description="Priya may not eat there.",
+                                             key_anchors=["Priya"])], risk_summary="Check Priya's food needs.")
+CANDS = [(f"d{i}", f"fact {i} about Priya") for i in range(12)]
+
+def text(ms): return "\n".join(m["content"] for m in ms)
+
+# (rule of the authors' prompt, the phrases of the preset's prompt that carry it)
+PLANNER_RULES = [
+    ("identify retrieval directions that uncover evidence for later conflict reasoning", ["directions of search", "decide whether the request can go ahead"]),
+    ("directions: schedules, timing, routines, prior commitments", ["schedules, timing, recurring routines or earlier commitments"]),
+    ("directions: people, relationships, coordination, availability", ["the people involved, their relationships, their availability"]),
+    ("directions: locations, transportation, access, travel", ["places, travel, transport or access"]),
+    ("directions: preferences, sensitivities, habits, behavioural tendencies", ["preferences, sensitivities, habits or typical behaviour"]),
+    ("directions: physical state, health, mobility, energy", ["health, mobility, energy or other physical limits"]),
+    ("directions: resources, reservations, permissions, preparation", ["resources, bookings, permissions or preparation"]),
+    ("directions: information that interprets ambiguous parts of the request", ["makes a vague or unstated part of the request concrete"]),
+    ("useful directions need not imply a conflict; indirect evidence counts", ["does not have to predict a problem", "partial or indirect evidence"]),
+    ("be selective; avoid generic directions", ["Be selective", "leave out generic ones"]),
+    ("select only 1 to 3 directions, one if only one applies", ["Give 1 to 3 directions", "give one"]),
+    ("each direction grounded in something specific from the request", ["Ground every direction in something specific"]),
+    ("no speculative directions", ["Leave out speculative directions"]),
+    ("include directions that support feasibility as well as constraints", ["confirm the request is feasible"]),
+    ("key_anchors: exact terms from the request, not paraphrases", ["key_anchors: the exact words of the request", "not paraphrases"]),
+    ("JSON only, no explanation, no markdown fences", ["Answer with JSON only, no explanation and no code fence"]),
+    ("output: conflict_dimensions [dimension, description, key_anchors], risk_summary",
+     ['"conflict_dimensions"', '"dimension"', '"description"', '"key_anchors"', '"risk_summary"']),
+    ("the description is one concrete sentence on why the direction helps", ["one concrete sentence on why this direction helps"]),
+    ("the request and the reference date are given", [f"Request: {Q}", f"Reference date: {DATE}"]),
+]
+VIEWS_RULES = [
+    ("system: a reformulation assistant that returns JSON with key 'counter'", ['JSON only, holding the one key "counter"']),
+    ("return JSON with exactly one field 'counter'", ['exactly one field, "counter"']),
+    ("the reference date is given", [f"The reference date is {DATE}."]),
+    ("relative temporal expressions are read from the reference date", ["Read relative dates in the request", "this Wednesday, next Friday, this weekend"]),
+    ("no explanation of the temporal resolution", ["do not explain how you read them"]),
+    ("the conflict analysis: each dimension with its description and anchors", ["[Priya's diet] Priya may not eat there. (key anchors: Priya)"]),
+    ("the risk summary", ["Risk summary: Check Priya's food needs."]),
+    ("counter queries find information that could block, constrain or conflict", ["could block, limit or clash with the request"]),
+    ("not simple paraphrases of the request", ["They are not paraphrases of the request"]),
+    ("conflict-bearing factors: schedule, availability, timing, commitments, access, coordination",
+     ["schedules, availability, timing, commitments, access limits, coordination needs"]),
+    ("target the analysis's dimensions and anchors, each query distinct", ["aim the queries at its directions and anchors", "one distinct, targeted query each"]),
+    ("avoid near-duplicate counter queries", ["Do not write near-duplicate queries"]),
+    ("valid JSON only, no explanations", ["JSON only, no explanation."]),
+    ("'counter': a list of exactly 3 strings", ['"counter": a list of exactly 3 strings']),
+    ("the request", [f"Request: {Q}"]),
+]
+FILTER_RULES = [
+    ("an evidence selection agent for conflict-aware personal assistant retrieval", ["You select evidence for a personal assistant"]),
+    ("the candidates come from retrieval and graph expansion", ["found by retrieval and by following links between documents"]),
+    ("not the final decision: select what helps decide whether the request can be carried out", ["You do not decide the request", "can or cannot be carried out"]),
+    ("a document may be useful without an explicit conflict, partial, habits..., only when combined",
+     ["states no conflict", "gives only part of the picture", "habits, routines, preferences, schedules, relationships, places or behaviour", "only together with other documents"]),
+    ("keep documents that may become evidence later", ["Keep what may turn out to be evidence later"]),
+    ("output: {'selected_doc_ids': [...]}", ['{"selected_doc_ids": ["doc_id_1", "doc_id_2", ...]}']),
+    ("priority 1: constraints, commitments, obligations, availability, schedules, routines, resources", ["1. constraints, commitments, obligations, availability, schedules, routines or limited resources"]),
+    ("priority 2: preferences, behavioural tendencies, habits, sensitivities, compatibility", ["2. preferences, habits, sensitivities, typical behaviour or compatibility"]),
+    ("priority 3: people, places, timing, recurring activities, dependencies, relationships", ["3. documents that make the people, places, times, recurring activities, dependencies or relationships"]),
+    ("priority 4: bridge evidence", ["4. bridge documents"]),
+    ("select exactly N doc_ids if at least N candidates are provided", ["Select exactly 10 doc_ids when at least 10 candidates are given"]),
+    ("order from most to least useful", ["Order them from most to least useful"]),
+    ("prefer person-, time-, place- or state-specific documents", ["Prefer concrete documents about a specific person, time, place or state"]),
+    ("prefer decision-relevant evidence over topical similarity", ["Prefer evidence that could decide the request over documents that are merely on the same topic"]),
+    ("do not require proof of feasibility or conflict", ["does not have to prove feasibility or a conflict"]),
+    ("avoid purely topical documents", ["Leave out documents that are only topical"]),
+    ("only doc_ids from the provided list", ["Use only doc_ids from the list below"]),
+    ("JSON only, no explanation, no markdown fences", ["JSON only, no explanation, no code fence"]),
+    ("the request, then the candidates numbered with their doc_id and the total", [f"Request:\n{Q}", "(12 in all)", "[1] (doc_id=d0)\nfact 0 about Priya", "[12] (doc_id=d11)"]),
+    ("closing: select the top N most useful as evidence", ["Select the 10 doc_ids most useful as evidence"]),
+]
+ANSWER_RULES = [
+    ("the assistant of the persona, by name", ["You are the personal assistant of Priya Shah."]),
+    ("today's date", [f"Today is {DATE}."]),
+    ("the facts are things already known about the persona and their world", ["things you already know about Priya Shah and the world they live in"]),
+    ("act in that world, coordinate with people and systems, speak to the persona", ["You can act in that world, deal with the people and systems in it"]),
+    ("decide whether the request should be carried out", ["decide whether the request should be carried out"]),
+    ("2 to 4 sentences that state can/cannot and why from the facts", ["Write 2 to 4 sentences", "can or cannot be carried out, and why"]),
+    ("explain only from the facts and the query", ["Give the reason from the facts and the request alone"]),
+    ("speak directly as the assistant", ["Speak to Priya Shah directly"]),
+    ("do not mention context, provided information, dataset", ['Never mention "context", "provided information" or "dataset"']),
+    ("do not refuse for lack of permission", ["Never decline because you lack permission", "you can take any action"]),
+    ("no bullet points, JSON or labels", ["No bullet points, no JSON, no labels"]),
+    ("keep to 2-4 sentences", ["Keep to 2 to 4 sentences"]),
+    ("the facts one per line, then the request", ["Facts:\nPriya is vegan.\nHarbour Kitchen is closed on Fridays.\n\nRequest:\n" + Q]),
+]
+JUDGE_RULES = [
+    ("system: an evaluation judge that outputs one label only", ["one label and nothing else: PASS, WRONG_RATIONALE or FAIL"]),
+    ("the reply is free text stating whether the request can be carried out and why", ["The reply is free text", "whether the user's request can be carried out, and why"]),
+    ("two steps in order: decision, then rationale", ["Grade it in two steps, in this order", "Step 1: the decision", "Step 2: the reason (only when the decision is right)"]),
+    ("non_conflict: proceed/agree/allow", ['Gold label "non_conflict": a right reply goes ahead, agrees, allows it']),
+    ("conflict: refuse/warn/block", ['Gold label "conflict": a right reply refuses, warns, blocks it']),
+    ("wrong decision is FAIL; ambiguous decision is FAIL", ["A reply with the wrong decision is FAIL", "leaves unclear whether it goes ahead or refuses is FAIL"]),
+    ("compare with the gold rationale; same core reason, wording may differ", ["Compare the reply with the gold rationale", "the core reason must be the same"]),
+    ("PASS: right decision, same core reason; minor wording and helpful extras are fine", ["PASS: the decision is right", "extra helpful detail that does not change or bend that reason"]),
+    ("WRONG_RATIONALE: misses key evidence, vague, secondary reason, weak, unsupported details",
+     ["misses key evidence", "too vague", "secondary reason", "irrelevant or weak", "unsupported details"]),
+    ("FAIL: wrong or ambiguous decision, or opposite/unsupported/substantially wrong reason", ["FAIL: the decision is wrong, or unclear", "opposite of the gold rationale, unsupported, or substantially wrong"]),
+    ("decision correctness has priority", ["The decision comes first"]),
+    ("no exact wording required; no penalty for tone or suggestions", ["Do not ask for exact wording", "conversational tone or helpful suggestions"]),
+    ("only one label, no explanation", ["Give one label only", "Give no explanation"]),
+    ("sections: gold label, gold rationale, model response, label", ["Gold label:\nconflict", "Gold rationale:\nShe is vegan.", "Reply to grade:\nSure, booked.", "Label:"]),
+]
+
+def _rendered():
+    return dict(
+        planner=text(planner_messages(Q, DATE, "release")),
+        views=text(views_messages(Q, DATE, PLAN, 3, "release", exact=True)),
+        prehop=text(filter_messages(Q, DATE, CANDS, 10, "release")),
+        answer=text(answer_messages(Q, DATE, "Priya Shah", ["Priya is vegan.", "Harbour Kitchen is closed on Fridays."], prompts="release")),
+        judge=text(bare_label_messages("Sure, booked.", "conflict", "She is vegan.")))
+
+RULES = [("planner", r, p) for r, p in PLANNER_RULES] + [("views", r, p) for r, p in VIEWS_RULES] + \
+        [("prehop", r, p) for r, p in FILTER_RULES] + [("answer", r, p) for r, p in ANSWER_RULES] + \
+        [("judge", r, p) for r, p in JUDGE_RULES]
+
+@pytest.mark.parametrize("agent,rule,phrases", RULES, ids=[f"{a}: {r[:50]}" for a, r, _ in RULES])
+def test_preset_prompt_carries_the_rule(agent, rule, phrases):
+    t = _rendered()[agent]
+    for p in phrases: assert p in t, f"{agent}: rule {rule!r} needs {p!r}"
+
+def test_posthop_filter_is_the_same_prompt_over_the_whole_pool():
+    "The release's post-hop filter is the pre-hop agent again, shown the whole pool in one call and asked for n_final."
+    pool = [(f"p{i}", f"pool fact {i}") for i in range(150)]
+    cm = ScriptedChat({"posthop": lambda ms: {"selected_doc_ids": ["p149", "p3"]}}, context_window=2048)
+    got, recs, rep = select_evidence(cm, Q, DATE, pool, 10, stage="posthop", prompts="release", constrained_ids=False,
+                                     dedupe=False, pad=False, chunked=False)
+    sent = cm.calls("posthop")
+    assert len(sent) == 1 and "(150 in all)" in sent[0]["messages"][0]["content"] and "[150] (doc_id=p149)" in sent[0]["messages"][0]["content"]
+    assert text(sent[0]["messages"]) == text(filter_messages(Q, DATE, pool, 10, "release"))
+    assert got == ["p149", "p3"] and rep.n_padded == 0
+
+def test_the_release_planner_and_views_without_the_projects_cleaning():
+    "No anchor check, no de-duplication of counter queries: as the release."
+    rel = {"conflict_dimensions": [{"dimension": "d", "description": "why", "key_anchors": ["Saturday"]}], "risk_summary": "r"}
+    plan, _ = plan_conflicts(ScriptedChat({"planner": rel}), Q, DATE, prompts="release", check_anchors=False)
+    assert plan.directions[0].key_anchors == ["Saturday"]              # not in the request, kept
+    assert plan_conflicts(ScriptedChat({"planner": rel}), Q, DATE, prompts="release")[0] is None   # the check drops it
+    reply = {"counter": ["Priya Friday", "priya friday?", Q]}
+    assert generate_views(ScriptedChat({"views": reply}), Q, DATE, plan, prompts="release", clean=False)[0] == ["Priya Friday", "priya friday?", Q]
+    assert generate_views(ScriptedChat({"views": reply}), Q, DATE, plan)[0] == ["Priya Friday"]   # the default cleans
+
+def test_default_prompts_are_untouched():
+    "The project's prompts hash as in the committed runs' run.json, and the release's prompts are not among them."
+    committed = json.loads(Path("results/main_results/mini-qwen2.5-0.5b-n6/run.json").read_text())["settings"]["prompts"]
+    assert prompt_hashes() == committed
+    assert set(RELEASE_PROMPTS) and not any(v in committed for v in RELEASE_PROMPTS)
+    assert planner_messages(Q, DATE) != planner_messages(Q, DATE, "release")
+    assert [m["role"] for m in answer_messages(Q, DATE, "P", ["f"])] == ["system", "user"]
+
+# ---- behaviour under the preset, against scripted models, next to the defaults
+
+def ids_shown(ms):
+    "Doc ids of a filter prompt, in either listing ('[id] text' or '[k] (doc_id=id)')."
+    t = ms[-1]["content"]
+    return re.findall(r"\(doc_id=([^)]+)\)", t) or [l.split("]")[0][1:] for l in t.splitlines() if l.startswith("[")]
+
+FILTER_CASES = {   # name -> (reply, what the release keeps, what the defaults keep)
+    "invalid ids": (lambda ms: {"selected_doc_ids": ["zz1", ids_shown(ms)[-1], "zz2"]}, ["d11"], ["d0", "d1", "d2"]),
+    "repeats": (lambda ms: {"selected_doc_ids": [ids_shown(ms)[-1]] * 3}, ["d11", "d11", "d11"], ["d11", "d0", "d1"]),
+    "too few": (lambda ms: {"selected_doc_ids": [ids_shown(ms)[-1]]}, ["d11"], ["d11", "d0", "d1"]),
+    "junk": (lambda ms: "Here are the ids: d3 and d5", ["d0", "d1", "d2"], ["d0", "d1", "d2"]),
+    "no id shown": (lambda ms: {"selected_doc_ids": ["zz1"]}, ["d0", "d1", "d2"], ["d0", "d1", "d2"]),
+    "failed call": (RuntimeError("server down"), ["d0", "d1", "d2"], ["d0", "d1", "d2"]),
+}
+RELEASE = dict(prompts="release", constrained_ids=False, dedupe=False, pad=False, chunked=False)
+
+@pytest.mark.parametrize("case", FILTER_CASES)
+def test_filter_replies_under_the_preset_and_the_defaults(case):
+    reply, want_release, want_default = FILTER_CASES[case]
+    got, _, rep = select_evidence(ScriptedChat({"prehop": reply}), Q, DATE, CANDS, 3, stage="prehop", **RELEASE)
+    assert got == want_release and rep.n_padded == 0
+    got, _, rep = select_evidence(ScriptedChat({"prehop": reply}), Q, DATE, CANDS, 3, stage="prehop")
+    assert got == want_default
+
+def test_pipeline_under_the_preset_failed_posthop_keeps_the_first_of_the_pool():
+    facts = [type("F", (), dict(doc_id=f"f{i:02d}", text=t)) for i, t in enumerate(
+        ["Priya is vegan", "Harbour Kitchen closes on Fridays", "Priya works late on Fridays", "Harbour Kitchen has a vegan menu",
+         "Priya cycles", "the harbour is busy on Fridays", "Priya's sister visits on Friday", "Friday evening rain",
+         "Harbour Kitchen takes bookings by phone", "Priya likes jazz"])]
+    toy = ToyIndex(facts)
+    inst = type("I", (), dict(instance_id="toy", ego={"name": "Priya"}, alters=[]))()
+    qry = type("Q", (), dict(query_id="q1", query=Q, ref_date=DATE))()
+    script = {"planner": {"conflict_dimensions": [{"dimension": "d", "description": "w", "key_anchors": ["Priya"]}], "risk_summary": "r"},
+              "views": {"counter": ["Priya Friday"]},
+              "prehop": lambda ms: {"selected_doc_ids": [ids_shown(ms)[1], "nope", ids_shown(ms)[1]]},
+              "posthop": RuntimeError("context overflow"), "answer": "I can't. I can't."}
+    base = PaceMakerConfig(n_seed=6, n_filter=3, hops=2, m=2, n_final=2)
+    cm = ScriptedChat(script)
+    tr = PaceMaker(cm, toy, base.model_copy(update=RELEASE_SETTINGS)).run(qry, inst)
+    second = tr.seed_candidates[1]
+    assert tr.seeds == [second, second]                                  # invalid dropped, repeat kept, no padding
+    assert len(tr.pool) > 2 and tr.final_ids == [p.doc_id for p in tr.pool][:2]   # the failed one call: the pool's first n_final
+    assert len(cm.calls("posthop")) == 1 and tr.answer == "I can't. I can't."
+    dflt = PaceMaker(ScriptedChat(script), toy, base).run(qry, inst)
+    assert dflt.seeds == dflt.seed_candidates[:3] and dflt.answer == "I can't."   # schema failure: fallback; tidied
+
+def test_judge_bare_labels_and_no_request():
+    for reply, label in (("PASS.", "FAIL"), ("Label: PASS", "FAIL"), ("pass", "PASS"), ("WRONG_RATIONALE", "WRONG_RATIONALE")):
+        cm = ScriptedChat({"judge": reply})
+        v, _ = judge_answer(cm, Q, "Sure, booked.", "conflict", "She is vegan.", mode=RunConfig(preset="paper").judge.mode)
+        assert v.label == label, reply
+        assert Q not in text(cm.calls("judge")[0]["messages"]) and "Harbour Kitchen" not in text(cm.calls("judge")[0]["messages"])
+    assert PAPER_PROMPTS["system"].strip().endswith("PASS, WRONG_RATIONALE or FAIL.")
