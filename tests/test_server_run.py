@@ -70,13 +70,19 @@ def test_same_pairs_schema_stages_and_settings(runs):
     assert [key(r) for r in a] == [key(r) for r in b] and len(a) == 4
     for x, y in zip(a, b):
         assert sorted(x) == sorted(y) and sorted(x["judge"]) == sorted(y["judge"])
-        assert [c["stage"] for c in x["trace"]["calls"]] == [c["stage"] for c in y["trace"]["calls"]]
+        # the same stages in order, the post-hop filter aside: it calls the model only when the pool is larger
+        # than n_final, and the pool grows from the seeds the model picked, which may differ between the runs
+        calls = lambda r: [c["stage"] for c in r["trace"]["calls"] if c["stage"] != "posthop"]
+        assert calls(x) == calls(y)
         assert sorted(x["trace"]) == sorted(y["trace"])
     for r in a:   # PaceMaker's calls in stage order (the post-hop filter has no call when the pool fits n_final)
         st = [c["stage"] for c in r["trace"]["calls"]]
         want = ["planner", "views", "prehop", "posthop", "answer"] if r["method"] == "pacemaker" else ["answer"]
         assert [s for s in want if s in st] == st and st[-1] == "answer" and st[:2] == want[:2]
     sa, sb = map(settings, runs)
+    for r in a + b:   # no post-hop call only where the pool fits the final list
+        if r["method"] == "pacemaker" and "posthop" not in [c["stage"] for c in r["trace"]["calls"]]:
+            assert len(r["trace"]["pool"]) <= sa["pacemaker"]["n_final"], len(r["trace"]["pool"])
     diff = {k for k in sa if sa[k] != sb.get(k)}
     assert diff <= {"chat", "judge"}, diff   # only the models' fingerprints (backend, endpoint) differ
     assert (sa["preset"], sa["judge_mode"], sa["judge_is_agent"], sa["pacemaker"]["posthop"]) == ("paper", "paper", False, "one_call")
