@@ -12,7 +12,7 @@ from .base import (GenConfig, Text, ask_many, calendar_text, case_id, count, rng
                            states_time, truncated)
 from .persona import PersonaSeed
 from .profile import (EGO_MAX_TOKENS, EgoProfile, M, S, L, clean_alters, clean_ego, make_timeline,
-                              profile_text)
+                              ego_messages, profile_text)
 from .validate import (date_mentions, date_problems, fix_weekdays, term_hits, verdict_words,
                                weekday_problems, word_key)
 
@@ -28,12 +28,12 @@ __all__ = ['PAPER_EGO_SYSTEM', 'PAPER_ALTERS_SYSTEM', 'ALTERS_MAX_TOKENS', 'SET_
            'QUERY_CHARS', 'JUDGMENT_CHARS', 'SET_MAX_TOKENS_PER_CASE', 'CLOSURE_WORDS', 'CONDITION_WORDS', 'VAGUE_RE',
            'VALIDATOR_SYSTEM', 'REWRITE_SYSTEM', 'REVIEW_MAX_TOKENS_PER_CASE', 'REWRITE_MAX_TOKENS',
            'DISTRACTOR_SYSTEM', 'ATOMS_PER_CONTEXT', 'ATOMIZE_SYSTEM', 'alter_seeds', 'PaperEgo', 'PaperAlter',
-           'PaperAlters', 'paper_ego_messages', 'paper_alters_messages', 'paper_profile', 'set_plan', 'SetCase',
-           'CaseSet', 'plan_text', 'set_messages', 'generate_case_set', 'resolve_dates', 'resolved_query',
-           'closure_only', 'restated', 'set_case_problems', 'CaseReview', 'SetReview', 'case_block',
-           'review_set_messages', 'rewrite_case_messages', 'driver_words', 'same_driver', 'duplicate_drivers',
-           'validate_case_set', 'DistractorSet', 'distractor_count', 'scenario_distractor_messages',
-           'scenario_distractors', 'AtomList', 'atom_messages', 'carries_decision', 'paper_atomize', 'paper_kb_row']
+           'PaperAlters', 'paper_alters_messages', 'paper_profile', 'set_plan', 'SetCase', 'CaseSet', 'plan_text',
+           'set_messages', 'generate_case_set', 'resolve_dates', 'resolved_query', 'closure_only', 'restated',
+           'set_case_problems', 'CaseReview', 'SetReview', 'case_block', 'review_set_messages', 'rewrite_case_messages',
+           'driver_words', 'same_driver', 'duplicate_drivers', 'validate_case_set', 'DistractorSet', 'distractor_count',
+           'scenario_distractor_messages', 'scenario_distractors', 'AtomList', 'atom_messages', 'carries_decision',
+           'paper_atomize', 'paper_kb_row']
 
 # %% ../../nbs/47b_gen_paper.ipynb #0a32d738
 def alter_seeds(cfg: GenConfig, # the run's settings (seed, min_alters, max_alters)
@@ -70,17 +70,6 @@ class PaperAlters(BaseModel):
 PAPER_EGO_SYSTEM = prompt_asset("gen/paper/PAPER_EGO_SYSTEM.md")
 PAPER_ALTERS_SYSTEM = prompt_asset("gen/paper/PAPER_ALTERS_SYSTEM.md")
 
-# %% ../../nbs/47b_gen_paper.ipynb #db1466da
-def paper_ego_messages(persona: str, timeline: dict) -> list[dict]:
-    "Messages for the ego profile of the paper's recipe (the persona, the window and its calendar)."
-    t = timeline
-    days = (dt.date.fromisoformat(t["window_end"]) - dt.date.fromisoformat(t["ref_date"])).days + 1
-    user = (f"Persona description:\n{persona}\n\n"
-            f"Timeline window: {t['window_start']} to {t['window_end']}. Today is {t['ref_date']}.\n"
-            f"Calendar from today (use these dates for commitments):\n{calendar_text(t['ref_date'], days)}"
-            "\n\nWrite the profile as JSON.")
-    return [dict(role="system", content=PAPER_EGO_SYSTEM), dict(role="user", content=user)]
-
 # %% ../../nbs/47b_gen_paper.ipynb #0ea306cc
 def paper_alters_messages(ego: dict, seeds: list[PersonaSeed]) -> list[dict]:
     "Messages that expand each alter seed into a sub-character of the ego's world."
@@ -98,8 +87,8 @@ def paper_profile(cm, cfg: GenConfig, instance_id: str, persona: str, seeds: lis
     timeline, refs = make_timeline(cfg, instance_id)
     row = dict(instance_id=instance_id, ego=None, alters=[], timeline=timeline, reference_dates=refs,
                dropped_instance=None, dropped={})
-    [(ego, _)] = ask_many(cm, [paper_ego_messages(persona, timeline)], PaperEgo, stage="gen.profile",
-                          max_tokens=EGO_MAX_TOKENS + 100)
+    msgs = ego_messages(persona, timeline, PAPER_EGO_SYSTEM)
+    [(ego, _)] = ask_many(cm, [msgs], PaperEgo, stage="gen.profile", max_tokens=EGO_MAX_TOKENS + 100)
     if ego is None:
         return {**row, "dropped_instance": "malformed_output", "dropped": count(["ego_malformed_output"])}
     ego, why = clean_ego(ego.model_dump(), timeline)

@@ -93,7 +93,9 @@ EGO_SYSTEM = prompt_asset("gen/profile/EGO_SYSTEM.md")
 ALTERS_SYSTEM = prompt_asset("gen/profile/ALTERS_SYSTEM.md")
 
 # %% ../../nbs/42_gen_profile.ipynb #899b73d7
-def ego_messages(persona: str, timeline: dict) -> list[dict]:
+def ego_messages(persona: str, timeline: dict,
+                 system: str | None = None, # the system prompt (default `EGO_SYSTEM`)
+                ) -> list[dict]:
     "Chat messages for the ego profile (the persona, the window and its calendar)."
     t = timeline
     days = (dt.date.fromisoformat(t["window_end"]) - dt.date.fromisoformat(t["ref_date"])).days + 1
@@ -101,7 +103,7 @@ def ego_messages(persona: str, timeline: dict) -> list[dict]:
             f"Timeline window: {t['window_start']} to {t['window_end']}. Today is {t['ref_date']}.\n"
             f"Calendar from today (use these dates for commitments):\n{calendar_text(t['ref_date'], days)}"
             "\n\nWrite the profile as JSON.")
-    return [dict(role="system", content=EGO_SYSTEM), dict(role="user", content=user)]
+    return [dict(role="system", content=system or EGO_SYSTEM), dict(role="user", content=user)]
 
 # %% ../../nbs/42_gen_profile.ipynb #b746ea85
 def alters_messages(ego: dict, n: int) -> list[dict]:
