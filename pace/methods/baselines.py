@@ -164,8 +164,8 @@ class PaceMakerMethod:
     def __init__(self, chat_model, # the agents' model
                  index, # an index, `IndexStore` or callable
                  config: PaceMakerConfig | None = None):
-        # a variant's config names its own pipeline class (`pace.methods.pacemaker_score`)
-        self.pm = (config.pipeline() if hasattr(config, 'pipeline') else PaceMaker)(chat_model, index, config)
+        # the config's name says the method's list of stages (`pace.methods.pipeline.method_stages`)
+        self.pm = PaceMaker(chat_model, index, config)
     @property
     def name(self): return self.pm.name
     def run(self, query, instance, kb, answer: bool = True) -> MethodResult:

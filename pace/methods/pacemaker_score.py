@@ -4,19 +4,20 @@
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #95a785de
 from __future__ import annotations
-import datetime as dt, math, re, time
+import datetime as dt, math, re
 from typing import Literal
 from pydantic import BaseModel, Field
 from ..calls import AgentCall, agent_request
-from .agents import as_date, persona_name, generate_answer
-from .pipeline import (PaceMaker, PaceMakerConfig, Trace, View, ViewCandidates, Switch,
-                                   resolve_index, VARIANT_CONFIGS)
+from .agents import as_date
+from .pipeline import (PaceMaker, PaceMakerConfig, Trace, View, ViewCandidates, Switch, RunState,
+                                   Step, STEPS, MethodStages, drop)
 from ..retrieve import hybrid_search, wrrf
 
 # %% auto #0
-__all__ = ['SCORE_SYSTEM', 'SCORE_SWITCHES', 'SCORE_SIZES', 'request_dates', 'date_facts', 'request_names', 'entity_view',
-           'score_messages', 'yes_probability', 'read_score', 'score_steps', 'score_ranking', 'ScoreConfig',
-           'score_config', 'ScoreTrace', 'PaceMakerScore']
+__all__ = ['SCORE_SYSTEM', 'SCORE_SWITCHES', 'SCORE_SIZES', 'SCORE_STEPS', 'PACEMAKER_SCORE', 'request_dates', 'date_facts',
+           'request_names', 'entity_view', 'score_messages', 'yes_probability', 'read_score', 'score_steps',
+           'score_ranking', 'ScoreConfig', 'score_config', 'ScoreTrace', 'request_candidates', 'entity_candidates',
+           'date_candidates', 'score_pool', 'score_facts', 'fuse_runs', 'PaceMakerScore']
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #31dede7a
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -199,10 +200,6 @@ class ScoreConfig(PaceMakerConfig):
         offs = [n for n, sw in SCORE_SWITCHES.items() if not sw.is_on(self)]
         return 'pacemaker-score' + ''.join(f'-no_{n}' for n in offs)
 
-    def pipeline(self):
-        "The class that runs this config (`pace.methods.baselines.PaceMakerMethod` builds it)."
-        return PaceMakerScore
-
 SCORE_SWITCHES = {
     'dates': Switch(dict(date_seeds=True), dict(date_seeds=False)),
     'entities': Switch(dict(entity_view=True), dict(entity_view=False)),
@@ -230,10 +227,6 @@ def score_config(name: str, # 'pacemaker-score', then any '-no_<switch>' of `SCO
                          "the settings")
     return cfg
 
-# %% ../../nbs/21b_pacemaker_score.ipynb #9ab69273
-# `pace.methods.pipeline.pacemaker_config` (and so `pace run`) knows its names
-VARIANT_CONFIGS['pacemaker-score'] = score_config
-
 # %% ../../nbs/21b_pacemaker_score.ipynb #6acd1597
 class ScoreTrace(Trace):
     "A PaceMaker trace plus what pacemaker-score saw: the request's dates, date facts and candidates' scores."
@@ -243,66 +236,101 @@ class ScoreTrace(Trace):
     scores: dict[str, float | None] = {}   # P(yes) per scored candidate (None: no usable reply)
     ranking: list[tuple[str, float]] = []  # the whole fused ranking of the candidates
 
-# %% ../../nbs/21b_pacemaker_score.ipynb #04d099ce
+# %% ../../nbs/21b_pacemaker_score.ipynb #b7950e4b
+def request_candidates(st: RunState, # the query's state
+                       c: ScoreConfig, # the settings
+                      ) -> list[str]:
+    "The request's Hybrid top `score_depth` and its dates; its two rankings join the runs to fuse."
+    tr, q = st.tr, st.q
+    hr = hybrid_search(st.idx, [(q, 1.0)], top_k=c.score_depth, k_rrf=c.k_rrf)
+    dates = request_dates(q, st.ref)
+    tr.views = [View(text=q, kind='original', weight=1.0)]
+    tr.candidates = [ViewCandidates(view=0, dense=h.dense, sparse=h.sparse) for h in hr.per_view]
+    tr.fused, tr.dates = hr.fused[:c.score_depth], [d.isoformat() for d in dates]
+    (dense, w), (sparse, _) = hr.per_view[0].runs(1.0)
+    st.runs = [(dense, w, "the request's dense and BM25 rankings"), (sparse, w, None)]
+    return [d for d, _ in tr.fused]
+
+# %% ../../nbs/21b_pacemaker_score.ipynb #43280dcd
+def entity_candidates(st: RunState, # the query's state (its dates)
+                      c: ScoreConfig, # the settings
+                     ):
+    "The entity view's Hybrid top `entity_depth` (nothing when the request names no entity nor date)."
+    tr = st.tr
+    if not (ev := entity_view(st.q, [dt.date.fromisoformat(d) for d in tr.dates])): return
+    he = hybrid_search(st.idx, [(ev, c.w_entity)], top_k=c.entity_depth, k_rrf=c.k_rrf)
+    tr.views.append(View(text=ev, kind='counter', weight=c.w_entity))
+    tr.candidates += [ViewCandidates(view=1, dense=h.dense, sparse=h.sparse) for h in he.per_view]
+    tr.entity_ids = [d for d, _ in he.fused[:c.entity_depth]]
+    (dense, w), (sparse, _) = he.per_view[0].runs()
+    what = f"the entity view's (weight {c.w_entity:g})" if tr.entity_ids else None
+    st.runs += [(dense, w, what), (sparse, w, None)]
+
+# %% ../../nbs/21b_pacemaker_score.ipynb #3e811ebb
+def date_candidates(st: RunState, # the query's state (its dates)
+                    c: ScoreConfig, # the settings
+                   ):
+    "The date facts, at most `max_date_facts`, the most similar to the request first; their run is added."
+    tr, idx = st.tr, st.idx
+    dates = [dt.date.fromisoformat(d) for d in tr.dates]
+    if c.max_date_facts and (ids := set(date_facts(idx, dates, c.date_days_before))):
+        tr.date_ids = [d for d, _ in idx.dense([st.q], len(idx.doc_ids))[0] if d in ids][:c.max_date_facts]
+    st.runs.append((tr.date_ids, c.w_date, f"the date facts (weight {c.w_date:g})"))
+
+# %% ../../nbs/21b_pacemaker_score.ipynb #90bd7ed3
+def score_pool(st: RunState, # the query's state (its candidates)
+               c: ScoreConfig, # the settings
+              ) -> list[str]:
+    "The candidates to score: the request's fused ids, the date facts, the entity view's, each once."
+    tr = st.tr
+    st.to_score = list(dict.fromkeys([d for d, _ in tr.fused] + tr.date_ids + tr.entity_ids))
+    return st.to_score
+
+# %% ../../nbs/21b_pacemaker_score.ipynb #773ac0d6
+def score_facts(st: RunState, # the query's state (its pool)
+                c: ScoreConfig, # the settings
+               ):
+    "Steps: the yes/no scores of the pool; their ranking joins the runs."
+    tr, dates = st.tr, [dt.date.fromisoformat(d) for d in st.tr.dates]
+    tr.scores, rec = yield from score_steps(st.q, st.ref, dates, [(d, st.idx.text(d)) for d in st.to_score],
+                                            top_logprobs=c.score_top_logprobs)
+    tr.calls.append(rec)
+    st.runs.append((score_ranking(tr.scores, st.to_score), c.w_score,
+                    f"the candidates by P(yes) (weight {c.w_score:g})"))
+
+# %% ../../nbs/21b_pacemaker_score.ipynb #613dc25e
+def fuse_runs(st: RunState, # the query's state (its runs)
+              c: ScoreConfig, # the settings
+             ) -> list[str]:
+    "WRRF (k=`k_rrf`) of the runs; the first `n_final`."
+    st.tr.ranking = wrrf([(ids, w) for ids, w, _ in st.runs], c.k_rrf)
+    return [d for d, _ in st.tr.ranking[:c.n_final]]
+
+def _fusion_rule(st, c) -> str:
+    return f"WRRF (k={c.k_rrf}) of " + ", ".join(s for *_, s in st.runs if s) + f"; first {c.n_final}"
+
+# %% ../../nbs/21b_pacemaker_score.ipynb #943739ba
+SCORE_STEPS = dict(   # pacemaker-score's stages, by name
+    request=Step('request', request_candidates, evidence='fused', timing='retrieval'),
+    entities=Step('entities', entity_candidates, timing='retrieval'),
+    dates=Step('dates', date_candidates, timing='retrieval'),
+    pool=Step('pool', score_pool, evidence='pool', timing='retrieval'),
+    score=Step('score', score_facts),
+    fuse=Step('fuse', fuse_runs, evidence='final', rule=_fusion_rule),
+)
+PACEMAKER_SCORE = MethodStages(
+    'pacemaker-score', (*SCORE_STEPS.values(), STEPS['answer']), score_config,
+    edits={'dates': lambda s, c: drop(s, 'dates'), 'entities': lambda s, c: drop(s, 'entities'),
+           'scores': lambda s, c: drop(s, 'score')},
+    trace=ScoreTrace)
+
+# %% ../../nbs/21b_pacemaker_score.ipynb #ee549595
 class PaceMakerScore(PaceMaker):
     """pacemaker-score: score, don't pick. The request's Hybrid candidates, its date facts and its entity
     view's, each judged yes/no, fused by WRRF."""
     def __init__(self, chat_model, # the scoring model (`pace.llm`; log-probabilities where it has them)
                  index, # an `InstanceIndex`, `IndexStore` or callable (`pace.methods.pipeline.resolve_index`)
                  config: ScoreConfig | None = None, # `score_config('pacemaker-score')` when None
+                 stages=None, # `Step`s to run in place of the config's (see `PaceMaker`)
                 ):
-        super().__init__(chat_model, index, config or score_config('pacemaker-score'))
-
-    def _candidates(self, idx, q, ref, tr):
-        """The fusion's runs (the request's dense and BM25 top `score_depth`, the entity view's), the dates
-        and the pool to score."""
-        c, t0 = self.config, time.perf_counter()
-        hr, dates = hybrid_search(idx, [(q, 1.0)], top_k=c.score_depth, k_rrf=c.k_rrf), request_dates(q, ref)
-        tr.views = [View(text=q, kind='original', weight=1.0)]
-        tr.candidates = [ViewCandidates(view=0, dense=h.dense, sparse=h.sparse) for h in hr.per_view]
-        tr.fused, tr.dates = hr.fused[:c.score_depth], [d.isoformat() for d in dates]
-        runs = hr.per_view[0].runs(1.0)
-        if c.date_seeds and c.max_date_facts and (ids := set(date_facts(idx, dates, c.date_days_before))):
-            tr.date_ids = [d for d, _ in idx.dense([q], len(idx.doc_ids))[0] if d in ids][:c.max_date_facts]
-        if c.entity_view and (ev := entity_view(q, dates)):
-            he = hybrid_search(idx, [(ev, c.w_entity)], top_k=c.entity_depth, k_rrf=c.k_rrf)
-            tr.views.append(View(text=ev, kind='counter', weight=c.w_entity))
-            tr.candidates += [ViewCandidates(view=1, dense=h.dense, sparse=h.sparse) for h in he.per_view]
-            tr.entity_ids, runs = [d for d, _ in he.fused[:c.entity_depth]], runs + he.per_view[0].runs()
-        pool = list(dict.fromkeys([d for d, _ in tr.fused] + tr.date_ids + tr.entity_ids))
-        tr.evidence['fused'], tr.evidence['pool'] = [d for d, _ in tr.fused], pool
-        tr.timings['retrieval'] = time.perf_counter() - t0
-        return runs, dates, pool
-
-    def _steps(self, query, instance, kb, answer):
-        "Steps (see `pace.calls.run_steps`): pacemaker-score on one query; returns its trace."
-        c = self.config
-        q, ref = query.query, as_date(query.ref_date)
-        idx = resolve_index(self.index, instance.instance_id, kb)
-        tr = ScoreTrace(method=self.name, query_id=getattr(query, 'query_id', None), query=q,
-                        ref_date=ref.isoformat(), config=c.model_dump())
-        runs, dates, pool = self._candidates(idx, q, ref, tr)
-        rule = ["the request's dense and BM25 rankings"]
-        if tr.entity_ids: rule.append(f"the entity view's (weight {c.w_entity:g})")
-        if c.date_seeds:
-            runs.append((tr.date_ids, c.w_date)); rule.append(f"the date facts (weight {c.w_date:g})")
-        if c.use_scores:
-            tr.scores, rec = yield from score_steps(q, ref, dates, [(d, idx.text(d)) for d in pool],
-                                                    top_logprobs=c.score_top_logprobs)
-            tr.calls.append(rec); runs.append((score_ranking(tr.scores, pool), c.w_score))
-            rule.append(f"the candidates by P(yes) (weight {c.w_score:g})")
-        tr.ranking = wrrf(runs, c.k_rrf)
-        tr.final_ids = [d for d, _ in tr.ranking[:c.n_final]]
-        tr.ranking_rule = f"WRRF (k={c.k_rrf}) of " + ", ".join(rule) + f"; first {c.n_final}"
-        tr.evidence['final'] = list(tr.final_ids)
-        if answer:
-            facts = [idx.text(i) for i in tr.final_ids]
-            tr.answer, rec = yield from generate_answer.steps(self.cm, q, ref, persona_name(instance), facts,
-                                                              stage='answer', max_tokens=c.answer_max_tokens,
-                                                              answer_format=c.answer_format,
-                                                              prompts=c.agent_prompts, tidy=c.tidy_answers,
-                                                              max_facts=c.answer_max_facts)
-            tr.calls.append(rec); tr.answer_facts_used = rec.notes.get('n_facts_used', 0)
-            tr.evidence['answer'] = tr.final_ids[:tr.answer_facts_used]
-        else: tr.answer = None
-        return tr
+        super().__init__(chat_model, index, config or score_config('pacemaker-score'), stages)

@@ -4,8 +4,10 @@
 
 # %% ../../nbs/21_pipeline.ipynb #4ff55d66
 from __future__ import annotations
-import random, time
-from typing import Literal, NamedTuple
+import datetime as dt, importlib, random, time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 from ..calls import AgentCall, run_steps, run_steps_batch
 from .agents import (ConflictPlan, ReleasePlan, SelectionReport, plan_conflicts, generate_views,
@@ -18,9 +20,12 @@ from ..index import bm25_tokens
 
 # %% auto #0
 __all__ = ['LATE_DEFAULTS', 'CONFIG_GROUPS', 'RELEASE_SETTINGS', 'HYBRID_K', 'SMALL_SWITCHES', 'SMALL_SIZES', 'PAPER_SWITCHES',
-           'PAPER_ABLATIONS', 'PRESETS', 'ABLATIONS', 'VARIANT_CONFIGS', 'PaceMakerConfig', 'MethodTrace', 'View',
-           'ViewCandidates', 'PoolDoc', 'Trace', 'pool_order', 'resolve_index', 'hybrid_ranking', 'view_specificity',
-           'Switch', 'pacemaker_config', 'PaceMaker']
+           'PAPER_ABLATIONS', 'PRESETS', 'ABLATIONS', 'STEPS', 'PACEMAKER_STAGES', 'PAPER_EDITS', 'PACEMAKER',
+           'PACEMAKER_SMALL', 'PACEMAKER_METHODS', 'PaceMakerConfig', 'MethodTrace', 'View', 'ViewCandidates',
+           'PoolDoc', 'Trace', 'pool_order', 'resolve_index', 'hybrid_ranking', 'view_specificity', 'Switch',
+           'RunState', 'plan', 'views', 'retrieve', 'filter_ids', 'prehop', 'traverse', 'posthop', 'whole_pool',
+           'fused_top', 'seeds_final', 'answer', 'Step', 'run_stages', 'drop', 'swap', 'insert_after', 'MethodStages',
+           'preset_config', 'pacemaker_method', 'method_stages', 'pacemaker_config', 'PaceMaker']
 
 # %% ../../nbs/21_pipeline.ipynb #456dbf3e
 # settings newer than recorded runs: dumped only when not at their default
@@ -251,16 +256,250 @@ PRESETS = {   # a PaceMaker method's settings over the base config: the paper's,
 # '-no_<switch>': its `off`
 ABLATIONS = {'pacemaker': PAPER_SWITCHES, 'pacemaker-small': PAPER_SWITCHES | SMALL_SWITCHES}
 
-# %% ../../nbs/21_pipeline.ipynb #15f60d8c
-# more PaceMaker variants, name -> its config function (`pace.methods.pacemaker_score` adds 'pacemaker-score')
-VARIANT_CONFIGS = {}
+# %% ../../nbs/21_pipeline.ipynb #283c5025
+@dataclass
+class RunState:
+    "What one query's stages share: the model, the instance's index and instance, and the trace they fill in."
+    cm: Any                  # the agents' model
+    idx: Any                 # the instance's index
+    instance: Any            # the query's instance (the ego's name goes into the answer prompt)
+    tr: Trace                # the request (`tr.query`, `tr.ref_date`) and everything the stages record
+    # (ranking, weight, what it is or None): the runs a fusing stage fuses (pacemaker-score)
+    runs: list = field(default_factory=list)
+    to_score: list = field(default_factory=list)   # the candidates a scoring stage judges (pacemaker-score)
+    @property
+    def q(self) -> str: return self.tr.query
+    @property
+    def ref(self) -> dt.date: return as_date(self.tr.ref_date)
 
-def pacemaker_config(name: str, # 'pacemaker' or 'pacemaker-small', then any '-no_<switch>'
-                     base: PaceMakerConfig | None = None, # settings to start from (`pace run --config`)
-                    ) -> PaceMakerConfig:
-    """The config a PaceMaker method name stands for: `base`, its preset's overlay (settings given explicitly
-    in `base` win, `variant` aside), then the overlay of each ablation it names."""
-    if (variant := VARIANT_CONFIGS.get(name.split('-no_')[0])) is not None: return variant(name, base)
+# %% ../../nbs/21_pipeline.ipynb #109dc84e
+def plan(st: RunState, # the query's state
+         c: PaceMakerConfig, # the settings
+        ):
+    "Steps: the conflict planner; its plan (or None) goes into the trace."
+    st.tr.plan, rec = yield from plan_conflicts.steps(st.cm, st.q, st.ref, max_directions=c.max_directions,
+                                                      stage='planner', max_tokens=c.planner_max_tokens,
+                                                      prompts=c.agent_prompts, check_anchors=c.check_anchors)
+    st.tr.calls.append(rec)
+
+# %% ../../nbs/21_pipeline.ipynb #2a5a8b5e
+def views(st: RunState, # the query's state (its plan)
+          c: PaceMakerConfig, # the settings
+         ):
+    "Steps: the multi-view generator; its counter queries join `tr.views`, weighted."
+    counters, rec = yield from generate_views.steps(st.cm, st.q, st.ref, st.tr.plan,
+                                                    max_counter=c.max_counter_queries, stage='views',
+                                                    max_tokens=c.views_max_tokens, prompts=c.agent_prompts,
+                                                    exact=c.exact_counter_queries, clean=c.clean_counters)
+    st.tr.calls.append(rec)
+    share = (lambda t: view_specificity(t, st.q)) if c.counter_weighting == 'overlap' else (lambda t: 1.0)
+    st.tr.views += [View(text=t, kind='counter', weight=c.w_counter * share(t)) for t in counters]
+
+# %% ../../nbs/21_pipeline.ipynb #0b23b3b2
+def retrieve(st: RunState, # the query's state (its counter views)
+             c: PaceMakerConfig, # the settings
+            ) -> list[str]:
+    "Hybrid search over the request's view and the counter views; the fused top `n_seed`."
+    tr = st.tr
+    tr.views = [View(text=st.q, kind='original', weight=c.w_original)] + tr.views
+    hr = hybrid_search(st.idx, [(v.text, v.weight) for v in tr.views], top_k=c.top_k, k_rrf=c.k_rrf)
+    # a weight-0 view is searched (its candidates stay in the trace) but adds nothing
+    hr.fused = [(d, s) for d, s in hr.fused if s > 0]
+    tr.candidates = [ViewCandidates(view=i, dense=h.dense, sparse=h.sparse)
+                     for i, h in enumerate(hr.per_view)]
+    tr.fused, tr.seed_candidates = hr.fused, hr.ids(c.n_seed)
+    # the Hybrid baseline's own ranking at its own size (PaceMaker's top_k does not reach it)
+    if c.anchor_keep:
+        hyb = hybrid_ranking(st.idx, st.q, max(HYBRID_K, c.anchor_keep), c.k_rrf)
+        tr.anchors = [d for d, _ in hyb][:c.anchor_keep]
+    return tr.seed_candidates
+
+# %% ../../nbs/21_pipeline.ipynb #58d164f8
+def filter_ids(st: RunState, # the query's state (its anchors)
+               c: PaceMakerConfig, # the settings
+               stage: str, # 'prehop' or 'posthop'
+               ids: list[str], # the candidates, in the order shown
+               n: int, # how many to keep, anchors included
+               **kw): # more options of `select_evidence` (max_candidates, chunked)
+    "Steps: one filter stage over `ids`; the anchors first (not shown), then the filter's picks."
+    kept = st.tr.anchors
+    slots = n - len(kept)
+    if slots <= 0: return kept[:n]
+    cands = [(i, st.idx.text(i)) for i in ids if i not in kept]
+    out, recs, rep = yield from select_evidence.steps(st.cm, st.q, st.ref, cands, slots, stage=stage,
+                                                      max_tokens=c.filter_max_tokens, pad=c.pad_filters,
+                                                      labels=c.filter_labels, prompts=c.agent_prompts,
+                                                      constrained_ids=c.constrained_ids,
+                                                      dedupe=c.dedupe_selection, **kw)
+    st.tr.calls += recs; st.tr.selection[stage] = rep
+    return kept + out
+
+# %% ../../nbs/21_pipeline.ipynb #a010ae58
+def prehop(st: RunState, # the query's state (its seed candidates)
+           c: PaceMakerConfig, # the settings
+          ):
+    "Steps: the pre-hop filter; the seeds."
+    st.tr.seeds = yield from filter_ids(st, c, 'prehop', st.tr.seed_candidates, c.n_filter)
+    return st.tr.seeds
+
+# %% ../../nbs/21_pipeline.ipynb #1850c615
+def traverse(st: RunState, # the query's state (its seeds)
+             c: PaceMakerConfig, # the settings
+            ) -> list[str]:
+    "BFS from the seeds; the pool's ids, in BFS order."
+    tr, idx = st.tr, st.idx
+    # ids only, cached per row, where the index has them
+    nbr = getattr(idx, 'neighbor_ids', None) or idx.neighbors
+    tr.pool = [PoolDoc(doc_id=v.doc_id, hop=v.hop, parent=v.parent)
+               for v in bfs_expand(nbr, tr.seeds, depth=c.hops, m=c.m)]
+    tr.pool_order = pool_order(tr.pool, c.posthop_order, st.q)
+    return [p.doc_id for p in tr.pool]
+
+# %% ../../nbs/21_pipeline.ipynb #da140a9a
+def posthop(st: RunState, # the query's state (its pool)
+            c: PaceMakerConfig, # the settings
+           ):
+    "Steps: the post-hop filter over the pool; the final evidence."
+    return (yield from filter_ids(st, c, 'posthop', st.tr.pool_order, c.n_final,
+                                  max_candidates=c.max_pool_candidates, chunked=c.posthop == 'tournament'))
+
+def _posthop_rule(st, c) -> str:
+    return ((f"the raw query's hybrid top {len(st.tr.anchors)}, then " if st.tr.anchors else "")
+            + f"post-hop filter order (most useful first) over the pool in {c.posthop_order} order")
+
+# %% ../../nbs/21_pipeline.ipynb #6fd44f3b
+def whole_pool(st: RunState, # the query's state (its pool)
+               c: PaceMakerConfig, # the settings
+              ) -> list[str]:
+    "The whole pool, in the order the post-hop filter would see it (no selection)."
+    return list(st.tr.pool_order)
+
+# %% ../../nbs/21_pipeline.ipynb #1425d264
+def fused_top(st: RunState, # the query's state (its fused ranking)
+              c: PaceMakerConfig, # the settings
+             ) -> list[str]:
+    "The fused top `n_final` (no pre-hop filter, no traversal, no post-hop filter)."
+    return [d for d, _ in st.tr.fused[:c.n_final]]
+
+# %% ../../nbs/21_pipeline.ipynb #9e9d9c91
+def seeds_final(st: RunState, # the query's state (its seeds)
+                c: PaceMakerConfig, # the settings
+               ) -> list[str]:
+    "The pre-hop filter's seeds, in its order (no traversal, no post-hop filter)."
+    return list(st.tr.seeds)
+
+# %% ../../nbs/21_pipeline.ipynb #671db418
+def answer(st: RunState, # the query's state (its final evidence)
+           c: PaceMakerConfig, # the settings
+          ):
+    "Steps: the answer generator over the final evidence; the ids that fitted its prompt."
+    tr = st.tr
+    facts = [st.idx.text(i) for i in tr.final_ids]
+    tr.answer, rec = yield from generate_answer.steps(st.cm, st.q, st.ref, persona_name(st.instance), facts,
+                                                      stage='answer', max_tokens=c.answer_max_tokens,
+                                                      answer_format=c.answer_format, prompts=c.agent_prompts,
+                                                      tidy=c.tidy_answers, max_facts=c.answer_max_facts)
+    tr.calls.append(rec); tr.answer_facts_used = rec.notes.get('n_facts_used', 0)
+    return tr.final_ids[:tr.answer_facts_used]
+
+# %% ../../nbs/21_pipeline.ipynb #dcb06036
+class Step(NamedTuple):
+    "One stage of a PaceMaker method: its name, its function, and what the driver records of it."
+    name: str                       # its name in the method's list (the ablations' edits use it)
+    # (state, settings) -> the ids it hands on, or None; written as steps when it calls the model
+    run: Callable
+    evidence: str | None = None     # the funnel step (`Trace.evidence`) its ids are recorded as
+    timing: str | None = None       # the `Trace.timings` key its seconds are added to
+    rule: Callable | None = None    # (state, settings) -> `Trace.ranking_rule`: it decides the final order
+
+# %% ../../nbs/21_pipeline.ipynb #cdfefe49
+def run_stages(stages, # the method's `Step`s, in order
+               st: RunState, # the query's state: its trace is filled in
+               c, # the settings
+              ):
+    """Steps (see `pace.calls.run_steps`): each stage in order, with its funnel ids, its seconds and, from the
+    stage that decides the final order, the final ids and ranking rule recorded; returns the trace."""
+    tr = st.tr
+    for s in stages:
+        t0, out = time.perf_counter(), s.run(st, c)
+        if isinstance(out, Generator): out = yield from out
+        if s.timing: tr.timings[s.timing] = tr.timings.get(s.timing, 0.0) + time.perf_counter() - t0
+        if s.rule: tr.final_ids, tr.ranking_rule = list(out), s.rule(st, c)
+        if s.evidence and out is not None: tr.evidence[s.evidence] = list(out)
+    return tr
+
+# %% ../../nbs/21_pipeline.ipynb #13b36bae
+def drop(stages, # a method's `Step`s
+         *names: str, # the stages to leave out
+        ) -> tuple:
+    "The list without the stages `names`."
+    return tuple(s for s in stages if s.name not in names)
+
+# %% ../../nbs/21_pipeline.ipynb #9d8c39df
+def swap(stages, # a method's `Step`s
+         name: str, # the stage to replace
+         step: Step, # what runs in its place
+        ) -> tuple:
+    "The list with the stage `name` replaced by `step`."
+    return tuple(step if s.name == name else s for s in stages)
+
+# %% ../../nbs/21_pipeline.ipynb #21b36b2e
+def insert_after(stages, # a method's `Step`s
+                 name: str, # the stage the new one follows
+                 step: Step, # the new stage
+                ) -> tuple:
+    "The list with `step` right after the stage `name`."
+    names = [s.name for s in stages]
+    if name not in names: raise ValueError(f"no stage {name!r} in {names}")
+    return tuple(x for s in stages for x in ((s, step) if s.name == name else (s,)))
+
+# %% ../../nbs/21_pipeline.ipynb #5f0f79ef
+STEPS = dict(   # PaceMaker's stages, by name
+    plan=Step('plan', plan), views=Step('views', views),
+    retrieve=Step('retrieve', retrieve, evidence='fused', timing='retrieval'),
+    prehop=Step('prehop', prehop, evidence='prehop'),
+    traverse=Step('traverse', traverse, evidence='pool', timing='traversal'),
+    posthop=Step('posthop', posthop, evidence='final', rule=_posthop_rule),
+    whole_pool=Step('whole_pool', whole_pool, evidence='final',
+                    rule=lambda st, c: f"the whole pool in {c.posthop_order} order (no selection)"),
+    fused_top=Step('fused_top', fused_top, evidence='final',
+                   rule=lambda st, c: ("fused top n_final (no pre-hop filter, no traversal, no post-hop "
+                                       "filter)")),
+    seeds_final=Step('seeds_final', seeds_final, evidence='final',
+                     rule=lambda st, c: "pre-hop filter order (no traversal, no post-hop filter)"),
+    answer=Step('answer', answer, evidence='answer'),
+)
+PACEMAKER_STAGES = tuple(STEPS[n] for n in ('plan', 'views', 'retrieve', 'prehop', 'traverse', 'posthop',
+                                            'answer'))
+
+def _no_traversal(stages, c):
+    "No BFS and no post-hop filter: the fused top n_final (no pre-hop filter either), or the seeds."
+    if c.no_traversal_evidence == 'fused':
+        return swap(drop(stages, 'prehop', 'traverse'), 'posthop', STEPS['fused_top'])
+    return swap(drop(stages, 'traverse'), 'posthop', STEPS['seeds_final'])
+
+PAPER_EDITS = {   # '-no_<switch>' -> how it edits the list: (stages, settings) -> stages
+    'planning': lambda stages, c: drop(stages, 'plan', 'views'),
+    'traversal': _no_traversal,
+    'selection': lambda stages, c: swap(stages, 'posthop', STEPS['whole_pool']),
+}
+
+# %% ../../nbs/21_pipeline.ipynb #390ba57d
+class MethodStages(NamedTuple):
+    "A PaceMaker method: its stages in order, the trace they fill, its config function and its ablations."
+    name: str                # the name before any '-no_<switch>'
+    stages: tuple            # its `Step`s, in order
+    config: Callable         # (name, base) -> its settings (`pacemaker_config`)
+    # '-no_<switch>' -> (stages, settings) -> stages (a switch not here changes settings only)
+    edits: dict = {}
+    trace: type = Trace      # the trace class its stages fill
+
+# %% ../../nbs/21_pipeline.ipynb #99512750
+def preset_config(name: str, # 'pacemaker' or 'pacemaker-small', then any '-no_<switch>'
+                  base: PaceMakerConfig | None = None, # settings to start from (`pace run --config`)
+                 ) -> PaceMakerConfig:
+    """The config of a PaceMaker or pacemaker-small name: `base`, its preset's overlay (settings given
+    explicitly in `base` win, `variant` aside), then the overlay of each ablation it names."""
     base = base or PaceMakerConfig()
     head, *offs = name.split('-no_')
     if head not in PRESETS: raise ValueError(f"not a PaceMaker method: {name!r}")
@@ -276,133 +515,67 @@ def pacemaker_config(name: str, # 'pacemaker' or 'pacemaker-small', then any '-n
                          f"the settings")
     return cfg
 
-# %% ../../nbs/21_pipeline.ipynb #03ef6223
-class _Views:
-    "PaceMaker's first stages: the views and the hybrid retrieval over them."
-    def _views(self, q, ref, tr):
-        "Steps (see `pace.methods.agents.run_steps`): planner and view generator; returns the views."
-        c = self.config
-        views = [View(text=q, kind='original', weight=c.w_original)]
-        if not c.use_planning: return views
-        tr.plan, rec = yield from plan_conflicts.steps(self.cm, q, ref, max_directions=c.max_directions,
-                                                       stage='planner', max_tokens=c.planner_max_tokens,
-                                                       prompts=c.agent_prompts, check_anchors=c.check_anchors)
-        tr.calls.append(rec)
-        counters, rec = yield from generate_views.steps(self.cm, q, ref, tr.plan,
-                                                        max_counter=c.max_counter_queries,
-                                                        stage='views', max_tokens=c.views_max_tokens,
-                                                        prompts=c.agent_prompts,
-                                                        exact=c.exact_counter_queries, clean=c.clean_counters)
-        tr.calls.append(rec)
-        share = (lambda t: view_specificity(t, q)) if c.counter_weighting == 'overlap' else (lambda t: 1.0)
-        return views + [View(text=t, kind='counter', weight=c.w_counter * share(t)) for t in counters]
+# %% ../../nbs/21_pipeline.ipynb #8b801ce5
+PACEMAKER = MethodStages('pacemaker', PACEMAKER_STAGES, preset_config, PAPER_EDITS)
+# the same stages; its switches are settings (weights, anchors, the pool cap)
+PACEMAKER_SMALL = MethodStages('pacemaker-small', PACEMAKER_STAGES, preset_config, PAPER_EDITS)
+PACEMAKER_METHODS = {   # name before '-no_' -> its `MethodStages`, or 'module:NAME' for one in a later module
+    'pacemaker': PACEMAKER, 'pacemaker-small': PACEMAKER_SMALL,
+    'pacemaker-score': 'pace.methods.pacemaker_score:PACEMAKER_SCORE',
+}
 
-    def _retrieve(self, idx, tr):
-        """Hybrid search over the views; the fused ranking, its top `n_seed` and each view's candidates go
-        into the trace."""
-        c, t0 = self.config, time.perf_counter()
-        hr = hybrid_search(idx, [(v.text, v.weight) for v in tr.views], top_k=c.top_k, k_rrf=c.k_rrf)
-        # a weight-0 view is searched (its candidates stay in the trace) but adds nothing
-        hr.fused = [(d, s) for d, s in hr.fused if s > 0]
-        tr.candidates = [ViewCandidates(view=i, dense=h.dense, sparse=h.sparse) for i,
-                         h in enumerate(hr.per_view)]
-        tr.fused, tr.seed_candidates = hr.fused, hr.ids(c.n_seed)
-        # the Hybrid baseline's own ranking at its own size (PaceMaker's top_k does not reach it)
-        if c.anchor_keep:
-            hyb = hybrid_ranking(idx, tr.query, max(HYBRID_K, c.anchor_keep), c.k_rrf)
-            tr.anchors = [d for d, _ in hyb][:c.anchor_keep]
-        tr.timings['retrieval'] = time.perf_counter() - t0
-        tr.evidence['fused'] = list(tr.seed_candidates)
-        return hr
+# %% ../../nbs/21_pipeline.ipynb #882bee64
+def pacemaker_method(name: str, # a PaceMaker method name, e.g. 'pacemaker-small-no_anchors'
+                    ) -> MethodStages:
+    "The declaration of the method `name` names (`PACEMAKER_METHODS`; a later module's is imported now)."
+    m = PACEMAKER_METHODS.get(name.split('-no_')[0])
+    if m is None: raise ValueError(f"not a PaceMaker method: {name!r}")
+    if isinstance(m, str):
+        mod, _, attr = m.partition(':')
+        m = getattr(importlib.import_module(mod), attr)
+    return m
 
-# %% ../../nbs/21_pipeline.ipynb #bb57f8d8
-class _Evidence(_Views):
-    "PaceMaker's middle stages: pre-hop filter, traversal and post-hop filter (or the ablations' shortcuts)."
-    def _filter(self, tr, stage, q, ref, ids, n, text, **kw):
-        """Steps: one filter stage; its calls and report go into the trace, the ids are returned. The anchors
-        are kept first and not shown."""
-        c, kept = self.config, tr.anchors
-        slots = n - len(kept)
-        if slots <= 0: return kept[:n]
-        cands = [(i, text(i)) for i in ids if i not in kept]
-        out, recs, rep = yield from select_evidence.steps(self.cm, q, ref, cands, slots, stage=stage,
-                                                          max_tokens=c.filter_max_tokens, pad=c.pad_filters,
-                                                          labels=c.filter_labels, prompts=c.agent_prompts,
-                                                          constrained_ids=c.constrained_ids,
-                                                          dedupe=c.dedupe_selection, **kw)
-        tr.calls += recs; tr.selection[stage] = rep
-        return kept + out
+# %% ../../nbs/21_pipeline.ipynb #723e07a5
+def method_stages(c: PaceMakerConfig, # a method's settings (its `name` says the method and its ablations)
+                 ) -> tuple:
+    "The stages the config's method runs: its list, edited by each ablation its name has."
+    m, (_, *offs) = pacemaker_method(c.name), c.name.split('-no_')
+    stages = m.stages
+    for o in offs:
+        if o in m.edits: stages = m.edits[o](stages, c)
+    return stages
 
-    def _evidence(self, idx, hr, q, ref, tr):
-        "Steps: set the final evidence ids and how they are ordered."
-        c, text = self.config, idx.text
-        if not c.use_traversal and c.no_traversal_evidence == 'fused':
-            tr.final_ids = hr.ids(c.n_final)
-            tr.ranking_rule = "fused top n_final (no pre-hop filter, no traversal, no post-hop filter)"
-            return
-        tr.seeds = yield from self._filter(tr, 'prehop', q, ref, tr.seed_candidates, c.n_filter, text)
-        tr.evidence['prehop'] = list(tr.seeds)
-        if not c.use_traversal:
-            tr.final_ids, tr.ranking_rule = list(tr.seeds), ("pre-hop filter order (no traversal, no "
-                                                             "post-hop filter)")
-            return
-        t0 = time.perf_counter()
-        # ids only, cached per row, where the index has them
-        nbr = getattr(idx, 'neighbor_ids', None) or idx.neighbors
-        tr.pool = [PoolDoc(doc_id=v.doc_id, hop=v.hop, parent=v.parent) for v in bfs_expand(nbr, tr.seeds,
-                                                                                            depth=c.hops,
-                                                                                            m=c.m)]
-        tr.pool_order = pool_order(tr.pool, c.posthop_order, q)
-        tr.timings['traversal'] = time.perf_counter() - t0
-        tr.evidence['pool'] = [p.doc_id for p in tr.pool]
-        if c.use_selection:
-            tr.final_ids = yield from self._filter(tr, 'posthop', q, ref, tr.pool_order, c.n_final, text,
-                                                   max_candidates=c.max_pool_candidates,
-                                                   chunked=c.posthop == 'tournament')
-            tr.ranking_rule = (f"the raw query's hybrid top {len(tr.anchors)}, then " if tr.anchors
-                               else "") + \
-                f"post-hop filter order (most useful first) over the pool in {c.posthop_order} order"
-        else:
-            tr.final_ids, tr.ranking_rule = list(tr.pool_order), (f"the whole pool in {c.posthop_order} "
-                                                                  f"order (no selection)")
+# %% ../../nbs/21_pipeline.ipynb #15f60d8c
+def pacemaker_config(name: str, # 'pacemaker', 'pacemaker-small' or 'pacemaker-score', then any '-no_<switch>'
+                     base: PaceMakerConfig | None = None, # settings to start from (`pace run --config`)
+                    ) -> PaceMakerConfig:
+    "The config a PaceMaker method name stands for, from its method's config function (`PACEMAKER_METHODS`)."
+    return pacemaker_method(name).config(name, base)
 
-# %% ../../nbs/21_pipeline.ipynb #f2c6358b
-class _Steps(_Evidence):
-    "One query's whole run as steps."
-    def _steps(self, query, instance, kb, answer):
-        """Steps (see `pace.methods.agents.run_steps`): PaceMaker on one query; returns its trace (without
-        `stages` and the total time)."""
-        c, cm = self.config, self.cm
-        q, ref = query.query, as_date(query.ref_date)
-        idx = resolve_index(self.index, instance.instance_id, kb)
-        tr = Trace(method=self.name, query_id=getattr(query, 'query_id', None), query=q,
-                   ref_date=ref.isoformat(), config=c.model_dump())
-        tr.views = yield from self._views(q, ref, tr)
-        yield from self._evidence(idx, self._retrieve(idx, tr), q, ref, tr)
-        tr.evidence['final'] = list(tr.final_ids)
-        if answer:
-            facts = [idx.text(i) for i in tr.final_ids]
-            tr.answer, rec = yield from generate_answer.steps(cm, q, ref, persona_name(instance), facts,
-                                                              stage='answer',
-                                                              max_tokens=c.answer_max_tokens,
-                                                              answer_format=c.answer_format,
-                                                              prompts=c.agent_prompts, tidy=c.tidy_answers,
-                                                              max_facts=c.answer_max_facts)
-            tr.calls.append(rec); tr.answer_facts_used = rec.notes.get('n_facts_used', 0)
-            tr.evidence['answer'] = tr.final_ids[:tr.answer_facts_used]
-        else: tr.answer = None
-        return tr
-
-# %% ../../nbs/21_pipeline.ipynb #6a779fd3
-class PaceMaker(_Steps):
-    "Conflict-aware multi-hop retrieval and answering over one instance's knowledge base."
+# %% ../../nbs/21_pipeline.ipynb #bb126dfb
+class PaceMaker:
+    "Conflict-aware multi-hop retrieval and answering over one instance's knowledge base: a list of stages."
     def __init__(self, chat_model, # the agents' model (`pace.llm` chat model)
                  index, # an `InstanceIndex`, an `IndexStore` or a callable (see `resolve_index`)
                  config: PaceMakerConfig | None = None, # paper defaults when None
+                 stages=None, # `Step`s to run in place of the config's method (`method_stages`)
                 ):
         self.cm, self.index, self.config = chat_model, index, config or PaceMakerConfig()
+        self.method = pacemaker_method(self.config.name)
+        self.stages = method_stages(self.config) if stages is None else tuple(stages)
     @property
     def name(self) -> str: return self.config.name
+
+    def _steps(self, query, instance, kb, answer):
+        """Steps (see `pace.calls.run_steps`): the stages on one query, without 'answer' when `answer` is
+        False; its trace (without `stages` and the total time)."""
+        c, idx = self.config, resolve_index(self.index, instance.instance_id, kb)
+        tr = self.method.trace(method=self.name, query_id=getattr(query, 'query_id', None), query=query.query,
+                               ref_date=as_date(query.ref_date).isoformat(), config=c.model_dump())
+        tr = yield from run_stages(self.stages if answer else drop(self.stages, 'answer'),
+                                   RunState(self.cm, idx, instance, tr), c)
+        if not answer: tr.answer = None
+        return tr
 
     def run(self, query, # a `pace.data.Query` (or anything with query, ref_date and query_id)
             instance, # its `pace.data.Instance` (the ego's name goes into the answer prompt)
