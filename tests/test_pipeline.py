@@ -157,3 +157,57 @@ def test_default_config_dumps_as_the_reference_run_recorded_it():
     assert PaceMakerConfig().model_dump() == settings == row["trace"]["config"]
     assert PaceMakerConfig(answer_format='structured').model_dump() == settings | dict(answer_format='structured')
     assert PaceMakerConfig(**row["trace"]["config"]).answer_format == 'free_text'
+
+
+# --- PaceMaker as a declared list of stages
+
+def stage_names(name, base=None):
+    from pace.methods.pipeline import pacemaker_config
+    return [s.name for s in PaceMaker(None, None, pacemaker_config(name, base)).stages]
+
+def test_methods_are_lists_of_stages():
+    assert stage_names('pacemaker') == ['plan', 'views', 'retrieve', 'prehop', 'traverse', 'posthop', 'answer']
+    assert stage_names('pacemaker-no_traversal') == ['plan', 'views', 'retrieve', 'fused_top', 'answer']
+    assert stage_names('pacemaker-no_traversal', PaceMakerConfig(no_traversal_evidence='seeds')) == ['plan', 'views', 'retrieve', 'prehop', 'seeds_final', 'answer']
+    assert stage_names('pacemaker-no_planning') == ['retrieve', 'prehop', 'traverse', 'posthop', 'answer']
+    assert stage_names('pacemaker-no_selection') == ['plan', 'views', 'retrieve', 'prehop', 'traverse', 'whole_pool', 'answer']
+    assert stage_names('pacemaker-small-no_anchors') == stage_names('pacemaker')
+    assert stage_names('pacemaker-score') == ['request', 'entities', 'dates', 'pool', 'score', 'fuse', 'answer']
+    assert stage_names('pacemaker-score-no_scores-no_dates') == ['request', 'entities', 'pool', 'fuse', 'answer']
+    from pace.methods.pacemaker_score import PaceMakerScore
+    from pace.methods.pipeline import pacemaker_config
+    pm, ps = PaceMaker(None, None), PaceMakerScore(None, None)
+    assert pm.stages[-1] is ps.stages[-1]                         # one answer stage, not a copy
+    assert PaceMaker(None, None, pacemaker_config('pacemaker-score')).stages == ps.stages
+
+def test_pacemaker_score_resolves_without_registration_by_import():
+    "pipeline alone knows pacemaker-score's name (the old code knew it only once pacemaker_score had been imported)."
+    import subprocess, sys
+    code = ("import sys; from pace.methods import pipeline as p; assert 'pace.methods.pacemaker_score' not in sys.modules\n"
+            "before = dict(p.PACEMAKER_METHODS); c = p.pacemaker_config('pacemaker-score-no_dates')\n"
+            "print(type(c).__name__, c.name, c.date_seeds, dict(p.PACEMAKER_METHODS) == before)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ['ScoreConfig', 'pacemaker-score-no_dates', 'False', 'True']
+
+def test_a_stage_of_ones_own_reaches_the_trace(ds):
+    "A stage that drops the seeds naming a word, between the pre-hop filter and the traversal: funnel, timings, pool, prompts."
+    from pace.methods.pipeline import PACEMAKER_STAGES, Step, insert_after
+    q = ds.queries[0]; inst = ds.instances[q.instance_id]; kb = ds.facts(q.instance_id); idx = ToyIndex(kb)
+    plain_cm = ScriptedChat(script()); plain = PaceMaker(plain_cm, idx).run(q, inst, kb=kb)
+    word = next(w for w in idx.text(plain.seeds[0]).split() if len(w) > 4)   # a word of the first seed
+    def no_word(st, c):
+        st.tr.seeds = [i for i in st.tr.seeds if word not in st.idx.text(i)]
+        return st.tr.seeds
+    mine = insert_after(PACEMAKER_STAGES, 'prehop', Step('no_word', no_word, evidence='no_word', timing='no_word'))
+    cm = ScriptedChat(script()); tr = PaceMaker(cm, idx, stages=mine).run(q, inst, kb=kb)
+    dropped = [i for i in plain.seeds if word in idx.text(i)]
+    assert dropped and tr.evidence['prehop'] == plain.seeds
+    assert tr.evidence['no_word'] == [i for i in plain.seeds if i not in dropped]
+    assert list(tr.evidence) == ['fused', 'prehop', 'no_word', 'pool', 'final', 'answer']
+    assert list(tr.timings) == ['retrieval', 'no_word', 'traversal', 'total'] and tr.timings['no_word'] >= 0
+    assert [p.doc_id for p in tr.pool if p.hop == 0] == tr.evidence['no_word'] and tr.pool != plain.pool
+    assert [c['stage'] for c in cm.log] == ['planner', 'views', 'prehop', 'posthop', 'answer']
+    shown = ids_in(cm.calls('posthop')[0]['messages'], 1000)
+    assert shown == tr.pool_order and shown[:len(tr.seeds)] == tr.seeds    # the post-hop filter sees the pool grown from what is left
+    assert tr.config == plain.config and tr.method == plain.method == 'pacemaker'
