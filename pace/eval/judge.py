@@ -637,7 +637,7 @@ def calibration_markdown(rep: dict, # a `calibrate` report
 def write_calibration(rep: dict, # a `calibrate` report
                       out_dir, # folder for the files
                      ) -> Path:
-    "Write summary.json, confusion.csv, verdicts.jsonl and report.md to `out_dir`, each whole (`pace.atomic`)."
+    "Write summary.json, confusion.csv, verdicts.jsonl and report.md to `out_dir`, each whole (atomic)."
     d = Path(out_dir); d.mkdir(parents=True, exist_ok=True)
     write_text(d / "summary.json", json.dumps(calibration_summary(rep), indent=1) + "\n")
     confusions = {f["name"]: f["confusion"] for f in rep["judges"].values()}
