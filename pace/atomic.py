@@ -66,7 +66,7 @@ def atomic_folder(dest, # the folder to write (its parent is made when missing)
         elif dest.exists(): os.replace(dest, old)
         try: os.replace(tmp, dest)
         except BaseException:
-            if old.exists(): os.replace(old, dest)
+            if old.exists(): os.replace(old, dest)   # the old one back (if that fails too, it stays beside)
             raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True); shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+    finally: shutil.rmtree(tmp, ignore_errors=True)
