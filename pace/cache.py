@@ -9,6 +9,7 @@ import zipfile, zlib
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
+from .atomic import write_bytes
 from .data import UsageError
 
 # %% auto #0
@@ -273,15 +274,6 @@ def as_cache(cache) -> Cache|None:
     raise TypeError(f"cache must be None, False, a path or a Cache, got {type(cache).__name__}")
 
 # %% ../nbs/01_cache.ipynb #0a6d7ef4
-def _write_file(path:Path, data:bytes):
-    "Write `data` to `path` through a temporary file renamed into place: a reader never sees half a file."
-    path = Path(path)
-    if path.is_dir(): raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try: tmp.write_bytes(data); os.replace(tmp, path)
-    finally: tmp.unlink(missing_ok=True)
-
 def _jsonl_bytes(entries:list[Entry], path:Path) -> bytes:
     "Canonical JSON lines of `entries` sorted by key; gzip'd with a zero timestamp when `path` ends in .gz."
     data = "".join(canonical_json(asdict(e)) + "\n"
@@ -298,7 +290,7 @@ def _export(cache:Cache, path, stage=None, model=None, kind=None, embeddings=Non
     if embeddings is not None:
         st, rest = _to_store([e for e in es if e.kind == "embed"], embeddings)
         es = [e for e in es if e.kind != "embed"] + rest
-    _write_file(Path(path), _jsonl_bytes(es, path))
+    write_bytes(path, _jsonl_bytes(es, path))   # a reader never sees half a file
     return dict(lines=len(es), **st)
 
 def export_cache(cache:Cache, # the cache to read
@@ -510,7 +502,7 @@ def _to_store(entries:list[Entry], folder) -> tuple[dict, list[Entry]]:
         rest += [e for e, b in rows.values() if len(b) != size]
         new = {k: r for k, r in rows.items() if k not in old and len(r[1]) == size}
         stored += sum(len(b) == size for _, b in rows.values()); added += len(new)
-        _write_file(p, _store_bytes(fp, [*old.values(), *new.values()]))
+        write_bytes(p, _store_bytes(fp, [*old.values(), *new.values()]))
     return dict(stored=stored, added=added, files=len(groups)), rest
 
 # %% ../nbs/01_cache.ipynb #0236f2d2

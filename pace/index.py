@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np, faiss, bm25s, Stemmer
+from .atomic import atomic_folder
 from tqdm.auto import tqdm
 
 _log = logging.getLogger(__name__)
@@ -372,9 +373,12 @@ def _read(path: Path, embedder, knn_k, approximate, bm25="pace"):
 class InstanceIndex(_IndexGraph):
     "Dense + sparse indexes and the k-NN graph over one instance's facts."
     def save(self, path) -> Path:
-        "Write the index to `path` (replaced atomically-ish: the manifest is written last)."
-        path = Path(path); tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True); tmp.mkdir(parents=True)
+        "Write the index to `path`, replacing the folder there whole (`pace.atomic.atomic_folder`)."
+        with atomic_folder(path, replace=True) as tmp: self._write(tmp)
+        return Path(path)
+
+    def _write(self, tmp: Path):
+        "The index's files, written into the folder `tmp`."
         np.save(tmp / "vectors.npy", self.vectors)
         np.save(tmp / "graph_ids.npy", self.graph_ids); np.save(tmp / "graph_scores.npy", self.graph_scores)
         if self.approximate: faiss.write_index(self.faiss, str(tmp / "faiss.index"))
@@ -385,8 +389,6 @@ class InstanceIndex(_IndexGraph):
                    n_facts=len(self), facts_sha256=facts_sha256(self.pairs), params=self.params(),
                    timings=self.timings)
         (tmp / "manifest.json").write_text(json.dumps(man, indent=1))
-        shutil.rmtree(path, ignore_errors=True); os.replace(tmp, path)
-        return path
 
     @classmethod
     def load(cls, path, facts, embedder, *, knn_k=10, approximate=False, bm25="pace", save=True,

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from pydantic import BaseModel, ValidationError
 from tqdm.auto import tqdm
+from .atomic import write_text
 from .cache import (Cache, Entry, Accounts, as_cache, request_key, canonical_json, log_calls, ReplayError,
                         replay_enabled, replay_miss, recorded_model, recorded_cards)
 
@@ -437,12 +438,8 @@ def read_json_memo(path:Path) -> dict:
 def write_json_memo(path:Path, d:dict):
     ("Write `d` to `path` through a temporary file (readers never see half a file); a write that fails is "
      "skipped.")
-    path = Path(path); tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True,
-                          exist_ok=True); tmp.write_text(json.dumps(d, indent=1,
-                                                                    sort_keys=True)); os.replace(tmp, path)
-    except OSError: tmp.unlink(missing_ok=True)
+    try: write_text(path, json.dumps(d, indent=1, sort_keys=True), fsync=False)   # a lost memo is redone
+    except OSError: pass
 
 # %% ../nbs/02_llm.ipynb #83c4a01b
 _HASH_LOCK = threading.Lock()

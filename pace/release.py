@@ -8,6 +8,7 @@ import contextlib, datetime as dt, hashlib, json, os, re, shutil, tempfile
 from collections import Counter
 from pathlib import Path
 from typing import NamedTuple
+from .atomic import atomic_folder
 from .data import (DatasetError, Fact, Instance, Problem, Query, UsageError, load_pace_dataset,
                        release_layout, stats_markdown, validate_object)
 
@@ -474,17 +475,7 @@ def check_new_folder(out, # the folder a command is to write
 @contextlib.contextmanager
 def new_folder(out): # a folder `check_new_folder` accepts
     "A temporary folder beside `out` to write in: renamed to `out` when the block ends, removed if it raises."
-    out = check_new_folder(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".part", dir=out.parent))
-    try:
-        yield tmp
-        umask = os.umask(0); os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)   # mkdtemp's folder is private
-        if out.exists(): out.rmdir()
-        os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True); raise
+    with atomic_folder(check_new_folder(out)) as tmp: yield tmp
 
 # %% ../nbs/08_release.ipynb #1730762f
 def _jsonl(rows) -> str:

@@ -4,17 +4,18 @@
 
 # %% ../nbs/06_runfolder.ipynb #26efbbfa
 from __future__ import annotations
-import argparse, contextlib, fcntl, hashlib, json, os, shlex, socket, sys, time, types, typing
+import argparse, contextlib, fcntl, hashlib, json, os, shlex, shutil, socket, sys, time, types, typing
 from pathlib import Path
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticUndefined
-from .data import UsageError, jsonl_lines, name_problem
+from .atomic import write_text
+from .data import UsageError, first_missing, jsonl_lines, load_done, name_problem
 
 # %% auto #0
 __all__ = ['VOLATILE', 'split_volatile', 'dataset_sha256', 'model_fingerprint', 'settings_diff', 'RunMismatchError',
            'check_settings', 'build_model', 'limit_rate', 'RunLocked', 'RunLock', 'take_lock', 'nonnegative_int',
            'positive_int', 'positive_float', 'key_values', 'comma_list', 'option_fields', 'add_options',
-           'option_values', 'usage_error', 'replace_text', 'read_manifest', 'write_manifest']
+           'option_values', 'usage_error', 'read_manifest', 'write_manifest', 'JobFolder']
 
 # %% ../nbs/06_runfolder.ipynb #5a31be6f
 VOLATILE = frozenset({"seconds", "model_seconds", "model_calls", "cache_hits", "cached", "timings"})
@@ -140,8 +141,9 @@ def _who(h: dict) -> str:
 # %% ../nbs/06_runfolder.ipynb #74e79e6f
 class RunLock:
     "One run at a time in a folder: an exclusive `flock` on `<run>/run.lock`, a file naming its holder."
-    def __init__(self, run_dir: Path):
+    def __init__(self, run_dir: Path, elsewhere: str = "use another --name"):
         self.run_dir, self.path, self.fd = Path(run_dir), Path(run_dir) / "run.lock", None
+        self.elsewhere = elsewhere   # how to start afresh, for the message
     def __enter__(self):
         if self.fd is None: self.acquire()
         return self
@@ -155,7 +157,7 @@ class RunLock:
             except BlockingIOError:
                 h = _holder(fd); os.close(fd)
                 raise RunLocked(f"{self.run_dir} is in use by {_who(h)}: wait for that run to end, "
-                                "or use another --name") from None
+                                f"or {self.elsewhere}") from None
             try: same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
             except FileNotFoundError: same = False
             if same: return fd
@@ -185,9 +187,10 @@ class RunLock:
 # %% ../nbs/06_runfolder.ipynb #10ed5b1b
 def take_lock(run_dir: Path, # the folder to lock
               prog: str = "pace run", # who says so on stderr
+              elsewhere: str = "use another --name", # how to start afresh, for the message
              ) -> RunLock:
     "The run folder's `RunLock`, taken (saying so when a dead run's lock file is taken over)."
-    lock = RunLock(run_dir); old = lock.acquire()
+    lock = RunLock(run_dir, elsewhere); old = lock.acquire()
     if old: print(f"{prog}: {run_dir} was left locked by {_who(old)}, which has ended; the lock is taken "
                   "over", file=sys.stderr)
     return lock
@@ -316,14 +319,6 @@ def usage_error(cls, # the settings model that was validated
     got = f" (got {x['input']!r})" if x.get("type") != "extra_forbidden" else ""
     return UsageError(f"bad {where}: {rest}{x['msg']}{got}")
 
-# %% ../nbs/06_runfolder.ipynb #4e8de7cb
-def replace_text(p: Path, # the file to write
-                 text: str):
-    "Write `p` through a temporary file beside it, fsync'd, then `os.replace`d: old or new, whole."
-    tmp = p.with_name(p.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f: f.write(text); f.flush(); os.fsync(f.fileno())
-    os.replace(tmp, p)
-
 # %% ../nbs/06_runfolder.ipynb #cac38b9f
 def read_manifest(run_dir: Path, # the job folder
                   name: str = "run.json") -> dict:
@@ -339,4 +334,57 @@ def write_manifest(run_dir: Path, # the job folder
                    name: str = "run.json", **extra):
     "Write the manifest (atomically): the settings, the scope, the status and `extra`."
     text = json.dumps(dict(settings=settings, **scope, status=status, **extra), indent=1, default=str) + "\n"
-    replace_text(Path(run_dir) / name, text)
+    write_text(Path(run_dir) / name, text)
+
+# %% ../nbs/06_runfolder.ipynb #d091b8b2
+class JobFolder:
+    "A job's folder: made and locked (`opening`), its manifest checked (`check`), written (`write`); rows."
+    def __init__(self, path, # the job's folder
+                 manifest: str = "run.json", # the manifest's file name
+                 kind: str = "a run", # what the folder holds, for messages
+                 elsewhere: str = "use another --name, or another --out", # how to start afresh, for messages
+                 prog: str = "pace run", # who says so on stderr
+                 what: str = "the run folder", # the folder, for a mkdir error
+                ):
+        self.path, self.manifest, self.kind, self.elsewhere = Path(path), manifest, kind, elsewhere
+        self.prog, self.what, self.lock, self.settings, self.made = prog, what, None, None, None
+
+    @contextlib.contextmanager
+    def opening(self, lock: bool = True):
+        "Make the folder and take its lock; if the block raises, let go of the lock and remove what was made."
+        self.made = first_missing(self.path)
+        try:
+            try: self.path.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise UsageError(f"--out {self.path.parent}: cannot make {self.what} {self.path}: "
+                                 f"{e.strerror}") from None
+            if lock: self.lock = take_lock(self.path, self.prog, self.elsewhere.split(",")[0])
+            yield self
+        except BaseException:
+            self.release()
+            if self.made is not None: shutil.rmtree(self.made, ignore_errors=True)
+            raise
+
+    def release(self):
+        "Let go of the folder's lock (nothing when not held)."
+        if self.lock is not None: self.lock.release()
+
+    def check(self, settings: dict) -> dict:
+        "Refuse (`RunMismatchError`) a manifest that holds other settings; keep `settings` for `write`."
+        check_settings(self.path, settings, self.manifest, self.kind, self.elsewhere)
+        self.settings = settings
+        return settings
+
+    def read(self) -> dict:
+        "The folder's manifest ({} when there is none)."
+        return read_manifest(self.path, self.manifest)
+
+    def write(self, status: str, # e.g. "running", "partial", "complete"
+              scope: dict, # what the job covers (written after the settings)
+              **extra):
+        "Write the manifest atomically: the checked settings, `scope`, `status` and `extra`."
+        write_manifest(self.path, self.settings, scope, status, self.manifest, **extra)
+
+    def rows(self, name: str) -> list[dict]:
+        "The rows of the folder's JSON lines file `name` so far (a line a kill cut short is dropped)."
+        return load_done(self.path / name)

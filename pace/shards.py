@@ -7,11 +7,12 @@ from __future__ import annotations
 import json, re
 from pathlib import Path
 from typing import NamedTuple
-from .data import UsageError, load_done
+from .atomic import write_text
+from .data import UsageError, jsonl_text, load_done
 from .runfolder import read_manifest, settings_diff
 
 # %% auto #0
-__all__ = ['Shard', 'parse_shard', 'shard_ids', 'MergeError', 'check_parts', 'merged_rows']
+__all__ = ['Shard', 'parse_shard', 'shard_ids', 'MergeError', 'check_parts', 'merged_rows', 'merge_file', 'gap_check']
 
 # %% ../nbs/07_shards.ipynb #a473593a
 class Shard(NamedTuple):
@@ -104,3 +105,27 @@ def merged_rows(files, # one JSONL file per part (a missing file holds no rows)
             where[k] = f; rows.append(r)
     last = {key(r): r for r in rows}   # within one file the last line of a key wins, as on resume
     return [last[k] for k in sorted(last, key=order or (lambda k: k))]
+
+# %% ../nbs/07_shards.ipynb #aadd39a4
+def merge_file(out, # the merged folder
+               parts, # the part folders
+               name: str, # the file, relative to each folder (e.g. "results.jsonl")
+               key, order=None, # as `merged_rows`
+               empty: bool = True, # write the file even when no part holds a row
+               check=None, # rows -> None, raising when they cannot be merged (e.g. `gap_check`)
+              ) -> list[dict]:
+    "`merged_rows` of `name` in every part, checked, written to `out/name` (sorted-key JSON lines): rows."
+    rows = merged_rows([Path(p) / name for p in parts], key, order)
+    if check is not None: check(rows)
+    if rows or empty: write_text(Path(out) / name, jsonl_text(rows))
+    return rows
+
+# %% ../nbs/07_shards.ipynb #6dec964f
+def gap_check(whole, # the keys the whole job covers, in order
+              got, # the keys the parts hold
+              what: str, # e.g. "pair(s) of the whole run"
+             ):
+    "A `MergeError` naming how many of `whole` are in no part, and the first of them."
+    got = set(got)
+    gap = [k for k in whole if k not in got]
+    if gap: raise MergeError(f"gap: {len(gap)} {what} are in no part, e.g. {gap[0]}")

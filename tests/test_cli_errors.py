@@ -335,14 +335,14 @@ def test_the_torn_line_notice_is_one_plain_line(tmp_path, capsys):
 def test_a_full_disk_names_the_file_and_leaves_the_run_partial(tmp_path, capsys, monkeypatch):
     "Simulated ENOSPC: the first row cannot be appended, and no new run.json can be written either."
     import errno
-    import pace.eval.run as pr
-    full, write_manifest = [], pr.write_manifest
+    import pace.eval.run as pr, pace.runfolder as rf   # the run's manifest goes through its JobFolder
+    full, write_manifest = [], rf.write_manifest
     def append_row(f, row):
         full.append(True); raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))   # as a write to a full disk says it
     def no_room(*a, **kw):
         if full: raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(a[0] / "run.json.tmp"))
         return write_manifest(*a, **kw)
-    monkeypatch.setattr(pr, "append_row", append_row); monkeypatch.setattr(pr, "write_manifest", no_room)
+    monkeypatch.setattr(pr, "append_row", append_row); monkeypatch.setattr(rf, "write_manifest", no_room)
     monkeypatch.delenv("PACE_DEBUG", raising=False)
     assert main([*RUN, "--out", str(tmp_path / "runs"), "--name", "r"]) == 2
     err = capsys.readouterr().err

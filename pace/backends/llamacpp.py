@@ -6,6 +6,7 @@
 from __future__ import annotations
 import hashlib, importlib, importlib.util, os, shutil, threading, time
 from pathlib import Path
+from ..atomic import atomic_open
 from ..cache import canonical_json
 from ..llm import (ChatModel, Completion, Usage, ModelNotFoundError, ModelUnusableError, models_dir,
                       file_identity,
@@ -42,17 +43,12 @@ def _assemble(parts:list[Path], dest:Path, size:int|None):
     if size is not None and want != size:
         raise ModelNotFoundError(f"parts of {dest.name} add up to {want} bytes, expected {size}: reinstall "
                                  f"the part packages")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as out:
-            for p in parts:
-                with open(p, "rb") as f: shutil.copyfileobj(f, out, 16 << 20)
-        if tmp.stat().st_size != want or not _is_gguf(tmp):
+    with atomic_open(dest, "wb") as out:   # renamed into place only once it is checked
+        for p in parts:
+            with open(p, "rb") as f: shutil.copyfileobj(f, out, 16 << 20)
+        out.flush()
+        if out.tell() != want or not _is_gguf(Path(out.name)):
             raise ModelNotFoundError(f"assembled {dest.name} is not a valid GGUF file")
-        os.replace(tmp, dest)
-    finally:
-        if tmp.exists(): tmp.unlink()
 
 # %% ../../nbs/02a_llamacpp.ipynb #84b12c8a
 def resolve_gguf(model:str, # a .gguf path, or a name in KNOWN_GGUF

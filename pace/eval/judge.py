@@ -11,8 +11,10 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm.auto import tqdm
 from ..calls import AgentCall, agent_request, call_agent, chat_one, prompt_asset, read_reply
-from ..data import (DatasetError, PaceDataset, Problem, UsageError, first_missing, load_pace_dataset,
+from ..atomic import write_text
+from ..data import (DatasetError, PaceDataset, Problem, UsageError, load_pace_dataset,
                        validate_object, read_jsonl_objects)
+from ..runfolder import JobFolder
 
 # %% auto #0
 __all__ = ['JUDGE_MODES', 'LABELS', 'DECISIONS', 'RATIONALE_LABEL', 'REASON_CHARS', 'DECISION_SYSTEM', 'RATIONALE_SYSTEM',
@@ -635,14 +637,14 @@ def calibration_markdown(rep: dict, # a `calibrate` report
 def write_calibration(rep: dict, # a `calibrate` report
                       out_dir, # folder for the files
                      ) -> Path:
-    "Write summary.json, confusion.csv, verdicts.jsonl and report.md to `out_dir`."
+    "Write summary.json, confusion.csv, verdicts.jsonl and report.md to `out_dir`, each whole (atomic)."
     d = Path(out_dir); d.mkdir(parents=True, exist_ok=True)
-    (d / "summary.json").write_text(json.dumps(calibration_summary(rep), indent=1) + "\n")
+    write_text(d / "summary.json", json.dumps(calibration_summary(rep), indent=1) + "\n")
     confusions = {f["name"]: f["confusion"] for f in rep["judges"].values()}
-    pd.concat(confusions, names=["judge"]).to_csv(d / "confusion.csv")
-    (d / "verdicts.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n"
-                                              for r in rep["verdicts"]))
-    (d / "report.md").write_text(calibration_markdown(rep))
+    write_text(d / "confusion.csv", pd.concat(confusions, names=["judge"]).to_csv())
+    write_text(d / "verdicts.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n"
+                                             for r in rep["verdicts"]))
+    write_text(d / "report.md", calibration_markdown(rep))
     return d
 
 # %% ../../nbs/30_judge.ipynb #acef839c
@@ -704,17 +706,15 @@ def run_calibration(judge,                      # judge model spec or model obje
     _check_mode(mode)
     items = select_items(load_calibration(set_path, data), limit)
     out = Path(out) if out is not None else calibration_dir(judge, judge2, mode)
-    made = first_missing(out)   # the top folder made here
-    out.mkdir(parents=True, exist_ok=True)
     cache = out / "cache.sqlite" if cache is None else cache
-    try:
+    folder = JobFolder(out, kind="a calibration", elsewhere="use another --out", prog="pace judge calibrate",
+                       what="the calibration folder")
+    with folder.opening():   # made and locked; a judge that cannot be built leaves no folder behind
         cm = _build(judge, cache, "--judge")
         cm2 = _build(judge2, cache, "--judge2") if judge2 is not None else None
-    except BaseException:   # a judge that cannot be built leaves no folder behind
-        if made is not None: shutil.rmtree(made, ignore_errors=True)
-        raise
-    rep = calibrate(cm, items, mode=mode, judge2=cm2, progress=progress)
-    rep["out_dir"] = write_calibration(rep, out)
+    with folder.lock:   # one calibration at a time writes the folder
+        rep = calibrate(cm, items, mode=mode, judge2=cm2, progress=progress)
+        rep["out_dir"] = write_calibration(rep, out)
     return rep
 
 # %% ../../nbs/30_judge.ipynb #356f6b8c

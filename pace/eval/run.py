@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from typing import Any, Literal
 from tqdm.auto import tqdm
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from ..data import (MAX_NAME_BYTES, UsageError, append_row, first_missing, jsonl_text, load_done,
+from ..data import (MAX_NAME_BYTES, UsageError, append_row, jsonl_text, load_done,
                        name_problem)
 from ..cache import as_cache
 from ..methods.baselines import (METHODS as SIMPLE_METHODS, METHOD_SPECS, SIZED, MethodSpec, make_method,
@@ -22,14 +22,15 @@ from .index_cost import write_index_costs
 from .judge import JUDGE_MODES, PAPER_PROMPTS, judge_answer
 from ..metrics import funnel
 from ..index import BM25_MODES
-from ..shards import MergeError, check_parts, merged_rows, parse_shard, shard_ids
+from ..shards import MergeError, check_parts, gap_check, merge_file, parse_shard, shard_ids
 from ..methods.pipeline import PaceMakerConfig, pacemaker_config, SMALL_SWITCHES, RELEASE_SETTINGS
 from ..methods.agents import RELEASE_PROMPTS
 from ..runfolder import (VOLATILE, split_volatile, dataset_sha256, model_fingerprint, settings_diff,
-                            RunMismatchError, check_settings, build_model, RunLocked, RunLock, take_lock,
+                            RunMismatchError, check_settings, build_model, RunLocked, RunLock, JobFolder,
                             nonnegative_int, positive_int, positive_float, key_values, add_options,
                             option_fields, limit_rate,
-                            option_values, usage_error, replace_text, read_manifest, write_manifest)
+                            option_values, usage_error, read_manifest, write_manifest)
+from ..atomic import write_text
 
 # %% auto #0
 __all__ = ['DEFAULT_DATA', 'DEFAULT_CHAT', 'DEFAULT_METHODS', 'RETRIEVAL_METHODS', 'DEFAULT_LIMIT', 'STRUCTURED_METHODS',
@@ -412,17 +413,12 @@ def _check_pacemaker_names(specs: dict, cfg):
             except ValueError as e: raise UsageError(f"--methods {m} with --config: {e}") from None
 
 # %% ../../nbs/32_run.ipynb #354f242a
-def _run_folder(out_dir, name: str) -> tuple[Path, Path | None]:
-    "Make the folder `out_dir/name` and its missing parents: (the folder, the topmost folder made, or None)."
+def _run_folder(out_dir, name: str) -> JobFolder:
+    "The run's `JobFolder` `out_dir/name` (made by its `opening`); a `UsageError` when either is a file."
     out, run_dir = Path(out_dir), Path(out_dir) / check_run_name(name)
     for p, what in ((out, "--out"), (run_dir, "the run folder")):
         if p.exists() and not p.is_dir(): raise UsageError(f"{what} {p} is a file, not a folder")
-    top = first_missing(run_dir)
-    try: run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        if top is not None: shutil.rmtree(top, ignore_errors=True)
-        raise UsageError(f"--out {out}: cannot make the run folder {run_dir}: {e.strerror}") from None
-    return run_dir, top
+    return JobFolder(run_dir)
 
 def _open_cache(cache, run_dir: Path):
     "The run's cache, opened once for all its models: `<run>/cache.sqlite` by default; False: none."
@@ -627,7 +623,7 @@ def _rewrite_sorted(res_p: Path, tim_p: Path) -> list[dict]:
 
 def _write_rows(p: Path, rows: list[dict]):
     "Write `rows` as JSON lines (sorted keys), atomically: how a run's results and timings files look."
-    replace_text(p, jsonl_text(rows))
+    write_text(p, jsonl_text(rows))
 
 # %% ../../nbs/32_run.ipynb #11549ee7
 def _fit_concurrency(batch: int, *models):
@@ -654,9 +650,9 @@ def _scope(run, rows) -> dict:
                             of=dict(methods=methods, query_ids=whole, limit=limit(len(whole))))
     return out
 
-def _resume(res_p: Path, tim_p: Path) -> dict:
+def _resume(job: JobFolder) -> dict:
     "The rows the folder holds, {(query_id, method): row}; both files lose a half-written last line."
-    rows = load_done(res_p); load_done(tim_p)   # a damaged line elsewhere is an error
+    rows = job.rows("results.jsonl"); job.rows("timings.jsonl")   # a damaged line elsewhere is an error
     return {(r["query_id"], r["method"]): r for r in rows}
 
 class RunInterrupted(KeyboardInterrupt):
@@ -668,7 +664,7 @@ class RunInterrupted(KeyboardInterrupt):
 def _mark_stopped(run, why: str) -> int:
     "Write `run.json` as `partial`, with why the run stopped; the number of pairs the folder holds."
     n = len({(r["query_id"], r["method"]) for r in load_done(run.results)})
-    try: write_manifest(run.run_dir, run.settings, run.scope, "partial", n_pairs=n, stopped=why[:300])
+    try: run.job.write("partial", run.scope, n_pairs=n, stopped=why[:300])
     except OSError: _partial_in_place(run.run_dir / "run.json")   # a full disk: no room for a new file
     return n
 
@@ -685,8 +681,7 @@ def _finish_run(run, new: int, retried: int) -> dict:
     held = [r for r in rows if (r["query_id"], r["method"]) in pairs]   # all rows: the scope holds each
     n_failed = sum(bool(r["failed"]["agent"] or r["failed"]["judge"]) for r in held)
     status = "complete" if len(held) == len(pairs) else "partial"
-    write_manifest(run.run_dir, run.settings, run.scope, status, n_pairs=len(held),
-                   n_pairs_with_failures=n_failed)
+    run.job.write(status, run.scope, n_pairs=len(held), n_pairs_with_failures=n_failed)
     tabs = write_tables(run.results) if held else {}
     if held: write_index_costs(run.run_dir)   # what building each method's indexes cost: pace.eval.index_cost
     judge = run.jm.accounts.by_stage() if run.jm is not None and run.jm is not run.cm else None
@@ -717,17 +712,13 @@ class Run:
         self.queries = [q for q in self.whole if q.instance_id in mine]
         self.t_start = time.perf_counter()
         name = (s.name or self.default_name()) + (self.shard.suffix if self.shard else "")
-        self.run_dir, top = _run_folder(s.out_dir, name)
+        self.job = _run_folder(s.out_dir, name)
+        self.run_dir = self.job.path
         self.results, self.timings = self.run_dir / "results.jsonl", self.run_dir / "timings.jsonl"
-        try:
-            self.lock = take_lock(self.run_dir)
+        with self.job.opening():   # made and locked; a failure below lets go and removes what was made
             self.build_models()
-            self.settings = _settings(self)
-            check_settings(self.run_dir, self.settings)
-        except BaseException:
-            if self.lock is not None: self.lock.release()
-            if top is not None: shutil.rmtree(top, ignore_errors=True)
-            raise
+            self.settings = self.job.check(_settings(self))
+        self.lock = self.job.lock
         return self
 
     @property
@@ -778,9 +769,9 @@ class Run:
             x = self.cfg.execution
             _fit_concurrency(x.batch, self.cm, self.jm)
             limit_rate(x.max_rps, self.cm, self.jm)
-            done = _resume(self.results, self.timings)
+            done = _resume(self.job)
             self.scope = _scope(self, done.values())
-            write_manifest(self.run_dir, self.settings, self.scope, "running")
+            self.job.write("running", self.scope)
             try:
                 c = self.cfg
                 store = IndexStore(self.run_dir / "index", self.emb, knn_k=c.pacemaker.knn_k,
@@ -811,17 +802,14 @@ def merge_runs(out, # the folder to write (new, or empty)
     parts, out = [Path(p) for p in parts], Path(out)
     mans = check_parts(parts, "run.json", out)
     whole, key = mans[0]["shard"]["of"], lambda r: (r["query_id"], r["method"])
-    rows = merged_rows([p / "results.jsonl" for p in parts], key)
     pairs = {(q, m) for q in whole["query_ids"] for m in whole["methods"]}
-    gap = sorted(pairs - {key(r) for r in rows})
-    if gap: raise MergeError(f"gap: {len(gap)} pair(s) of the whole run are in no part, e.g. {gap[0]}")
-    out.mkdir(parents=True, exist_ok=True)
-    _write_rows(out / "results.jsonl", rows)
-    _write_rows(out / "timings.jsonl", merged_rows([p / "timings.jsonl" for p in parts], key))
+    job = JobFolder(out); job.settings = mans[0]["settings"]
+    gap = lambda rows: gap_check(sorted(pairs), map(key, rows), "pair(s) of the whole run")
+    rows = merge_file(out, parts, "results.jsonl", key, check=gap)
+    merge_file(out, parts, "timings.jsonl", key)
     held = [r for r in rows if key(r) in pairs]
     n_failed = sum(bool(r["failed"]["agent"] or r["failed"]["judge"]) for r in held)
-    write_manifest(out, mans[0]["settings"], whole, "complete", n_pairs=len(held),
-                   n_pairs_with_failures=n_failed)
+    job.write("complete", whole, n_pairs=len(held), n_pairs_with_failures=n_failed)
     for p in parts:
         if (p / "index").is_dir(): shutil.copytree(p / "index", out / "index", dirs_exist_ok=True)
     tabs = write_tables(out / "results.jsonl")

@@ -11,9 +11,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from tqdm.auto import tqdm
 from ..data import UsageError, append_row, jsonl_text, load_done
-from ..runfolder import (add_options, limit_rate, option_values, positive_float, replace_text,
-                            usage_error)
-from ..shards import MergeError, check_parts, merged_rows, parse_shard, shard_ids
+from ..atomic import write_text
+from ..runfolder import JobFolder, add_options, limit_rate, option_values, positive_float, usage_error
+from ..shards import check_parts, gap_check, merge_file, parse_shard, shard_ids
 from .base import (CELLS, STAGES, GenConfig, accounts_since, add_counts, count, hhmm, read_accounts,
                            read_stage, run_stage, split_sentences, stage_path, to_minutes)
 from .persona import expand_personas, instance_id_of, load_personas, persona_source
@@ -387,10 +387,14 @@ def _seed_sha(seeds) -> str:
     return hashlib.sha256(json.dumps([s.model_dump() for s in seeds], sort_keys=True).encode()).hexdigest()
 
 # %% ../../nbs/48_generate.ipynb #19384856
+def _gen_folder(out) -> JobFolder:
+    "A generation's `JobFolder`: generate.json its manifest, --out the way to start afresh."
+    return JobFolder(out, "generate.json", "a generation", "use another --out", "pace generate",
+                     "the generation folder")
+
 def check_generation_settings(out, settings: dict):
     "Refuse (`RunMismatchError`) to resume a folder whose generate.json holds other settings: what differs."
-    from pace.runfolder import check_settings
-    check_settings(out, settings, "generate.json", "a generation", "use another --out")
+    _gen_folder(out).check(settings)
 
 # %% ../../nbs/48_generate.ipynb #3b7c4073
 def _spec_of(spec, kind: str):
@@ -833,9 +837,10 @@ def _gen_models(out: Path, chat, embedder, cache, cfg: GenConfig, personas) -> t
     return cm, emb, settings
 
 # %% ../../nbs/48_generate.ipynb #de9ca1c5
-def _write_manifest(man: Path, head: dict, status: str, **extra):
-    "Write `man` (generate.json), atomically: the fields of `head`, the status and any `extra` fields."
-    replace_text(man, json.dumps(dict(**head, status=status, **extra), indent=1, default=str) + "\n")
+def _manifest(job: JobFolder, head: dict):
+    "(status, **extra) -> write generate.json: the settings and other fields of `head`, the status, `extra`."
+    job.settings, scope = head["settings"], {k: v for k, v in head.items() if k != "settings"}
+    return lambda status, **extra: job.write(status, scope, **extra)
 
 # %% ../../nbs/48_generate.ipynb #07cee865
 def _gen_workers(workers: int | None, # --workers (None: one instance at a time, the model as configured)
@@ -860,11 +865,11 @@ def _sort_stage(root, stage: str, order: list[str]):
     rank = {i: k for k, i in enumerate(order)}
     pos = lambda i: rank.get(i, len(order))
     rows = read_stage(root, stage)
-    replace_text(stage_path(root, stage), jsonl_text(rows[i] for i in sorted(rows, key=pos)))
+    write_text(stage_path(root, stage), jsonl_text(rows[i] for i in sorted(rows, key=pos)))
     acc_p = Path(root) / "stages" / "accounts.jsonl"
     acc = {(r["stage"], r["instance_id"]): r for r in load_done(acc_p)}
     key = lambda k: (STAGES.index(k[0]) if k[0] in STAGES else len(STAGES), pos(k[1]))
-    replace_text(acc_p, jsonl_text(acc[k] for k in sorted(acc, key=key)))
+    write_text(acc_p, jsonl_text(acc[k] for k in sorted(acc, key=key)))
 
 # %% ../../nbs/48_generate.ipynb #8f48aab6
 def _drop_failed(root) -> dict[str, str]:
@@ -879,9 +884,9 @@ def _drop_failed(root) -> dict[str, str]:
     if not first: return first
     for st in STAGES:
         if stage_path(root, st).exists():
-            replace_text(stage_path(root, st),
+            write_text(stage_path(root, st),
                          jsonl_text(r for i, r in read_stage(root, st).items() if not late(st, i)))
-    replace_text(acc_p, jsonl_text(r for k, r in acc.items() if not late(*k)))
+    write_text(acc_p, jsonl_text(r for k, r in acc.items() if not late(*k)))
     return first
 
 # %% ../../nbs/48_generate.ipynb #94b652f3
@@ -984,30 +989,30 @@ def _write_outputs(out: Path, cfg: GenConfig, settings: dict, ids: list[str], al
 # %% ../../nbs/48_generate.ipynb #b7bdcf91
 def _generate(job: GenerateJob) -> dict:
     "Run (or resume) the seven stages of `job` into its folder; write the dataset, its card and the report."
-    j = job
-    cfg, personas, chat, embedder, cache, card_note, command, stop_after, workers, max_rps = (
-        j.config, j.personas, j.chat, j.embedder, j.cache, j.card_note, j.command, j.stop_after, j.workers,
-        j.max_rps)
-    personas = "4" if personas is None else personas
+    j, personas = job, "4" if job.personas is None else job.personas
     seeds, shard = load_personas(personas, j.instances), parse_shard(j.shard)
     out = j.out
     if not str(out).strip(): raise UsageError(f"--out {str(out)!r}: give a folder")   # '' would be the cwd
     out = Path(out) if shard is None else Path(out).with_name(Path(out).name + shard.suffix)
-    created = _check_out(out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        cm, emb, settings = _gen_models(out, chat, embedder, cache, cfg, personas)
-        check_generation_settings(out, settings)
-    except BaseException:
-        if created: shutil.rmtree(out, ignore_errors=True)
-        raise
+    _check_out(out)
+    folder = _gen_folder(out)
+    with folder.opening():   # made and locked; a failure below lets go and removes what was made
+        cm, emb, settings = _gen_models(out, j.chat, j.embedder, j.cache, j.config, personas)
+        folder.check(settings)
+    with folder.lock: return _generate_in(folder, j, cm, emb, seeds, shard)
+
+def _generate_in(folder: JobFolder, j: GenerateJob, cm, emb, seeds: list, shard) -> dict:
+    "`_generate` in its opened folder, holding its lock: the stages run or resumed, the outputs written."
+    cfg, out, settings = j.config, folder.path, folder.settings
+    personas = "4" if j.personas is None else j.personas
+    chat, embedder, card_note, command, workers = j.chat, j.embedder, j.card_note, j.command, j.workers
     every = [instance_id_of(s) for s in seeds]
     ids = shard_ids(every, shard)
     # the model specs: how to rebuild the models (a rerun needs them)
     head = dict(settings=settings, instances=ids, command=command, chat_spec=_spec_of(chat, "chat"),
                 embedder_spec=_spec_of(embedder, "embed"), card_note=card_note)
     if shard: head["shard"] = dict(index=shard.index, count=shard.count, of=dict(instances=every))
-    manifest = lambda status, **extra: _write_manifest(out / "generate.json", head, status, **extra)
+    manifest = _manifest(folder, head)
     manifest("running")
     again = _drop_failed(out) if j.retry_failed else {}
     if again:
@@ -1015,12 +1020,12 @@ def _generate(job: GenerateJob) -> dict:
               f"with a failed call ({', '.join(f'{i}: {st}' for i, st in again.items())})", file=sys.stderr)
     t0 = time.perf_counter()
     at_once = _gen_workers(workers, cm, len(ids))
-    limit_rate(max_rps, cm, prog="pace generate")
-    s, alive = _run_stages(out, cm, emb, cfg, ids, dict(zip(every, seeds)), stop_after, j.progress,
+    limit_rate(j.max_rps, cm, prog="pace generate")
+    s, alive = _run_stages(out, cm, emb, cfg, ids, dict(zip(every, seeds)), j.stop_after, j.progress,
                        at_once, persona_source(personas) if cfg.recipe == "paper" else ())
     summary = dict(out=out, instances=ids, seconds=time.perf_counter() - t0, chat=cm, embedder=emb)
     if 7 not in s:
-        manifest("partial", stopped_after=stop_after); return dict(summary, n_queries=0, status="partial")
+        manifest("partial", stopped_after=j.stop_after); return dict(summary, n_queries=0, status="partial")
     ds, report = _write_outputs(out, cfg, settings, ids, alive, s, manifest, command, card_note,
                                 workers or 1, shard.count if shard else 1)
     manifest("complete", n_queries=len(ds.queries), n_facts=sum(map(len, ds.kb.values())))
@@ -1110,7 +1115,7 @@ def rebuild_outputs(root, card_note: str | None = None,
     head = {k: v for k, v in man.items()
             if k not in ("status", "n_queries", "n_facts", "stopped_after", "card_note")}
     head["card_note"] = card_note
-    manifest = lambda status, **extra: _write_manifest(man_p, head, status, **extra)
+    manifest = _manifest(_gen_folder(root), head)
     cfg = GenConfig.of_settings(settings["config"])
     ds, report = _write_outputs(root, cfg, settings, ids, alive, s, manifest, man.get("command"), card_note,
                                 workers, shards)
@@ -1126,19 +1131,14 @@ def merge_generations(out, # the folder to write (new, or empty)
     parts, out = [Path(p) for p in parts], Path(out)
     mans = check_parts(parts, "generate.json", out)
     every = mans[0]["shard"]["of"]["instances"]
-    got = [i for m in mans for i in m["instances"]]
-    gap = [i for i in every if i not in got]
-    if gap: raise MergeError(f"gap: {len(gap)} instance(s) of the whole job are in no part, e.g. {gap[0]}")
+    gap_check(every, [i for m in mans for i in m["instances"]], "instance(s) of the whole job")
     pos = {i: k for k, i in enumerate(every)}
-    (out / "stages").mkdir(parents=True, exist_ok=True)
     for st in STAGES:
-        rows = merged_rows([stage_path(p, st) for p in parts], lambda r: r["instance_id"], pos.get)
-        if rows: replace_text(stage_path(out, st), jsonl_text(rows))
-    acc = merged_rows([p / "stages" / "accounts.jsonl" for p in parts],
-                      lambda r: (r["stage"], r["instance_id"]), lambda k: (STAGES.index(k[0]), pos[k[1]]))
-    replace_text(out / "stages" / "accounts.jsonl", jsonl_text(acc))
+        merge_file(out, parts, f"stages/{st}.jsonl", lambda r: r["instance_id"], pos.get, empty=False)
+    merge_file(out, parts, "stages/accounts.jsonl", lambda r: (r["stage"], r["instance_id"]),
+               lambda k: (STAGES.index(k[0]), pos[k[1]]))
     head = {k: v for k, v in mans[0].items() if k not in ("status", "n_queries", "n_facts", "shard")}
-    _write_manifest(out / "generate.json", dict(head, instances=every), "complete")
+    _manifest(_gen_folder(out), dict(head, instances=every))("complete")
     rep = parts[0] / "report.json"   # the parts' workers, for the projection
     workers = json.loads(rep.read_text())["projection"]["run"]["workers"] if rep.exists() else 1
     return dict(rebuild_outputs(out, workers=workers, shards=len(parts)), out=out, n_parts=len(parts))

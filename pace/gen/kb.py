@@ -8,6 +8,7 @@ import datetime as dt, json, math, os
 from pathlib import Path
 from pydantic import BaseModel, Field
 from ..calls import prompt_asset
+from ..atomic import write_text
 from ..data import jsonl_text
 from .base import GenConfig, Text, ask_many, calendar_text, count, rng_for, split_sentences
 from .cases import arithmetic_text
@@ -113,11 +114,8 @@ def assemble_instance(cfg: GenConfig, persona: dict, profile: dict, kept: list[d
 
 # %% ../../nbs/47_gen_kb.ipynb #f958d381
 def _write(path: Path, rows: list[dict]):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    text = jsonl_text(rows)
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    "`rows` as JSON lines (sorted keys), written whole (`pace.atomic.write_text`)."
+    write_text(path, jsonl_text(rows))
 
 # %% ../../nbs/47_gen_kb.ipynb #d0b70d47
 def write_dataset(out, parts: list[dict]):

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..calls import AgentCall
 from .agents import generate_answer, persona_name
 from .baselines import MethodResult, BaselineTrace
+from ..atomic import write_text
 from ..index import facts_sha256, check_facts, embedder_fingerprint
 from .hipporag import model_identity, own_accounts, InstanceStore
 
@@ -415,8 +416,7 @@ class GraphRAGStore(InstanceStore):
         cost = _build_cost(len(facts), t0, ca, ea, n_failed)
         man = dict(key, stats=_table_counts(d), cost=cost, config=self.config.model_dump(),
                    workflows=[o.workflow for o in outs])
-        tmp = d/"manifest.json.tmp"
-        tmp.write_text(json.dumps(man, indent=1)); os.replace(tmp, d/"manifest.json")
+        write_text(d/"manifest.json", json.dumps(man, indent=1))   # last: the index is complete
         return GraphRAGIndex(d, man, "built")
 
 # %% ../../nbs/24_graphrag.ipynb #3816812a

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from ..calls import AgentCall, call_agent, prompt_asset
 from .agents import generate_answer, persona_name
 from .baselines import MethodResult, BaselineTrace
+from ..atomic import write_text
 from ..index import facts_sha256, check_facts, embedder_fingerprint
 
 _log = logging.getLogger(__name__)
@@ -625,8 +626,7 @@ class HippoStore(InstanceStore):
             _save_graph(g, d)
         man = dict(key, stats=g.stats(), cost=_index_cost(rows, ca, ea, n_before, t0, t1, t2),
                    config=self.config.model_dump())
-        tmp = d/"manifest.json.tmp"
-        tmp.write_text(json.dumps(man, indent=1)); os.replace(tmp, d/"manifest.json")
+        write_text(d/"manifest.json", json.dumps(man, indent=1))   # last: the index is complete
         return HippoIndex(g, rows, man, "built")
 
 # %% ../../nbs/23_hipporag.ipynb #4651c759
