@@ -1,7 +1,6 @@
 "Evaluation tables on hand-made rows with hand-computed values: rates over all pairs, intervals, funnel, failures, warnings."
 import json, math
 import numpy as np
-import pytest
 from pace.eval.evaluate import (results_frame, table2, table3, rate_by, coverage, funnel_table, failures, cost, warnings, write_tables,
                            to_markdown)
 from pace.metrics import bootstrap_ci
