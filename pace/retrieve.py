@@ -5,7 +5,9 @@
 # %% ../nbs/11_retrieve.ipynb #79cddc2e
 from __future__ import annotations
 import math
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, asdict
+from typing import TYPE_CHECKING
+if TYPE_CHECKING: from .index import InstanceIndex  # annotations only: pace.index needs no import at run time
 
 # %% auto #0
 __all__ = ['wrrf', 'ViewHits', 'HybridResult', 'hybrid_search']

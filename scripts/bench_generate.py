@@ -17,7 +17,7 @@ only, so every run meets the same faults whatever the order the requests arrive 
     .venv/bin/python scripts/bench_generate.py            # about 2-3 minutes
     .venv/bin/python scripts/bench_generate.py --quick    # 0.2 s latency
 """
-import argparse, hashlib, json, os, re, shutil, signal, subprocess, sys, tempfile, threading, time
+import argparse, hashlib, json, os, re, shutil, signal, subprocess, sys, tempfile, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent

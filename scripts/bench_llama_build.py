@@ -12,7 +12,7 @@ builds so that other load on the machine falls on both alike. Not a test: the nu
     CMAKE_ARGS="-DGGML_NATIVE=ON" /tmp/venv-native/bin/pip install --no-cache-dir llama-cpp-python==0.3.36
     .venv/bin/python scripts/bench_llama_build.py --python .venv/bin/python /tmp/venv-native/bin/python
 """
-import argparse, json, os, statistics, subprocess, sys, time
+import argparse, json, os, statistics, subprocess, sys
 
 CHILD = r"""
 import json, sys, time

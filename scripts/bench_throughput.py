@@ -22,10 +22,9 @@
     .venv/bin/python scripts/bench_throughput.py            # about 8-11 minutes on 2 busy cores
     .venv/bin/python scripts/bench_throughput.py --quick    # about 2 minutes: 0.1 s latency, 8 queries, batches 1-8, 2K/20K
 """
-import argparse, json, os, re, shutil, subprocess, sys, tempfile, threading, time
+import argparse, json, os, subprocess, sys, tempfile, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import SimpleNamespace as NS
 
 ROOT = Path(__file__).resolve().parent.parent
 BEFORE_REV = "ad889f6af139b98095b8e326a402d144ad6d79b3"   # the commit before pairs at once and the non-model speed-ups

@@ -131,7 +131,7 @@ class Checker:
                     page = Page(body.decode("utf-8", "replace")) if "html" in r.headers.get("Content-Type", "") else None
                     self._static[key] = (r.status, page)
             except HTTPError as e: self._static[key] = (e.code, None)
-            except URLError as e: self._static[key] = (0, None)
+            except URLError: self._static[key] = (0, None)
         return self._static[key]
 
     def url(self, doc_html: str) -> str: return urljoin(self.base, doc_html)

@@ -6,7 +6,7 @@ keeps the seconds of the call that filled it), so compare seconds only between r
 
     .venv/bin/python scripts/compare_runs.py results/prompt_tokens/docid results/prompt_tokens/position --method pacemaker
 """
-import argparse, json, sys
+import argparse
 from pathlib import Path
 import numpy as np, pandas as pd
 from pace.eval.evaluate import read_jsonl, results_frame

@@ -3,7 +3,7 @@ import json
 import pytest
 from pace.testing import ScriptedChat
 from pace.methods.agents import (plan_conflicts, generate_views, select_evidence, generate_answer, clean_selection,
-                                 selection_schema, date_hints, planner_messages, answer_messages)
+                                 selection_schema, planner_messages)
 
 Q = "Reserve two seats for Dad and me at the Old Duke jazz night next Friday."
 

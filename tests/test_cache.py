@@ -217,7 +217,7 @@ def test_store_keeps_every_bit_merges_by_key_and_writes_the_same_bytes(tmp_path)
     assert export_cache(a, tmp_path / "a.jsonl.gz", embeddings=tmp_path / "s1") == 30
     assert export_cache(b, tmp_path / "b.jsonl.gz", embeddings=tmp_path / "s1") == 21
     export_cache(b, tmp_path / "b.jsonl.gz", embeddings=tmp_path / "s2"); export_cache(a, tmp_path / "a.jsonl.gz", embeddings=tmp_path / "s2")
-    p1, p2 = store_path(tmp_path / "s1", fp), store_path(tmp_path / "s2", fp)
+    p1 = store_path(tmp_path / "s1", fp)
     assert [x.name for x in (tmp_path / "s1").iterdir()] == [p1.name] and p1.name.startswith("all-MiniLM-L6-v2-int8-onnx-")
     stored = read_store(tmp_path / "s1")
     assert len(stored) == 39 and [e.key for e in stored] == sorted(e.key for e in stored)   # the NaN/inf vector is not stored
@@ -277,7 +277,6 @@ def test_a_failure_entry_keeps_its_newest_outcome(tmp_path):
 
 
 def _log_lines(path, i):
-    import os
     os.environ["PACE_CALL_LOG"] = str(path)
     from pace.cache import log_calls
     for j in range(50): log_calls("chat", f"m{i}", "planner", j + 1)

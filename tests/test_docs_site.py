@@ -6,7 +6,7 @@ passes on it in headless Chromium, and fails on a missing page, a broken link an
 shown without its outputs. The real site is built and checked by `scripts/build_docs.py --check`
 (a step of .ci/run). Skips without the `docs` extra or without Chromium.
 """
-import base64, importlib.util, json, shutil, sys
+import importlib.util, json, shutil, sys
 from pathlib import Path
 import pytest
 

@@ -1,7 +1,6 @@
 "Evaluation tables on hand-made rows with hand-computed values: rates over all pairs, intervals, funnel, failures, warnings."
 import json, math
 import numpy as np
-import pytest
 from pace.eval.evaluate import (results_frame, table2, table3, rate_by, coverage, funnel_table, failures, cost, warnings, write_tables,
                            to_markdown)
 from pace.metrics import bootstrap_ci
@@ -222,3 +221,67 @@ def test_structured_decisions_and_equal_sizes_through_pace_run(tmp_path):
     assert "by size: 10: hybrid; 15: hybrid@15, pacemaker-small)" in md and "add hybrid@" not in md
     assert "NOTE: hybrid@15: decision accuracy is from the answers' decision field; the judge read the same decision" in md
     assert json.loads((res["run_dir"] / "run.json").read_text())["settings"]["pacemaker"]["answer_format"] == "structured"
+
+
+# The tables as pandas group-bys: whole frames against hand-built ones, on rows with empty groups, NaN and ties.
+import pandas as pd
+from pace.eval.evaluate import paper_metrics, label_outcomes, evidence_warning
+
+def _tiny():
+    "hybrid: two conflict rows (PASS, FAIL) and one non-conflict (not judged); oracle: one non-conflict PASS."
+    return [row('q1', 'hybrid', 'conflict', 'temporal', ['a'], ['a', 'b'], V('PASS', True)),
+            row('q2', 'hybrid', 'conflict', 'state', ['c'], ['x', 'c'], V('FAIL', False)),
+            row('q3', 'hybrid', 'non_conflict', 'state', ['d'], ['x', 'y', 'z'], None),
+            row('q3', 'oracle', 'non_conflict', 'state', ['d'], ['d'], V('PASS', True), ranked=False)]
+
+def test_rate_by_keeps_empty_groups_with_n_0_in_paper_order():
+    t = rate_by(results_frame(_tiny()), "label")
+    nan = float("nan")
+    want = pd.DataFrame({"value": [nan, 100.0, 100.0, 50.0, nan, 50.0],
+                         "lo": [nan, nan, nan, 0.0, nan, 0.0], "hi": [nan, nan, nan, 100.0, nan, 100.0],
+                         "n": [0, 1, 1, 2, 0, 2]},   # oracle has no conflict row; hybrid's q3 was not judged
+                        index=pd.MultiIndex.from_product([["oracle", "hybrid"], ["conflict", "non_conflict", "overall"]],
+                                                         names=["method", "label"]))
+    pd.testing.assert_frame_equal(t, want)
+
+def test_paper_metrics_and_label_outcomes_leave_nan_where_nothing_applies():
+    df = results_frame(_tiny())
+    pm = paper_metrics(df)
+    assert list(pm.index) == ["oracle", "hybrid"] and pm.loc["oracle", ["R@5", "MRR@10", "Conflict"]].isna().all()
+    assert math.isclose(pm.loc["hybrid", "R@10"], 100 * 2 / 3) and pm.loc["hybrid", "MRR@10"] == 100 * 1.5 / 3
+    assert pm.loc["hybrid", "PASS"] == 50.0 and pm.loc["hybrid", "Conflict"] == 50.0 and pm.loc["oracle", "PASS"] == 100.0
+    lo = label_outcomes(df)
+    cols = pd.MultiIndex.from_product([["conflict", "non_conflict"], ["PASS", "WRONG_RATIONALE", "FAIL"]],
+                                      names=["label", "outcome"])
+    nan = float("nan")
+    want = pd.DataFrame([[nan, nan, nan, 100.0, 0.0, 0.0], [50.0, 0.0, 50.0, nan, nan, nan]],
+                        index=pd.Index(["oracle", "hybrid"], name="method"), columns=cols)
+    pd.testing.assert_frame_equal(lo, want)
+
+def test_coverage_counts_every_class_of_every_method():
+    cv = coverage(results_frame(_tiny()))   # hybrid's two conflict rows saw all their gold: full
+    want = pd.DataFrame({"n": [0, 0, 2], "share": [0.0, 0.0, 100.0], "pass_rate": [float("nan")] * 2 + [50.0]},
+                        index=pd.MultiIndex.from_product([["hybrid"], ["none", "partial", "full"]],
+                                                         names=["method", "coverage"]))
+    pd.testing.assert_frame_equal(cv, want)
+
+def test_failures_order_stages_and_average_only_the_selection_counts_present():
+    rows = [row('q1', 'pacemaker', 'conflict', 'state', ['a'], ['a'], V('PASS', True),
+                calls=[ok('zeta'), ok('answer'), bad('planner', 'no plan'), ok('alpha')],
+                selection=dict(posthop=dict(n_chosen=2))),
+            row('q2', 'pacemaker', 'conflict', 'state', ['a'], ['a'], V('PASS', True),
+                calls=[ok('planner'), ok('posthop')], selection=dict(posthop=dict(n_chosen=3, n_padded=1)))]
+    f = failures(rows)
+    assert list(f.index.get_level_values("stage")) == ["planner", "posthop", "answer", "alpha", "zeta"]
+    assert f.loc[("pacemaker", "planner"), ["queries", "calls", "failed", "fallback"]].tolist() == [2, 2, 50.0, 50.0]
+    assert f.loc[("pacemaker", "posthop"), "chosen_per_query"] == 2.5 and f.loc[("pacemaker", "posthop"), "padded_per_query"] == 1
+    assert f[["fallback_ids_per_query", "unseen_dropped_per_query"]].isna().all().all()
+    assert f.loc[("pacemaker", "zeta")].iloc[4:].isna().all() and f.calls.dtype == int
+
+def test_evidence_sizes_round_half_to_even_before_grouping():
+    rows = [row('q1', 'hybrid', 'conflict', 'state', ['a'], ['a', 'b'], V('PASS', True)),
+            row('q2', 'hybrid', 'conflict', 'state', ['a'], ['a', 'b', 'c'], V('PASS', True)),   # mean 2.5 -> 2
+            row('q1', 'dense', 'conflict', 'state', ['a'], ['a', 'b'], V('PASS', True)),
+            row('q1', 'bm25', 'conflict', 'state', ['a'], ['a', 'b', 'c', 'd'], V('PASS', True))]
+    assert evidence_warning(results_frame(rows)).startswith(
+        "WARNING: the methods hand the answerer different numbers of facts (mean, by size: 2: dense, hybrid; 4: bm25)")

@@ -2,7 +2,7 @@
 import datetime as dt, json, re, shutil
 from pathlib import Path
 import pytest
-from pace.cli import main, UsageError
+from pace.cli import main
 from pace.data import load_pace_dataset
 from pace.embed import get_embedder
 from pace.gen.base import GenConfig, STAGES
@@ -781,7 +781,7 @@ def test_a_request_whose_date_resolves_into_the_past_is_rewritten_and_the_valida
     pgen(tmp_path / "ds", respond, personas="1")
     ref = next(c for c in rows(tmp_path / "ds", "3_cases")[0]["cases"] if c["case_id"] == "T-C1")["ref_date"]
     before = (dt.date.fromisoformat(ref) - dt.timedelta(1)).isoformat()
-    assert f"yesterday = " in seen[0] and before in seen[0]              # resolved before the validator reads it
+    assert "yesterday = " in seen[0] and before in seen[0]              # resolved before the validator reads it
     d = decisions(tmp_path / "ds")[("gen-p01", "T-C1")]
     assert d["problems"][0] == "request_in_past" and d["action"] == "rewrite"
     assert "before the request date" in seen[1]

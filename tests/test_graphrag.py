@@ -120,7 +120,7 @@ def test_reload_sources_context_and_timeout(built):
 @needs_graphrag
 def test_pace_run_wiring(tmp_path):
     from pace.eval.run import run_experiment
-    res = run_experiment("tests/fixtures/tiny", ["graphrag"], chat=model(False), embedder="hash:hash", out_dir=tmp_path, name="r", limit=1,
+    run_experiment("tests/fixtures/tiny", ["graphrag"], chat=model(False), embedder="hash:hash", out_dir=tmp_path, name="r", limit=1,
                          cache=False, retrieval_only=True, progress=False, graphrag_config={"extract_max_tokens": 300})
     rows = [json.loads(l) for l in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 1 and rows[0]["method"] == "graphrag" and rows[0]["retrieved_ids"]

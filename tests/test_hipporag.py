@@ -267,7 +267,7 @@ def test_pace_run_wiring_and_index_cost(tmp_path):
     st = IndexStore(tmp_path / "idx", HashEmbedder(cache=False))
     m = make_method("hipporag2", FakeChat(cache=False), st)
     assert m.store.root == tmp_path / "idx" / "@hipporag2" and m.embedder is st.embedder
-    res = run_experiment("tests/fixtures/tiny", ["bm25", "hipporag2"], chat=FakeChat(openie_from_words, cache=False), embedder="hash:hash",
+    run_experiment("tests/fixtures/tiny", ["bm25", "hipporag2"], chat=FakeChat(openie_from_words, cache=False), embedder="hash:hash",
                          out_dir=tmp_path, name="r", limit=0, cache=False, retrieval_only=True, progress=False)
     rows = [json.loads(l) for l in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
     hr = [r for r in rows if r["method"] == "hipporag2"]

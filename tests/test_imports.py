@@ -1,5 +1,5 @@
 """`import pace` and every exported module work without the dev extra (nbdev, fastcore, papermill ...)."""
-import pkgutil, subprocess, sys
+import subprocess, sys
 from pathlib import Path
 
 import pace

@@ -1,12 +1,11 @@
 "Tests of pace.llm: the base class (cache, structured output, failures) and in-process llama.cpp on real GGUF models."
-import hashlib, json, os, time, types
+import hashlib, json, os, types
 import httpx, openai
 import pytest
 from pydantic import BaseModel
 import pace.llm, pace.backends.llamacpp
 from pace.cache import Cache, request_key
-from pace.llm import (get_chat_model, ChatModel, ChatResult, Completion, Usage, ModelNotFoundError, parse_structured, strip_fence,
-                      schema_info, file_identity)
+from pace.llm import (get_chat_model, Completion, ModelNotFoundError, file_identity)
 from pace.backends.llamacpp import LlamaCppChat, resolve_gguf, KNOWN_GGUF
 from pace.backends.openai import OpenAIChat, normalise_base_url
 from pace.testing import FakeChat

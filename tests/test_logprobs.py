@@ -1,5 +1,5 @@
 "Log-probabilities through pace.llm (`top_logprobs=k`): cached and replayed, asked of OpenAI-compatible servers, computed by llama.cpp in process; pacemaker-score's fallbacks."
-import json, math, types
+import math, types
 import pytest
 import pace.llm
 from pace.cache import request_key

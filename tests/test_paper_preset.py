@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pace.testing import ScriptedChat, ToyIndex
 from pace.methods.agents import (RELEASE_PROMPTS, ReleasePlan, planner_messages, views_messages, filter_messages,
-                                 answer_messages, select_evidence, generate_views, plan_conflicts, generate_answer)
+                                 answer_messages, select_evidence, generate_views, plan_conflicts)
 from pace.methods.pipeline import PaceMaker, PaceMakerConfig, RELEASE_SETTINGS
 from pace.eval.judge import PAPER_PROMPTS, bare_label_messages, judge_answer
 from pace.eval.run import RunConfig, prompt_hashes

@@ -1,5 +1,5 @@
 "The registry of methods (`pace.methods.baselines.METHOD_SPECS`): the lists derived from it, and a retriever of your own run by `pace run`."
-import json, subprocess, sys, textwrap
+import json, subprocess, sys
 from pathlib import Path
 import pytest
 from pace.cli import main

@@ -2,7 +2,7 @@
 on-disk layout) imported as a PACE folder, and a PACE folder exported in those shapes. The hub cannot be reached
 from the test machines, so the hub path is driven through the same code with `datasets.load_dataset` pointed at
 local parquet files that `datasets` itself wrote here."""
-import json, shutil
+import json
 from pathlib import Path
 
 import datasets

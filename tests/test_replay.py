@@ -2,8 +2,7 @@
 fresh cache and replayed under PACE_REPLAY=1 gives the same results with no model call; what a replay refuses, in one line."""
 import hashlib, json
 import pytest
-from pace.cache import (Cache, Entry, export_cache, import_cache, read_call_log, read_export, read_store, store_path, request_key,
-                        ReplayError, ReplayMissError)
+from pace.cache import (Cache, export_cache, import_cache, read_call_log, read_export, read_store, ReplayError, ReplayMissError)
 from pace.cli import main
 from pace.data import load_pace_dataset
 from pace.embed import HashEmbedder, ReplayEmbedder, get_embedder

@@ -6,13 +6,15 @@
 from __future__ import annotations
 import contextlib, email.utils, logging, os, random, threading, time, urllib.parse
 from concurrent.futures import ThreadPoolExecutor
+from typing import Literal
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..llm import ChatModel, Completion, Usage, with_schema_instruction
 
 _log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['OPENAI_BASE_URL', 'MAX_RETRY_AFTER', 'response_format', 'normalise_base_url', 'RequestLimiter', 'retry_after_seconds',
-           'backoff_seconds', 'OpenAIChat']
+           'backoff_seconds', 'OpenAIOptions', 'OpenAIChat']
 
 # %% ../../nbs/02b_openai.ipynb #3d1d587d
 _JSON_MODES = ("json_schema", "json_object_schema", "json_object", "prompt")
@@ -138,56 +140,74 @@ def _reply_completion(resp, t:float, notes:list) -> Completion:
                       top_logprobs=_choice_logprobs(resp.choices[0]))
 
 # %% ../../nbs/02b_openai.ipynb #4133a437
-class _OpenAIConfig(ChatModel):
-    ("The configuration of an OpenAI-compatible chat model: client, server, limits, JSON mode and sampling "
-     "options.")
+class OpenAIOptions(BaseModel):
+    "How an `OpenAIChat` reaches its server and what it sends: every option of the backend, checked on build."
+    model_config = ConfigDict(extra="forbid")
+    base_url: str | None = None # default $OPENAI_BASE_URL (None: api.openai.com)
+    api_key: str | None = None # default $OPENAI_API_KEY; local servers get a dummy key
+    model_id: str | None = None # the model's name in the cache and its stats; default the model
+    concurrency: int = 4 # requests in flight in `chat_batch`
+    timeout: float = Field(120.0, gt=0) # seconds per HTTP request
+    max_retries: int = Field(4, ge=0) # retries of a 429/5xx/408/409, a timeout or a dropped connection
+    max_in_flight: int | None = Field(None, ge=1) # requests in flight over all threads (None: no bound)
+    max_rps: float | None = Field(None, gt=0) # requests started a second over all threads (None: no bound)
+    backoff_base: float = Field(0.5, ge=0) # seconds: the full-jitter back-off's first bound
+    backoff_cap: float = Field(8.0, ge=0) # seconds: its largest
+    json_mode: Literal["auto", "json_schema", "json_object_schema", "json_object", "prompt"] = "auto"
+    send_seed: bool = True # send `seed` (turn off for servers that reject it)
+    send_temperature: bool = True # send `temperature`; dropped by itself if the server rejects it
+    # or "max_completion_tokens"; switched by itself if the server asks for the other
+    token_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    context_window: int = Field(128000, ge=1) # tokens
+    extra_body: dict | None = None # more fields of the request body, as the server knows them
+
+def _options(options, # an `OpenAIOptions`, a dict of its fields, or None (the defaults)
+             fields:dict, # fields given as keywords: they win
+            ) -> OpenAIOptions:
+    "The options with `fields` over them; a bad one is a one-line ValueError naming each field and why."
+    try:
+        o = OpenAIOptions.model_validate(options or {})
+        return OpenAIOptions.model_validate(o.model_dump(exclude_unset=True) | fields) if fields else o
+    except ValidationError as e:
+        why = [f"{'.'.join(map(str, x['loc']))}: {x['msg']} (got {x['input']!r})" for x in e.errors()]
+        raise ValueError("openai options: " + "; ".join(why)) from None
+
+# %% ../../nbs/02b_openai.ipynb #695d6f33
+_RETRY_STATUS = (408, 409, 429)
+
+class OpenAIChat(ChatModel):
+    "Chat through the official openai client against any OpenAI-compatible server."
     backend = "openai"
+    concurrent = True # the client is thread-safe and the server queues or batches what it gets
     def __init__(self, model:str, # model name the server knows
-                 *, base_url:str|None=None, # default $OPENAI_BASE_URL (None: api.openai.com)
-                 api_key:str|None=None, # default $OPENAI_API_KEY; local servers get a dummy key
-                 model_id:str|None=None, # the model's name in the cache and its stats; default `model`
-                 concurrency:int=4, # requests in flight in `chat_batch`
-                 timeout:float=120.0, # seconds per HTTP request
-                 max_retries:int=4, # retries of a 429/5xx/408/409, a timeout or a dropped connection
-                 max_in_flight:int|None=None, # requests in flight over all threads (None: no bound)
-                 max_rps:float|None=None, # requests started a second over all threads (None: no bound)
-                 backoff_base:float=0.5, backoff_cap:float=8.0, # seconds of the full-jitter back-off
-                 json_mode:str="auto", # one of json_schema, json_object_schema, json_object, prompt, auto
-                 send_seed:bool=True, # send `seed` (turn off for servers that reject it)
-                 send_temperature:bool=True, # send `temperature`; dropped by itself if the server rejects it
-                 token_param:str="max_tokens", # or "max_completion_tokens"; switched by itself if the server
-                                               # asks for the other
-                 context_window:int=128000, extra_body:dict|None=None, client=None, **kw):
+                 options:OpenAIOptions|dict|None=None, # the backend's options; keywords override them
+                 *, client=None, # an openai client to send through (default: one built from the options)
+                 **kw): # fields of `OpenAIOptions`, then `ChatModel`'s (cache, accounts, ...)
         import openai
-        base_url = base_url or os.environ.get("OPENAI_BASE_URL")
-        api_key = api_key or os.environ.get("OPENAI_API_KEY") or ("sk-no-key" if base_url else None)
+        o = _options(options, {k: kw.pop(k) for k in list(kw) if k in OpenAIOptions.model_fields})
+        base_url = o.base_url or os.environ.get("OPENAI_BASE_URL")
+        api_key = o.api_key or os.environ.get("OPENAI_API_KEY") or ("sk-no-key" if base_url else None)
         if client is None and api_key is None:
             raise ValueError("openai backend needs an API key: set OPENAI_API_KEY (or api_key in the spec), "
                              "or a base_url for a local server")
-        if json_mode != "auto": response_format({}, json_mode)
-        if token_param not in _TOKEN_PARAMS:
-            raise ValueError(f"token_param must be one of {_TOKEN_PARAMS}, got {token_param!r}")
         # the model retries (`_send`); the client sends each attempt once
         self.client = (client.with_options(max_retries=0) if client is not None else
-                       openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0))
-        self.max_retries, self.backoff = max_retries, (backoff_base, backoff_cap)
-        self.limiter = RequestLimiter(max_in_flight, max_rps)
+                       openai.OpenAI(base_url=base_url, api_key=api_key, timeout=o.timeout, max_retries=0))
+        self.options, self.max_retries, self.backoff = o, o.max_retries, (o.backoff_base, o.backoff_cap)
+        self.limiter = RequestLimiter(o.max_in_flight, o.max_rps)
         self.base_url = base_url or getattr(self.client, "base_url", None)
-        self.model, self.concurrency = model, concurrency
-        self.send_seed, self.extra_body = send_seed, extra_body
+        self.model, self.concurrency = model, o.concurrency
+        self.send_seed, self.extra_body = o.send_seed, o.extra_body
         # as configured (the fingerprint)
-        self.send_temperature, self.token_param = send_temperature, token_param
+        self.send_temperature, self.token_param = o.send_temperature, o.token_param
         # as sent now
-        self._send_temp, self._token_param, self.adjustments = send_temperature, token_param, {}
-        self.chunk_size = 4 * max(1, concurrency)
-        self.json_mode, self._modes = json_mode, (list(_JSON_MODES) if json_mode == "auto" else [json_mode])
-        self._mode_ok, self._lock = json_mode != "auto", threading.Lock()
-        super().__init__(model_id or model, context_window=context_window, **kw)
+        self._send_temp, self._token_param, self.adjustments = o.send_temperature, o.token_param, {}
+        self.chunk_size = 4 * max(1, o.concurrency)
+        self.json_mode = o.json_mode
+        self._modes = list(_JSON_MODES) if o.json_mode == "auto" else [o.json_mode]
+        self._mode_ok, self._lock = o.json_mode != "auto", threading.Lock()
+        super().__init__(o.model_id or model, context_window=o.context_window, **kw)
 
-# %% ../../nbs/02b_openai.ipynb #107db09b
-class _OpenAILearning(_OpenAIConfig):
-    ("An OpenAI-compatible model's fingerprint (its configuration) and what it learns from its server's "
-     "refusals.")
     def fingerprint(self) -> dict:
         return {**super().fingerprint(), "model": self.model, "base_url": normalise_base_url(self.base_url),
                 "json_mode": self.json_mode, "send_seed": self.send_seed,
@@ -196,13 +216,18 @@ class _OpenAILearning(_OpenAIConfig):
 
     @classmethod
     def replay_spec(cls, d:dict) -> tuple[dict, int|None]:
-        url = normalise_base_url(d.get("base_url") or os.environ.get("OPENAI_BASE_URL"))
+        url, o = normalise_base_url(d.get("base_url") or os.environ.get("OPENAI_BASE_URL")), OpenAIOptions()
         return (dict(backend="openai", model_id=d.get("model_id") or d["model"], model=d["model"],
                      base_url=url,
-                     json_mode=d.get("json_mode", "auto"), send_seed=d.get("send_seed", True),
-                     send_temperature=d.get("send_temperature", True),
-                     token_param=d.get("token_param", "max_tokens"),
-                     extra_body=d.get("extra_body")), d.get("context_window", 128000))
+                     json_mode=d.get("json_mode", o.json_mode), send_seed=d.get("send_seed", o.send_seed),
+                     send_temperature=d.get("send_temperature", o.send_temperature),
+                     token_param=d.get("token_param", o.token_param),
+                     extra_body=d.get("extra_body")), d.get("context_window", o.context_window))
+
+    def serve_workers(self, n:int):
+        "Up to `n` requests in flight over all threads, and a `chat_batch` that may use all `n` at once."
+        self.limiter.max_in_flight, self.concurrency = n, n
+        self.chunk_size = max(self.chunk_size, 4 * n)
 
     def _adjust(self, e, kw:dict) -> str|None:
         ("If a 400 reply `e` rejects a parameter of `kw`, stop sending it (or send the one the server "
@@ -229,14 +254,11 @@ class _OpenAILearning(_OpenAIConfig):
                 else []) + \
                ([self.adjustments["token_param"]] if self.token_param not in kw else [])
 
-# %% ../../nbs/02b_openai.ipynb #09d961fa
-_RETRY_STATUS = (408, 409, 429)
-
-class _OpenAISending(_OpenAILearning):
-    "An OpenAI-compatible model's HTTP attempts: bounded by its limiter, retried with full-jitter back-off."
     def _send(self, kw:dict, retry:bool=True):
         "One `chat.completions.create(**kw)`; 429/5xx/408/409, timeouts and dropped connections retried."
         import openai
+        # The retries are here, not in the client (built with max_retries=0): every attempt, a retry too,
+        # takes a slot of the limiter, so retries keep to `max_in_flight` and `max_rps` (`--max-rps`).
         for attempt in range(self.max_retries + 1):
             try:
                 with self.limiter.slot(): return self.client.chat.completions.create(**kw)
@@ -249,15 +271,6 @@ class _OpenAISending(_OpenAILearning):
                                        *self.backoff)
                 _log.debug("%s: %s; retry %d in %.2f s", self.model, type(e).__name__, attempt + 1, wait)
                 time.sleep(wait)
-
-# %% ../../nbs/02b_openai.ipynb #695d6f33
-class OpenAIChat(_OpenAISending):
-    "Chat through the official openai client against any OpenAI-compatible server."
-    concurrent = True # the client is thread-safe and the server queues or batches what it gets
-    def serve_workers(self, n:int):
-        "Up to `n` requests in flight over all threads, and a `chat_batch` that may use all `n` at once."
-        self.limiter.max_in_flight, self.concurrency = n, n
-        self.chunk_size = max(self.chunk_size, 4 * n)
 
     def _one(self, r) -> Completion:
         import openai

@@ -29,6 +29,10 @@ FUNNEL_STAGES = EVIDENCE_STAGES   # PaceMaker's, from `pace.methods.agents.STAGE
 CALL_STAGES = STAGE_ORDER + ("judge_decision", "judge_rationale", "judge")
 LABEL_COLS = {"PASS": "pass", "WRONG_RATIONALE": "wrong_rationale", "FAIL": "fail"}
 
+def _mean(g):
+    "Each group's mean as `Series.mean` sums it (numpy's pairwise sum), not groupby's compensated sum."
+    return g.agg(lambda s: s.mean())   # committed tables keep every digit; the two differ in the last
+
 def _method_order(ms) -> list[str]:
     "Known methods in paper order (a sized one, 'hybrid@15', after its base), then the rest alphabetically."
     ms, base = list(dict.fromkeys(ms)), lambda m: m.split("@")[0]
@@ -121,39 +125,37 @@ def rate(s: pd.Series) -> dict:
     return dict(value=100 * x.mean() if len(x) else float("nan"), lo=100 * lo, hi=100 * hi, n=len(x))
 
 # %% ../../nbs/31_evaluate.ipynb #e81dc7cc
-def _with_ci(d: dict, name: str, r: dict) -> dict:
-    return d | {name: r["value"], f"{name}_lo": r["lo"], f"{name}_hi": r["hi"]}
-
-def _source(g: pd.DataFrame) -> str:
-    "Where a method's decisions come from: 'answer field', 'judge', both, or n/a."
-    s = set(g.decision_source.dropna())
+def _sources(s: pd.Series) -> str:
+    "Where a method's decisions come from (its `decision_source`s): 'answer field', 'judge', both, or n/a."
+    s = set(s.dropna())
     return " + ".join(n for k, n in (("answer", "answer field"), ("judge", "judge")) if k in s) or "n/a"
+
+def _rates(g, name: str | None = None) -> pd.DataFrame:
+    "`rate` of each group of the grouped column `g`: value, lo, hi, n (`name`: as name, name_lo, name_hi)."
+    t = pd.DataFrame.from_dict({k: rate(s) for k, s in g}, orient="index", columns=["value", "lo", "hi", "n"])
+    t = t.rename_axis(g.keys if isinstance(g.keys, str) else list(g.keys))
+    if name is None: return t
+    return t[["value", "lo", "hi"]].set_axis([name, f"{name}_lo", f"{name}_hi"], axis=1)
 
 def table2(df: pd.DataFrame) -> pd.DataFrame:
     "Per method: n, evidence size, retrieval metrics, judge rates and errors, decision accuracy, its source."
-    out = []
-    for m in _method_order(df.method):
-        g = df[df.method == m]
-        d = dict(method=m, n=len(g), evidence=g.evidence.mean())
-        d |= {c: 100.0 * g[c].mean() for c in METRIC_COLS}
-        d = _with_ci(d, "recall@10", rate(g["recall@10"]))
-        d = _with_ci(d, "pass", rate(g["pass"]))
-        d |= dict(wrong_rationale=100 * g.wrong_rationale.mean(), fail=100 * g.fail.mean(),
-                  judge_errors=int(g.judge_error.fillna(0).sum()))
-        d = _with_ci(d, "decision_acc", rate(g["decision_correct"]))
-        out.append(d | dict(decision_from=_source(g)))
-    return pd.DataFrame(out).set_index("method")
+    g = df.groupby("method")
+    t = pd.concat([g.size().rename("n"), _mean(g.evidence), 100.0 * _mean(g[METRIC_COLS]),
+                   _rates(g["recall@10"], "recall@10").iloc[:, 1:], _rates(g["pass"], "pass"),
+                   100 * _mean(g[["wrong_rationale", "fail"]]),
+                   g.judge_error.sum().astype(int).rename("judge_errors"),   # NaN (not judged) counts 0
+                   _rates(g["decision_correct"], "decision_acc"),
+                   g.decision_source.agg(_sources).rename("decision_from")], axis=1)
+    return t.reindex(_method_order(df.method)).rename_axis("method")
 
 # %% ../../nbs/31_evaluate.ipynb #92a9c236
 def rate_by(df: pd.DataFrame, col: str, value: str = "pass") -> pd.DataFrame:
     "Rate (%) of `value` per method and value of `col` (label, situation_type), plus 'overall'; lo, hi, n."
-    out = []
-    for m in _method_order(df.method):
-        g = df[df.method == m]
-        for v in sorted(df[col].unique()) + ["overall"]:
-            s = g[value] if v == "overall" else g[g[col] == v][value]
-            out.append(dict(method=m, **{col: v}) | rate(s))
-    return pd.DataFrame(out).set_index(["method", col])
+    both = pd.concat([df, df.assign(**{col: "overall"})])   # every row once more, in the group 'overall'
+    cells = pd.MultiIndex.from_product([_method_order(df.method), sorted(df[col].unique()) + ["overall"]],
+                                       names=["method", col])
+    t = _rates(both.groupby(["method", col])[value]).reindex(cells)   # a method without the value: n/a, n = 0
+    return t.fillna({"n": 0}).astype({"n": int})
 
 # %% ../../nbs/31_evaluate.ipynb #b69b58ac
 def table3(df): return rate_by(df, "label")
@@ -162,27 +164,23 @@ def table3(df): return rate_by(df, "label")
 def coverage(df: pd.DataFrame) -> pd.DataFrame:
     "Per method, conflict queries by evidence coverage of what the answerer saw: n, share (%), PASS rate (%)."
     c = df[(df.label == "conflict") & df.coverage.notna()]
-    out = []
-    for m in _method_order(c.method):
-        g = c[c.method == m]
-        for cov in ("none", "partial", "full"):
-            s = g[g.coverage == cov]
-            out.append(dict(method=m, coverage=cov, n=len(s), share=100.0 * len(s) / len(g),
-                            pass_rate=100 * s["pass"].mean() if s["pass"].notna().any() else float("nan")))
-    cols = ["method", "coverage", "n", "share", "pass_rate"]
-    return pd.DataFrame(out, columns=cols).set_index(["method", "coverage"])
+    g = c.groupby(["method", "coverage"])
+    cells = pd.MultiIndex.from_product([_method_order(c.method), ("none", "partial", "full")],
+                                       names=["method", "coverage"])
+    t = pd.DataFrame({"n": g.size(), "pass_rate": 100 * _mean(g["pass"])}).reindex(cells)
+    t["n"] = t.n.fillna(0).astype(int)
+    t.insert(1, "share", 100.0 * t.n / t.n.groupby(level="method").transform("sum"))
+    return t
 
 # %% ../../nbs/31_evaluate.ipynb #fd3aef6d
 def funnel_table(df: pd.DataFrame) -> pd.DataFrame:
     "Per method: mean facts handed to the answerer, mean gold recall (%) and documents per funnel stage."
-    out = []
-    for m in _method_order(df.method):
-        g = df[df.method == m]
-        d = dict(method=m, n=len(g), evidence=g.evidence.mean())
-        for s in FUNNEL_STAGES:
-            d[s], d[f"{s}_docs"] = 100 * g[f"funnel:{s}"].mean(), g[f"docs:{s}"].mean()
-        out.append(d)
-    return pd.DataFrame(out).set_index("method")
+    g, docs = df.groupby("method"), [f"{s}_docs" for s in FUNNEL_STAGES]
+    recall = 100 * _mean(g[[f"funnel:{s}" for s in FUNNEL_STAGES]]).set_axis(FUNNEL_STAGES, axis=1)
+    t = pd.concat([g.size().rename("n"), _mean(g.evidence), recall,
+                   _mean(g[[f"docs:{s}" for s in FUNNEL_STAGES]]).set_axis(docs, axis=1)], axis=1)
+    cols = ["n", "evidence"] + [c for s, d in zip(FUNNEL_STAGES, docs) for c in (s, d)]
+    return t.reindex(index=_method_order(df.method), columns=cols).rename_axis("method")
 
 # %% ../../nbs/31_evaluate.ipynb #9d66ef81
 def calls_frame(rows: list[dict]) -> pd.DataFrame:
@@ -195,42 +193,35 @@ def calls_frame(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["query_id", "method", "stage", "ok", "fallback"])
 
 # %% ../../nbs/31_evaluate.ipynb #f88660cf
+_SELECTION = {f"n_{k}": f"{k}_per_query" for k in ("chosen", "padded", "passed_uncalled", "unseen_dropped")}
+_SELECTION["n_fallback"] = "fallback_ids_per_query"
+
 def failures(rows: list[dict]) -> pd.DataFrame:
     "Per method and stage: calls, failed %, fallback %; for filters, mean chosen/padded/fallback/unseen ids."
     cf = calls_frame(rows)
+    g = cf.assign(failed=~cf.ok.astype(bool), fell=cf.fallback.notna()).groupby(["method", "stage"])
+    t = pd.DataFrame({"queries": g.query_id.nunique(), "calls": g.size(),
+                      "failed": 100 * _mean(g.failed), "fallback": 100 * _mean(g.fell)})
     sel = pd.DataFrame([dict(method=r["method"], stage=st) | rep for r in rows
                         for st, rep in ((r.get("trace") or {}).get("selection") or {}).items()])
-    out = []
-    for m in _method_order(cf.method):
-        stages = set(cf[cf.method == m].stage)
-        for st in [s for s in CALL_STAGES if s in stages] + sorted(stages - set(CALL_STAGES)):
-            g = cf[(cf.method == m) & (cf.stage == st)]
-            d = dict(method=m, stage=st, queries=g.query_id.nunique(), calls=len(g),
-                     failed=100 * (~g.ok).mean(), fallback=100 * g.fallback.notna().mean())
-            s = sel[(sel.method == m) & (sel.stage == st)] if len(sel) else sel
-            for k in ("chosen", "padded", "fallback", "passed_uncalled", "unseen_dropped"):
-                col = f"{k}_per_query" if k != "fallback" else "fallback_ids_per_query"
-                d[col] = s[f"n_{k}"].mean() if len(s) and f"n_{k}" in s else float("nan")
-            out.append(d)
-    cols = ["method", "stage", "queries", "calls", "failed", "fallback", "chosen_per_query",
-            "padded_per_query", "fallback_ids_per_query", "passed_uncalled_per_query",
-            "unseen_dropped_per_query"]
-    return pd.DataFrame(out, columns=cols).set_index(["method", "stage"])
+    if len(sel):
+        t = t.join(_mean(sel.groupby(["method", "stage"])[[c for c in _SELECTION if c in sel]]))
+    cols = ["queries", "calls", "failed", "fallback", "chosen_per_query", "padded_per_query",
+            "fallback_ids_per_query", "passed_uncalled_per_query", "unseen_dropped_per_query"]
+    order, rank = _method_order(cf.method), {s: i for i, s in enumerate(CALL_STAGES)}   # other stages: a-z
+    cells = sorted(t.index, key=lambda ms: (order.index(ms[0]), rank.get(ms[1], len(rank)), ms[1]))
+    cells = pd.MultiIndex.from_tuples(cells, names=["method", "stage"])
+    return t.rename(columns=_SELECTION).reindex(index=cells, columns=cols)
 
 # %% ../../nbs/31_evaluate.ipynb #ac17b6c4
 def cost(df: pd.DataFrame) -> pd.DataFrame:
     "Per method: mean LLM calls, judge calls, prompt/completion tokens, seconds, and calls per stage a query."
-    out = []
-    for m in _method_order(df.method):
-        g = df[df.method == m]
-        d = dict(method=m, n=len(g), llm_calls=g.llm_calls.mean(), judge_calls=g.judge_calls.mean(),
-                 prompt_tokens=g.prompt_tokens.mean(), completion_tokens=g.completion_tokens.mean())
-        if "seconds" in g:
-            d |= dict(seconds=g.seconds.mean(), judge_seconds=g.judge_seconds.mean(),
-                      cache_hits=g.cache_hits.mean())
-        d |= {c: g[c].fillna(0).mean() for c in sorted(c for c in df.columns if c.startswith("calls:"))}
-        out.append(d)
-    return pd.DataFrame(out).set_index("method")
+    per_stage = sorted(c for c in df.columns if c.startswith("calls:"))   # a stage the method lacks: 0
+    cols = ["llm_calls", "judge_calls", "prompt_tokens", "completion_tokens"]
+    cols += ["seconds", "judge_seconds", "cache_hits"] if "seconds" in df else []
+    g = df.fillna({c: 0 for c in per_stage}).groupby("method")
+    t = pd.concat([g.size().rename("n"), _mean(g[cols + per_stage])], axis=1)
+    return t.reindex(_method_order(df.method)).rename_axis("method")
 
 # %% ../../nbs/31_evaluate.ipynb #425aba9e
 def warnings(df: pd.DataFrame, fails: pd.DataFrame | None = None) -> list[str]:
@@ -322,10 +313,9 @@ def header(meta: dict | None, # the run's `run.json` (None: counts only)
 def evidence_warning(df: pd.DataFrame, # the results frame
                     ) -> str | None:
     "A warning when the ranked methods hand the answerer different numbers of facts (mean, rounded), or None."
-    r, groups = df[df.ranked], {}
-    for m in _method_order(r.method):
-        v = r[r.method == m].evidence.mean()
-        if v == v: groups.setdefault(int(round(v)), []).append(m)
+    r = df[df.ranked]
+    v = _mean(r.groupby("method").evidence).reindex(_method_order(r.method)).dropna()
+    groups = {int(n): list(ms.index) for n, ms in v.groupby(v.round())}   # size -> methods (paper order)
     if len(groups) < 2: return None
     have = {n for n, ms in groups.items() if any(m.split("@")[0] == "hybrid" for m in ms)}
     add = [f"hybrid@{n}" for n in sorted(groups) if n not in have]
@@ -402,26 +392,21 @@ PAPER_COLS = {f"{m}@{k}": f"{n}@{k}" for m, n in _NAMES for k in KS}   # frame c
 def paper_metrics(df: pd.DataFrame, # a results frame with MRR at every k (`results_frame`)
                  ) -> pd.DataFrame:
     "Per method (paper order): the paper's retrieval columns (%), PASS (%) and Conflict (PASS % on conflict)."
-    out = []
-    for m in _method_order(df.method):
-        g = df[df.method == m]
-        d = {name: 100 * g[c].mean() for c, name in PAPER_COLS.items()}
-        out.append(dict(method=m) | d | dict(PASS=100 * g["pass"].mean(),
-                                             Conflict=100 * g[g.label == "conflict"]["pass"].mean()))
-    return pd.DataFrame(out).set_index("method")
+    g = df.groupby("method")
+    t = 100 * _mean(g[list(PAPER_COLS)]).rename(columns=PAPER_COLS)
+    t["PASS"] = 100 * _mean(g["pass"])
+    t["Conflict"] = 100 * _mean(df[df.label == "conflict"].groupby("method")["pass"])   # NaN: none
+    return t.reindex(_method_order(df.method)).rename_axis("method")
 
 # %% ../../nbs/31_evaluate.ipynb #6eb70554
 def label_outcomes(df: pd.DataFrame, # a results frame
                   ) -> pd.DataFrame:
     "Per method: PASS, WRONG_RATIONALE, FAIL (%) per gold label; columns (label, outcome); NaN: not judged."
-    out = {}
-    for m in _method_order(df.method):
-        g = df[df.method == m]
-        out[m] = {(lab, name): 100 * g[g.label == lab][col].mean()
-                  for lab in sorted(df.label.unique()) for name, col in LABEL_COLS.items()}
-    t = pd.DataFrame.from_dict(out, orient="index").rename_axis("method")
-    t.columns = pd.MultiIndex.from_tuples(t.columns, names=["label", "outcome"])
-    return t
+    t = 100 * _mean(df.groupby(["method", "label"])[list(LABEL_COLS.values())])
+    t = t.set_axis(list(LABEL_COLS), axis=1).rename_axis(columns="outcome").unstack("label")
+    cells = pd.MultiIndex.from_product([sorted(df.label.unique()), list(LABEL_COLS)],
+                                       names=["label", "outcome"])
+    return t.swaplevel(axis=1).reindex(index=_method_order(df.method), columns=cells)
 
 # %% ../../nbs/31_evaluate.ipynb #13f72645
 def side_by_side(tables: dict, # configuration -> a table, methods as rows (`paper_metrics`, `label_outcomes`)
