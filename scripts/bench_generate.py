@@ -2,7 +2,7 @@
 """Throughput of `pace generate --workers N` against a loopback OpenAI-compatible fake server, and a resume after SIGKILL.
 
 The server (scripts/bench_throughput.py's `FakeServer`) answers every request after a fixed latency (--latency, default
-0.5 s) with the scripted generator's reply (`pace.gen.generate.toy_reply`); the first request of about one body in
+0.5 s) with the scripted generator's reply (`pace.gen.testing.toy_reply`); the first request of about one body in
 `--every-429` gets a 429 (the openai backend backs off with full jitter and sends it again) and about one body in
 `--every-bad` gets a malformed JSON reply (the backend asks again with a correction). Both depend on the request body
 only, so every run meets the same faults whatever the order the requests arrive in.
@@ -23,7 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 from bench_throughput import FakeServer
-from pace.gen.generate import generate_dataset, toy_reply
+from pace.gen.generate import generate_dataset
+from pace.gen.testing import toy_reply
 
 CONFIG = dict(recipe="pace", cases_per_cell=1, distractors_per_case=4, everyday_per_call=10)
 

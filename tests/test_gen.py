@@ -8,7 +8,8 @@ from pace.embed import get_embedder
 from pace.gen.base import GenConfig, STAGES
 from pace.gen.cases import recompute
 from pace.gen.validate import case_problems, verify_dataset, data_verify, request_time_problems
-from pace.gen.generate import GenerationError, drop_failing_cases, generate_dataset, rebuild_outputs, toy_chat, toy_reply
+from pace.gen.generate import GenerationError, drop_failing_cases, generate_dataset, rebuild_outputs
+from pace.gen.testing import toy_chat, toy_reply
 from pace.runfolder import RunMismatchError
 
 CFG = GenConfig(recipe="pace", cases_per_cell=1, facts=120, distractors_per_case=4, everyday_per_call=10)
