@@ -92,8 +92,8 @@ def _embedding_list(v: np.ndarray, texts: list[str], model: str) -> dict:
     "OpenAI's embedding `list` for the rows `v` of `texts` (usage counted in words)."
     n = sum(len(t.split()) for t in texts)
     return {"object": "list", "model": model, "usage": {"prompt_tokens": n, "total_tokens": n},
-            "data": [{"object": "embedding", "index": i, "embedding": row.tolist()} for i,
-                     row in enumerate(v)]}
+            "data": [{"object": "embedding", "index": i, "embedding": row.tolist()}
+                     for i, row in enumerate(v)]}
 
 # %% ../../nbs/24_graphrag.ipynb #621dc043
 class _Server(ThreadingHTTPServer):
