@@ -192,14 +192,14 @@ def test_pacemaker_score_resolves_without_registration_by_import():
 
 def test_a_stage_of_ones_own_reaches_the_trace(ds):
     "A stage that drops the seeds naming a word, between the pre-hop filter and the traversal: funnel, timings, pool, prompts."
-    from pace.methods.pipeline import PACEMAKER_STAGES, Step, insert_after
+    from pace.methods.pipeline import PACEMAKER_STAGES, StageSpec, insert_after
     q = ds.queries[0]; inst = ds.instances[q.instance_id]; kb = ds.facts(q.instance_id); idx = ToyIndex(kb)
     plain_cm = ScriptedChat(script()); plain = PaceMaker(plain_cm, idx).run(q, inst, kb=kb)
     word = next(w for w in idx.text(plain.seeds[0]).split() if len(w) > 4)   # a word of the first seed
     def no_word(st, c):
         st.tr.seeds = [i for i in st.tr.seeds if word not in st.idx.text(i)]
         return st.tr.seeds
-    mine = insert_after(PACEMAKER_STAGES, 'prehop', Step('no_word', no_word, evidence='no_word', timing='no_word'))
+    mine = insert_after(PACEMAKER_STAGES, 'prehop', StageSpec('no_word', no_word, evidence='no_word', timing='no_word'))
     cm = ScriptedChat(script()); tr = PaceMaker(cm, idx, stages=mine).run(q, inst, kb=kb)
     dropped = [i for i in plain.seeds if word in idx.text(i)]
     assert dropped and tr.evidence['prehop'] == plain.seeds

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from ..calls import AgentCall, agent_request
 from .agents import as_date
 from .pipeline import (PaceMaker, PaceMakerConfig, Trace, View, ViewCandidates, Switch, RunState,
-                                   Step, STEPS, MethodStages, drop)
+                                   StageSpec, STEPS, MethodStages, drop)
 from ..retrieve import hybrid_search, wrrf
 
 # %% auto #0
@@ -311,12 +311,12 @@ def _fusion_rule(st, c) -> str:
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #943739ba
 SCORE_STEPS = dict(   # pacemaker-score's stages, by name
-    request=Step('request', request_candidates, evidence='fused', timing='retrieval'),
-    entities=Step('entities', entity_candidates, timing='retrieval'),
-    dates=Step('dates', date_candidates, timing='retrieval'),
-    pool=Step('pool', score_pool, evidence='pool', timing='retrieval'),
-    score=Step('score', score_facts),
-    fuse=Step('fuse', fuse_runs, evidence='final', rule=_fusion_rule),
+    request=StageSpec('request', request_candidates, evidence='fused', timing='retrieval'),
+    entities=StageSpec('entities', entity_candidates, timing='retrieval'),
+    dates=StageSpec('dates', date_candidates, timing='retrieval'),
+    pool=StageSpec('pool', score_pool, evidence='pool', timing='retrieval'),
+    score=StageSpec('score', score_facts),
+    fuse=StageSpec('fuse', fuse_runs, evidence='final', rule=_fusion_rule),
 )
 PACEMAKER_SCORE = MethodStages(
     'pacemaker-score', (*SCORE_STEPS.values(), STEPS['answer']), score_config,
@@ -331,6 +331,6 @@ class PaceMakerScore(PaceMaker):
     def __init__(self, chat_model, # the scoring model (`pace.llm`; log-probabilities where it has them)
                  index, # an `InstanceIndex`, `IndexStore` or callable (`pace.methods.pipeline.resolve_index`)
                  config: ScoreConfig | None = None, # `score_config('pacemaker-score')` when None
-                 stages=None, # `Step`s to run in place of the config's (see `PaceMaker`)
+                 stages=None, # `StageSpec`s to run in place of the config's (see `PaceMaker`)
                 ):
         super().__init__(chat_model, index, config or score_config('pacemaker-score'), stages)

@@ -24,8 +24,8 @@ __all__ = ['LATE_DEFAULTS', 'CONFIG_GROUPS', 'RELEASE_SETTINGS', 'HYBRID_K', 'SM
            'PACEMAKER_SMALL', 'PACEMAKER_METHODS', 'PaceMakerConfig', 'MethodTrace', 'View', 'ViewCandidates',
            'PoolDoc', 'Trace', 'pool_order', 'resolve_index', 'hybrid_ranking', 'view_specificity', 'Switch',
            'RunState', 'plan', 'views', 'retrieve', 'filter_ids', 'prehop', 'traverse', 'posthop', 'whole_pool',
-           'fused_top', 'seeds_final', 'answer', 'Step', 'run_stages', 'drop', 'swap', 'insert_after', 'MethodStages',
-           'preset_config', 'pacemaker_method', 'method_stages', 'pacemaker_config', 'PaceMaker']
+           'fused_top', 'seeds_final', 'answer', 'StageSpec', 'run_stages', 'drop', 'swap', 'insert_after',
+           'MethodStages', 'preset_config', 'pacemaker_method', 'method_stages', 'pacemaker_config', 'PaceMaker']
 
 # %% ../../nbs/21_pipeline.ipynb #456dbf3e
 # settings newer than recorded runs: dumped only when not at their default
@@ -403,7 +403,7 @@ def answer(st: RunState, # the query's state (its final evidence)
     return tr.final_ids[:tr.answer_facts_used]
 
 # %% ../../nbs/21_pipeline.ipynb #dcb06036
-class Step(NamedTuple):
+class StageSpec(NamedTuple):
     "One stage of a PaceMaker method: its name, its function, and what the driver records of it."
     name: str                       # its name in the method's list (the ablations' edits use it)
     # (state, settings) -> the ids it hands on, or None; written as steps when it calls the model
@@ -413,7 +413,7 @@ class Step(NamedTuple):
     rule: Callable | None = None    # (state, settings) -> `Trace.ranking_rule`: it decides the final order
 
 # %% ../../nbs/21_pipeline.ipynb #cdfefe49
-def run_stages(stages, # the method's `Step`s, in order
+def run_stages(stages, # the method's `StageSpec`s, in order
                st: RunState, # the query's state: its trace is filled in
                c, # the settings
               ):
@@ -429,24 +429,24 @@ def run_stages(stages, # the method's `Step`s, in order
     return tr
 
 # %% ../../nbs/21_pipeline.ipynb #13b36bae
-def drop(stages, # a method's `Step`s
+def drop(stages, # a method's `StageSpec`s
          *names: str, # the stages to leave out
         ) -> tuple:
     "The list without the stages `names`."
     return tuple(s for s in stages if s.name not in names)
 
 # %% ../../nbs/21_pipeline.ipynb #9d8c39df
-def swap(stages, # a method's `Step`s
+def swap(stages, # a method's `StageSpec`s
          name: str, # the stage to replace
-         step: Step, # what runs in its place
+         step: StageSpec, # what runs in its place
         ) -> tuple:
     "The list with the stage `name` replaced by `step`."
     return tuple(step if s.name == name else s for s in stages)
 
 # %% ../../nbs/21_pipeline.ipynb #21b36b2e
-def insert_after(stages, # a method's `Step`s
+def insert_after(stages, # a method's `StageSpec`s
                  name: str, # the stage the new one follows
-                 step: Step, # the new stage
+                 step: StageSpec, # the new stage
                 ) -> tuple:
     "The list with `step` right after the stage `name`."
     names = [s.name for s in stages]
@@ -455,19 +455,19 @@ def insert_after(stages, # a method's `Step`s
 
 # %% ../../nbs/21_pipeline.ipynb #5f0f79ef
 STEPS = dict(   # PaceMaker's stages, by name
-    plan=Step('plan', plan), views=Step('views', views),
-    retrieve=Step('retrieve', retrieve, evidence='fused', timing='retrieval'),
-    prehop=Step('prehop', prehop, evidence='prehop'),
-    traverse=Step('traverse', traverse, evidence='pool', timing='traversal'),
-    posthop=Step('posthop', posthop, evidence='final', rule=_posthop_rule),
-    whole_pool=Step('whole_pool', whole_pool, evidence='final',
+    plan=StageSpec('plan', plan), views=StageSpec('views', views),
+    retrieve=StageSpec('retrieve', retrieve, evidence='fused', timing='retrieval'),
+    prehop=StageSpec('prehop', prehop, evidence='prehop'),
+    traverse=StageSpec('traverse', traverse, evidence='pool', timing='traversal'),
+    posthop=StageSpec('posthop', posthop, evidence='final', rule=_posthop_rule),
+    whole_pool=StageSpec('whole_pool', whole_pool, evidence='final',
                     rule=lambda st, c: f"the whole pool in {c.posthop_order} order (no selection)"),
-    fused_top=Step('fused_top', fused_top, evidence='final',
+    fused_top=StageSpec('fused_top', fused_top, evidence='final',
                    rule=lambda st, c: ("fused top n_final (no pre-hop filter, no traversal, no post-hop "
                                        "filter)")),
-    seeds_final=Step('seeds_final', seeds_final, evidence='final',
+    seeds_final=StageSpec('seeds_final', seeds_final, evidence='final',
                      rule=lambda st, c: "pre-hop filter order (no traversal, no post-hop filter)"),
-    answer=Step('answer', answer, evidence='answer'),
+    answer=StageSpec('answer', answer, evidence='answer'),
 )
 PACEMAKER_STAGES = tuple(STEPS[n] for n in ('plan', 'views', 'retrieve', 'prehop', 'traverse', 'posthop',
                                             'answer'))
@@ -488,7 +488,7 @@ PAPER_EDITS = {   # '-no_<switch>' -> how it edits the list: (stages, settings) 
 class MethodStages(NamedTuple):
     "A PaceMaker method: its stages in order, the trace they fill, its config function and its ablations."
     name: str                # the name before any '-no_<switch>'
-    stages: tuple            # its `Step`s, in order
+    stages: tuple            # its `StageSpec`s, in order
     config: Callable         # (name, base) -> its settings (`pacemaker_config`)
     # '-no_<switch>' -> (stages, settings) -> stages (a switch not here changes settings only)
     edits: dict = {}
@@ -558,7 +558,7 @@ class PaceMaker:
     def __init__(self, chat_model, # the agents' model (`pace.llm` chat model)
                  index, # an `InstanceIndex`, an `IndexStore` or a callable (see `resolve_index`)
                  config: PaceMakerConfig | None = None, # paper defaults when None
-                 stages=None, # `Step`s to run in place of the config's method (`method_stages`)
+                 stages=None, # `StageSpec`s to run in place of the config's method (`method_stages`)
                 ):
         self.cm, self.index, self.config = chat_model, index, config or PaceMakerConfig()
         self.method = pacemaker_method(self.config.name)
