@@ -8,7 +8,8 @@ from pace.cli import main
 from pace.embed import get_embedder
 from pace.eval.run import run_experiment
 from pace.gen.base import GenConfig
-from pace.gen.generate import generate_dataset, toy_chat
+from pace.gen.generate import generate_dataset
+from pace.gen.testing import toy_chat
 from pace.runfolder import JobFolder, RunLocked, RunMismatchError
 
 ROOT = Path(__file__).parents[1]
