@@ -311,7 +311,10 @@ def test_ctrl_c_inside_pace_reproduce_is_one_line_and_130(tmp_path):
     marker = tmp_path / "started"
     p = subprocess.Popen([sys.executable, "-m", "pace.cli", "reproduce", "--dir", str(tmp_path / "exps"), "-p", f"marker={marker}",
                           "--no-progress"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, "PYTHONPATH": str(PKG_ROOT)})
+                         env={**os.environ, "PYTHONPATH": str(PKG_ROOT)},
+                         # as in a terminal: a shell without job control starts `cmd &` with SIGINT ignored, and
+                         # Python keeps an ignored SIGINT, so a suite run in the background would never see the Ctrl-C
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     t0 = time.time()
     while not marker.exists() and time.time() - t0 < 180 and p.poll() is None: time.sleep(0.2)
     assert marker.exists(), p.stderr.read() if p.poll() is not None else "the notebook never started"
