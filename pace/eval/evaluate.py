@@ -15,9 +15,10 @@ from ..data import read_jsonl   # scripts and experiment notebooks import it fro
 
 # %% auto #0
 __all__ = ['KS', 'MRR', 'METRIC_COLS', 'ORDER', 'FUNNEL_STAGES', 'CALL_STAGES', 'LABEL_COLS', 'TITLES', 'PAPER_COLS',
-           'stated_decision', 'results_frame', 'rate', 'table2', 'rate_by', 'table3', 'coverage', 'funnel_table',
-           'calls_frame', 'failures', 'cost', 'warnings', 'to_markdown', 'header', 'evidence_warning', 'write_tables',
-           'paper_metrics', 'label_outcomes', 'side_by_side', 'flat_columns', 'config_label', 'run_note']
+           'PRESET_NOTES', 'stated_decision', 'results_frame', 'rate', 'table2', 'rate_by', 'table3', 'coverage',
+           'funnel_table', 'calls_frame', 'failures', 'cost', 'warnings', 'to_markdown', 'header', 'evidence_warning',
+           'write_tables', 'paper_metrics', 'label_outcomes', 'side_by_side', 'flat_columns', 'config_label',
+           'run_note']
 
 # %% ../../nbs/31_evaluate.ipynb #50dc8deb
 KS = (5, 10)
@@ -429,11 +430,13 @@ def _short_model(m: dict | None) -> str:
 
 def config_label(meta: dict, # a run's `run.json`
                 ) -> str:
-    "The run's chat model, short ('qwen2.5-coder-0.5b'), its judge when another; 'no chat model' if none."
+    "The run's chat model, short ('qwen2.5-coder-0.5b'), a preset but pace, a judge that is another model."
     s = meta["settings"]
     j = s.get("judge")
     c = _short_model(s.get("chat")) if (s.get("chat") or {}).get("model_id") else "no chat model"
-    return c if s.get("retrieval_only") or not j or _short_model(j) == c else f"{c} (judge {_short_model(j)})"
+    p = f", {s['preset']} preset" if s.get("preset") not in (None, "pace") else ""
+    if s.get("retrieval_only") or not j or _short_model(j) == c: return c + p
+    return f"{c}{p} (judge {_short_model(j)})"
 
 # %% ../../nbs/31_evaluate.ipynb #88cbe788
 def _fingerprint(m: dict) -> str | None:
@@ -442,15 +445,21 @@ def _fingerprint(m: dict) -> str | None:
         if isinstance(v, dict) and (f := v.get("sha256") or v.get("fingerprint")): return str(f)[:12]
     return str(m["fingerprint"])[:12] if m.get("fingerprint") else None
 
+PRESET_NOTES = {   # a run's preset -> the caption sentence that says what it changed
+    "paper": "Settings: the paper preset (`--preset paper`: BM25, PaceMaker and the judge as the authors' "
+             "released code runs them).",
+}
+
 def run_note(meta: dict, # a run's `run.json`
              list_up_to: int = 12, # name the queries when there are at most this many
             ) -> str:
-    "Caption sentences: the queries (ids when few) and the judge: model, fingerprint, protocol, self-grading."
+    "Caption sentences: the queries (ids when few), the preset, the judge (model, fingerprint, protocol)."
     s, q = meta.get("settings", {}), meta.get("query_ids") or []
     ds = (s.get("dataset") or {}).get("name", "?")
     which = (f"all {len(q)} queries" if not meta.get("limit") else
              f"the {len(q)}-query stratified subset (limit {meta['limit']}, seed {s.get('seed', 0)})")
     out = f"Queries: {which} of {ds}" + (f" ({', '.join(q)})." if len(q) <= list_up_to else ".")
+    if (p := s.get("preset")) not in (None, "pace"): out += " " + PRESET_NOTES.get(p, f"Preset {p}.")
     if s.get("retrieval_only"): return out + " Retrieval-only: no answer, no judge."
     j = s.get("judge") or {}
     fp = _fingerprint(j)
