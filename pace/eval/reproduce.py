@@ -12,9 +12,9 @@ from tqdm import tqdm   # a text bar on stderr: the command runs in a terminal
 from ..data import UsageError
 
 # %% auto #0
-__all__ = ['parse_parameters', 'Experiment', 'read_experiment', 'experiments_dir', 'find_experiments', 'select_experiments',
-           'parse_param', 'clean_notebook', 'run_notebook', 'recorded_run', 'recorded_runs', 'sweep_points',
-           'subset_dataset', 'committed_settings', 'list_experiments', 'reproduce', 'add_cli']
+__all__ = ['QUIETED_AT_INTERRUPT', 'parse_parameters', 'Experiment', 'read_experiment', 'experiments_dir', 'find_experiments',
+           'select_experiments', 'parse_param', 'clean_notebook', 'run_notebook', 'recorded_run', 'recorded_runs',
+           'sweep_points', 'subset_dataset', 'committed_settings', 'list_experiments', 'reproduce', 'add_cli']
 
 # %% ../../nbs/34_reproduce.ipynb #6a300c72
 def parse_parameters(src: str, # the source of a cell tagged `parameters`
@@ -190,6 +190,24 @@ def _miss_line(misses: list[dict]) -> str:
     first = f"a call of {m.get('model')} at stage {m.get('stage')!r}"
     return f"{n} replay miss{'es' * (n > 1)} (the first: {first}), caught and passed over"
 
+# %% ../../nbs/34_reproduce.ipynb #9fc5fe8c
+QUIETED_AT_INTERRUPT = ("papermill", "nbclient", "traitlets", "asyncio")   # loggers muted once Ctrl-C arrives
+
+@contextlib.contextmanager
+def _quiet_on_interrupt():
+    "In the block a Ctrl-C mutes `QUIETED_AT_INTERRUPT`, then raises KeyboardInterrupt as usual."
+    import signal, threading, logging
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield; return
+    def on_sigint(signum, frame):
+        for name in QUIETED_AT_INTERRUPT: logging.getLogger(name).disabled = True
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, on_sigint)
+    try: yield
+    finally: signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 # %% ../../nbs/34_reproduce.ipynb #4171eaa9
 def _quiet_kernels():
     ("A kernel manager whose kernels' own stderr (their log: at a Ctrl-C, tracebacks of closing sockets) "
@@ -216,7 +234,7 @@ def run_notebook(exp: Experiment, # the notebook
         env = {"PACE_CALL_LOG": str(log), "TQDM_DISABLE": "1"} | ({} if record else {"PACE_REPLAY": "1"})
         t0 = time.perf_counter()
         try:
-            with _environ(env, unset=["PACE_REPLAY"] if record else []):
+            with _environ(env, unset=["PACE_REPLAY"] if record else []), _quiet_on_interrupt():
                 pm.execute_notebook(str(exp.path), str(ran), parameters=params, cwd=str(exp.path.parent),
                                     progress_bar=False, log_output=False,
                                     kernel_manager_class=_quiet_kernels(),
