@@ -17,9 +17,9 @@ from .backends.vllm import vllm_settings
 
 # %% auto #0
 __all__ = ['QUERY_KEYS', 'ASSETS', 'MINILM_TOKENIZER', 'KNOWN_ST', 'DEFAULT_EMBEDDER', 'EMBED_BACKENDS', 'EMBED_REPLAY_SPECS',
-           'encode_vec', 'decode_vec', 'l2_normalise', 'EmbeddingError', 'Embedder', 'HashEmbedder', 'OnnxEmbedder',
-           'st_model_path', 'STEmbedder', 'OpenAIEmbedder', 'VLLMEmbedder', 'get_embedder', 'as_embedder',
-           'ReplayEmbedder', 'replay_embedder']
+           'encode_vec', 'decode_vec', 'inner_products', 'l2_normalise', 'EmbeddingError', 'Embedder', 'HashEmbedder',
+           'OnnxEmbedder', 'st_model_path', 'STEmbedder', 'OpenAIEmbedder', 'VLLMEmbedder', 'get_embedder',
+           'as_embedder', 'ReplayEmbedder', 'replay_embedder']
 
 # %% ../nbs/04_embed.ipynb #3ab7c075
 def encode_vec(v:np.ndarray) -> dict:
@@ -32,11 +32,19 @@ def decode_vec(d:dict) -> np.ndarray:
     return np.frombuffer(base64.b64decode(d["f32"]), dtype="<f4")
 
 # %% ../nbs/04_embed.ipynb #3e63d389
+def inner_products(rows:np.ndarray, # (..., dim) float32 vectors
+                   v:np.ndarray, # (dim,) or broadcastable to `rows`
+                  ) -> np.ndarray:
+    "Inner products of `rows` with `v` in float64, summed left to right: the same bits on every CPU."
+    p = np.asarray(rows, np.float64) * np.asarray(v, np.float64)
+    return np.cumsum(p, axis=-1)[..., -1] if p.shape[-1] else np.zeros(p.shape[:-1])
+
+# %% ../nbs/04_embed.ipynb #88aca230
 def l2_normalise(x:np.ndarray) -> np.ndarray:
-    "Rows scaled to unit L2 norm (all-zero rows stay zero), as float32."
+    "Rows scaled to unit L2 norm (all-zero rows stay zero), as float32, the same bits on every CPU."
     x = np.asarray(x, dtype=np.float32)
-    n = np.linalg.norm(x, axis=1, keepdims=True)
-    return (x / np.where(n == 0, 1, n)).astype(np.float32)
+    n = np.sqrt(inner_products(x, x))[..., None]
+    return (x.astype(np.float64) / np.where(n == 0, 1, n)).astype(np.float32)
 
 # %% ../nbs/04_embed.ipynb #783ec2a7
 class EmbeddingError(RuntimeError):

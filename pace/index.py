@@ -11,16 +11,18 @@ from pathlib import Path
 
 import numpy as np, faiss, bm25s, Stemmer
 from .atomic import atomic_folder
+from .embed import inner_products, l2_normalise
 from tqdm.auto import tqdm
 
 _log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['FORMAT_VERSION', 'BM25_PARAMS', 'BM25_MODES', 'BM25_RELEASE_PARAMS', 'APPROXIMATE', 'SMALL_BATCH', 'check_facts',
-           'facts_sha256', 'embedder_fingerprint', 'bm25_tokens', 'release_tokens', 'InstanceIndex', 'IndexStore']
+__all__ = ['FORMAT_VERSION', 'BM25_PARAMS', 'BM25_MODES', 'BM25_RELEASE_PARAMS', 'APPROXIMATE', 'SMALL_BATCH', 'RERANK_SLACK',
+           'check_facts', 'facts_sha256', 'embedder_fingerprint', 'bm25_tokens', 'release_tokens', 'InstanceIndex',
+           'IndexStore']
 
 # %% ../nbs/10_index.ipynb #e4a634a0
-FORMAT_VERSION = 2 # 2: the manifest holds the embedder's whole fingerprint, not just its model id and size
+FORMAT_VERSION = 3 # 2: the embedder's whole fingerprint in the manifest; 3: vectors, graph alike on any CPU
 
 def check_facts(facts) -> list[tuple[str, str]]:
     "Return `(doc_id, text)` pairs, raising `ValueError` on missing fields, empty text or duplicate ids."
@@ -118,7 +120,10 @@ def _topk(scores: np.ndarray, k: int, positive=False) -> tuple[np.ndarray, np.nd
     "Indices and scores of the k best, best first; ties broken by lower index."
     if positive: cand = np.flatnonzero(scores > 0)
     else: cand = np.arange(len(scores))
-    if len(cand) > k: cand = cand[np.argpartition(-scores[cand], k - 1)[:k]]
+    if len(cand) > k:
+        s = scores[cand]; kth = -np.partition(-s, k - 1)[k - 1]   # the k-th best score
+        above = cand[s > kth]
+        cand = np.concatenate([above, cand[s == kth][:k - len(above)]])
     cand = cand[np.lexsort((cand, -scores[cand]))]
     return cand, scores[cand]
 
@@ -132,14 +137,16 @@ def _sort_rows(ids: np.ndarray, sc: np.ndarray, k: int):
     return ids.astype(np.int64), sc
 
 # %% ../nbs/10_index.ipynb #1e49360a
-def _knn_rows(index, vecs: np.ndarray, row_ids: np.ndarray, k: int, batch=4096, slack=4, show_progress=False):
-    "k nearest neighbours of `vecs` (which are rows `row_ids` of `index`), self excluded."
+def _knn_rows(index, base: np.ndarray, # FAISS index over the rows `base`
+              vecs: np.ndarray, row_ids: np.ndarray, k: int, batch=512, slack=4, show_progress=False):
+    "k nearest neighbours of `vecs` (which are rows `row_ids` of `base`), self excluded, by exact cosine."
     kk = min(k + 1 + slack, index.ntotal)
     out_i, out_s = [], []
     for s in tqdm(range(0, len(vecs), batch), disable=not show_progress, desc="k-NN graph"):
-        D, I = index.search(np.ascontiguousarray(vecs[s:s + batch]), kk)
+        q = np.ascontiguousarray(vecs[s:s + batch])
+        _, I = index.search(q, kk)
         I = np.where(I == row_ids[s:s + batch, None], -1, I)   # drop self
-        out_i.append(I); out_s.append(D)
+        out_i.append(I); out_s.append(np.where(I >= 0, inner_products(base[I], q[:, None, :]), -np.inf))
     if not out_i: return np.full((0, k), -1, np.int64), np.full((0, k), -np.inf, np.float32)
     I, D = np.concatenate(out_i), np.concatenate(out_s)
     if I.shape[1] < k:   # pad to k columns
@@ -152,10 +159,10 @@ def _knn_rows(index, vecs: np.ndarray, row_ids: np.ndarray, k: int, batch=4096, 
 def _grown_graph(index, vectors: np.ndarray, graph_ids, graph_scores, n0: int, k: int, show_progress=False):
     "The k-NN graph after rows `n0:` of `vectors` were added to `index` (rows before `n0`: the graph given)."
     v = vectors[n0:]
-    ni, ns = _knn_rows(index, v, np.arange(n0, n0 + len(v)), k, show_progress=show_progress)
+    ni, ns = _knn_rows(index, vectors, v, np.arange(n0, n0 + len(v)), k, show_progress=show_progress)
     if not n0: return ni, ns
     flat = faiss.IndexFlatIP(v.shape[1]); flat.add(v)
-    oi, os_ = _knn_rows(flat, vectors[:n0], np.full(n0, -2), k, show_progress=show_progress)
+    oi, os_ = _knn_rows(flat, v, vectors[:n0], np.full(n0, -2), k, show_progress=show_progress)
     oi = np.where(oi >= 0, oi + n0, -1)
     gi, gs = _sort_rows(np.concatenate([graph_ids, oi], 1), np.concatenate([graph_scores, os_], 1), k)
     return np.concatenate([gi, ni]), np.concatenate([gs, ns])
@@ -195,8 +202,7 @@ def _embed(embedder, texts, stage, show_progress, query=False) -> np.ndarray:
     if v.shape != (len(texts), embedder.dim):
         raise ValueError(f"embedder {embedder.model_id!r} returned shape {v.shape}, "
                          f"expected {(len(texts), embedder.dim)}")
-    v = np.ascontiguousarray(v); faiss.normalize_L2(v)
-    return v
+    return np.ascontiguousarray(l2_normalise(v))
 
 # %% ../nbs/10_index.ipynb #2b6e79a1
 class _IndexData:
@@ -272,6 +278,7 @@ class _IndexBuilder(_IndexData):
 
 # %% ../nbs/10_index.ipynb #0c5a43e9
 SMALL_BATCH = 32   # query batches smaller than this run FAISS with one thread
+RERANK_SLACK = 8   # candidates FAISS proposes beyond k, ranked again by exact inner product
 
 @contextmanager
 def _faiss_threads(n: int):
@@ -282,9 +289,14 @@ def _faiss_threads(n: int):
     finally: faiss.omp_set_num_threads(old)
 
 # %% ../nbs/10_index.ipynb #102dedc1
-def _exact_ip(a: np.ndarray, b: np.ndarray) -> float:
-    "Inner product of two float32 vectors in float64: each product is exact, so any CPU gives the same score."
-    return float(np.dot(a.astype(np.float64), b.astype(np.float64)))
+def _exact_top(base: np.ndarray, # the indexed vectors
+               cands: np.ndarray, # candidate rows proposed by FAISS (-1: none)
+               v: np.ndarray, # the query vector
+               k: int) -> list[tuple[int, float]]:
+    "The k best `(row, score)` of `cands` by exact inner product with `v`, ties by row: the same on any CPU."
+    rows = np.unique(cands[cands >= 0])
+    sc = inner_products(base[rows], v)
+    return [(int(rows[j]), float(sc[j])) for j in np.lexsort((rows, -sc))[:k]]
 
 # %% ../nbs/10_index.ipynb #16e250c3
 class _IndexSearch(_IndexBuilder):
@@ -297,14 +309,13 @@ class _IndexSearch(_IndexBuilder):
         "Top-k documents by inner product for each (normalised) query vector."
         vecs = np.ascontiguousarray(np.atleast_2d(np.asarray(vecs, np.float32)))
         if k < 1: raise ValueError("k must be >= 1")
-        kk = min(k, len(self))
+        kk = min(k + RERANK_SLACK, len(self))
         if not len(vecs) or not kk: return [[] for _ in range(len(vecs))]
         if len(vecs) < SMALL_BATCH:
-            with _faiss_threads(1): D, I = self.faiss.search(vecs, kk)
-        else: D, I = self.faiss.search(vecs, kk)
-        I, D = _sort_rows(I, D, kk)
+            with _faiss_threads(1): _, I = self.faiss.search(vecs, kk)
+        else: _, I = self.faiss.search(vecs, kk)
         ids = self.doc_ids
-        return [[(ids[i], _exact_ip(self.vectors[i], v)) for i in ri if i >= 0] for ri, v in zip(I, vecs)]
+        return [[(ids[i], s) for i, s in _exact_top(self.vectors, ri, v, k)] for ri, v in zip(I, vecs)]
     def dense(self, queries: list[str], k: int) -> list[list[tuple[str, float]]]:
         "Embed `queries` and return the top-k documents per query."
         return self.dense_by_vector(self.embed_queries(queries), k) if queries else []

@@ -9,12 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 import pandas as pd
 from tqdm import tqdm   # a text bar on stderr: the command runs in a terminal
+from ..atomic import write_bytes
 from ..data import UsageError
 
 # %% auto #0
 __all__ = ['QUIETED_AT_INTERRUPT', 'parse_parameters', 'Experiment', 'read_experiment', 'experiments_dir', 'find_experiments',
-           'select_experiments', 'parse_param', 'clean_notebook', 'run_notebook', 'recorded_run', 'recorded_runs',
-           'sweep_points', 'subset_dataset', 'committed_settings', 'list_experiments', 'reproduce', 'add_cli']
+           'select_experiments', 'parse_param', 'clean_notebook', 'run_notebook', 'accept_rows_enabled', 'recorded_run',
+           'recorded_runs', 'sweep_points', 'subset_dataset', 'committed_settings', 'list_experiments', 'reproduce',
+           'add_cli']
 
 # %% ../../nbs/34_reproduce.ipynb #6a300c72
 def parse_parameters(src: str, # the source of a cell tagged `parameters`
@@ -223,6 +225,7 @@ def _quiet_kernels():
 def run_notebook(exp: Experiment, # the notebook
                  params: dict | None = None, # parameter values to inject (the notebook's defaults otherwise)
                  *, record: bool = False, # let the notebook call models (no PACE_REPLAY)
+                 accept_rows: bool = False, # a replay writes its rows over committed ones that differ
                 ) -> dict:
     "Run `exp` with papermill in its folder, save it cleaned as <out_dir>/<name>.ipynb; its summary row."
     import papermill as pm
@@ -232,6 +235,7 @@ def run_notebook(exp: Experiment, # the notebook
     with tempfile.TemporaryDirectory(prefix="pace-reproduce-") as tmp:
         log, ran = Path(tmp) / "calls.jsonl", Path(tmp) / exp.path.name
         env = {"PACE_CALL_LOG": str(log), "TQDM_DISABLE": "1"} | ({} if record else {"PACE_REPLAY": "1"})
+        env |= {"PACE_ACCEPT_ROWS": "1"} if accept_rows and not record else {}
         t0 = time.perf_counter()
         try:
             with _environ(env, unset=["PACE_REPLAY"] if record else []), _quiet_on_interrupt():
@@ -249,6 +253,11 @@ def run_notebook(exp: Experiment, # the notebook
             nb = clean_notebook(json.loads(ran.read_text()))
             row["saved"].write_text(json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
     return row
+
+# %% ../../nbs/34_reproduce.ipynb #3e207801
+def accept_rows_enabled() -> bool:
+    "Whether a replay may write its rows over differing committed ones (`PACE_ACCEPT_ROWS`)."
+    return os.environ.get("PACE_ACCEPT_ROWS", "").strip().lower() in ("1", "true", "yes", "on")
 
 # %% ../../nbs/34_reproduce.ipynb #9a3a2e62
 def _row_difference(new: bytes, old: bytes) -> str:
@@ -273,7 +282,7 @@ def _record_or_replay(out, # folder of the cache export `cache.jsonl.gz` (record
     from pace.eval.run import run_experiment
     export = out / "cache.jsonl.gz"
     if replay_enabled():
-        rows = 0
+        rows, accepted = 0, []
         with tempfile.TemporaryDirectory() as d:
             cache = Path(d) / "cache.sqlite"
             import_cache(Cache(cache), export, embeddings=store)
@@ -281,11 +290,14 @@ def _record_or_replay(out, # folder of the cache export `cache.jsonl.gz` (record
                 run_experiment(out_dir=d, cache=cache, name=name, progress=False, **kw)
                 new = (Path(d) / name / "results.jsonl").read_bytes()
                 old = (Path(parent) / name / "results.jsonl").read_bytes()
-                if new != old:
+                if new != old and accept_rows_enabled():
+                    accepted.append(f"{name}: {_row_difference(new, old)}")
+                    write_bytes(Path(parent) / name / "results.jsonl", new)
+                elif new != old:
                     raise AssertionError(f"the replay of {Path(parent) / name} gives other result rows than "
                                          f"the committed results.jsonl: {_row_difference(new, old)}")
                 rows += len(new.splitlines())
-        return "replayed", rows
+        return ("accepted: " + "; ".join(accepted) if accepted else "replayed"), rows
     cache = out / "cache.sqlite"
     if not export.exists() and not cache.exists():
         made = [Path(p) / n for p, n, _ in runs if (Path(p) / n / "results.jsonl").exists()]
@@ -305,6 +317,7 @@ def recorded_run(out_dir, # the run folder (committed, with its cache export `ca
     out = Path(out_dir)
     done, n = _record_or_replay(out, Path(embeddings), [(out.parent, out.name, run_kw)])
     if done == "exported": return f"exported {n} cache entries to cache.jsonl.gz"
+    if done != "replayed": return f"replayed {n} result rows from the committed cache; {done}"
     return f"replayed {n} result rows from the committed cache: identical to the committed run"
 
 # %% ../../nbs/34_reproduce.ipynb #0e01ce39
@@ -324,6 +337,7 @@ def recorded_runs(out_dir, # the study's folder: a run folder per setting, one c
     done, n = _record_or_replay(out, Path(embeddings),
                                 [(out, name, common | kw) for name, kw in runs.items()])
     if done == "exported": return f"{len(runs)} runs; exported {n} cache entries to cache.jsonl.gz"
+    if done != "replayed": return f"replayed {len(runs)} runs, {n} result rows, from the cache; {done}"
     return (f"replayed {len(runs)} runs, {n} result rows, from the committed cache: "
             "identical to the committed runs")
 
@@ -431,6 +445,7 @@ def list_experiments(exps: list[Experiment], # what to list
 def reproduce(names=(), # notebook numbers or names (empty: all)
               params=(), # 'key=value' settings (see `parse_param`)
               *, record: bool = False, # call the models (and fill the caches) instead of replaying
+              accept_rows: bool = False, # replay, writing rows that differ over the committed ones
               fail_fast: bool = False, # stop at the first notebook that fails
               root=None, # the experiments folder (default: the checkout's nbs/experiments)
               progress: bool = True, # a tqdm bar over the notebooks
@@ -459,7 +474,8 @@ def reproduce(names=(), # notebook numbers or names (empty: all)
         if missing: rows.append(dict(notebook=e.name, seconds=None, model_calls=None, status="skipped",
                                      saved=None,
                                      error=f"needs {', '.join(missing)} (not installed here)"))
-        else: rows.append(run_notebook(e, {k: v for k, v in ps.items() if k != "needs"}, record=record))
+        else: rows.append(run_notebook(e, {k: v for k, v in ps.items() if k != "needs"}, record=record,
+                                       accept_rows=accept_rows))
         if committed: rows[-1]["notebook"] = f"{e.name} ({Path(ps['out_dir']).name})"
         if rows[-1]["status"] == "skipped":
             tqdm.write(f"pace reproduce: {rows[-1]['notebook']} skipped: {rows[-1]['error']}",
@@ -480,8 +496,9 @@ def _reproduce_cmd(a) -> int:
     if a.all and a.names: raise UsageError("give notebook names or --all, not both")
     if a.list:
         list_experiments(select_experiments(find_experiments(a.dir), a.names)); return 0
+    if a.record and a.accept_rows: raise UsageError("--accept-rows is for a replay, not with --record")
     return reproduce(a.names, a.param, record=a.record, fail_fast=a.fail_fast, root=a.dir,
-                     progress=not a.no_progress)
+                     progress=not a.no_progress, accept_rows=a.accept_rows)
 
 def add_cli(subparsers) -> argparse.ArgumentParser:
     "Register `pace reproduce`."
@@ -503,6 +520,10 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
                    help="list the notebooks, what they make and their parameters")
     p.add_argument("--record", action="store_true",
                    help="let the notebooks call the models (and fill the caches) instead of replaying")
+    p.add_argument("--accept-rows", action="store_true",
+                   help="replay, and write a replay's rows over committed ones that differ (after a change "
+                        "to the project's arithmetic that makes the same model calls); a missing call still "
+                        "fails")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first notebook that fails")
     p.add_argument("--dir", default=None,
                    help="folder of the experiment notebooks (default: nbs/experiments of the checkout "

@@ -15,6 +15,7 @@ from .agents import generate_answer, persona_name
 from .baselines import MethodResult, BaselineTrace
 from ..atomic import write_text
 from ..index import facts_sha256, check_facts, embedder_fingerprint
+from ..embed import inner_products, l2_normalise
 
 _log = logging.getLogger(__name__)
 
@@ -243,22 +244,24 @@ def from_official_openie(obj: dict | str | Path, facts) -> list[dict]:
     return out
 
 # %% ../../nbs/23_hipporag.ipynb #ff33551e
-def _knn(vecs: np.ndarray, k: int, batch: int = 1024):
-    """For each row, the indices and cosines of its k nearest rows (itself included), best first, ties by
-    index."""
+def _knn(vecs: np.ndarray, k: int, floor: float = -np.inf, batch: int = 256, slack: int = 8):
+    """For each row, the indices and cosines of its k nearest rows at least `floor` similar (itself included),
+    best first, ties by index."""
     n = len(vecs); k = min(k, n)
     for s in range(0, n, batch):
         sims = vecs[s:s + batch] @ vecs.T
         for i, row in enumerate(sims):
-            idx = np.argpartition(-row, k - 1)[:k] if k < n else np.arange(n)
-            idx = idx[np.lexsort((idx, -row[idx]))]
-            yield s + i, idx, row[idx]
+            cand = np.flatnonzero(row >= floor - 1e-4)
+            cand = cand[np.argsort(-row[cand], kind="stable")[:k + slack]]
+            exact = inner_products(vecs[cand], vecs[s + i])
+            order = np.lexsort((cand, -exact))[:k]
+            order = order[exact[order] >= floor]
+            yield s + i, cand[order], exact[order]
 
 # %% ../../nbs/23_hipporag.ipynb #de93117c
 def _embed(embedder, texts, stage) -> np.ndarray:
     if not texts: return np.zeros((0, embedder.dim), np.float32)
-    v = np.asarray(embedder.embed(list(texts), stage=stage), dtype=np.float32)
-    return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+    return l2_normalise(np.asarray(embedder.embed(list(texts), stage=stage), dtype=np.float32))
 
 # %% ../../nbs/23_hipporag.ipynb #057e4e99
 def _triple_edges(rows: list[dict], chunk_triples: list[list[tuple]]) -> tuple[dict, dict]:
@@ -287,7 +290,7 @@ def _synonymy_edges(entities: list[str], vecs: np.ndarray, cfg: HippoRAGConfig) 
     """(phrase, neighbour) -> cosine for the neighbours of each phrase at least `synonymy_threshold` similar,
     at most `synonymy_max_edges` each."""
     syn = {}
-    for i, idx, sc in _knn(vecs, cfg.synonymy_top_k):
+    for i, idx, sc in _knn(vecs, cfg.synonymy_top_k, floor=cfg.synonymy_threshold):
         if len(re.sub("[^A-Za-z0-9]", "", entities[i])) <= 2: continue
         n = 0
         for j, s in zip(idx, sc):
@@ -380,7 +383,7 @@ class FactFilter(BaseModel):
 def link_facts(g: HippoGraph, qvec: np.ndarray, k: int) -> tuple[np.ndarray, list[int]]:
     "(normalised scores of every triple, indices of the top-k triples best first, ties by index)."
     if not g.facts: return np.zeros(0), []
-    s = min_max(g.vecs["fact"] @ np.asarray(qvec, np.float32))
+    s = min_max(inner_products(g.vecs["fact"], np.asarray(qvec, np.float32)))
     idx = np.lexsort((np.arange(len(s)), -s))[:k]
     return s, [int(i) for i in idx]
 
@@ -434,7 +437,7 @@ def recognition_filter(cm, query: str, candidates: list[tuple], *, max_kept: int
 # %% ../../nbs/23_hipporag.ipynb #6f45cb72
 def dense_ranking(g: HippoGraph, qvec: np.ndarray) -> list[tuple[str, float]]:
     "All passages by (min-max normalised) inner product with the query, ties by KB order."
-    s = min_max(g.vecs["passage"] @ np.asarray(qvec, np.float32))
+    s = min_max(inner_products(g.vecs["passage"], np.asarray(qvec, np.float32)))
     return [(g.passages[i], float(s[i])) for i in np.lexsort((np.arange(len(s)), -s))]
 
 # %% ../../nbs/23_hipporag.ipynb #3e151eb4
@@ -457,7 +460,7 @@ def graph_ranking(g: HippoGraph, qvec: np.ndarray, kept: list[int], fact_scores:
                     key=lambda x: (-x[1], x[0]))[:cfg.linking_top_k]
     keep = {g.ent_index[e] for e, _ in linked}
     phrase_w[[j for j in range(n_e) if j not in keep]] = 0.0
-    dense = min_max(g.vecs["passage"] @ np.asarray(qvec, np.float32))
+    dense = min_max(inner_products(g.vecs["passage"], np.asarray(qvec, np.float32)))
     reset = phrase_w.copy(); reset[n_e:] = dense * cfg.passage_node_weight
     details = dict(seed_phrases=dict(linked))
     if reset.sum() <= 0: return dense_ranking(g, qvec), details | dict(fallback="empty reset vector")
@@ -465,7 +468,7 @@ def graph_ranking(g: HippoGraph, qvec: np.ndarray, kept: list[int], fact_scores:
     return [(g.passages[i], float(pr[i])) for i in np.lexsort((np.arange(len(pr)), -pr))], details
 
 # %% ../../nbs/23_hipporag.ipynb #274b894e
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2   # 2: vectors, synonymy edges and scores alike on every CPU (`inner_products`)
 
 # %% ../../nbs/23_hipporag.ipynb #835f72eb
 def model_identity(m) -> dict:
