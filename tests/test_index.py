@@ -86,7 +86,7 @@ def test_save_load_and_staleness(tmp_path, kb, caplog):
     man = json.loads((p / "manifest.json").read_text())
     assert man["embedder"] == emb.fingerprint() == {"backend": "random", "model_id": "random-48", "dim": 48}
     assert man["facts_sha256"] == facts_sha256(check_facts(kb[:50]))
-    assert man["params"]["knn_k"] == 5 and man["format_version"] == FORMAT_VERSION == 2
+    assert man["params"]["knn_k"] == 5 and man["format_version"] == FORMAT_VERSION == 3
 
     n = emb.n_texts
     ok = InstanceIndex.load(p, kb[:50], emb, knn_k=5)
@@ -129,7 +129,7 @@ def test_manifest_holds_the_embedder_fingerprint(tmp_path):
     # an index written before fingerprints (format 1) is rebuilt once
     old = json.loads((p / "manifest.json").read_text()); old["format_version"] = 1
     (p / "manifest.json").write_text(json.dumps(old))
-    assert InstanceIndex.load(p, facts, other, knn_k=3).stale_reason == "format version 1 != 2"
+    assert InstanceIndex.load(p, facts, other, knn_k=3).stale_reason == f"format version 1 != {FORMAT_VERSION}"
 
 
 def test_load_damaged_files_rebuild(tmp_path):
@@ -256,3 +256,58 @@ def test_release_and_pace_indexes_do_not_mix(tmp_path, caplog):
     assert a.get("x", kb).status == "built" and b.get("x", kb).status == "built"
     assert IndexStore(tmp_path / "s", hash_embedder(), knn_k=3).get("x", kb).status == "loaded"
     assert IndexStore(tmp_path / "s", hash_embedder(), knn_k=3, bm25="release").get("x", kb).status == "loaded"
+
+
+class _OtherCPU:
+    """A FAISS index as another CPU's SIMD might answer: the same candidates, scores off in the 7th digit, tied ones in
+    another order."""
+    def __init__(self, inner, seed=0): self.inner, self.rng = inner, np.random.default_rng(seed)
+    def __getattr__(self, name): return getattr(self.inner, name)
+    def search(self, q, k):
+        D, I = self.inner.search(q, k)
+        D = D + self.rng.uniform(-2e-7, 2e-7, D.shape).astype(np.float32)
+        order = np.argsort(-D, axis=1, kind="stable")
+        return np.take_along_axis(D, order, 1), np.take_along_axis(I, order, 1)
+
+
+def test_dense_search_and_graph_do_not_depend_on_faiss_arithmetic(kb):
+    "What FAISS computes only proposes candidates: noisy scores and reshuffled ties give the same bits out."
+    emb = random_embedder(48)
+    a = InstanceIndex.build(kb, emb, knn_k=10)
+    b = InstanceIndex.build(kb[:150], emb, knn_k=10)
+    b.faiss = _OtherCPU(b.faiss, seed=3)
+    b.add(kb[150:])                                   # new graph rows come through the noisy index too
+    assert b.graph_ids.tolist() == a.graph_ids.tolist()
+    assert b.graph_scores.tobytes() == a.graph_scores.tobytes()
+    qs = ["dentist appointment", "passport flight hotel", "zzz"]
+    assert b.dense(qs, 10) == a.dense(qs, 10)         # ids and float scores, exactly
+    v = a.vectors
+    for row, ids in zip(a.graph_ids[:5], range(5)):
+        want = [float(np.float32(pace.embed.inner_products(v[j], v[ids]))) for j in row]
+        assert [float(x) for x in a.graph_scores[ids]] == want
+
+
+def test_dense_ties_are_cut_by_position():
+    "Identical facts score the same: the cut keeps the earliest of them, whatever order FAISS returns them in."
+    facts = [Fact(f"d{i}", "the same sentence about dinner") for i in range(30)] + [Fact("z", "a cat")]
+    idx = InstanceIndex.build(facts, hash_embedder(), knn_k=3)
+    idx.faiss = _OtherCPU(idx.faiss, seed=1)
+    got = [d for d, _ in idx.dense(["dinner"], 5)[0]]
+    assert got == ["d0", "d1", "d2", "d3", "d4"]
+
+
+def test_sparse_ties_at_zero_are_the_first_facts():
+    "A query with no known term scores 0 everywhere; the release mode's top k is then the first k facts."
+    facts = [Fact(f"d{i:03d}", f"fact number {i} about errands") for i in range(561)]   # mini-01's size
+    idx = InstanceIndex.build(facts, hash_embedder(), knn_k=3, bm25="release")
+    assert [d for d, _ in idx.sparse(["availability"], 10)[0]] == [f"d{i:03d}" for i in range(10)]
+
+
+def test_l2_normalise_is_a_left_to_right_sum():
+    "Normalisation adds squares in order in float64 (the same bits whatever numpy's or BLAS's SIMD does)."
+    x = np.random.default_rng(2).normal(size=(4, 384)).astype(np.float32)
+    got = pace.embed.l2_normalise(x)
+    for row, g in zip(x, got):
+        s = 0.0
+        for e in row.tolist(): s += e * e
+        assert g.tobytes() == (row.astype(np.float64) / np.sqrt(s)).astype(np.float32).tobytes()
