@@ -18,7 +18,8 @@ __all__ = ['VOLATILE', 'split_volatile', 'dataset_sha256', 'model_fingerprint', 
            'option_values', 'usage_error', 'read_manifest', 'write_manifest', 'JobFolder']
 
 # %% ../nbs/06_runfolder.ipynb #5a31be6f
-VOLATILE = frozenset({"seconds", "model_seconds", "model_calls", "cache_hits", "cached", "timings"})
+VOLATILE = frozenset({"seconds", "model_seconds", "model_calls", "cache_hits", "cached", "timings",
+                      "index_status"})
 
 def split_volatile(obj, # a result row (any JSON value)
                   ):

@@ -277,3 +277,20 @@ def test_pace_run_wiring_and_index_cost(tmp_path):
     cost = (tmp_path / "r" / "index_cost.csv").read_text()
     assert "hipporag2,tiny-maya,40," in cost and ",80," in cost                 # 40 facts, 2 LLM calls each
     assert "## Indexing cost" in (tmp_path / "r" / "tables.md").read_text()
+
+
+def test_a_run_resumed_in_a_new_process_writes_the_same_rows(tmp_path):
+    "The second sitting loads the index the first built: that is kept in timings.jsonl, not in the result rows."
+    from pace.eval.run import run_experiment
+    from pace.eval.evaluate import read_jsonl
+    kw = dict(dataset="tests/fixtures/tiny", methods=["hipporag2"], embedder="hash:hash", out_dir=tmp_path, limit=0,
+              cache=False, retrieval_only=True, progress=False)
+    whole = run_experiment(chat=FakeChat(openie_from_words, cache=False), name="whole", **kw)
+    first = run_experiment(chat=FakeChat(openie_from_words, cache=False), name="split", max_pairs=1, **kw)
+    assert first["n_new"] == 1
+    rest = run_experiment(chat=FakeChat(openie_from_words, cache=False), name="split", **kw)
+    assert rest["n_new"] == 3
+    assert whole["results"].read_bytes() == rest["results"].read_bytes()
+    status = [t["volatile"]["trace"]["details"]["index_status"] for t in read_jsonl(rest["timings"])]
+    assert status == ["built", "loaded", "loaded", "loaded"]
+    assert "index_status" not in whole["results"].read_text() and '"triples"' in whole["results"].read_text()

@@ -88,6 +88,21 @@ def test_tables_23_to_25_come_from_the_structured_run():
     assert (p / "table24_structured_by_label.csv").is_file()
 
 
+def test_the_graphrag_run_has_a_row_of_its_own_graded_on_answers_only():
+    p = R / "structured/mini-01-q6-f40-qwen2.5-0.5b-graphrag/paper"
+    rows = read_jsonl(p.parent / "run/results.jsonl")
+    gr = [r for r in rows if r["method"] == "graphrag"]
+    assert len(gr) == 6 and all(r["judge"]["label"] in ("PASS", "WRONG_RATIONALE", "FAIL") for r in gr)
+    t23 = pd.read_csv(p / "table23_structured_overall.csv", index_col=0)
+    assert t23.loc["GraphRAG", "covers"] == "the 6 queries of the caption" and pd.isna(t23.loc["GraphRAG", "R@10"])
+    assert t23.loc["GraphRAG", "PASS"] == pytest.approx(100 * sum(r["judge"]["label"] == "PASS" for r in gr) / 6)
+    t25 = pd.read_csv(p / "table25_structured_cost.csv", index_col=0)
+    ic = pd.read_csv(p.parent / "run/index_cost.csv").set_index("method")
+    assert t25.loc["GraphRAG", "index s"] == pytest.approx(ic.loc["graphrag", "index_seconds"])
+    assert t25.loc["GraphRAG", "LLM calls, index"] == ic.loc["graphrag", "llm_calls"] > 0
+    assert "index_status" not in (p.parent / "run/results.jsonl").read_text()   # a resumed recording: volatile
+
+
 def test_the_chat_model_comparison_is_no_longer_tables_23_to_25():
     d = R / "models/mini-n6"
     assert not list(d.glob("table23*")) and not list(d.glob("table24*")) and not list(d.glob("table25*"))

@@ -496,8 +496,9 @@ def _search(idx, query: str, cm, embedder, config: GraphRAGConfig,
 def _search_details(response: str | None, ctx: dict, ids: list[str], idx, error: str | None) -> dict:
     "The trace's details of a search on `idx` (`error`: why there is no index)."
     counts = {k: int(len(v)) for k, v in (ctx or {}).items() if hasattr(v, "__len__")}
-    ixd = dict(error=error) if error else dict(idx.manifest.get("stats", {}), status=idx.status)
-    return dict(response=response, context_records=counts, sources=ids, index=ixd)
+    ixd = (dict(index=dict(error=error)) if error
+           else dict(index=idx.manifest.get("stats", {}), index_status=idx.status))
+    return dict(response=response, context_records=counts, sources=ids) | ixd   # index_status: volatile
 
 # %% ../../nbs/24_graphrag.ipynb #1efa8212
 def _policy(use_resp: bool, top_k: int) -> str:

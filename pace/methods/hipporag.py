@@ -695,7 +695,7 @@ class HippoRAG2:
                                        max_tokens=cfg.filter_max_tokens, matching=cfg.fact_matching)
         if top: tr.calls.append(rec)
         ranking, det = _ranking_details(g, qvec, fs, top, kept, cfg)
-        tr.details = det | dict(index=dict(idx.graph.stats(), status=idx.status),
+        tr.details = det | dict(index=idx.graph.stats(), index_status=idx.status,   # volatile
                                 filter=dict(max_kept=cfg.max_kept_facts, matching=cfg.fact_matching))
         return ranking
 
