@@ -15,11 +15,11 @@ from .cache import (Cache, Entry, Accounts, as_cache, request_key, canonical_jso
                         replay_enabled, replay_miss, recorded_model, recorded_cards)
 
 # %% auto #0
-__all__ = ['DEFAULT_CHAT_MODEL', 'CHAT_BACKENDS', 'Usage', 'ChatResult', 'Completion', 'schema_info', 'strip_fence',
-           'parse_structured', 'with_schema_instruction', 'ChatModel', 'ModelNotFoundError', 'ModelUnusableError',
-           'models_dir', 'read_json_memo', 'write_json_memo', 'file_identity', 'dir_identity', 'chat_template_sha256',
-           'parse_spec', 'backend_class', 'build_from_spec', 'get_chat_model', 'as_chat_model', 'ReplayChat',
-           'replay_chat_model']
+__all__ = ['FAILURE_POLICIES', 'DEFAULT_CHAT_MODEL', 'CHAT_BACKENDS', 'Usage', 'ChatResult', 'Completion', 'schema_info',
+           'strip_fence', 'parse_structured', 'with_schema_instruction', 'ChatModel', 'set_failure_policy',
+           'ModelNotFoundError', 'ModelUnusableError', 'models_dir', 'read_json_memo', 'write_json_memo',
+           'file_identity', 'dir_identity', 'chat_template_sha256', 'parse_spec', 'backend_class', 'build_from_spec',
+           'get_chat_model', 'as_chat_model', 'ReplayChat', 'replay_chat_model']
 
 # %% ../nbs/02_llm.ipynb #29b72039
 @dataclass
@@ -235,18 +235,21 @@ def _result_from_failure(e:Entry, prep:dict) -> ChatResult:
                       usage=Usage(e.prompt_tokens, e.completion_tokens),
                       cached=True, seconds=e.seconds, attempts=0, key=prep["key"], notes=r.get("notes", []))
 
-def _cached_results(cache:Cache|None, preps:list[dict], failures:bool=False) -> tuple[list, dict]:
+def _cached_results(cache:Cache|None, preps:list[dict],
+                    failures:bool|set=False, # read recorded failures back: of every request, or of these keys
+                   ) -> tuple[list, dict]:
     ("Results found in `cache` (with `failures`, recorded failures too; else None), and {key: the request "
      "that computes it}.")
     hits = cache.get_many([p["key"] for p in preps]) if cache is not None else {}
     results, first = [None]*len(preps), {}
     for i, p in enumerate(preps):
         if p["key"] in hits: results[i] = _result_from_entry(hits[p["key"]], p)
-    if failures and cache is not None and None in results:
-        fails = cache.get_many([_failure_key(p) for p, r in zip(preps, results) if r is None])
-        results = [_result_from_failure(fails[_failure_key(p)], p) if r is None
-                   and _failure_key(p) in fails else r
-                   for p, r in zip(preps, results)]
+    want = [r is None and (failures is True or (bool(failures) and p["key"] in failures))
+            for p, r in zip(preps, results)]
+    if cache is not None and any(want):
+        fails = cache.get_many([_failure_key(p) for p, w in zip(preps, want) if w])
+        results = [_result_from_failure(fails[_failure_key(p)], p) if w and _failure_key(p) in fails else r
+                   for p, r, w in zip(preps, results, want)]
     for i, p in enumerate(preps):
         if results[i] is None: first.setdefault(p["key"], i)
     return results, first
@@ -281,6 +284,7 @@ class _ChatBase:
         self.cache, self.accounts = as_cache(cache), accounts if accounts is not None else Accounts()
         self._token_memo, self._cards_noted = {}, set()   # counts known in this process; model cards this
                                                           # object stored
+        self._retried = set()   # keys of requests this object sent to the backend (`set_failure_policy`)
 
     def __repr__(self): return f"{type(self).__name__}({self.model_id!r}, cache={self.cache!r})"
 
@@ -371,10 +375,13 @@ class ChatModel(_Counting):
         return dict(backend=cls.backend, model_id=d.get("model_id")
                     or d.get("model")), d.get("context_window")
 
+    failures = "retry" # what a recorded failure gets: asked again (see `set_failure_policy`)
+
     def _lookup(self, preps:list[dict]) -> tuple[list, dict]:
         ("The results the cache holds for `preps` (else None), and {key: the request that computes it}: "
-         "`_cached_results`.")
-        return _cached_results(self.cache, preps)
+         "`_cached_results`, failures read back as the `failures` policy says.")
+        reads = {"retry": False, "reuse": True, "retry_once": self._retried}[self.failures]
+        return _cached_results(self.cache, preps, failures=reads)
 
     def _on_miss(self, preps:list[dict]):
         ("Hook called with the prepared requests the cache lacks, before they go to the backend (a replay "
@@ -394,6 +401,7 @@ class ChatModel(_Counting):
         results, first = self._lookup(preps)
         look, todo = (time.perf_counter() - t0) / max(1, len(preps)), sorted(first.values())
         if todo: self._on_miss([preps[i] for i in todo])
+        self._retried.update(preps[i]["key"] for i in todo)
         with tqdm(total=len(todo), disable=not show_progress or not todo,
                   desc=f"{self.model_id} [{stage}]") as bar:
             for s in range(0, len(todo), self.chunk_size):  # each chunk is cached as soon as it is done
@@ -414,6 +422,18 @@ class ChatModel(_Counting):
                                  completion_tokens=r.usage.completion_tokens, model_calls=r.attempts,
                                  seconds=look if r.cached else r.seconds, model_seconds=r.seconds)
         return results
+
+# %% ../nbs/02_llm.ipynb #4097f3cc
+FAILURE_POLICIES = ("retry", "reuse", "retry_once")
+
+def set_failure_policy(policy:str, # one of `FAILURE_POLICIES`
+                       *models, # chat models (None and objects that are not a `ChatModel` are left alone)
+                      ):
+    "Set what `models` answer to a request whose failure their cache records (see above)."
+    if policy not in FAILURE_POLICIES:
+        raise ValueError(f"failure policy {policy!r}: one of {', '.join(FAILURE_POLICIES)}")
+    for m in models:
+        if isinstance(m, ChatModel): m.failures = policy
 
 # %% ../nbs/02_llm.ipynb #d23f0824
 class ModelNotFoundError(RuntimeError):

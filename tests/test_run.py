@@ -145,6 +145,35 @@ def test_retry_failed_reruns_pairs_whose_agent_calls_failed(tmp_path):
     assert again["n_failed"] == 0 and cm.accounts.by_stage()["planner"]["calls"] == 2 and "answer" in cm.accounts.by_stage()
     assert again["n_new"] == 2       # only the two failed pacemaker pairs
 
+def test_rows_that_share_a_failed_request_saw_the_same_reply(tmp_path):
+    """PaceMaker's variants share the planner call. Recorded over two sittings with a model that plans only in the
+    second, both rows hold the first sitting's failure (what a replay gives back); --retry-failed asks again once."""
+    cache, asked = tmp_path / "c.sqlite", []
+    def planner(works):
+        def reply(messages, schema):
+            if "directions" in (schema or {}).get("properties", {}):
+                asked.append(works)
+                if not works: return "not json"
+            return respond(messages, schema)
+        return reply
+    k = kw(tmp_path, methods=["pacemaker", "pacemaker-no_traversal"], limit=1, cache=cache, name="s")
+    first = run_experiment(chat=FakeChat(planner(False), cache=cache), max_pairs=1, **k)
+    assert first["n_new"] == 1 and asked == [False] * 3               # three attempts, then a recorded failure
+    second = run_experiment(chat=FakeChat(planner(True), cache=cache), **k)
+    assert second["n_new"] == 1 and asked == [False] * 3              # the recorded failure, not a new plan
+    rows = read_jsonl(second["results"])
+    assert [r["method"] for r in rows] == ["pacemaker", "pacemaker-no_traversal"]
+    assert all((r["failed"] or {}).get("agent") for r in rows)
+    plans = [next(c for c in r["trace"]["calls"] if c["stage"] == "planner") for r in rows]
+    assert plans[0] == plans[1] and not plans[0]["ok"]
+    asked.clear()
+    third = run_experiment(chat=FakeChat(planner(False), cache=cache), retry_failed=True, **k)
+    assert third["n_new"] == 2 and asked == [False] * 3               # asked again once for the two pairs
+    asked.clear()
+    fourth = run_experiment(chat=FakeChat(planner(True), cache=cache), retry_failed=True, **k)
+    assert asked == [True] and fourth["n_failed"] == 0                # the plan, then read from the cache
+
+
 def test_retrieval_only_makes_no_answer_or_judge_call(tmp_path):
     cm = fake()
     r = run_experiment(chat=cm, name="ro", cache=False, retrieval_only=True, **kw(tmp_path, methods=["bm25", "hybrid", "pacemaker"]))
@@ -304,21 +333,22 @@ def test_stage_batched_run_writes_the_same_results_file(tmp_path):
     with pytest.raises(UsageError, match="--batch must be"): run_experiment(chat=fake(), batch=0, **kw(tmp_path, name="x"))
 
 def test_batched_pairs_are_judged_at_once_and_concurrency_fits_the_batch(tmp_path, capsys):
-    import threading, time
+    import threading
     class Concurrent(FakeChat):
         "An HTTP-like model: counts the judge calls in flight at the same time."
         backend, concurrent = "openai", True
         def __init__(self, *a, **k):
-            super().__init__(*a, **k); self.concurrency, self.chunk_size, self.lock, self.now, self.peak = 2, 8, threading.Lock(), 0, 0
+            super().__init__(*a, **k); self.concurrency, self.chunk_size, self.cond, self.now, self.peak = 2, 8, threading.Condition(), 0, 0
         def chat(self, messages, **k):
             judging = (k.get("stage") or "").startswith("judge")
-            if judging:
-                with self.lock: self.now += 1; self.peak = max(self.peak, self.now)
-                time.sleep(0.05)
+            if judging:   # a judge call waits (at most 5 s) until four are in flight: no race with thread start-up
+                with self.cond:
+                    self.now += 1; self.peak = max(self.peak, self.now); self.cond.notify_all()
+                    self.cond.wait_for(lambda: self.peak >= 4, timeout=5)
             try: return super().chat(messages, **k)
             finally:
                 if judging:
-                    with self.lock: self.now -= 1
+                    with self.cond: self.now -= 1
     a = run_experiment(chat=fake(), name="seq", cache=False, **kw(tmp_path, methods=["pacemaker"]))
     cm = Concurrent(respond, cache=False)
     b = run_experiment(chat=cm, name="bat", cache=False, batch=4, **kw(tmp_path, methods=["pacemaker"]))

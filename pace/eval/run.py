@@ -226,7 +226,8 @@ class ExecutionConfig(BaseModel):
     max_pairs: int | None = Field(None, description="stop after this many new (query, method) pairs",
                                   json_schema_extra=dict(cli=False))
     retry_failed: bool = Field(False, description="rerun pairs whose agent calls failed; judge again pairs "
-                               "whose judge call failed")
+                               "whose judge call failed (a failed request is asked again once; without it "
+                               "a recorded failure is reused)")
     cache: Any = Field(None, description="cache file (default: <run>/cache.sqlite)")
     progress: bool = Field(True, description="no progress bar", json_schema_extra=dict(cli="--no-progress"))
 
@@ -764,11 +765,13 @@ class Run:
     def execute(self) -> dict:
         "`open`; then, holding the folder's lock: resume, `run` the `pending`, `finish` (a stop: partial)."
         from pace.index import IndexStore
+        from pace.llm import set_failure_policy
         self.open()
         with self.lock:   # held until the tables are written: no other run reads or writes the folder
             x = self.cfg.execution
             _fit_concurrency(x.batch, self.cm, self.jm)
             limit_rate(x.max_rps, self.cm, self.jm)
+            set_failure_policy("retry_once" if x.retry_failed else "reuse", self.cm, self.jm)
             done = _resume(self.job)
             self.scope = _scope(self, done.values())
             self.job.write("running", self.scope)
