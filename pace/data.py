@@ -15,9 +15,10 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 # %% auto #0
 __all__ = ['ISODate', 'Text', 'SITUATION_TYPES', 'LABELS', 'MAX_NAME_BYTES', 'LOOKALIKES', 'MAX_FACT_CHARS', 'RELEASE_LAYOUTS',
            'TABLE1_FMT', 'Timeline', 'Person', 'Alter', 'Instance', 'Fact', 'Query', 'Problem', 'DatasetError',
-           'UsageError', 'first_missing', 'name_problem', 'check_name', 'jsonl_lines', 'read_jsonl_objects',
-           'validate_object', 'RunFileError', 'read_jsonl', 'load_done', 'jsonl_text', 'append_row', 'PaceDataset',
-           'release_layout', 'load_pace_dataset', 'dataset_stats', 'stats_tables', 'stats_markdown']
+           'UsageError', 'first_missing', 'name_problem', 'check_name', 'loads_unique', 'jsonl_lines',
+           'read_jsonl_objects', 'validate_object', 'RunFileError', 'read_jsonl', 'load_done', 'jsonl_text',
+           'append_row', 'PaceDataset', 'release_layout', 'load_pace_dataset', 'dataset_stats', 'stats_tables',
+           'stats_markdown']
 
 # %% ../nbs/00_data.ipynb #9bef0c50
 def _iso_date(v: Any) -> dt.date:
@@ -162,16 +163,55 @@ def check_name(name, # an id or name that becomes a file or folder name
     raise UsageError(f"{what} {_shown(name)} {why}: it names a file, so it must be one file name (no '/', "
                      f"'\\', '..', NUL; not starting with '.' or '-'; at most {MAX_NAME_BYTES} bytes)")
 
+# %% ../nbs/00_data.ipynb #e4981eb2
+def _repeat_at(text: str) -> tuple[str, int]:
+    "The first key an object of valid JSON `text` names twice, and the index where its second mention starts."
+    from json.decoder import JSONDecoder, WHITESPACE, scanstring
+    from json.scanner import py_make_scanner
+    found, ws = [], lambda s, i: WHITESPACE.match(s, i).end()
+    def parse_object(s_and_end, strict, scan_once, *_):
+        s, end = s_and_end
+        seen, end = set(), ws(s, end)
+        while s[end] != "}":
+            key, after = scanstring(s, end + 1, strict)
+            if key in seen and not found: found.append((key, end))
+            seen.add(key)
+            _, end = scan_once(s, ws(s, ws(s, after) + 1))   # past the ':' to the value's end
+            end = ws(s, end)
+            if s[end] == ",": end = ws(s, end + 1)
+        return {}, end + 1
+    dec = JSONDecoder()
+    dec.parse_object = parse_object
+    dec.scan_once = py_make_scanner(dec)
+    dec.decode(text)
+    return found[0]
+
+def loads_unique(text: str, # JSON text
+                ):
+    "`json.loads(text)`; an object naming a key twice is a `json.JSONDecodeError` at its second mention."
+    repeated = []
+    def pairs(kv):
+        d = dict(kv)
+        if len(d) != len(kv): repeated.append(True)
+        return d
+    obj = json.loads(text, object_pairs_hook=pairs)
+    if repeated:
+        key, at = _repeat_at(text)
+        raise json.JSONDecodeError(f"key {key!r} repeated in one object (give each key once)", text, at)
+    return obj
+
 # %% ../nbs/00_data.ipynb #a9cf9972
 def jsonl_lines(raw: bytes, # the bytes of a JSONL file
+                unique_keys: bool = False, # refuse an object that names a key twice (`loads_unique`)
                ) -> Iterator[tuple[int, dict | None, str | None]]:
     "(line number, object, None) per good non-blank line; (line number, None, what is wrong) per bad one."
+    loads = loads_unique if unique_keys else json.loads
     for n, line in enumerate(raw.split(b"\n"), 1):
         if not line.strip(): continue
         try: text = line.decode("utf-8")
         except UnicodeDecodeError as e:
             yield n, None, f"not UTF-8 text: byte 0x{line[e.start]:02x} at column {e.start + 1}"; continue
-        try: obj = json.loads(text)
+        try: obj = loads(text)
         except json.JSONDecodeError as e:
             yield n, None, f"invalid JSON: {e.msg} at column {e.colno}"; continue
         if isinstance(obj, dict): yield n, obj, None
@@ -184,14 +224,14 @@ class _AnyId(set):
 
 # %% ../nbs/00_data.ipynb #79f98e0e
 def read_jsonl_objects(path: Path, rel: str, problems: list[Problem]) -> list[tuple[int, dict]]:
-    "Parse a JSONL file, collecting a `Problem` for each unreadable line."
+    "Parse a JSONL file, collecting a `Problem` for each unreadable line (a key given twice is one)."
     try: raw = path.read_bytes()
     except FileNotFoundError:
         problems.append(Problem(rel, None, None, "missing file")); return []
     except OSError as e:
         problems.append(Problem(rel, None, None, f"cannot read it: {e.strerror}")); return []
     rows = []
-    for n, obj, why in jsonl_lines(raw):
+    for n, obj, why in jsonl_lines(raw, unique_keys=True):
         if why is None: rows.append((n, obj))
         else: problems.append(Problem(rel, n, None, why))
     return rows

@@ -4,21 +4,21 @@
 
 # %% ../nbs/08_release.ipynb #00528b0a
 from __future__ import annotations
-import contextlib, datetime as dt, hashlib, json, os, re, shutil, tempfile
+import contextlib, datetime as dt, hashlib, json, os, re, shutil, signal, socket, sys, threading
 from collections import Counter
 from pathlib import Path
 from typing import NamedTuple
 from .atomic import atomic_folder
 from .data import (DatasetError, Fact, Instance, Problem, Query, UsageError, load_pace_dataset,
-                       release_layout, stats_markdown, validate_object)
+                       loads_unique, name_problem, release_layout, stats_markdown, validate_object)
 
 # %% auto #0
-__all__ = ['HUB_ID', 'CONFIGS', 'SPLIT', 'TIMELINE', 'QUERY_COLUMNS', 'CORPUS_COLUMNS', 'ALTER_KEYS', 'MAX_PROBLEMS', 'LAYOUTS',
-           'Row', 'normalise_label', 'normalise_type', 'safe_case_name', 'drop_nulls', 'extra_meta',
+__all__ = ['HUB_ID', 'CONFIGS', 'SPLIT', 'TIMELINE', 'QUERY_COLUMNS', 'CORPUS_COLUMNS', 'ALTER_KEYS', 'MAX_PROBLEMS', 'MARK',
+           'LAYOUTS', 'Row', 'normalise_label', 'normalise_type', 'safe_case_name', 'drop_nulls', 'extra_meta',
            'persona_full_name', 'profile_alters', 'Imported', 'release_to_pace', 'load_table', 'quiet_datasets',
-           'local_table', 'read_official', 'Source', 'read_release', 'check_new_folder', 'new_folder', 'write_pace',
-           'import_card', 'import_release', 'pace_to_release', 'write_official', 'write_hub', 'export_card',
-           'export_release']
+           'local_table', 'read_official', 'Source', 'read_release', 'check_new_folder', 'remove_stale', 'new_folder',
+           'write_pace', 'import_card', 'import_release', 'pace_to_release', 'write_official', 'write_hub',
+           'export_card', 'export_release']
 
 # %% ../nbs/08_release.ipynb #654de68f
 HUB_ID = "p2chp2t/pace"   # the released PACE on the Hugging Face hub
@@ -61,13 +61,11 @@ def normalise_type(v, # a situation type as a release spells it, or None
     return t if t in ("temporal", "personal", "state") else v
 
 # %% ../nbs/08_release.ipynb #798651a7
-_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.=+,-]{0,99}")
-
 def safe_case_name(case_id, # a case id of the release
                   ) -> str:
-    "`case_id` itself when it is a plain file name; else a plain name made from it and 8 hex of its SHA-256."
+    "`case_id` when it is a valid instance id (`name_problem`); else a plain name and 8 hex of its SHA-256."
     s = str(case_id)
-    if _PLAIN.fullmatch(s) and ".." not in s: return s
+    if name_problem(s) is None: return s
     base = re.sub(r"[^A-Za-z0-9_-]+", "_", s).strip("_-")[:60] or "case"
     return f"{base}-{hashlib.sha256(s.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
@@ -90,13 +88,15 @@ def _iso(v):
 # %% ../nbs/08_release.ipynb #6fa2978e
 def extra_meta(row: dict, # a source row
                known, # the columns that map to fields of the format
+               clashes: list | None = None, # gets each key that is a column and in `meta` with another value
               ) -> dict:
     "The other columns of `row`, nulls dropped, a `meta` object merged in: what goes under the format's meta."
-    out = {}
+    out, cols, inner = {}, {}, {}
     for k, v in row.items():
         if k in known or v is None: continue
-        if k == "meta" and isinstance(v, dict): out.update(drop_nulls(v))
-        else: out[k] = drop_nulls(v)
+        if k == "meta" and isinstance(v, dict): inner = drop_nulls(v); out.update(inner)
+        else: out[k] = cols[k] = drop_nulls(v)
+    if clashes is not None: clashes.extend(k for k in inner if k in cols and cols[k] != inner[k])
     return out
 
 # %% ../nbs/08_release.ipynb #ca7ef2eb
@@ -148,11 +148,28 @@ def _checked(model, obj: dict, row: Row, problems: list) -> bool:
     problems.extend(row.problem(p.field, p.message) for p in found)
     return ok
 
+def _key(v) -> str | None:
+    "A case id as a string (an int as its digits); None for anything else (a list or object is no case id)."
+    v = _text_id(v)
+    return v if isinstance(v, str) else None
+
 def _case(row: Row, problems: list):
     "The row's case id as a string; None (with a problem) when it has none."
-    c = _text_id(row.data.get("case_id"))
-    if isinstance(c, str) and c.strip(): return c
-    problems.append(row.problem("case_id", "missing")); return None
+    c, v = _key(row.data.get("case_id")), row.data.get("case_id")
+    if c is not None and c.strip(): return c
+    problems.append(row.problem("case_id", "missing" if v is None or c is not None else
+                                f"expected a string, got {type(v).__name__}"))
+    return None
+
+def _meta_put(obj: dict, key: str, value, row: Row, problems: list) -> bool:
+    "Set `obj['meta'][key]`; a problem (and False) when the row's meta has another value there already."
+    meta = obj.get("meta") if isinstance(obj.get("meta"), dict) else {}
+    if key in meta and meta[key] != value:
+        problems.append(row.problem(f"meta.{key}", f"{meta[key]!r} is given, but the import records "
+                                    f"{value!r} there: rename that key"))
+        return False
+    obj["meta"] = meta | {key: value}
+    return True
 
 # %% ../nbs/08_release.ipynb #e9978c73
 def _timelines(corpus: list[Row], problems: list) -> dict[str, dict]:
@@ -170,14 +187,14 @@ def _timelines(corpus: list[Row], problems: list) -> dict[str, dict]:
     return {c: tl for c, (tl, _) in timelines.items()}
 
 # %% ../nbs/08_release.ipynb #47a1f79a
-def _instance(r: Row, case: str, timeline: dict, report: dict) -> dict:
+def _instance(r: Row, case: str, timeline: dict, report: dict, problems: list) -> dict | None:
     "The instance of one profile row: ego, alters and timeline first, the rest of the profile as given."
     p = drop_nulls({k: v for k, v in r.data.items() if k != "case_id"})
     clash = {k: p.pop(k) for k in ("instance_id", "timeline") if k in p}   # names of the format's fields
-    if clash: p["meta"] = (p.get("meta") if isinstance(p.get("meta"), dict) else {}) | {"profile": clash}
+    if clash and not _meta_put(p, "profile", clash, r, problems): return None
     name, ego, alters = persona_full_name(p), p.pop("ego", None), p.pop("alters", None)
     if ego is None: ego = {"name": name}
-    elif p.get("spec") == {"demographic": {"full_name": ego.get("name")}}:
+    elif isinstance(ego, dict) and p.get("spec") == {"demographic": {"full_name": ego.get("name")}}:
         p.pop("spec")   # the name-only spec `pace data export` writes beside an ego
     if alters is None:
         alters, where = profile_alters(p.get("spec"))
@@ -185,14 +202,13 @@ def _instance(r: Row, case: str, timeline: dict, report: dict) -> dict:
     iid = safe_case_name(case)
     inst = {"instance_id": iid, "ego": ego, "alters": alters, "timeline": timeline, **p}
     if iid != case:
-        meta = inst.get("meta") if isinstance(inst.get("meta"), dict) else {}
-        inst["meta"] = meta | {"source_case_id": case}
+        if not _meta_put(inst, "source_case_id", case, r, problems): return None
         report["renamed_cases"][case] = iid
     return inst
 
 def _instances(rows: list[Row], timelines: dict, problems: list, report: dict) -> dict[str, dict]:
     "{case id: instance} of the profile rows whose case has corpus rows."
-    seen, instances = {}, {}
+    seen, instances, named = {}, {}, {}
     for r in rows:
         case = _case(r, problems)
         if case is None: continue
@@ -205,19 +221,34 @@ def _instances(rows: list[Row], timelines: dict, problems: list, report: dict) -
             continue
         if "ego" not in r.data and not isinstance(persona_full_name(r.data), str):
             problems.append(r.problem("spec.demographic.full_name", "missing: the persona's name")); continue
-        inst = _instance(r, case, timelines[case], report)
-        if _checked(Instance, inst, r, problems): instances[case] = inst
+        inst = _instance(r, case, timelines[case], report, problems)
+        if inst is None or not _checked(Instance, inst, r, problems): continue
+        if (other := named.setdefault(inst["instance_id"], case)) != case:
+            problems.append(r.problem("case_id", f"case {case!r} becomes instance id "
+                                      f"{inst['instance_id']!r}, which case {other!r} has: rename one"))
+            continue
+        instances[case] = inst
     return instances
 
 # %% ../nbs/08_release.ipynb #68762047
+def _clashes(r: Row, known, problems: list) -> dict | None:
+    "`extra_meta` of a row; None (with a problem per key) when a column and its `meta` give a key two values."
+    clashes = []
+    meta = extra_meta(r.data, known, clashes)
+    for k in clashes:
+        problems.append(r.problem(f"meta.{k}", "both a column and a key of the row's `meta`, with two "
+                                  f"values ({r.data[k]!r}, {r.data['meta'][k]!r}): keep one"))
+    return None if clashes else meta
+
 def _facts(rows: list[Row], instances: dict, problems: list, report: dict) -> dict[str, list[dict]]:
     "{case id: its facts} from the corpus rows of the cases that became instances."
     kb, first = {c: [] for c in instances}, {}
     for r in rows:
-        case = _text_id(r.data.get("case_id"))
+        case = _key(r.data.get("case_id"))
         if case not in instances: continue   # reported with its profile (or its lack of one) below
         doc = {"doc_id": _text_id(r.data.get("doc_id")), "text": r.data.get("text")}
-        meta = extra_meta(r.data, CORPUS_COLUMNS)
+        meta = _clashes(r, CORPUS_COLUMNS, problems)
+        if meta is None: continue
         report["meta_columns"]["corpus"].update(k for k in r.data if k not in CORPUS_COLUMNS)
         if meta: doc["meta"] = meta
         if not _checked(Fact, doc, r, problems): continue
@@ -229,6 +260,23 @@ def _facts(rows: list[Row], instances: dict, problems: list, report: dict) -> di
     return kb
 
 # %% ../nbs/08_release.ipynb #53dfc2fb
+def _gold(r: Row, ids: set, problems: list, report: dict):
+    "The row's gold ids, each once; a problem per id not of the case; False (and problems) for non-strings."
+    gold = r.data.get("gold_doc_ids")
+    if not isinstance(gold, (list, tuple)): return gold   # the format's check reports it
+    gold = [_text_id(g) for g in gold]
+    bad = [(i, g) for i, g in enumerate(gold) if not isinstance(g, str)]
+    for i, g in bad: problems.append(r.problem(f"gold_doc_ids.{i}", f"expected a doc id (a string), got "
+                                               f"{type(g).__name__}"))
+    if bad: return False
+    if len(set(gold)) != len(gold): report["gold_repeats"] += 1
+    gold = list(dict.fromkeys(gold))
+    for i, g in enumerate(gold):
+        if g not in ids:
+            why = f"{g!r} is not a doc_id of the corpus of case {r.data.get('case_id')!r}"
+            problems.append(r.problem(f"gold_doc_ids.{i}", why))
+    return gold
+
 def _query(r: Row, inst: dict, ids: set, problems: list, report: dict) -> dict | None:
     "The query of one query row (None when it has a problem, or an empty gold list: then it is kept out)."
     d, tl = r.data, inst["timeline"]
@@ -237,21 +285,13 @@ def _query(r: Row, inst: dict, ids: set, problems: list, report: dict) -> dict |
     for k in ("window_start", "window_end"):
         if d.get(k) is not None and _iso(d[k]) != tl[k]:
             problems.append(r.problem(k, f"{_iso(d[k])} differs from the case's corpus timeline ({tl[k]})"))
-    gold = d.get("gold_doc_ids")
-    gold = [_text_id(g) for g in gold] if isinstance(gold, (list, tuple)) else gold
-    if isinstance(gold, list):
-        if len(set(map(str, gold))) != len(gold): report["gold_repeats"] += 1
-        gold = list(dict.fromkeys(gold))
-        for i, g in enumerate(gold):
-            if g not in ids:
-                why = f"{g!r} is not a doc_id of the corpus of case {d.get('case_id')!r}"
-                problems.append(r.problem(f"gold_doc_ids.{i}", why))
+    gold, meta = _gold(r, ids, problems, report), _clashes(r, QUERY_COLUMNS + (col,), problems)
+    if gold is False or meta is None: return None
     q = {"query_id": _text_id(d.get("query_id")), "instance_id": inst["instance_id"], "query": d.get(col),
          "ref_date": _iso(d.get("ref_date")) or tl["ref_date"],
          "situation_type": normalise_type(d.get("situation_type")),
          "label": normalise_label(d.get("label")), "gold_doc_ids": gold, "judgment": d.get("judgment")}
     if d.get("context") is not None: q["context"] = d["context"]
-    meta = extra_meta(d, QUERY_COLUMNS + (col,))
     report["meta_columns"]["queries"].update(k for k in d if k not in QUERY_COLUMNS + (col,))
     if meta: q["meta"] = meta
     if gold in (None, []):
@@ -277,8 +317,8 @@ def _unique_ids(queries: list[tuple[Row, str, dict]], problems: list, report: di
         cases.setdefault(q["query_id"], set()).add(case)
     if any(len(c) > 1 for c in cases.values()):
         report["prefixed_queries"] = len(queries)
-        for _, _, q in queries:
-            q["meta"] = q.get("meta", {}) | {"source_query_id": q["query_id"]}
+        for r, _, q in queries:
+            _meta_put(q, "source_query_id", q["query_id"], r, problems)
             q["query_id"] = f"{q['instance_id']}-{q['query_id']}"
         seen = Counter(q["query_id"] for _, _, q in queries)
         problems.extend(r.problem("query_id", f"{q['query_id']!r} is still not unique once prefixed")
@@ -298,7 +338,7 @@ def release_to_pace(tables: dict[str, list[Row]], # {config: its rows}, for each
     instances = _instances(tables["profiles"], timelines, problems, report)
     kb = _facts(tables["corpus"], instances, problems, report)
     ids = {c: {f["doc_id"] for f in facts} for c, facts in kb.items()}
-    profiled, told = {_text_id(r.data.get("case_id")) for r in tables["profiles"]}, set()
+    profiled, told = {_key(r.data.get("case_id")) for r in tables["profiles"]}, set()
     for r in tables["queries"]:
         c = _case(r, problems)
         if c is not None and c not in profiled and c not in told: told.add(c)
@@ -306,7 +346,7 @@ def release_to_pace(tables: dict[str, list[Row]], # {config: its rows}, for each
         problems.append(Problem(source, None, None, f"case {c!r} has no profile row"))
     queries = []
     for r in tables["queries"]:
-        case = _text_id(r.data.get("case_id"))
+        case = _key(r.data.get("case_id"))
         if case in instances and (q := _query(r, instances[case], ids[case], problems, report)) is not None:
             queries.append((r, case, q))
     order = {c: i for i, c in enumerate(instances)}
@@ -347,46 +387,79 @@ def _card_configs(p: Path) -> set[str]:
     head = text.split("\n---", 1)[0] if text.startswith("---") else ""
     return set(re.findall(r"config_name:\s*['\"]?([\w.-]+)", head))
 
+_PARQUET = ("{c}.parquet", "data/{c}.parquet", "{c}/**/*.parquet", "data/{c}/**/*.parquet", "{c}-*.parquet",
+            "data/{c}-*.parquet")   # where a local copy may keep table c as parquet files
+
 def _parquet_files(p: Path, c: str) -> list[str]:
-    "The parquet files of table `c` in a local copy, by the first layout that has any."
-    for pat in (f"{c}.parquet", f"data/{c}.parquet", f"{c}/**/*.parquet", f"data/{c}/**/*.parquet",
-                f"{c}-*.parquet", f"data/{c}-*.parquet"):
-        if found := sorted(str(f) for f in p.glob(pat)): return found
-    return []
+    "The parquet files of table `c` in a local copy, by the one layout of `_PARQUET` with any (two: refused)."
+    found = [fs for pat in _PARQUET if (fs := sorted(str(f) for f in p.glob(pat.format(c=c))))]
+    if len(found) > 1:
+        raise UsageError(f"{p}: two copies of the {c!r} table ({found[0][0]} and {found[1][0]}): keep one")
+    return found[0] if found else []
 
 # %% ../nbs/08_release.ipynb #367054b0
+def _read(what, # the file or folder, for the message
+          load, # reads the table
+          config: str):
+    "`load()`: a table with rows; what `datasets` raises on a damaged file, as one line naming `what`."
+    try: t = load()
+    except UsageError: raise
+    except Exception as e:   # ArrowInvalid, JSONDecodeError, FileNotFoundError ...: the file is at fault
+        why = (str(e).strip().splitlines() or [""])[0][:200]
+        raise UsageError(f"{what}: the {config!r} table cannot be read ({type(e).__name__}: {why})") from e
+    if getattr(t, "num_rows", None) == 0: raise UsageError(f"{what}: the {config!r} table has no rows")
+    return t
+
 def local_table(p: Path, # a local copy of the hub dataset
                 config: str, # one of `CONFIGS`
                 cache_dir: str, # where `datasets` may write its arrow copy
                ):
     "Table `config` of a local copy: `save_to_disk` folders, the card's configs, or parquet files."
     import datasets
-    d = p / config
-    if (p / "dataset_dict.json").is_file():
-        dd = datasets.load_from_disk(str(p))
-        if config in dd: return dd[config]
+    d, files = p / config, _parquet_files(p, config)
+    saved = p if (p / "dataset_dict.json").is_file() else d if (
+        (d / "dataset_dict.json").is_file() or (d / "state.json").is_file()) else None
+    if saved is not None and files:
+        raise UsageError(f"{p}: two copies of the {config!r} table (the save_to_disk folder {saved} and "
+                         f"{files[0]}): keep one")
+    if saved == p:
+        dd = _read(p / "dataset_dict.json", lambda: datasets.load_from_disk(str(p)), config)
+        if config in dd: return _read(p / config, lambda: dd[config], config)
         raise UsageError(f"{p}: a saved DatasetDict without {config!r} (it holds {', '.join(sorted(dd))})")
-    if (d / "dataset_dict.json").is_file() or (d / "state.json").is_file():
-        t = datasets.load_from_disk(str(d))
+    if saved == d:
+        t = _read(d, lambda: datasets.load_from_disk(str(d)), config)
         if isinstance(t, datasets.Dataset): return t
-        if SPLIT in t or len(t) == 1: return t[SPLIT] if SPLIT in t else next(iter(t.values()))
+        if SPLIT in t or len(t) == 1:
+            return _read(d, lambda: t[SPLIT] if SPLIT in t else next(iter(t.values())), config)
         raise UsageError(f"{d}: a saved DatasetDict without a {SPLIT!r} split (it holds "
                          f"{', '.join(sorted(t))})")
-    if config in _card_configs(p): return load_table(str(p), config, cache_dir=cache_dir)
-    if files := _parquet_files(p, config):
-        return load_table("parquet", data_files={SPLIT: files}, cache_dir=cache_dir)
+    if config in _card_configs(p):
+        return _read(p / "README.md", lambda: load_table(str(p), config, cache_dir=cache_dir), config)
+    if files:
+        what = files[0] + (f" (and {len(files) - 1} more)" if len(files) > 1 else "")
+        def load(): return load_table("parquet", data_files={SPLIT: files}, cache_dir=cache_dir)
+        return _read(what, load, config)
     raise UsageError(f"{p}: no {config!r} table (looked for {config}/ written by save_to_disk, a README.md "
                      f"naming the config, {config}.parquet, data/{config}.parquet, data/{config}/*.parquet)")
 
 # %% ../nbs/08_release.ipynb #a4757a71
 def _json(path: Path, rel: str, problems: list):
-    "A JSON file's value; None (with a problem) when it cannot be read."
-    try: return json.loads(path.read_text(encoding="utf-8"))
+    "A JSON file's value; None (with a problem) when it cannot be read or names a key twice in an object."
+    try: return loads_unique(path.read_text(encoding="utf-8"))
     except FileNotFoundError: problems.append(Problem(rel, None, None, "missing file"))
     except UnicodeDecodeError as e: problems.append(Problem(rel, None, None, f"not UTF-8 text ({e.reason})"))
+    except OSError as e: problems.append(Problem(rel, None, None, f"cannot read it: {e.strerror}"))
     except json.JSONDecodeError as e:
         problems.append(Problem(rel, e.lineno, None, f"invalid JSON: {e.msg} at column {e.colno}"))
     return None
+
+def _own_case(obj: dict, case: str, rel: str, field: str, problems: list) -> bool:
+    "Whether an entry's own `case_id` (if it has one) is `case`; a problem when it names another."
+    own = obj.get("case_id", case)
+    if _key(own) == case: return True
+    problems.append(Problem(rel, None, field, f"{own!r} is not the case {case!r} that the file's place "
+                            "names: the place decides, so remove the key or move the entry"))
+    return False
 
 def read_official(root, # the folder the authors' loader wrote: kb/<case_id>/, profile/<case_id>.json
                  ) -> dict[str, list[Row]]:
@@ -403,13 +476,16 @@ def read_official(root, # the folder the authors' loader wrote: kb/<case_id>/, p
                 continue
             tl = obj.get("timeline") if isinstance(obj.get("timeline"), dict) else {}
             for i, e in enumerate(obj[config]):
-                if isinstance(e, dict):
+                if not isinstance(e, dict):
+                    problems.append(Problem(rel, None, f"{config}.{i}", "expected an object"))
+                elif _own_case(e, case, rel, f"{config}.{i}.case_id", problems):
                     tables[config].append(Row(rel, f"{config}.{i}", {"case_id": case, **tl, **e}))
-                else: problems.append(Problem(rel, None, f"{config}.{i}", "expected an object"))
     for f in sorted((root / "profile").glob("*.json")) if (root / "profile").is_dir() else []:
         rel = f"profile/{f.name}"
         obj = _json(f, rel, problems)
-        if isinstance(obj, dict): tables["profiles"].append(Row(rel, "", {"case_id": f.stem, **obj}))
+        if isinstance(obj, dict):
+            if _own_case(obj, f.stem, rel, "case_id", problems):
+                tables["profiles"].append(Row(rel, "", {"case_id": f.stem, **obj}))
         elif obj is not None: problems.append(Problem(rel, None, None, "expected a JSON object"))
     if problems: raise DatasetError(root, problems)
     return tables
@@ -464,18 +540,67 @@ def read_release(source, # the hub id, a local copy of it, or the authors' layou
 # %% ../nbs/08_release.ipynb #d3a62397
 def check_new_folder(out, # the folder a command is to write
                     ) -> Path:
-    "`out` as a Path when it is absent or an empty folder; a one-line `UsageError` otherwise."
+    "`out` (a link's target) as a Path when absent or an empty folder; a one-line `UsageError` otherwise."
     out = Path(out)
+    if out.is_symlink() and not out.exists():
+        raise UsageError(f"{out}: a symbolic link to {os.readlink(out)}, which does not exist; give a new "
+                         "folder")
+    if out.is_symlink(): out = out.resolve()
     if out.exists() and not out.is_dir(): raise UsageError(f"{out}: a file, not a folder to write")
     if out.is_dir() and any(out.iterdir()):
         raise UsageError(f"{out}: exists and is not empty; give a new folder")
     return out
 
 # %% ../nbs/08_release.ipynb #5cf0e8e6
+MARK = ".pace-partial"   # in a temporary folder an import or export writes: {"host": ..., "pid": ...}
+
+def _alive(pid: int) -> bool:
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except OSError: return True   # another user's process
+    return True
+
+def remove_stale(parent, # the folder an OUT is to be written in
+                ) -> list[Path]:
+    "Remove the temporary folders in `parent` of imports and exports killed on this machine: those removed."
+    gone, host = [], socket.gethostname()
+    for d in sorted(Path(parent).glob(".*.tmp")) if Path(parent).is_dir() else []:
+        try: mark = json.loads((d / MARK).read_text(encoding="utf-8"))
+        except (OSError, ValueError): continue   # not marked: not ours
+        if d.is_symlink() or not isinstance(mark, dict) or mark.get("host") != host: continue
+        if isinstance(mark.get("pid"), int) and not _alive(mark["pid"]):
+            shutil.rmtree(d, ignore_errors=True); gone.append(d)
+    if gone: print(f"pace: removed {len(gone)} temporary folder(s) that killed imports or exports left in "
+                   f"{parent}", file=sys.stderr)
+    return gone
+
+# %% ../nbs/08_release.ipynb #2f34157d
+class _Stop(BaseException):
+    "A SIGTERM, raised where the process is, so that the blocks around it clean up."
+
+@contextlib.contextmanager
+def _sigterm_raises(out: Path):
+    "Inside the block a SIGTERM raises `_Stop`; the process then ends with status 143, the block cleaned up."
+    if threading.current_thread() is not threading.main_thread(): yield; return
+    def stop(*_): raise _Stop()
+    old = signal.signal(signal.SIGTERM, stop)
+    try: yield
+    except _Stop:
+        print(f"pace: terminated (SIGTERM): {out} was not written", file=sys.stderr)
+        raise SystemExit(143) from None
+    finally: signal.signal(signal.SIGTERM, old if old is not None else signal.SIG_DFL)
+
+# %% ../nbs/08_release.ipynb #0edd1bd2
 @contextlib.contextmanager
 def new_folder(out): # a folder `check_new_folder` accepts
-    "A temporary folder beside `out` to write in: renamed to `out` when the block ends, removed if it raises."
-    with atomic_folder(check_new_folder(out)) as tmp: yield tmp
+    "A marked temporary folder beside `out` to write in: renamed to `out` when the block ends, else removed."
+    out = check_new_folder(out)
+    remove_stale(out.parent)
+    with _sigterm_raises(out), atomic_folder(out) as tmp:
+        mark = {"host": socket.gethostname(), "pid": os.getpid()}
+        (tmp / MARK).write_text(json.dumps(mark), encoding="utf-8")
+        yield tmp
+        (tmp / MARK).unlink()
 
 # %% ../nbs/08_release.ipynb #1730762f
 def _jsonl(rows) -> str:
@@ -519,7 +644,8 @@ def _changes(rep: dict) -> list[str]:
         if cols: out.append(f"{c} columns kept under `meta`: " + ", ".join(f"`{k}`" for k in sorted(cols)))
     return out or ["nothing: every row was already in the format's terms"]
 
-def import_card(src: Source, out: Path, imp: Imported, stats: str, date: str) -> str:
+def import_card(src: Source, out: Path, imp: Imported, stats: str, date: str,
+                warnings: list = ()) -> str: # the loader's warnings on the written folder
     "The dataset card of an imported folder."
     from pace import __version__
     rows = ", ".join(f"{n} {c} rows" for c, n in imp.report["rows"].items())
@@ -533,6 +659,7 @@ def import_card(src: Source, out: Path, imp: Imported, stats: str, date: str) ->
         "The source's terms apply to this folder.", "",
         "## Counts (`pace data check`)", "", stats, "", "## What the import changed", "",
         *[f"- {l}" for l in _changes(imp.report)], "",
+        *(["## Warnings of the format's check", "", *[f"- {w}" for w in warnings], ""] if warnings else []),
         "How each field was mapped: `docs/guide/released-data.md` of the pace repository.", ""])
 
 # %% ../nbs/08_release.ipynb #f9772c4f
@@ -540,20 +667,24 @@ def import_release(source, # the hub id (HUB_ID), a local copy of it, or the aut
                    out, # the PACE folder to write (new, or empty)
                    date: str | None = None, # the card's date (default: today, UTC)
                   ) -> dict:
-    "Write the PACE folder `out` (and its card) from a release: its counts, and what was kept out."
+    "Write the PACE folder `out` (and its card) from a release: its counts, what was kept out, the warnings."
     out = check_new_folder(out)
-    with tempfile.TemporaryDirectory(prefix="pace-import-") as cache: src = read_release(source, cache)
-    imp = release_to_pace(src.tables, str(source))
     with new_folder(out) as tmp:
+        cache = tmp / ".cache"   # `datasets`' arrow copies of a local copy: inside, so a kill leaves none
+        src = read_release(source, str(cache))
+        shutil.rmtree(cache, ignore_errors=True)
+        imp = release_to_pace(src.tables, str(source))
         write_pace(tmp, imp)
         try: ds = load_pace_dataset(tmp)   # the format's own check, on what was written
         except DatasetError as e: raise DatasetError(out, e.problems) from None
+        warnings = [str(w) for w in ds.warnings]
+        for w in warnings: print(f"pace: warning: {out}/{w}", file=sys.stderr)
         date = date or dt.datetime.now(dt.timezone.utc).date().isoformat()
-        card = import_card(src, out, imp, stats_markdown(ds.stats()), date)
+        card = import_card(src, out, imp, stats_markdown(ds.stats()), date, warnings)
         (tmp / "README.md").write_text(card, encoding="utf-8")
     return dict(out=str(out), source=src.name, kind=src.kind, instances=len(ds.instances),
                 facts=sum(map(len, ds.kb.values())), queries=len(ds.queries),
-                kept_out=len(imp.report["kept_out"]))
+                kept_out=len(imp.report["kept_out"]), warnings=warnings)
 
 # %% ../nbs/08_release.ipynb #f0a752ad
 def _profile_row(inst: dict, case: str) -> dict:
@@ -570,35 +701,58 @@ def _flat(metas: list[dict], columns) -> bool:
     return not any(set(m) & (set(columns) | {"meta", "text"}) for m in metas)
 
 # %% ../nbs/08_release.ipynb #76b38b73
+def _case_ids(ds, safe_cases: bool) -> dict[str, str]:
+    "{instance id: its case id in the release}: the source case id where an import would give this id back."
+    out, first = {}, {}
+    for iid, i in ds.instances.items():
+        src = (i.meta if isinstance(getattr(i, "meta", None), dict) else {}).get("source_case_id")
+        if "case_id" in i.model_extra:
+            raise UsageError(f"{ds.path}/instances.jsonl: instance {iid!r} has a key 'case_id', the "
+                             "release's case column: rename it (or move it under meta)")
+        ok = isinstance(src, str) and src != iid and safe_case_name(src) == iid and not safe_cases
+        out[iid] = case = src if ok else iid
+        if (other := first.setdefault(case, iid)) != iid:
+            raise UsageError(f"{ds.path}: instances {other!r} and {iid!r} would both be case {case!r}: "
+                             "rename one")
+    return out
+
+def _source_query_ids(ds) -> dict[str, str]:
+    "{query id: its source id} when the ids are an import's prefixed ones (see above); else {}."
+    src = [q.meta.get("source_query_id") for q in ds.queries]
+    if not all(isinstance(s, str) and s.strip() and q.query_id == f"{q.instance_id}-{s}"
+               for q, s in zip(ds.queries, src)): return {}
+    pairs = {(q.instance_id, s) for q, s in zip(ds.queries, src)}
+    if len(pairs) != len(src) or not any(n > 1 for n in Counter(s for _, s in pairs).values()): return {}
+    return {q.query_id: s for q, s in zip(ds.queries, src)}
+
 def pace_to_release(ds, # a `pace.data.PaceDataset`
                     safe_cases: bool = False, # case ids must be file names (the authors' layout)
                    ) -> dict[str, list[dict]]:
     "The rows of the hub's three tables for a PACE dataset (see above)."
-    tables, case_of, tl_of = {c: [] for c in CONFIGS}, {}, {}
+    tables, tl_of = {c: [] for c in CONFIGS}, {}
+    case_of = _case_ids(ds, safe_cases)
     for iid, i in ds.instances.items():
         inst = i.model_dump(mode="json")
         del inst["instance_id"]
         tl_of[iid] = inst.pop("timeline")
-        meta = dict(inst["meta"]) if isinstance(inst.get("meta"), dict) else None
-        case = meta.pop("source_case_id", iid) if meta else iid
-        if safe_cases and safe_case_name(case) != case: case = iid
-        elif meta is not None and case != iid:
+        if case_of[iid] != iid:   # the source case id goes back into the case column
+            meta = {k: v for k, v in inst["meta"].items() if k != "source_case_id"}
             if meta: inst["meta"] = meta
             else: del inst["meta"]
-        case_of[iid] = case
-        tables["profiles"].append(_profile_row(inst, case))
+        tables["profiles"].append(_profile_row(inst, case_of[iid]))
     flat = _flat([f.meta for fs in ds.kb.values() for f in fs], CORPUS_COLUMNS)
     for iid, facts in ds.kb.items():
         for f in facts:
             row = {"case_id": case_of[iid], **tl_of[iid], "doc_id": f.doc_id, "text": f.text}
             tables["corpus"].append(row | (f.meta if flat else {"meta": f.meta or None}))
-    metas = [{k: v for k, v in q.meta.items() if k != "source_query_id"} for q in ds.queries]
+    source = _source_query_ids(ds)
+    metas = [{k: v for k, v in q.meta.items() if k != "source_query_id" or not source} for q in ds.queries]
     flat = _flat(metas, QUERY_COLUMNS)
     for q, m in zip(ds.queries, metas):
         tl = tl_of[q.instance_id]
         row = {"case_id": case_of[q.instance_id], "window_start": tl["window_start"],
                "ref_date": str(q.ref_date), "window_end": tl["window_end"],
-               "query_id": q.meta.get("source_query_id", q.query_id), "query": q.query,
+               "query_id": source.get(q.query_id, q.query_id), "query": q.query,
                "gold_doc_ids": list(q.gold_doc_ids), "label": q.label, "judgment": q.judgment,
                "situation_type": q.situation_type}
         if q.context is not None: row["context"] = q.context
@@ -624,6 +778,9 @@ def write_official(folder: Path, # an empty folder
         keys = ("case_id", "window_start", "window_end") + (() if own else ("ref_date",))
         by["queries"][r["case_id"]].append(drop(r, keys))
     for case in tl:
+        if (folder / "kb" / case).exists():   # a file system that ignores case or normalises unicode
+            other = next(c for c in tl if (folder / "kb" / c).exists() and c != case)
+            raise UsageError(f"cases {other!r} and {case!r} are one folder on this file system: rename one")
         for c in ("corpus", "queries"):
             _dump(folder / "kb" / case / f"{c}.json", {"timeline": tl[case], c: by[c][case]})
     for r in tables["profiles"]: _dump(folder / "profile" / f"{r['case_id']}.json", drop(r, ("case_id",)))
