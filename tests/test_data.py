@@ -279,3 +279,16 @@ def test_dataset_sha256_of_the_committed_datasets_is_unchanged(rel):
     from pace.runfolder import dataset_sha256
     assert dataset_sha256(GOOD.parent.parent.parent / rel) == COMMITTED_DIGESTS[rel]
 
+
+
+@pytest.mark.parametrize("victim, line, text", [
+    ("instances.jsonl", 3, '{"instance_id": "ego-c", "instance_id": "ego-a"}'),
+    ("kb/ego-a.jsonl", 9, '{"doc_id": "a9", "text": "first", "text": "second"}'),
+    ("queries.jsonl", 5, '{"query_id": "q9", "meta": {"k": 1, "k": 2}}')])
+def test_a_key_given_twice_is_refused_at_its_line(ds, capsys, victim, line, text):
+    "Issue 42: json keeps the last value of a repeated key, so a hand edit lost a field without a word."
+    with open(ds / victim, "a") as f: f.write(text + "\n")
+    found, err = problems(ds)
+    assert (victim, line, None) in found and "repeated in one object" in str(err)
+    assert cli_main(["data", "check", str(ds)]) == 1
+    assert f"{victim}:{line}: invalid JSON: key " in capsys.readouterr().out

@@ -2,7 +2,7 @@
 on-disk layout) imported as a PACE folder, and a PACE folder exported in those shapes. The hub cannot be reached
 from the test machines, so the hub path is driven through the same code with `datasets.load_dataset` pointed at
 local parquet files that `datasets` itself wrote here."""
-import json
+import json, shutil
 from pathlib import Path
 
 import datasets
@@ -248,3 +248,250 @@ def test_a_run_on_partly_untyped_requests_tabulates_them_as_na(tmp_path, capsys)
     from pace.eval.evaluate import rate_by, results_frame
     t = rate_by(results_frame(rows_out), "situation_type", "recall@10")
     assert [v for _, v in t.index] == ["n/a", "temporal", "overall"] and t["n"].tolist() == [2, 2, 4]
+
+
+# --- issue 42: nothing moved, merged or renamed without a word --------------------------------------------------------
+
+def write_pace(folder: Path, instances: list[dict], facts: dict, queries: list[dict]) -> Path:
+    "A PACE folder from plain rows (facts: {instance id: [fact]})."
+    (folder / "kb").mkdir(parents=True)
+    line = lambda rs: "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rs)
+    (folder / "instances.jsonl").write_text(line(instances), encoding="utf-8")
+    for iid, fs in facts.items(): (folder / "kb" / f"{iid}.jsonl").write_text(line(fs), encoding="utf-8")
+    (folder / "queries.jsonl").write_text(line(queries), encoding="utf-8")
+    return folder
+
+
+def small_pace(folder: Path, ids, inst_meta=None, query_ids=None, query_meta=None) -> Path:
+    "One instance per id (two facts, one query each); optional meta per instance and per query."
+    inst_meta, query_meta = inst_meta or {}, query_meta or {}
+    instances = [{"instance_id": i, "ego": {"name": f"Ego {k}"}, "alters": [], "timeline": TL}
+                 | ({"meta": inst_meta[i]} if i in inst_meta else {}) for k, i in enumerate(ids)]
+    facts = {i: [{"doc_id": "d0", "text": f"{i} fact 0."}, {"doc_id": "d1", "text": f"{i} fact 1."}] for i in ids}
+    qids = query_ids or [f"q{k}" for k in range(len(ids))]
+    queries = [{"query_id": q, "instance_id": i, "query": f"Request of {i}.", "ref_date": TL["ref_date"],
+                "situation_type": "personal", "label": "conflict", "gold_doc_ids": ["d1"], "judgment": "Because."}
+               | ({"meta": query_meta[q]} if q in query_meta else {}) for q, i in zip(qids, ids)]
+    return write_pace(folder, instances, facts, queries)
+
+
+def dumps(ds) -> tuple:
+    "A loaded dataset as plain data: instances, facts, queries (by id: the authors' layout reads cases in sorted order)."
+    return (sorted((i.model_dump(mode="json") for i in ds.instances.values()), key=lambda i: i["instance_id"]),
+            {k: [f.model_dump() for f in v] for k, v in ds.kb.items()},
+            sorted((q.model_dump(mode="json") for q in ds.queries), key=lambda q: q["query_id"]))
+
+
+def one_line_error(capsys, argv) -> str:
+    "Run the CLI, expecting a one-line user error (status 2, no traceback): that line."
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("pace: error: "), err
+    return err
+
+
+@pytest.mark.parametrize("layout", ["official", "hub"])
+def test_export_never_writes_two_instances_as_one_case(tmp_path, layout):
+    "Item 1: meta.source_case_id naming another instance merged the two cases (official) or failed the re-import (hub)."
+    src = small_pace(tmp_path / "src", ["A", "B"], inst_meta={"B": {"source_case_id": "A"}})
+    s = export_release(src, tmp_path / "out", layout)
+    assert s["profiles"] == 2
+    import_release(tmp_path / "out", tmp_path / "back")
+    assert dumps(load_pace_dataset(tmp_path / "back")) == dumps(load_pace_dataset(src))
+
+
+def test_export_refuses_a_case_id_twice_in_one_line(tmp_path, capsys, monkeypatch):
+    "Item 1: an instance key 'case_id' would be written over the case column; one case id for two instances is refused."
+    src = small_pace(tmp_path / "src", ["A", "B"])
+    rows = [json.loads(l) for l in (src / "instances.jsonl").read_text().splitlines()]
+    rows[1]["case_id"] = "A"
+    (src / "instances.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    err = one_line_error(capsys, ["data", "export", str(src), str(tmp_path / "out")])
+    assert "instance 'B' has a key 'case_id'" in err and not (tmp_path / "out").exists()
+    ds = load_pace_dataset(small_pace(tmp_path / "src2", ["A", "B"], inst_meta={"B": {"source_case_id": "A"}}))
+    monkeypatch.setattr(release, "safe_case_name", lambda c: "B")   # a renaming rule under which B came from A
+    with pytest.raises(UsageError, match="instances 'A' and 'B' would both be case 'A'"): release.pace_to_release(ds)
+
+
+def authors_layout(root: Path, cases=("case1", "case2")) -> Path:
+    "The authors' layout of two small cases."
+    for c in cases:
+        (root / "kb" / c).mkdir(parents=True)
+        corpus = [{"doc_id": f"d{k}", "text": f"{c} fact {k}."} for k in range(2)]
+        queries = [{"query_id": "q0", "query": f"Request of {c}.", "gold_doc_ids": ["d1"], "label": "conflict",
+                    "judgment": "Because."}]
+        (root / "kb" / c / "corpus.json").write_text(json.dumps({"timeline": TL, "corpus": corpus}))
+        (root / "kb" / c / "queries.json").write_text(json.dumps({"timeline": TL, "queries": queries}))
+    (root / "profile").mkdir()
+    for c in cases: (root / "profile" / f"{c}.json").write_text(json.dumps({"spec": {"demographic": {"full_name": c}}}))
+    return root
+
+
+@pytest.mark.parametrize("file, entry, want", [
+    ("kb/case1/corpus.json", "corpus", "kb/case1/corpus.json: field 'corpus.0.case_id': 'case2' is not the case 'case1'"),
+    ("kb/case1/queries.json", "queries", "kb/case1/queries.json: field 'queries.0.case_id': 'case2' is not the case 'case1'"),
+    ("profile/case1.json", None, "profile/case1.json: field 'case_id': 'case2' is not the case 'case1'")])
+def test_the_folder_decides_the_case_of_an_authors_layout_row(tmp_path, capsys, file, entry, want):
+    "Item 2: an entry's own case_id won over its folder, and the row landed in the other case without a word."
+    root = authors_layout(tmp_path / "authors")
+    obj = json.loads((root / file).read_text())
+    (obj[entry][0] if entry else obj)["case_id"] = "case2"
+    (root / file).write_text(json.dumps(obj))
+    err = one_line_error(capsys, ["data", "import", str(root), str(tmp_path / "out")])
+    assert want in err and "the place decides" in err and not (tmp_path / "out").exists()
+    obj = json.loads((root / file).read_text())
+    (obj[entry][0] if entry else obj)["case_id"] = "case1"   # its own case: fine
+    (root / file).write_text(json.dumps(obj))
+    assert main(["data", "import", str(root), str(tmp_path / "out")]) == 0
+
+
+@pytest.mark.parametrize("layout", ["official", "hub"])
+def test_a_round_trip_keeps_every_valid_id(tmp_path, layout):
+    "Item 3: 'ütf' became 'tf-30ee29c8', ids over 100 characters were hashed, a user's meta.source_query_id renamed a query."
+    ids = ["ütf", "x" * 150, "日本 語", "plain"]
+    src = small_pace(tmp_path / "src", ids, query_ids=["qa", "qb", "qc", "plain-zz"],
+                     query_meta={"qa": {"source_query_id": "zz"}, "plain-zz": {"source_query_id": "zz"}})
+    export_release(src, tmp_path / "out", layout)
+    import_release(tmp_path / "out", tmp_path / "back")
+    assert dumps(load_pace_dataset(tmp_path / "back")) == dumps(load_pace_dataset(src))
+
+
+def test_an_imports_prefixed_query_ids_still_go_back_to_their_source(tmp_path):
+    "Item 3: the rule keeps undoing what an import did (a query id in two cases), and only that."
+    write_parquet(tmp_path / "copy", hub_rows())
+    import_release(tmp_path / "copy", tmp_path / "pace")
+    export_release(tmp_path / "pace", tmp_path / "hub", "hub")
+    q = datasets.load_dataset(str(tmp_path / "hub"), "queries", split="test", cache_dir=str(tmp_path / "cache"))
+    assert q[0]["query_id"] == "q0" and q[0]["case_id"] == "case-1" and "source_query_id" not in q.column_names
+    import_release(tmp_path / "hub", tmp_path / "back")
+    assert dumps(load_pace_dataset(tmp_path / "back")) == dumps(load_pace_dataset(tmp_path / "pace"))
+
+
+def with_row(config, i, **changes) -> dict:
+    rows = hub_rows()
+    rows[config][i] = rows[config][i] | changes
+    return rows
+
+
+@pytest.mark.parametrize("broken, want", [
+    ("corrupt parquet", "data/corpus.parquet: the 'corpus' table cannot be read (ArrowInvalid: "),
+    ("zero-row parquet", "data/corpus.parquet: the 'corpus' table cannot be read (DatasetGenerationError: "),
+    ("zero-row parquet with columns", "data/corpus.parquet: the 'corpus' table cannot be read (ValueError: "),
+    ("bad dataset_dict.json", "copy/dataset_dict.json: the 'queries' table cannot be read (JSONDecodeError: ")])
+def test_a_damaged_table_is_one_line(tmp_path, capsys, broken, want):
+    "Item 4: each of these was a traceback."
+    rows = hub_rows()
+    write_parquet(tmp_path / "copy", rows)
+    f = tmp_path / "copy" / "data" / "corpus.parquet"
+    if broken == "corrupt parquet": f.write_bytes(b"PAR1 not really parquet PAR1")
+    if broken == "zero-row parquet": datasets.Dataset.from_list([]).to_parquet(str(f))
+    if broken == "zero-row parquet with columns": datasets.Dataset.from_list(rows["corpus"]).select([]).to_parquet(str(f))
+    if broken == "bad dataset_dict.json":
+        shutil.rmtree(tmp_path / "copy" / "data")
+        datasets.DatasetDict({c: datasets.Dataset.from_list(rows[c]) for c in CONFIGS}).save_to_disk(str(tmp_path / "copy"))
+        (tmp_path / "copy" / "dataset_dict.json").write_text('{"splits": ')
+    err = one_line_error(capsys, ["data", "import", str(tmp_path / "copy"), str(tmp_path / "out")])
+    assert want in err and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("file, change, want", [
+    ("kb/case1/queries.json", {"gold_doc_ids": [{"id": "d1"}]}, "field 'queries.0.gold_doc_ids.0': expected a doc id (a string), got dict"),
+    ("kb/case1/queries.json", {"gold_doc_ids": [["d1"]]}, "field 'queries.0.gold_doc_ids.0': expected a doc id (a string), got list"),
+    ("profile/case1.json", {"ego": "Ana"}, "profile/case1.json: field 'ego': Input should be a valid dictionary")])
+def test_a_value_of_the_wrong_kind_is_one_line(tmp_path, capsys, file, change, want):
+    "Item 4: a gold id that is an object or a list, an ego that is a string: tracebacks."
+    root = authors_layout(tmp_path / "authors")
+    obj = json.loads((root / file).read_text())
+    (obj["queries"][0] if "queries" in obj else obj).update(change)
+    (root / file).write_text(json.dumps(obj))
+    assert want in one_line_error(capsys, ["data", "import", str(root), str(tmp_path / "out")])
+
+
+def test_the_loaders_warnings_are_shown_by_an_import(tmp_path, capsys):
+    "Item 5: a fact over MAX_FACT_CHARS went in without a word."
+    rows = with_row("corpus", 2, text="x" * 1500)
+    write_parquet(tmp_path / "copy", rows)
+    assert main(["data", "import", str(tmp_path / "copy"), str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert f"pace: warning: {tmp_path / 'out'}/kb/case-1.jsonl:3: field 'text': 1500 characters" in err
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "## Warnings of the format's check" in card and "kb/case-1.jsonl:3: field 'text': 1500 characters" in card
+
+
+KILLER = """
+import os, signal, sys
+import pace.release as r
+real = r.write_pace
+def write_pace(folder, imp):
+    real(folder, imp)
+    os.kill(os.getpid(), getattr(signal, sys.argv[3]))
+r.write_pace = write_pace
+from pace.cli import main
+sys.exit(main(["data", "import", sys.argv[1], sys.argv[2]]))
+"""
+
+
+def test_a_killed_import_leaves_no_temporary_folder(tmp_path):
+    "Item 6: each SIGTERM or SIGKILL during an import left a hidden temporary folder beside OUT."
+    import os, subprocess, sys
+    import pace
+    here = str(Path(pace.__file__).parent.parent)   # the subprocess imports the pace this test imported
+    env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))}
+    write_parquet(tmp_path / "copy", hub_rows())
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / ".mine.tmp").mkdir()   # not made by an import: never touched
+    run = lambda sig: subprocess.run([sys.executable, "-c", KILLER, str(tmp_path / "copy"), str(tmp_path / "runs" / "out"), sig],
+                                     capture_output=True, text=True, timeout=120, env=env)
+    p = run("SIGTERM")
+    assert p.returncode == 143 and "terminated (SIGTERM)" in p.stderr and "Traceback" not in p.stderr
+    assert sorted(f.name for f in (tmp_path / "runs").iterdir()) == [".mine.tmp"]
+    assert run("SIGKILL").returncode == -9
+    left = [f.name for f in (tmp_path / "runs").iterdir() if f.name != ".mine.tmp"]
+    assert len(left) == 1 and left[0].startswith(".out.")   # a SIGKILL cannot be caught: the next command cleans up
+    import_release(tmp_path / "copy", tmp_path / "runs" / "out")
+    assert sorted(f.name for f in (tmp_path / "runs").iterdir()) == [".mine.tmp", "out"]
+    assert not list(tmp_path.glob("**/.pace-partial"))
+
+
+def test_a_dangling_symlink_out_is_named_by_its_own_name(tmp_path, capsys):
+    "Item 6: the error named the temporary folder instead of OUT."
+    write_parquet(tmp_path / "copy", hub_rows())
+    (tmp_path / "out").symlink_to(tmp_path / "gone")
+    err = one_line_error(capsys, ["data", "import", str(tmp_path / "copy"), str(tmp_path / "out")])
+    assert f"{tmp_path / 'out'}: a symbolic link to {tmp_path / 'gone'}, which does not exist" in err and ".tmp" not in err
+
+
+@pytest.mark.parametrize("second", ["queries.parquet", "data/queries-00000-of-00001.parquet", "save_to_disk"])
+def test_two_copies_of_a_table_are_refused_naming_both(tmp_path, capsys, second):
+    "Item 7: with two copies of one config, one was picked without a word."
+    rows = hub_rows()
+    write_parquet(tmp_path / "copy", rows)
+    if second == "save_to_disk": datasets.DatasetDict({"test": datasets.Dataset.from_list(rows["queries"])}).save_to_disk(str(tmp_path / "copy" / "queries"))
+    else: datasets.Dataset.from_list(rows["queries"][:2]).to_parquet(str(tmp_path / "copy" / second))
+    err = one_line_error(capsys, ["data", "import", str(tmp_path / "copy"), str(tmp_path / "out")])
+    assert "two copies of the 'queries' table" in err and "data/queries.parquet" in err
+    assert (str(tmp_path / "copy" / "queries") if second == "save_to_disk" else second) in err
+
+
+def test_a_column_and_its_meta_key_with_two_values_are_refused(tmp_path, capsys):
+    "Item 8: the row's column silently replaced the same key of its meta object (or the other way round)."
+    rows = hub_rows()
+    rows["corpus"] = [r | {"meta": {"origin": "gold"} if i == 6 else None} for i, r in enumerate(rows["corpus"])]
+    write_parquet(tmp_path / "copy", rows)
+    err = one_line_error(capsys, ["data", "import", str(tmp_path / "copy"), str(tmp_path / "out")])
+    assert "corpus row 6: field 'meta.origin': both a column and a key of the row's `meta`, with two values ('profile', 'gold')" in err
+    write_parquet(tmp_path / "same", with_row("corpus", 0, meta={"origin": "gold", "k": 1}))   # one value: kept once
+    import_release(tmp_path / "same", tmp_path / "ok")
+    assert load_pace_dataset(tmp_path / "ok").fact("case-1", "d0").meta == {"label": "Conflict", "origin": "gold", "k": 1}
+
+
+@pytest.mark.parametrize("file, text, where", [
+    ("kb/case1/corpus.json", '{"timeline": {}, "corpus": [{"doc_id": "d0",\n "doc_id": "d1", "text": "t"}]}',
+     "kb/case1/corpus.json:2: invalid JSON: key 'doc_id' repeated in one object"),
+    ("profile/case2.json", '{"spec": {"demographic": {"full_name": "A"}},\n\n "spec": {}}',
+     "profile/case2.json:3: invalid JSON: key 'spec' repeated in one object")])
+def test_a_json_key_given_twice_is_refused_with_file_and_line(tmp_path, capsys, file, text, where):
+    "Item 8: duplicate JSON keys took the last value."
+    root = authors_layout(tmp_path / "authors")
+    (root / file).write_text(text)
+    assert where in one_line_error(capsys, ["data", "import", str(root), str(tmp_path / "out")])
