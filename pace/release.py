@@ -163,7 +163,11 @@ def _case(row: Row, problems: list):
 
 def _meta_put(obj: dict, key: str, value, row: Row, problems: list) -> bool:
     "Set `obj['meta'][key]`; a problem (and False) when the row's meta has another value there already."
-    meta = obj.get("meta") if isinstance(obj.get("meta"), dict) else {}
+    meta = obj.get("meta", {})
+    if not isinstance(meta, dict):
+        problems.append(row.problem("meta", f"expected an object (the import records {key!r} there), got "
+                                    f"{type(meta).__name__}"))
+        return False
     if key in meta and meta[key] != value:
         problems.append(row.problem(f"meta.{key}", f"{meta[key]!r} is given, but the import records "
                                     f"{value!r} there: rename that key"))
@@ -824,18 +828,29 @@ def export_card(dataset, out: Path, layout: str, ds, date: str) -> str:
         f"Licence and provenance: those of the source dataset (its card, `{dataset}/README.md`).", ""])
 
 # %% ../nbs/08_release.ipynb #e7f0ac25
+def _nulls(v) -> int:
+    "How many keys of `v`'s objects hold None, at every depth: what a release's rows cannot keep."
+    if isinstance(v, dict): return sum(1 if x is None else _nulls(x) for x in v.values())
+    return sum(map(_nulls, v)) if isinstance(v, list) else 0
+
 def export_release(dataset, # a PACE folder
                    out, # the folder to write (new, or empty)
                    layout: str = "official", # 'official' (the authors' layout) or 'hub' (parquet tables)
                    date: str | None = None, # the card's date (default: today, UTC)
                   ) -> dict:
-    "Write PACE folder `dataset` to `out` in one of `LAYOUTS`: the counts written."
+    "Write PACE folder `dataset` to `out` in one of `LAYOUTS`: the counts written, the nulls left out."
     if layout not in LAYOUTS: raise UsageError(f"--layout {layout!r}: choose from {', '.join(LAYOUTS)}")
     out = check_new_folder(out)
     ds = load_pace_dataset(dataset)
     tables = pace_to_release(ds, safe_cases=layout == "official")
+    nulls = (sum(_nulls(i.model_dump(mode="json")) for i in ds.instances.values())
+             + sum(_nulls(f.meta) for fs in ds.kb.values() for f in fs)
+             + sum(_nulls(q.meta) for q in ds.queries))
     with new_folder(out) as tmp:
         (write_official if layout == "official" else write_hub)(tmp, tables)
         date = date or dt.datetime.now(dt.timezone.utc).date().isoformat()
         (tmp / "README.md").write_text(export_card(dataset, out, layout, ds, date), encoding="utf-8")
-    return dict(out=str(out), layout=layout, **{c: len(r) for c, r in tables.items()})
+    if nulls: print(f"pace: warning: {dataset}: {nulls} keys hold null (in meta, a persona, ...): left out, "
+                    "since a release's table cannot tell a null from a missing key", file=sys.stderr)
+    counts = {c: len(r) for c, r in tables.items()}
+    return dict(out=str(out), layout=layout, **counts, nulls_left_out=nulls)

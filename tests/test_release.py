@@ -562,3 +562,12 @@ def test_export_import_export_keeps_every_row_or_refuses_in_one_line(tmp_path, l
         assert exported(d / "again") == exported(d / "out"), seed
         kept += 1
     assert kept >= n * 3 // 4 and all("has a key 'case_id'" in m for m in refused), refused
+
+
+@pytest.mark.parametrize("layout", ["official", "hub"])
+def test_an_export_says_which_nulls_it_cannot_keep(tmp_path, capsys, layout):
+    "A null in a meta or a persona cannot be told from a missing key in a release's table: it was dropped without a word."
+    src = small_pace(tmp_path / "src", ["A"], inst_meta={"A": {"note": None}}, query_meta={"q0": {"k": None, "j": [None]}})
+    assert main(["data", "export", str(src), str(tmp_path / "out"), "--layout", layout]) == 0
+    assert f"pace: warning: {src}: 2 keys hold null (in meta, a persona, ...): left out" in capsys.readouterr().err
+    assert export_release(MINI, tmp_path / "mini")["nulls_left_out"] == 0
