@@ -571,3 +571,12 @@ def test_an_export_says_which_nulls_it_cannot_keep(tmp_path, capsys, layout):
     assert main(["data", "export", str(src), str(tmp_path / "out"), "--layout", layout]) == 0
     assert f"pace: warning: {src}: 2 keys hold null (in meta, a persona, ...): left out" in capsys.readouterr().err
     assert export_release(MINI, tmp_path / "mini")["nulls_left_out"] == 0
+
+
+def test_two_cases_that_become_one_instance_id_are_refused_in_one_line(tmp_path, capsys):
+    "Item 9 (import side): 'user/7' is renamed to a name that another case of the release already has."
+    rows, twin = hub_rows(), release.safe_case_name("user/7")
+    for c in CONFIGS: rows[c] += [r | {"case_id": twin} for r in rows[c] if r["case_id"] == "user/7"]
+    write_parquet(tmp_path / "copy", rows)
+    err = one_line_error(capsys, ["data", "import", str(tmp_path / "copy"), str(tmp_path / "out")])
+    assert f"profiles row 2: field 'case_id': case {twin!r} becomes instance id {twin!r}, which case 'user/7' has" in err
