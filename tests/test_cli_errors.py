@@ -200,6 +200,8 @@ CASES = [   # id, what the folder holds first, the command line (T is the test's
     ("run --config JSON with a key twice", None, [*RUN, "--out", "T/runs", "--config", '{"hops": 3, "hops": 4}'], r"--config: not valid JSON: 'hops' given twice"),
     ("run --config w_counter=inf", None, [*RUN, "--out", "T/runs", "--config", "w_counter=inf"], r"bad --config: w_counter: inf is not a finite number$"),
     ("run --config JSON Infinity", None, [*RUN, "--out", "T/runs", "--config", '{"w_counter": Infinity}'], r"--config: not valid JSON: Infinity is not a finite number"),
+    ("run --chat JSON with Infinity", None, [*RUN, "--out", "T/runs", "--chat", '{"backend": "fake", "model": "m", "temperature": Infinity}'],
+     r"bad --chat: temperature: inf is not a finite number$"),
     ("run --max-rps inf", None, [*RUN, "--out", "T/runs", "--max-rps", "inf"], r"argument --max-rps: must be a finite number > 0, got inf"),
     ("run --judge-max-tokens 0", None, [*RUN, "--out", "T/runs", "--judge-max-tokens", "0"], r"argument --judge-max-tokens: must be >= 1, got 0"),
     ("run --judge with --retrieval-only", None, [*RUN, "--out", "T/runs", "--judge", "fake:echo"],

@@ -305,6 +305,11 @@ class RunConfig(BaseModel):
         if self.scope.retrieval_only and self.models.judge is not None:
             raise UsageError("--judge with --retrieval-only: a retrieval-only run answers and judges "
                              "nothing; drop one of them")
+        for opt, spec in (("--chat", self.models.chat), ("--judge", self.models.judge),
+                          ("--embedder", self.models.embedder)):
+            if isinstance(spec, str) and spec.lstrip().startswith("{"):
+                with contextlib.suppress(ValueError): spec = json.loads(spec)   # bad JSON: the backend says
+            if isinstance(spec, dict): _finite(spec, opt)   # JSON's Infinity: run.json would not be JSON
         return self
 
     @classmethod
