@@ -199,15 +199,20 @@ def take_lock(run_dir: Path, # the folder to lock
 # %% ../nbs/06_runfolder.ipynb #4acda979
 def nonnegative_int(s: str) -> int:
     "A non-negative integer argument."
-    try: n = int(s) if s.isascii() else int('x')   # int('１') is 1: ASCII digits only
+    try: n = int(_ascii(s))
     except ValueError: raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
     if n < 0: raise argparse.ArgumentTypeError(f"must be >= 0, got {n}")
     return n
 
+def _ascii(s: str) -> str:
+    "`s` when it is ASCII; a `ValueError` otherwise (`int('１')` is 1, `float('٣')` is 3.0)."
+    if not s.isascii(): raise ValueError(f"not ASCII: {s!r}")
+    return s
+
 # %% ../nbs/06_runfolder.ipynb #4c408c70
 def positive_int(s: str) -> int:
     "A positive integer argument."
-    try: n = int(s) if s.isascii() else int('x')   # int('１') is 1: ASCII digits only
+    try: n = int(_ascii(s))
     except ValueError: raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
     if n < 1: raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
     return n
@@ -215,7 +220,7 @@ def positive_int(s: str) -> int:
 # %% ../nbs/06_runfolder.ipynb #5c668e5b
 def positive_float(s: str) -> float:
     "A positive finite number argument (not inf or nan: JSON has neither)."
-    try: x = float(s) if s.isascii() else float('x')
+    try: x = float(_ascii(s))
     except ValueError: raise argparse.ArgumentTypeError(f"expected a number, got {s!r}") from None
     if not 0 < x < float("inf"): raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {s}")
     return x

@@ -305,11 +305,16 @@ class RunConfig(BaseModel):
         if self.scope.retrieval_only and self.models.judge is not None:
             raise UsageError("--judge with --retrieval-only: a retrieval-only run answers and judges "
                              "nothing; drop one of them")
+        return self
+
+    @model_validator(mode="after")
+    def finite_specs(self):
+        "A model spec in JSON with Infinity or NaN is refused: run.json, which records it, would not be JSON."
         for opt, spec in (("--chat", self.models.chat), ("--judge", self.models.judge),
                           ("--embedder", self.models.embedder)):
             if isinstance(spec, str) and spec.lstrip().startswith("{"):
                 with contextlib.suppress(ValueError): spec = json.loads(spec)   # bad JSON: the backend says
-            if isinstance(spec, dict): _finite(spec, opt)   # JSON's Infinity: run.json would not be JSON
+            if isinstance(spec, dict): _finite(spec, opt)
         return self
 
     @classmethod
