@@ -555,3 +555,22 @@ def test_a_plug_in_that_fails_to_build_is_one_line(tmp_path, capsys, monkeypatch
     code = main([*RUN, "--out", str(tmp_path / "runs"), "--methods", f"{tmp_path}/own.py:Breaks"])
     err = capsys.readouterr().err
     assert code == 2 and err.strip().endswith("own.py:Breaks: building Breaks failed: RuntimeError: no GPU here") and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_batched_plug_in_that_returns_junk_is_refused_per_row(tmp_path, capsys, monkeypatch):
+    "`--batch 2` runs a class with `run_batch` through `run_batch_checked`: None, and one result too few, refuse each row."
+    monkeypatch.delenv("PACE_DEBUG", raising=False)
+    (tmp_path / "own.py").write_text("from pace.methods.baselines import MethodResult\n"
+                                     "class Batched:\n    name, needs_llm = 'batched', False\n"
+                                     "    def __init__(self, chat_model, index, **kw): pass\n"
+                                     "    def run(self, query, instance, kb, answer=True): return None\n"
+                                     "    def run_batch(self, queries, instances, kbs, answer=True):\n"
+                                     "        return [MethodResult(retrieved_ids=[kb[0].doc_id], ranked=True, answer=None, trace={})"
+                                     " for kb in kbs][:-1]\n")
+    code = main([*RUN, "--limit", "0", "--out", str(tmp_path / "runs"), "--name", "b", "--batch", "2", "--methods", f"{tmp_path}/own.py:Batched"])
+    err = capsys.readouterr().err
+    assert code == 0 and "Traceback" not in err, err
+    rows = read_rows(tmp_path / "runs" / "b" / "results.jsonl")
+    assert len(rows) == 4 and all(r["failed"]["agent"] == ["output"] and r["retrieved_ids"] == [] for r in rows)
+    warned = [l for l in err.splitlines() if l.startswith("pace: warning: method batched, query tiny-q")]
+    assert len(warned) == 4 and all("run_batch returned [MethodResult(" in l and "for 2 queries, not one result each" in l for l in warned), warned
