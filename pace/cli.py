@@ -4,7 +4,7 @@
 
 # %% ../nbs/90_cli.ipynb #41698665
 from __future__ import annotations
-import argparse, contextlib, importlib, os, shutil, sys
+import argparse, contextlib, importlib, os, re, shutil, sys
 from pathlib import Path
 
 # %% auto #0
@@ -104,7 +104,11 @@ _all_ = ["UsageError"]
 USER_ERRORS = (DatasetError, ModelNotFoundError, ModelUnusableError, ImportError, UsageError, OSError)
 
 class _Parser(argparse.ArgumentParser):
-    "argparse with one-line errors: `prog: error: message` and exit status 2, no usage dump."
+    """argparse with one-line errors: `prog: error: message` and exit status 2, no usage dump; a value that
+    starts with '-' and a digit (`--shard -1/2`) is a value for its option to check, not an option."""
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self._negative_number_matcher = re.compile(r"^-\.?[0-9]")   # argparse's own: '-3' and '-.5' only
     def error(self, message): self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 # modules with an `add_cli(subparsers)` hook, in --help order

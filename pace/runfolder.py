@@ -199,25 +199,30 @@ def take_lock(run_dir: Path, # the folder to lock
 # %% ../nbs/06_runfolder.ipynb #4acda979
 def nonnegative_int(s: str) -> int:
     "A non-negative integer argument."
-    try: n = int(s)
+    try: n = int(_ascii(s))
     except ValueError: raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
     if n < 0: raise argparse.ArgumentTypeError(f"must be >= 0, got {n}")
     return n
 
+def _ascii(s: str) -> str:
+    "`s` when it is ASCII; a `ValueError` otherwise (`int('１')` is 1, `float('٣')` is 3.0)."
+    if not s.isascii(): raise ValueError(f"not ASCII: {s!r}")
+    return s
+
 # %% ../nbs/06_runfolder.ipynb #4c408c70
 def positive_int(s: str) -> int:
     "A positive integer argument."
-    try: n = int(s)
+    try: n = int(_ascii(s))
     except ValueError: raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
     if n < 1: raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
     return n
 
 # %% ../nbs/06_runfolder.ipynb #5c668e5b
 def positive_float(s: str) -> float:
-    "A positive number argument."
-    try: x = float(s)
+    "A positive finite number argument (not inf or nan: JSON has neither)."
+    try: x = float(_ascii(s))
     except ValueError: raise argparse.ArgumentTypeError(f"expected a number, got {s!r}") from None
-    if not x > 0: raise argparse.ArgumentTypeError(f"must be > 0, got {s}")
+    if not 0 < x < float("inf"): raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {s}")
     return x
 
 # %% ../nbs/06_runfolder.ipynb #844baf72
@@ -225,7 +230,7 @@ def key_values(s: str) -> dict:
     "'key=value,key=value' or a JSON object -> dict (the values are checked by the settings' class)."
     s = s.strip()
     if s.startswith("{"):
-        try: d = json.loads(s)
+        try: d = json.loads(s, object_pairs_hook=_once, parse_constant=_no_constant)
         except ValueError as e: raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from None
         if not isinstance(d, dict): raise argparse.ArgumentTypeError("a JSON value here must be an object")
         return d
@@ -233,9 +238,22 @@ def key_values(s: str) -> dict:
     for kv in filter(None, s.split(",")):
         k, sep, v = kv.partition("=")
         if not sep or not k.strip(): raise argparse.ArgumentTypeError(f"bad item {kv!r}: use key=value")
-        try: out[k.strip()] = json.loads(v) if v.strip()[:1] in "0123456789-[{tfn" else v.strip()
-        except ValueError: out[k.strip()] = v.strip()
+        if k.strip() in out:
+            raise argparse.ArgumentTypeError(f"{k.strip()!r} given twice: give each setting once")
+        try: out[k.strip()] = (json.loads(v, object_pairs_hook=_once, parse_constant=_no_constant)
+                               if v.strip()[:1] in "0123456789-[{tfn" else v.strip())
+        except ValueError: out[k.strip()] = v.strip()   # text; a number the settings read (inf) they refuse
     return out
+
+def _once(pairs) -> dict:
+    "A JSON object's pairs as a dict; a key given twice is an error (json keeps the last)."
+    d = {}
+    for k, v in pairs:
+        if k in d: raise ValueError(f"{k!r} given twice")
+        d[k] = v
+    return d
+
+def _no_constant(c): raise ValueError(f"{c} is not a finite number")
 
 # %% ../nbs/06_runfolder.ipynb #4cf0be9b
 def comma_list(s: str) -> list[str]:

@@ -30,7 +30,7 @@ def parse_shard(s: str | Shard | None, # 'K/N' (0 <= K < N), a `Shard`, or None 
                ) -> Shard | None:
     "The `Shard` that 'K/N' names; a `UsageError` naming --shard for anything else."
     if s is None or isinstance(s, Shard): return s
-    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(s))
+    m = re.fullmatch(r"\s*([0-9]+)\s*/\s*([0-9]+)\s*", str(s))   # not \d: "１/2" is no shard
     k, n = (int(m.group(1)), int(m.group(2))) if m else (None, None)
     if m is None or n < 1 or k >= n:
         raise UsageError(f"--shard {s}: use K/N with 0 <= K < N (shards are numbered from 0; "

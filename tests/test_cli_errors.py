@@ -195,6 +195,25 @@ CASES = [   # id, what the folder holds first, the command line (T is the test's
     ("generate with a JSON persona file that is no array", a_seed_file("p.json", b'{"persona": "Ann keeps bees."}'),
      ["generate", "--out", "T/gen", "--personas", "T/p.json", "--chat", "fake:echo", "--embedder", "hash:hash"], r"a \.json seed file holds one array of personas, not a dict"),
     ("generate --out ''", None, ["generate", "--out", "", "--personas", "1", "--chat", "fake:echo", "--embedder", "hash:hash"], r"--out '': give a folder"),
+    # issue 42: accepted without a word before
+    ("run --config with a key twice", None, [*RUN, "--out", "T/runs", "--config", "hops=3,hops=4"], r"argument --config: 'hops' given twice"),
+    ("run --config JSON with a key twice", None, [*RUN, "--out", "T/runs", "--config", '{"hops": 3, "hops": 4}'], r"--config: not valid JSON: 'hops' given twice"),
+    ("run --config w_counter=inf", None, [*RUN, "--out", "T/runs", "--config", "w_counter=inf"], r"bad --config: w_counter: inf is not a finite number$"),
+    ("run --config JSON Infinity", None, [*RUN, "--out", "T/runs", "--config", '{"w_counter": Infinity}'], r"--config: not valid JSON: Infinity is not a finite number"),
+    ("run --chat JSON with Infinity", None, [*RUN, "--out", "T/runs", "--chat", '{"backend": "fake", "model": "m", "temperature": Infinity}'],
+     r"bad --chat: temperature: inf is not a finite number$"),
+    ("run --max-rps inf", None, [*RUN, "--out", "T/runs", "--max-rps", "inf"], r"argument --max-rps: must be a finite number > 0, got inf"),
+    ("run --judge-max-tokens 0", None, [*RUN, "--out", "T/runs", "--judge-max-tokens", "0"], r"argument --judge-max-tokens: must be >= 1, got 0"),
+    ("run --judge with --retrieval-only", None, [*RUN, "--out", "T/runs", "--judge", "fake:echo"],
+     r"--judge with --retrieval-only: a retrieval-only run answers and judges nothing"),
+    ("run --shard with a full-width digit", None, [*RUN, "--out", "T/runs", "--shard", "\uff11/2"], r"--shard \uff11/2: use K/N with 0 <= K < N"),
+    ("run --shard -1/2", None, [*RUN, "--out", "T/runs", "--shard", "-1/2"], r"--shard -1/2: use K/N with 0 <= K < N"),
+    ("run --limit with an Arabic-Indic digit", None, [*RUN, "--out", "T/runs", "--limit", "\u0662"], r"argument --limit: expected a whole number"),
+    ("run a plug-in whose __init__ takes two arguments", a_seed_file("own.py", b"from pace.methods.baselines import Retriever\n"
+     b"class TwoArgs(Retriever):\n    def __init__(self, chat_model, index): super().__init__(chat_model, index)\n"),
+     [*RUN, "--out", "T/runs", "--methods", "T/own.py:TwoArgs"],
+     r"--methods \S+own\.py:TwoArgs: pace builds it as TwoArgs\(chat_model, index, answer_max_tokens=\.\.\., .*\) cannot take "
+     r"\(got an unexpected keyword argument 'answer_max_tokens'\)"),
 ]
 
 
@@ -425,3 +444,133 @@ def test_pace_reproduce_07_refuses_an_instance_that_is_a_path(tmp_path, capsys, 
     assert code == 2 and len(cap.err.strip().splitlines()) == 1 and "Traceback" not in cap.err, cap.err
     assert "07_structured_methods failed: " in cap.err and "it names a file" in cap.err, cap.err
     assert tree(tmp_path) == before
+
+
+# --- issue 42 and 44: a plug-in's junk and unchecked ids are refused per row, in one line each --------------------------
+
+JUNK = """
+from pace.methods.baselines import Retriever, MethodResult
+
+class Junk(Retriever):
+    name = "junk"
+    def search(self, idx, q):
+        hits = idx.dense([q], 33)[0]
+        return {what}
+
+class OwnRun:
+    name, ranked, needs_llm, k = "own_run", True, False, 10
+    def __init__(self, chat_model, index, **kw): pass
+    def run(self, query, instance, kb, answer=True): return {what}
+"""
+
+# what the plug-in returns, its class, and what the refusal says (None: normalised, the row is kept)
+PLUGIN_JUNK = {
+    "None": ("None", "Junk", r"search returned None \(NoneType\), not a list of \(doc_id, score\) pairs"),
+    "(None, score)": ("[(None, 1.0)]", "Junk", r"search's hit 1 is \(None, 1\.0\) \(tuple\): a hit is \(doc_id, score\)"),
+    "an int id": ("[(7, 1.0)]", "Junk", r"search's hit 1 is \(7, 1\.0\) \(tuple\)"),
+    "a pair of ids": ("[(d, d) for d, _ in hits][:3]", "Junk", r"search's hit 1 is \('m\d+', 'm\d+'\)"),
+    "an unknown id": ("[('no-such-fact', 9.0)] + hits[:3]", "Junk", r"ids: 1 not a fact of the instance \(the first 'no-such-fact'\)$"),
+    "a duplicate": ("hits[:3] + hits[:1]", "Junk", r"ids: 1 given more than once \(the first 'm\d+'\)$"),
+    "33 ids at k=10": ("hits", "Junk", r"ids: 33 ids where 10 were asked for$"),
+    "all three": ("hits + hits[:1] + [('zz', 0.0)]", "Junk", r"ids: 35 ids where 10 were asked for; 1 not a fact .*'zz'.*; 1 given more than once"),
+    "run returns None": ("None", "OwnRun", r"run returned None \(NoneType\), not a MethodResult"),
+    "run returns bare ids": ("['m01']", "OwnRun", r"run returned \['m01'\] \(list\), not a MethodResult"),
+    "run returns unknown ids": ("MethodResult(retrieved_ids=['zz'], ranked=True, answer=None, trace={})", "OwnRun",
+                                r"retrieved_ids: 1 not a fact of the instance \(the first 'zz'\)"),
+    "bare ids (normalised)": ("[d for d, _ in hits][:10]", "Junk", None),
+    "a generator (normalised)": ("(h for h in hits[:10])", "Junk", None),
+}
+
+
+@pytest.mark.parametrize("what, cls, msg", list(PLUGIN_JUNK.values()), ids=list(PLUGIN_JUNK))
+def test_a_plug_in_that_returns_junk_gets_one_line_per_query_and_a_failed_row(tmp_path, capsys, monkeypatch, what, cls, msg):
+    "Retrieval-only: before, each of these was a traceback (or, for unknown ids, duplicates and 33 ids, scored without a word)."
+    monkeypatch.delenv("PACE_DEBUG", raising=False)
+    (tmp_path / "junk.py").write_text(JUNK.format(what=what))
+    code = main([*RUN, "--limit", "0", "--out", str(tmp_path / "runs"), "--name", "r", "--methods", f"bm25,{tmp_path}/junk.py:{cls}"])
+    err = capsys.readouterr().err
+    assert code == 0 and "Traceback" not in err, err
+    rows = read_rows(tmp_path / "runs" / "r" / "results.jsonl")
+    mine = [r for r in rows if r["method"] != "bm25"]
+    assert len(mine) == 4 and len(rows) == 8
+    warned = [l for l in err.splitlines() if l.startswith("pace: warning: method ")]
+    if msg is None:                                                    # normalised: the ids are kept and scored
+        assert warned == [] and all(len(r["retrieved_ids"]) == 10 and not r["failed"]["agent"] for r in mine)
+        return
+    name = "junk" if cls == "Junk" else "own_run"
+    assert len(warned) == 4 and all(re.search(rf"^pace: warning: method {name}, query tiny-q\d: {msg.rstrip('$')}.*; the row is recorded as failed \(stage 'output'\)$", l) for l in warned), warned
+    for r in mine:
+        assert (r["retrieved_ids"], r["evidence"], r["answer"], r["failed"]["agent"]) == ([], {"final": []}, None, ["output"])
+        call = r["trace"]["calls"][0]
+        assert call["stage"] == "output" and not call["ok"] and re.search(rf"^method {name}, query {r['query_id']}: {msg}", call["error"])
+    tables = (tmp_path / "runs" / "r" / "tables.md").read_text()
+    assert re.search(rf"\| {name}\s+\| output\s+\|\s+4\s+\|\s+4\s+\|\s+100", tables), tables      # the failures table counts them
+    man = json.loads((tmp_path / "runs" / "r" / "run.json").read_text())
+    assert man["n_pairs_with_failures"] == 4
+
+
+def read_rows(p):
+    return [json.loads(l) for l in Path(p).read_text().splitlines() if l.strip()]
+
+
+def test_unchecked_ids_never_reach_the_answer_prompt_nor_the_scores(tmp_path, monkeypatch):
+    "Answered with scripted models: before, unknown ids crashed the run with KeyError, and repeats and 33 ids were scored."
+    from pace.eval.run import run_experiment
+    from pace.testing import FakeChat, schema_reply
+    from pace.eval.evaluate import results_frame, table2
+    (tmp_path / "junk.py").write_text(JUNK.format(what="hits if 'Rear Window' in q else [('zz', 1.0)] + hits[:3] if 'dentist' in q "
+                                                       "else hits[:4] + hits[:1] if len(q) % 2 else hits[:10]"))
+    prompts = []
+    def spy(messages, schema):
+        prompts.append("\n".join(m["content"] for m in messages)); return schema_reply(messages, schema)
+    res = run_experiment(dataset=str(TINY), methods=[f"{tmp_path}/junk.py:Junk"], chat=FakeChat(spy, cache=False), embedder="hash:hash",
+                         out_dir=tmp_path, name="a", cache=False, limit=0, progress=False)
+    rows = read_rows(res["results"])
+    refused = [r for r in rows if r["failed"]["agent"] == ["output"]]
+    kept = [r for r in rows if not r["failed"]["agent"]]
+    assert len(refused) >= 2 and len(rows) == 4 and len(refused) + len(kept) == 4
+    assert {r["query_id"] for r in refused} >= {"tiny-q1"}                       # 33 ids at k=10 for the Rear Window request
+    for r in refused:                                                            # nothing answered, nothing judged, no call made
+        assert (r["retrieved_ids"], r["answer"], r["judge"], r["judge_calls"], r["usage"]) == ([], None, None, [], {})
+    for r in kept: assert len(r["retrieved_ids"]) == 10 and r["answer"] is not None and r["judge"]["label"]
+    # every model call belongs to a kept row: one answer and its judge calls each
+    assert len(prompts) == sum(u["calls"] for r in kept for u in [*r["usage"].values(), *r["judge_usage"].values()])
+    assert not any(r["query"] in p for r in refused for p in prompts)
+    df = results_frame(rows)
+    t = table2(df)
+    assert t.loc["junk", "n"] == 4 and t.loc["junk", "evidence"] == 10 * len(kept) / 4          # refused rows: 0 facts
+    assert df[df.query_id.isin([r["query_id"] for r in refused])]["recall@10"].eq(0).all()
+    assert df[df.query_id.isin([r["query_id"] for r in refused])]["pass"].isna().all()
+    assert res["n_failed"] == len(refused)
+    # the same plug-in retrieval-only: the same rows refused, no KeyError either way
+    ro = run_experiment(dataset=str(TINY), methods=[f"{tmp_path}/junk.py:Junk"], embedder="hash:hash", out_dir=tmp_path, name="ro",
+                        cache=False, limit=0, progress=False, retrieval_only=True)
+    assert {r["query_id"] for r in read_rows(ro["results"]) if r["failed"]["agent"]} == {r["query_id"] for r in refused}
+
+
+def test_a_plug_in_that_fails_to_build_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("PACE_DEBUG", raising=False)
+    (tmp_path / "own.py").write_text("from pace.methods.baselines import Retriever\nclass Breaks(Retriever):\n"
+                                     "    def __init__(self, chat_model, index, **kw): raise RuntimeError('no GPU here')\n")
+    code = main([*RUN, "--out", str(tmp_path / "runs"), "--methods", f"{tmp_path}/own.py:Breaks"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip().endswith("own.py:Breaks: building Breaks failed: RuntimeError: no GPU here") and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_batched_plug_in_that_returns_junk_is_refused_per_row(tmp_path, capsys, monkeypatch):
+    "`--batch 2` runs a class with `run_batch` through `run_batch_checked`: None, and one result too few, refuse each row."
+    monkeypatch.delenv("PACE_DEBUG", raising=False)
+    (tmp_path / "own.py").write_text("from pace.methods.baselines import MethodResult\n"
+                                     "class Batched:\n    name, needs_llm = 'batched', False\n"
+                                     "    def __init__(self, chat_model, index, **kw): pass\n"
+                                     "    def run(self, query, instance, kb, answer=True): return None\n"
+                                     "    def run_batch(self, queries, instances, kbs, answer=True):\n"
+                                     "        return [MethodResult(retrieved_ids=[kb[0].doc_id], ranked=True, answer=None, trace={})"
+                                     " for kb in kbs][:-1]\n")
+    code = main([*RUN, "--limit", "0", "--out", str(tmp_path / "runs"), "--name", "b", "--batch", "2", "--methods", f"{tmp_path}/own.py:Batched"])
+    err = capsys.readouterr().err
+    assert code == 0 and "Traceback" not in err, err
+    rows = read_rows(tmp_path / "runs" / "b" / "results.jsonl")
+    assert len(rows) == 4 and all(r["failed"]["agent"] == ["output"] and r["retrieved_ids"] == [] for r in rows)
+    warned = [l for l in err.splitlines() if l.startswith("pace: warning: method batched, query tiny-q")]
+    assert len(warned) == 4 and all("run_batch returned [MethodResult(" in l and "for 2 queries, not one result each" in l for l in warned), warned

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/32_run.ipynb #0552f37f
 from __future__ import annotations
-import argparse, contextlib, hashlib, json, os, re, shlex, shutil, sys, time, weakref
+import argparse, contextlib, hashlib, json, math, os, re, shlex, shutil, sys, time, weakref
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from itertools import chain
 from pathlib import Path
@@ -16,7 +16,7 @@ from ..data import (MAX_NAME_BYTES, UsageError, append_row, jsonl_text, load_don
                        name_problem)
 from ..cache import as_cache
 from ..methods.baselines import (METHODS as SIMPLE_METHODS, METHOD_SPECS, SIZED, MethodSpec, make_method,
-                                        method_spec)
+                                        method_spec, run_checked, run_batch_checked)
 from .evaluate import write_tables, read_jsonl
 from .index_cost import write_index_costs
 from .judge import JUDGE_MODES, PAPER_PROMPTS, judge_answer
@@ -133,12 +133,21 @@ def check_run_name(name: str) -> str:
 # %% ../../nbs/32_run.ipynb #d0c5f78c
 def _validated(cls, config, flag: str):
     "`config` (a dict or a `cls`) as a `cls`; a `UsageError` naming `flag` and the bad settings otherwise."
-    if isinstance(config, cls): return config
-    try: return cls(**(config or {}))
-    except ValidationError as e:
-        got = lambda x: f" (got {x['input']!r})" if x.get('type') != 'extra_forbidden' else ""
-        bad = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}{got(x)}" for x in e.errors())
-        raise UsageError(f"bad {flag}: {bad} (settings: {', '.join(cls.model_fields)})") from None
+    if not isinstance(config, cls):
+        try: config = cls(**(config or {}))
+        except ValidationError as e:
+            got = lambda x: f" (got {x['input']!r})" if x.get('type') != 'extra_forbidden' else ""
+            bad = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}{got(x)}" for x in e.errors())
+            raise UsageError(f"bad {flag}: {bad} (settings: {', '.join(cls.model_fields)})") from None
+    _finite(config.model_dump(), flag)
+    return config
+
+def _finite(v, flag: str, at: str = ""):
+    "A `UsageError` naming `flag` and the setting when a number in `v` is inf or nan (JSON has neither)."
+    if isinstance(v, float) and not math.isfinite(v):
+        raise UsageError(f"bad {flag}: {at or 'value'}: {v} is not a finite number")
+    items = v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, (list, tuple)) else ()
+    for k, x in items: _finite(x, flag, f"{at}.{k}" if at else str(k))
 
 def _config(config) -> PaceMakerConfig: return _validated(PaceMakerConfig, config, "--config")
 
@@ -209,7 +218,7 @@ class JudgeConfig(BaseModel):
         "blind: decision classified without gold, then rationale graded (default); "
         "paper: the paper's one-call judge, a bare label as the authors' code reads it; "
         "paper_json: the same rubric answered as JSON with a reason"))
-    max_tokens: int = Field(160, ge=0, description="completion budget of each judge call",
+    max_tokens: int = Field(160, ge=1, description="completion budget of each judge call",
                             json_schema_extra=dict(kw="judge_max_tokens"))
 
 # %% ../../nbs/32_run.ipynb #7d56fc22
@@ -220,7 +229,8 @@ class ExecutionConfig(BaseModel):
                          description="(query, method) pairs run at once, for models served over HTTP")
     batch: int = Field(1, ge=1, description="PaceMaker queries run together stage by stage, one batch per "
                        "stage (vLLM, servers that batch)")
-    max_rps: float | None = Field(None, gt=0, json_schema_extra=dict(type=positive_float),
+    max_rps: float | None = Field(None, gt=0, allow_inf_nan=False,
+                                  json_schema_extra=dict(type=positive_float),
                                   description="requests started a second against each model served over "
                                   "HTTP (default: no bound)")
     max_pairs: int | None = Field(None, description="stop after this many new (query, method) pairs",
@@ -288,6 +298,24 @@ class RunConfig(BaseModel):
     @field_validator("graphrag", mode="before")
     @classmethod
     def graphrag_settings(cls, v): return _graphrag_config(v)
+
+    @model_validator(mode="after")
+    def judge_with_answers(self):
+        "A judge given to a retrieval-only run, which judges nothing, is a mistake: refused."
+        if self.scope.retrieval_only and self.models.judge is not None:
+            raise UsageError("--judge with --retrieval-only: a retrieval-only run answers and judges "
+                             "nothing; drop one of them")
+        return self
+
+    @model_validator(mode="after")
+    def finite_specs(self):
+        "A model spec in JSON with Infinity or NaN is refused: run.json, which records it, would not be JSON."
+        for opt, spec in (("--chat", self.models.chat), ("--judge", self.models.judge),
+                          ("--embedder", self.models.embedder)):
+            if isinstance(spec, str) and spec.lstrip().startswith("{"):
+                with contextlib.suppress(ValueError): spec = json.loads(spec)   # bad JSON: the backend says
+            if isinstance(spec, dict): _finite(spec, opt)
+        return self
 
     @classmethod
     def checked(cls, **parts) -> RunConfig:
@@ -502,7 +530,7 @@ def _run_pair(method, m: str, q, ds, cm, retrieval_only: bool,
     "Run method `m` on query `q`: the result row (not judged yet) and its seconds."
     inst, kb = ds.instances[q.instance_id], public_kb(ds, q.instance_id)
     snap, t0 = cm.accounts.snapshot() if cm else {}, time.perf_counter()
-    r = method.run(q if sees_gold else public_query(q), inst, kb, answer=not retrieval_only)
+    r = run_checked(method, q if sees_gold else public_query(q), inst, kb, answer=not retrieval_only)
     usage, secs = cm.accounts.since(snap) if cm else {}, time.perf_counter() - t0
     return _row(q, m, r, usage), secs
 
@@ -542,10 +570,10 @@ def _batch_pairs(run, todo: list):
         qs = [q for q, mm, _ in todo if mm == m]
         for s in range(0, len(qs), n):
             part, t0 = qs[s:s + n], time.perf_counter()
-            rs = run.ms[m].run_batch([public_query(q) for q in part],
-                                     [run.ds.instances[q.instance_id] for q in part],
-                                     [public_kb(run.ds, q.instance_id) for q in part],
-                                     answer=not run.cfg.scope.retrieval_only)
+            rs = run_batch_checked(run.ms[m], [public_query(q) for q in part],
+                                   [run.ds.instances[q.instance_id] for q in part],
+                                   [public_kb(run.ds, q.instance_id) for q in part],
+                                   answer=not run.cfg.scope.retrieval_only)
             secs = (time.perf_counter() - t0) / len(part)
             judge = lambda qr: _judged(run, _row(qr[0], m, qr[1], qr[1].trace.get("stages", {})), qr[0], m,
                                        secs)

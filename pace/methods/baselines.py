@@ -4,7 +4,8 @@
 
 # %% ../../nbs/22_baselines.ipynb #c1954e94
 from __future__ import annotations
-import hashlib, importlib, importlib.util, inspect, os, re, sys, time
+import hashlib, importlib, importlib.util, inspect, math, numbers, os, re, sys, time
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -18,9 +19,10 @@ from .pipeline import (PaceMaker, PaceMakerConfig, MethodTrace, resolve_index, p
 from .pacemaker_score import SCORE_SWITCHES
 
 # %% auto #0
-__all__ = ['ANSWER_SETTINGS', 'METHOD_SPECS', 'SIZED', 'METHODS', 'LLM_FREE', 'MethodResult', 'Method', 'BaselineTrace', 'Oracle',
-           'FullKB', 'Retriever', 'BM25', 'Dense', 'Hybrid', 'PaceMakerMethod', 'MethodSpec', 'own_method',
-           'method_size', 'method_spec', 'make_method']
+__all__ = ['ANSWER_SETTINGS', 'METHOD_SPECS', 'SIZED', 'METHODS', 'LLM_FREE', 'MethodResult', 'Method', 'BaselineTrace',
+           'OutputError', 'check_ids', 'search_hits', 'Oracle', 'FullKB', 'Retriever', 'BM25', 'Dense', 'Hybrid',
+           'PaceMakerMethod', 'MethodSpec', 'own_method', 'method_size', 'method_spec', 'make_method', 'refused_result',
+           'checked_result', 'run_checked', 'run_batch_checked']
 
 # %% ../../nbs/22_baselines.ipynb #959cfe02
 class MethodResult(BaseModel):
@@ -47,6 +49,52 @@ class BaselineTrace(MethodTrace):
     policy: str = ""                   # how the evidence was chosen / cut
     details: dict = {}
 
+# %% ../../nbs/22_baselines.ipynb #2e0124f0
+class OutputError(ValueError):
+    "A method's output that breaks the protocol: `pace run` refuses the row and records why."
+
+# %% ../../nbs/22_baselines.ipynb #65dbb859
+def _shown(x, n: int = 60) -> str:
+    "`x` for a message: its repr, cut to `n` characters, and its type."
+    r = repr(x)
+    return f"{r[:n] + '...' if len(r) > n else r} ({type(x).__name__})"
+
+def check_ids(ids, # the method's evidence ids, in rank order
+              known, # the instance's doc ids (a set or dict)
+              k: int | None = None, # how many the method was asked for (None: no bound)
+              what: str = "ids") -> list[str]:
+    """`ids` as a list when each is a string and a known doc id, none twice and at most `k` of them; an
+    `OutputError` naming every problem otherwise."""
+    if ids is None or isinstance(ids, (str, bytes, dict)) or not hasattr(ids, "__iter__"):
+        raise OutputError(f"{what}: got {_shown(ids)}, not a list of doc ids")
+    ids = list(ids)
+    bad = next(((n, i) for n, i in enumerate(ids, 1) if not isinstance(i, str)), None)
+    if bad: raise OutputError(f"{what}: item {bad[0]} is {_shown(bad[1])}, not a doc id (a string)")
+    probs, unknown = [], [i for i in ids if i not in known]
+    twice = [i for i, n in Counter(ids).items() if n > 1]
+    if isinstance(k, int) and len(ids) > k: probs.append(f"{len(ids)} ids where {k} were asked for")
+    if unknown: probs.append(f"{len(unknown)} not a fact of the instance (the first {unknown[0]!r})")
+    if twice: probs.append(f"{len(twice)} given more than once (the first {twice[0]!r})")
+    if probs: raise OutputError(f"{what}: " + "; ".join(probs))
+    return ids
+
+# %% ../../nbs/22_baselines.ipynb #b67a4c7c
+def search_hits(hits, # what a `Retriever.search` returned
+               ) -> tuple[list[str], list]:
+    "(doc ids, the hits as a list) of a search's output: `(doc_id, score)` pairs or bare doc ids, best first."
+    if hits is None or isinstance(hits, (str, bytes, dict)) or not hasattr(hits, "__iter__"):
+        raise OutputError(f"search returned {_shown(hits)}, not a list of (doc_id, score) pairs")
+    hits, ids = list(hits), []
+    for n, h in enumerate(hits, 1):
+        if isinstance(h, str): ids.append(h); continue
+        pair = isinstance(h, (tuple, list)) and len(h) == 2
+        score = pair and isinstance(h[1], numbers.Real) and not isinstance(h[1], bool)
+        if not (score and isinstance(h[0], str)):
+            raise OutputError(f"search's hit {n} is {_shown(h)}: a hit is (doc_id, score), a string and a "
+                              "number, or a bare doc id")
+        ids.append(h[0])
+    return ids, hits
+
 # %% ../../nbs/22_baselines.ipynb #eebc9e7d
 class _Base:
     "Shared machinery: pick evidence (subclass), answer with the shared generator, record the trace."
@@ -71,7 +119,8 @@ class _Base:
         t0, snap = time.perf_counter(), self.cm.accounts.snapshot() if answer else None
         tr = BaselineTrace(method=self.name, query_id=getattr(query, 'query_id', None))
         texts = {f.doc_id: f.text for f in kb}
-        ids = self.select(query, instance, kb, tr)
+        # checked before the answer sees them (`check_ids`); `pace run` records an `OutputError` as a failure
+        ids = check_ids(self.select(query, instance, kb, tr), texts, getattr(self, 'k', None))
         tr.timings['retrieval'] = time.perf_counter() - t0
         tr.context_ids, ev, ans = ids, dict(final=list(ids)), None
         if answer:
@@ -137,9 +186,9 @@ class Retriever(_Base):
         raise NotImplementedError
     def select(self, query, instance, kb, tr):
         idx = resolve_index(self.index, instance.instance_id, kb)
-        hits = self.search(idx, query.query)
+        ids, hits = search_hits(self.search(idx, query.query))
         tr.policy, tr.details = f"{self.name} top-{self.k} of the raw query", dict(scores=hits)
-        return [i for i, _ in hits]
+        return ids
 
 class BM25(Retriever):
     name = "bm25"
@@ -168,6 +217,10 @@ class PaceMakerMethod:
         self.pm = PaceMaker(chat_model, index, config)
     @property
     def name(self): return self.pm.name
+    @property
+    def repeats(self) -> bool:
+        "Its list may hold an id twice: the release's selection (`dedupe_selection=False`) keeps repeats."
+        return not self.pm.config.dedupe_selection
     def run(self, query, instance, kb, answer: bool = True) -> MethodResult:
         "Run PaceMaker on one query; its trace is the dumped `pace.methods.pipeline.Trace`."
         return self._result(self.pm.run(query, instance, kb=kb, answer=answer))
@@ -306,6 +359,19 @@ def _entry_point(name: str) -> MethodSpec | None:
     ep = next((e for e in entry_points(group="pace.methods") if e.name == name), None)
     return None if ep is None else own_method(ep.value, name=ep.name)
 
+# %% ../../nbs/22_baselines.ipynb #cb4ea2ce
+def _buildable(s: MethodSpec) -> MethodSpec:
+    "`s` when its class takes `(chat_model, index, **answer settings)`; a one-line `UsageError` otherwise."
+    try: sig = inspect.signature(s.make)
+    except (TypeError, ValueError): return s   # no signature to read: building it will tell
+    try: sig.bind(None, None, **dict.fromkeys(s.settings))
+    except TypeError as e:
+        args = ", ".join(["chat_model", "index", *(f"{k}=..." for k in s.settings)])
+        raise UsageError(f"--methods {s.spec}: pace builds it as {s.make.__name__}({args}), which its "
+                         f"__init__{sig} cannot take ({e}): subclass pace.methods.baselines.Retriever, "
+                         "or take **kw") from None
+    return s
+
 # %% ../../nbs/22_baselines.ipynb #176e2b3b
 def method_size(name: str, # a method name, e.g. 'hybrid' or 'hybrid@15'
                ) -> tuple[str, int | None]:
@@ -322,13 +388,14 @@ def method_size(name: str, # a method name, e.g. 'hybrid' or 'hybrid@15'
 def method_spec(name: str, # a registered name or variant, a sized retriever ('hybrid@20'), or 'file.py:Class'
                ) -> MethodSpec:
     "The `MethodSpec` a method name stands for, renamed to it for a variant (a size goes into `options`)."
-    if ":" in name: return own_method(name)
+    if ":" in name: return _buildable(own_method(name))
     base, n = method_size(name)
     s = next((s for s in METHOD_SPECS if base in (s.name, *s.variants)), None) or _entry_point(name)
     if s is None:
         raise ValueError(f"unknown method {name!r}; choose from {', '.join(_names(bool))}, a sized retriever "
                                    f"such as 'hybrid@20' ({', '.join(SIZED)}), or a class of your own "
                                    f"('file.py:Class')")
+    if s.kind == "own": _buildable(s)
     if n is not None: s = replace(s, options=s.options | dict(k=n))
     return s if name == s.name else replace(s, name=name, variants=())
 
@@ -345,6 +412,68 @@ def make_method(name: str | MethodSpec, # a name `method_spec` knows ('hybrid@20
     if config is not None:
         for k in s.settings: kw.setdefault(k, getattr(config, k))
     if s.config == "graphrag": kw["config"] = graphrag_config
-    m = s.cls()(chat_model, index, **(kw | s.options))
+    try: m = s.cls()(chat_model, index, **(kw | s.options))
+    except Exception as e:   # a class of your own that fails to build: one line (PACE_DEBUG shows where)
+        if s.kind != "own": raise
+        raise UsageError(f"--methods {s.spec}: building {s.make.__name__} failed: {_first_line(e)}") from e
     if getattr(m, "name", None) != s.name: m.name = s.name
     return m
+
+# %% ../../nbs/22_baselines.ipynb #3b97ae7b
+def refused_result(method, # the method whose output was refused
+                   query, # the query it ran on
+                   e: Exception, # what was wrong (an `OutputError`)
+                  ) -> MethodResult:
+    "The result that stands for a refused output: no evidence, no answer, one failed call at stage 'output'."
+    name, qid = getattr(method, "name", type(method).__name__), getattr(query, "query_id", None)
+    why = f"method {name}, query {qid}: {e}"
+    print(f"pace: warning: {why}; the row is recorded as failed (stage 'output')", file=sys.stderr)
+    call = AgentCall(stage="output", ok=False, error=why, fallback="refused: no evidence, no answer")
+    tr = BaselineTrace(method=name, query_id=qid, calls=[call], policy=f"refused: {e}")
+    return MethodResult(retrieved_ids=[], ranked=bool(getattr(method, "ranked", True)), answer=None,
+                        evidence=dict(final=[]), trace=tr.model_dump())
+
+# %% ../../nbs/22_baselines.ipynb #2fefda08
+def checked_result(r, # what the method's `run` returned
+                   method, # the method (its `k` and `repeats` are read)
+                   kb, # the query's instance's facts
+                  ) -> MethodResult:
+    "`r` as a `MethodResult` when it keeps the rule above; an `OutputError` saying what is wrong otherwise."
+    if isinstance(r, dict):
+        try: r = MethodResult(**r)
+        except (TypeError, ValueError) as e:
+            raise OutputError(f"run returned a dict that is no MethodResult: {_first_line(e)}") from None
+    if not isinstance(r, MethodResult): raise OutputError(f"run returned {_shown(r)}, not a MethodResult")
+    known, k = {f.doc_id for f in kb}, getattr(method, "k", None)
+    ids = r.retrieved_ids if not getattr(method, "repeats", False) else list(dict.fromkeys(r.retrieved_ids))
+    check_ids(ids, known, k if isinstance(k, int) and not isinstance(k, bool) else None, "retrieved_ids")
+    for stage, ev in r.evidence.items():
+        bad = [i for i in ev if i not in known]
+        if bad: raise OutputError(f"evidence[{stage!r}]: {len(bad)} not a fact of the instance "
+                                  f"(the first {bad[0]!r})")
+    return r
+
+# %% ../../nbs/22_baselines.ipynb #5f3b9953
+def run_checked(method, # a `Method`
+                query, instance, kb, answer: bool = True) -> MethodResult:
+    "`method.run(...)` checked (`checked_result`): a `refused_result` when it breaks the rule."
+    try: return checked_result(method.run(query, instance, kb, answer=answer), method, kb)
+    except OutputError as e: return refused_result(method, query, e)
+
+# %% ../../nbs/22_baselines.ipynb #94ce1a32
+def run_batch_checked(method, # a `Method` with `run_batch`
+                      queries: list, instances: list, kbs: list, answer: bool = True) -> list[MethodResult]:
+    "`method.run_batch(...)`, each result checked as `run_checked` checks one; one result per query."
+    try:
+        got = method.run_batch(queries, instances, kbs, answer=answer)
+        listed = got is not None and hasattr(got, "__iter__") and not isinstance(got, (str, bytes, dict))
+        rs = list(got) if listed else None
+        if rs is None or len(rs) != len(queries):
+            raise OutputError(f"run_batch returned {_shown(got)} for {len(queries)} queries, not one result "
+                              "each")
+    except OutputError as e: return [refused_result(method, q, e) for q in queries]
+    out = []
+    for q, r, kb in zip(queries, rs, kbs):
+        try: out.append(checked_result(r, method, kb))
+        except OutputError as e: out.append(refused_result(method, q, e))
+    return out
