@@ -155,7 +155,7 @@ def check_settings(run_dir: Path, # the job folder (its manifest, if any, is com
                    manifest: str = "run.json", # the manifest's file name
                    kind: str = "a run", # what the folder holds, for the message
                    elsewhere: str = "use another --name, or another --out", # how to start afresh
-                   explain=None, # (old, new settings) -> why they differ, in words (one line), or None
+                   explain=None, # (old, new settings) -> None, or (why in one line, the key it is about)
                   ):
     "Refuse (RunMismatchError) when the manifest holds other settings, or is missing beside result rows."
     man, res = Path(run_dir) / manifest, Path(run_dir) / "results.jsonl"
@@ -173,8 +173,12 @@ def check_settings(run_dir: Path, # the job folder (its manifest, if any, is com
     new = json.loads(json.dumps(settings, default=str))
     diff = settings_diff(comparable(old), comparable(new))
     why = explain(old, new) if diff and explain is not None else None
-    if why:
-        raise RunMismatchError(f"{run_dir} holds {kind} made with {why}; it was not resumed ({elsewhere})")
+    if why:   # the reason in one line; any other setting that differs is counted, not hidden
+        why, about = why
+        rest = [k for k in (d.split(":")[0] for d in diff) if k.split(".")[0] != about]
+        rest = f"; {len(rest)} other setting(s) differ too, e.g. {rest[0]}" if rest else ""
+        raise RunMismatchError(f"{run_dir} holds {kind} made with {why}; it was not resumed "
+                               f"({elsewhere}){rest}")
     if diff: raise RunMismatchError(f"{run_dir} holds {kind} with other settings; it was not resumed "
                                     f"({elsewhere}):\n  " + "\n  ".join(diff))
 
@@ -467,7 +471,7 @@ class JobFolder:
                  elsewhere: str = "use another --name, or another --out", # how to start afresh, for messages
                  prog: str = "pace run", # who says so on stderr
                  what: str = "the run folder", # the folder, for a mkdir error
-                 explain=None, # (old, new settings) -> why they differ, or None (`check_settings`)
+                 explain=None, # (old, new settings) -> None or (why, key): `check_settings`
                 ):
         self.path, self.manifest, self.kind, self.elsewhere = Path(path), manifest, kind, elsewhere
         self.prog, self.what, self.lock, self.settings, self.made = prog, what, None, None, None

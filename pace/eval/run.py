@@ -490,7 +490,12 @@ def _own_imports(s) -> dict:
             out[where if given is not None and name == given.__name__ else name] = h
     return dict(imports=dict(sorted(out.items()))) if out else {}
 
-def _own_change(old: dict, new: dict) -> str | None:
+def _own_change(old: dict, new: dict) -> tuple | None:
+    "(`_own_file_change` in words, 'own_methods'), or None: `check_settings`' explanation."
+    why = _own_file_change(old, new)
+    return None if why is None else (why, "own_methods")
+
+def _own_file_change(old: dict, new: dict) -> str | None:
     "In words, the first file of a method of your own that differs between two runs' settings (None: none)."
     olds = old.get("own_methods") or {}
     for m, n in (new.get("own_methods") or {}).items():
