@@ -110,6 +110,19 @@ def test_a_folder_without_row_digests_resumes_byte_for_byte(tmp_path, capsys):
     assert res.read_bytes() == before and digests_path(res).exists()
 
 
+def test_a_digest_cut_short_by_a_kill_does_not_spoil_the_next_one(tmp_path, capsys, monkeypatch):
+    import pace.eval.run as pr
+    assert pace(capsys, *run_args(tmp_path, TINY, "bm25", "r", "--limit", "1"))[0] == 0
+    with open(tmp_path / "r" / "results.sha256", "a") as f: f.write("0f3a")   # killed while appending a digest
+    def killed(*a): raise KeyboardInterrupt                               # and the resume is stopped before its rewrite
+    monkeypatch.setattr(pr, "_rewrite_sorted", killed)
+    assert pace(capsys, *run_args(tmp_path, TINY, "bm25", "r", "--limit", "2"))[0] == 130
+    monkeypatch.undo()
+    rc, out, err = pace(capsys, *run_args(tmp_path, TINY, "bm25", "r", "--limit", "0"))
+    assert rc == 0, err
+    assert len(read_jsonl(tmp_path / "r" / "results.jsonl")) == 4
+
+
 # --- 3. a dataset is its content ------------------------------------------------------------------------------------
 
 def test_the_same_dataset_at_another_path_resumes_and_merges(tmp_path, capsys):

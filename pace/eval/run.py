@@ -700,8 +700,11 @@ def _resume(job: JobFolder) -> dict:
     "The rows the folder holds, {(query_id, method): row}; both files lose a half-written last line."
     from pace.runfolder import digests_path, write_digests
     rows = job.rows("results.jsonl"); job.rows("timings.jsonl")   # a damaged line elsewhere is an error
-    if rows and not digests_path(job.path / "results.jsonl").exists():
+    sums = digests_path(job.path / "results.jsonl")
+    if rows and not sums.exists():
         write_digests(job.path / "results.jsonl", rows)   # a folder made before row digests: rows as they are
+    elif sums.exists() and sums.stat().st_size and not sums.read_bytes().endswith(b"\n"):
+        with open(sums, "a") as f: f.write("\n")   # a digest a kill cut short: the next one starts a line
     return {(r["query_id"], r["method"]): r for r in rows}
 
 class RunInterrupted(KeyboardInterrupt):
