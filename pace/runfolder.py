@@ -4,18 +4,20 @@
 
 # %% ../nbs/06_runfolder.ipynb #26efbbfa
 from __future__ import annotations
-import argparse, contextlib, fcntl, hashlib, json, os, shlex, shutil, socket, sys, time, types, typing
+import argparse, ast, contextlib, fcntl, hashlib, importlib.util, json, os, re, shlex, shutil, socket, sys
+import sysconfig, time, types, typing
 from pathlib import Path
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticUndefined
 from .atomic import write_text
-from .data import UsageError, first_missing, jsonl_lines, load_done, name_problem
+from .data import RunFileError, UsageError, first_missing, jsonl_lines, load_done, name_problem
 
 # %% auto #0
-__all__ = ['VOLATILE', 'split_volatile', 'dataset_sha256', 'model_fingerprint', 'settings_diff', 'RunMismatchError',
-           'check_settings', 'build_model', 'limit_rate', 'RunLocked', 'RunLock', 'take_lock', 'nonnegative_int',
-           'positive_int', 'positive_float', 'key_values', 'comma_list', 'option_fields', 'add_options',
-           'option_values', 'usage_error', 'read_manifest', 'write_manifest', 'JobFolder']
+__all__ = ['VOLATILE', 'NOT_COMPARED', 'split_volatile', 'dataset_sha256', 'comparable', 'model_fingerprint', 'module_sources',
+           'settings_diff', 'RunMismatchError', 'check_settings', 'build_model', 'limit_rate', 'RunLocked', 'RunLock',
+           'take_lock', 'nonnegative_int', 'positive_int', 'positive_float', 'key_values', 'comma_list',
+           'option_fields', 'add_options', 'option_values', 'usage_error', 'read_manifest', 'write_manifest',
+           'row_digest', 'digests_path', 'write_digests', 'append_digest', 'RowEditedError', 'check_rows', 'JobFolder']
 
 # %% ../nbs/06_runfolder.ipynb #5a31be6f
 VOLATILE = frozenset({"seconds", "model_seconds", "model_calls", "cache_hits", "cached", "timings",
@@ -55,6 +57,21 @@ def dataset_sha256(path, # a dataset folder
         if f.is_file(): h.update(rel.encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()
 
+# %% ../nbs/06_runfolder.ipynb #c104615c
+NOT_COMPARED = (("dataset", "name"),)   # settings recorded for the reader, never compared
+
+def comparable(settings: dict, # a job's settings, as its manifest holds them
+              ) -> dict:
+    "`settings` without the `NOT_COMPARED` keys (a copy: the caller's dict stays whole)."
+    out = dict(settings)
+    for *head, last in NOT_COMPARED:
+        d = out
+        for k in head:
+            if not isinstance(d.get(k), dict): break
+            d[k] = dict(d[k]); d = d[k]
+        else: d.pop(last, None)
+    return out
+
 # %% ../nbs/06_runfolder.ipynb #dd935bb7
 def model_fingerprint(m, # a chat model or embedder (None: no model)
                      ) -> dict | None:
@@ -63,6 +80,62 @@ def model_fingerprint(m, # a chat model or embedder (None: no model)
     fp = getattr(m, "fingerprint", None)
     fp = fp() if callable(fp) else dict(backend=type(m).__name__, model_id=getattr(m, "model_id", None))
     return json.loads(json.dumps(fp, default=str))
+
+# %% ../nbs/06_runfolder.ipynb #f9bf28ae
+def _user_file(f) -> bool:
+    "Whether a module file is the user's: not the standard library's, an installed package's or pace's own."
+    import pace
+    p = Path(f).resolve()
+    if {"site-packages", "dist-packages"} & set(p.parts): return False
+    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots.add(str(Path(pace.__file__).parent))
+    return not any(p.is_relative_to(Path(r).resolve()) for r in roots)
+
+def _imported(tree: ast.AST, name: str, is_pkg: bool) -> list[str]:
+    "The module names the `import`s anywhere in a module's source may load: packages, relative ones resolved."
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import): bases, subs = [a.name for a in node.names], []
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                pkg = name if is_pkg else name.rpartition(".")[0]
+                for _ in range(node.level - 1): pkg = pkg.rpartition(".")[0]
+                base = ".".join(filter(None, [pkg, base]))
+            bases, subs = [base], [f"{base}.{a.name}" for a in node.names if a.name != "*"]
+        else: continue
+        for b in filter(None, bases):
+            parts = b.split(".")
+            out += [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+        out += subs   # `from pkg import mod`: a submodule, or a name that is no module (dropped later)
+    return list(dict.fromkeys(out))
+
+def _module_file(name: str) -> str | None:
+    "The file module `name` was (or would be) loaded from; None: the standard library, or no such module."
+    if name.split(".")[0] in sys.stdlib_module_names: return None
+    if name in sys.modules: return getattr(sys.modules[name], "__file__", None)
+    parent = name.rpartition(".")[0]
+    if parent and parent not in sys.modules: return None   # finding it would import its package
+    try: spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError, AttributeError): return None
+    return spec.origin if spec is not None and spec.has_location else None
+
+# %% ../nbs/06_runfolder.ipynb #5bb46841
+def module_sources(module, # a module (e.g. the one a method of your own is defined in)
+                  ) -> dict[str, str]:
+    "{module name: sha256 of its file} of `module` and of every module of yours it imports, transitively."
+    out, todo = {}, [(module.__name__, getattr(module, "__file__", None))]
+    while todo:
+        name, f = todo.pop()
+        if name in out or not f or not _user_file(f): continue
+        try: src = Path(f).read_bytes()
+        except OSError: continue
+        out[name] = hashlib.sha256(src).hexdigest()
+        if not f.endswith(".py"): continue
+        try: tree = ast.parse(src)
+        except (SyntaxError, ValueError): continue
+        todo += [(n, _module_file(n)) for n in _imported(tree, name, Path(f).name == "__init__.py")]
+    return dict(sorted(out.items()))
 
 # %% ../nbs/06_runfolder.ipynb #d6449c8b
 def settings_diff(old, new, path=""):
@@ -82,6 +155,7 @@ def check_settings(run_dir: Path, # the job folder (its manifest, if any, is com
                    manifest: str = "run.json", # the manifest's file name
                    kind: str = "a run", # what the folder holds, for the message
                    elsewhere: str = "use another --name, or another --out", # how to start afresh
+                   explain=None, # (old, new settings) -> None, or (why in one line, the key it is about)
                   ):
     "Refuse (RunMismatchError) when the manifest holds other settings, or is missing beside result rows."
     man, res = Path(run_dir) / manifest, Path(run_dir) / "results.jsonl"
@@ -96,7 +170,15 @@ def check_settings(run_dir: Path, # the job folder (its manifest, if any, is com
     except ValueError:
         raise RunMismatchError(f"{man} is not valid JSON: move the folder away or {elsewhere.split(',')[0]}"
                                ) from None
-    diff = settings_diff(old, json.loads(json.dumps(settings, default=str)))
+    new = json.loads(json.dumps(settings, default=str))
+    diff = settings_diff(comparable(old), comparable(new))
+    why = explain(old, new) if diff and explain is not None else None
+    if why:   # the reason in one line; any other setting that differs is counted, not hidden
+        why, about = why
+        rest = [k for k in (d.split(":")[0] for d in diff) if k.split(".")[0] != about]
+        rest = f"; {len(rest)} other setting(s) differ too, e.g. {rest[0]}" if rest else ""
+        raise RunMismatchError(f"{run_dir} holds {kind} made with {why}; it was not resumed "
+                               f"({elsewhere}){rest}")
     if diff: raise RunMismatchError(f"{run_dir} holds {kind} with other settings; it was not resumed "
                                     f"({elsewhere}):\n  " + "\n  ".join(diff))
 
@@ -355,6 +437,49 @@ def write_manifest(run_dir: Path, # the job folder
     text = json.dumps(dict(settings=settings, **scope, status=status, **extra), indent=1, default=str) + "\n"
     write_text(Path(run_dir) / name, text)
 
+# %% ../nbs/06_runfolder.ipynb #becd065c
+def row_digest(row: dict, # a result row
+              ) -> str:
+    "sha256 of the row as a JSON line is written (keys sorted, UTF-8 kept): the same for the row read back."
+    return hashlib.sha256(json.dumps(row, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
+
+# %% ../nbs/06_runfolder.ipynb #e9a11c42
+def digests_path(rows_path, # a JSON lines file of rows, e.g. `results.jsonl`
+                ) -> Path:
+    "Where the digests of a rows file are kept: beside it, `.sha256` for `.jsonl`."
+    return Path(rows_path).with_suffix(".sha256")
+
+# %% ../nbs/06_runfolder.ipynb #d3cb5d36
+def write_digests(rows_path, # the rows file the digests are of
+                  rows, # its rows, as written
+                 ):
+    "Write the digest of each row, one a line, beside the rows file (atomically)."
+    write_text(digests_path(rows_path), "".join(row_digest(r) + "\n" for r in rows))
+
+# %% ../nbs/06_runfolder.ipynb #01c95a8a
+def append_digest(f, # the digests file, open for appending text
+                  row: dict):
+    "Append the row's digest, flushed and synced: called before the row itself is appended."
+    f.write(row_digest(row) + "\n"); f.flush(); os.fsync(f.fileno())
+
+# %% ../nbs/06_runfolder.ipynb #b826486a
+class RowEditedError(RunFileError):
+    "A row of a job's rows file that the job did not write as it is (edited by hand)."
+
+# %% ../nbs/06_runfolder.ipynb #6ce5ee5c
+def check_rows(rows_path, # a rows file (missing: nothing to check)
+              ):
+    "`RowEditedError` naming the first line whose row has no digest beside it (no digests file: not checked)."
+    p = Path(rows_path); d = digests_path(p)
+    if not d.exists() or not p.exists(): return
+    known = {l.strip() for l in d.read_text(errors="replace").splitlines()}
+    for n, obj, _ in jsonl_lines(p.read_bytes()):
+        if obj is None or row_digest(obj) in known: continue
+        pair = ", ".join(f"{k} {obj[k]!r}" for k in ("query_id", "method") if isinstance(obj.get(k), str))
+        pair = f" ({pair})" if pair else ""
+        raise RowEditedError(f"{p}: line {n}{pair} is not a row this job wrote (its digest "
+                             f"is not in {d.name}): restore it, or delete that line to make the row again")
+
 # %% ../nbs/06_runfolder.ipynb #d091b8b2
 class JobFolder:
     "A job's folder: made and locked (`opening`), its manifest checked (`check`), written (`write`); rows."
@@ -364,9 +489,11 @@ class JobFolder:
                  elsewhere: str = "use another --name, or another --out", # how to start afresh, for messages
                  prog: str = "pace run", # who says so on stderr
                  what: str = "the run folder", # the folder, for a mkdir error
+                 explain=None, # (old, new settings) -> None or (why, key): `check_settings`
                 ):
         self.path, self.manifest, self.kind, self.elsewhere = Path(path), manifest, kind, elsewhere
         self.prog, self.what, self.lock, self.settings, self.made = prog, what, None, None, None
+        self.explain = explain
 
     @contextlib.contextmanager
     def opening(self, lock: bool = True):
@@ -390,7 +517,7 @@ class JobFolder:
 
     def check(self, settings: dict) -> dict:
         "Refuse (`RunMismatchError`) a manifest that holds other settings; keep `settings` for `write`."
-        check_settings(self.path, settings, self.manifest, self.kind, self.elsewhere)
+        check_settings(self.path, settings, self.manifest, self.kind, self.elsewhere, self.explain)
         self.settings = settings
         return settings
 
@@ -405,5 +532,7 @@ class JobFolder:
         write_manifest(self.path, self.settings, scope, status, self.manifest, **extra)
 
     def rows(self, name: str) -> list[dict]:
-        "The rows of the folder's JSON lines file `name` so far (a line a kill cut short is dropped)."
-        return load_done(self.path / name)
+        "The rows of the folder's JSON lines file `name` so far (torn last line dropped; hand edit refused)."
+        rows = load_done(self.path / name)
+        check_rows(self.path / name)
+        return rows

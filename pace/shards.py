@@ -4,12 +4,12 @@
 
 # %% ../nbs/07_shards.ipynb #32ebb1e3
 from __future__ import annotations
-import json, re
+import json, re, sys
 from pathlib import Path
 from typing import NamedTuple
 from .atomic import write_text
-from .data import UsageError, jsonl_text, load_done
-from .runfolder import read_manifest, settings_diff
+from .data import UsageError, jsonl_lines, jsonl_text
+from .runfolder import check_rows, comparable, read_manifest, settings_diff
 
 # %% auto #0
 __all__ = ['Shard', 'parse_shard', 'shard_ids', 'MergeError', 'check_parts', 'merged_rows', 'merge_file', 'gap_check']
@@ -52,8 +52,8 @@ class MergeError(UsageError):
 
 # %% ../nbs/07_shards.ipynb #be0f953b
 def _diff_keys(a: dict, b: dict) -> list[str]:
-    "The dotted keys where two settings differ."
-    return [d.split(":")[0] for d in settings_diff(a, b)]
+    "The dotted keys where two settings differ (`comparable`: a dataset is its content, not its name)."
+    return [d.split(":")[0] for d in settings_diff(comparable(a), comparable(b))]
 
 def check_parts(parts, # the part folders
                 name: str = "run.json", # their manifest
@@ -91,18 +91,38 @@ def check_parts(parts, # the part folders
     return sorted(mans, key=lambda m: m["shard"]["index"])
 
 # %% ../nbs/07_shards.ipynb #577007c4
+def _part_rows(f: Path) -> list[tuple[int, dict]]:
+    "(line, row) of a part's JSONL file, read only: a damaged line a `MergeError`, a torn last one skipped."
+    if not f.exists(): return []
+    lines, out = list(jsonl_lines(f.read_bytes())), []
+    for i, (n, obj, why) in enumerate(lines):
+        if why is None: out.append((n, obj)); continue
+        if i < len(lines) - 1:
+            raise MergeError(f"{f}: line {n} is not a valid JSON object ({why}): repair or delete that line")
+        print(f"pace merge: warning: {f}: line {n} is cut short, as a killed writer leaves it ({why}): "
+              "skipped (the part is not changed)", file=sys.stderr)
+    check_rows(f)
+    return out
+
 def merged_rows(files, # one JSONL file per part (a missing file holds no rows)
                 key, # row -> a sortable key (e.g. (query_id, method))
                 order=None, # key -> sort key (default: the key itself)
+                known=None, # the keys the whole job covers: a row outside them is refused (None: any)
                ) -> list[dict]:
     "The rows of every file, sorted by `order(key(row))`; a `MergeError` when one key is in two files."
     where, rows = {}, []
     for f in map(Path, files):
-        for r in load_done(f):
-            k = key(r)
-            if k in where and where[k] != f:
-                raise MergeError(f"overlap: {k} is in both {where[k]} and {f}")
-            where[k] = f; rows.append(r)
+        for n, r in _part_rows(f):
+            try: k = key(r); hash(k)
+            except (KeyError, TypeError) as e:
+                raise MergeError(f"{f}: line {n} is not a row of this job (no {e}): delete that line"
+                                 ) from None
+            if known is not None and k not in known:
+                raise MergeError(f"{f}: line {n}: {k} is not in the job its run.json describes: delete that "
+                                 "line, or run the job with it")
+            if k in where and where[k][0] != f:
+                raise MergeError(f"overlap: {k} is in both {where[k][0]} and {f} (line {n})")
+            where[k] = (f, n); rows.append(r)
     last = {key(r): r for r in rows}   # within one file the last line of a key wins, as on resume
     return [last[k] for k in sorted(last, key=order or (lambda k: k))]
 
@@ -113,9 +133,10 @@ def merge_file(out, # the merged folder
                key, order=None, # as `merged_rows`
                empty: bool = True, # write the file even when no part holds a row
                check=None, # rows -> None, raising when they cannot be merged (e.g. `gap_check`)
+               known=None, # the keys the whole job covers, as `merged_rows`
               ) -> list[dict]:
     "`merged_rows` of `name` in every part, checked, written to `out/name` (sorted-key JSON lines): rows."
-    rows = merged_rows([Path(p) / name for p in parts], key, order)
+    rows = merged_rows([Path(p) / name for p in parts], key, order, known)
     if check is not None: check(rows)
     if rows or empty: write_text(Path(out) / name, jsonl_text(rows))
     return rows

@@ -447,7 +447,8 @@ def _run_folder(out_dir, name: str) -> JobFolder:
     out, run_dir = Path(out_dir), Path(out_dir) / check_run_name(name)
     for p, what in ((out, "--out"), (run_dir, "the run folder")):
         if p.exists() and not p.is_dir(): raise UsageError(f"{what} {p} is a file, not a folder")
-    return JobFolder(run_dir)
+    # an edited file of a method of your own is named in one line
+    return JobFolder(run_dir, explain=lambda old, new: _own_change(old, new))
 
 def _open_cache(cache, run_dir: Path):
     "The run's cache, opened once for all its models: `<run>/cache.sqlite` by default; False: none."
@@ -464,8 +465,9 @@ def _warn_dataset(ds):
 
 def _own_settings(specs: dict, # {name: `MethodSpec`} of the run
                  ) -> dict:
-    "What makes the rows of methods of your own, for `run.json`: spec and source sha256 ({} for none)."
-    own = {m: dict(spec=s.spec, sha256=s.sha256) for m, s in specs.items() if s.kind == "own"}
+    "What makes the rows of methods of your own, for `run.json`: spec, source sha256, imports' ({} for none)."
+    own = {m: dict(spec=s.spec, sha256=s.sha256) | _own_imports(s)
+           for m, s in specs.items() if s.kind == "own"}
     return dict(own_methods=own) if own else {}   # no key otherwise: the other runs' run.json stays as it was
 
 def _index_settings(c: RunConfig) -> dict:
@@ -500,6 +502,42 @@ def _settings(run) -> dict:
                 hipporag=hipporag_settings() if "hipporag2" in run.methods else None,
                 **_own_settings(run.specs), **_index_settings(c),
                 **_preset_settings(c))
+
+# %% ../../nbs/32_run.ipynb #31f35e81
+def _own_imports(s) -> dict:
+    "{'imports': {module: sha256}} of the files of yours a method of your own imports ({} for none)."
+    from pace.runfolder import module_sources
+    cls, where = s.cls(), (s.spec or "").rpartition(":")[0]
+    given = sys.modules.get(where) or next(   # the spec's module, when the class is imported into it
+        (m for m in list(sys.modules.values()) if where.endswith(".py") and getattr(m, "__file__", None)
+         and Path(m.__file__).resolve() == Path(where).resolve()), None)
+    out = {}
+    for root in dict.fromkeys(m for m in (sys.modules.get(cls.__module__), given) if m is not None):
+        for name, h in module_sources(root).items():
+            if name == cls.__module__: continue   # the class's own file: `sha256`
+            out[where if given is not None and name == given.__name__ else name] = h
+    return dict(imports=dict(sorted(out.items()))) if out else {}
+
+def _own_change(old: dict, new: dict) -> tuple | None:
+    "(`_own_file_change` in words, 'own_methods'), or None: `check_settings`' explanation."
+    why = _own_file_change(old, new)
+    return None if why is None else (why, "own_methods")
+
+def _own_file_change(old: dict, new: dict) -> str | None:
+    "In words, the first file of a method of your own that differs between two runs' settings (None: none)."
+    olds = old.get("own_methods") or {}
+    for m, n in (new.get("own_methods") or {}).items():
+        o, where = olds.get(m), str(n.get("spec")).rpartition(":")[0]
+        if not isinstance(o, dict): continue
+        if o.get("sha256") != n.get("sha256"): return f"another version of {where} (own_methods.{m}.sha256)"
+        oi, ni = o.get("imports") or {}, n.get("imports") or {}
+        for mod in sorted(set(oi) | set(ni)):
+            if oi.get(mod) == ni.get(mod): continue
+            f, key = getattr(sys.modules.get(mod), "__file__", None) or mod, f"own_methods.{m}.imports"
+            if mod not in ni: return f"{where} when it imported {mod}, which it no longer does ({key})"
+            if mod not in oi: return f"{where} before it imported {f} ({key})"
+            return f"another version of {f}, which {where} imports ({key})"
+    return None
 
 # %% ../../nbs/32_run.ipynb #4de9862f
 def _todo(queries, methods, done: dict, retry_failed: bool) -> list[tuple]:
@@ -615,9 +653,9 @@ def _concurrently(fn, items: list, workers: int):
     finally: ex.shutdown(wait=True, cancel_futures=True)
 
 # %% ../../nbs/32_run.ipynb #1016c967
-def _append(f, path: Path, row: dict):
-    "`append_row`; a write error (a full disk) names the file."
-    try: append_row(f, row)
+def _append(f, path: Path, row: dict, write=None):
+    "`append_row` (or `write`); a write error (a full disk) names the file."
+    try: (write or append_row)(f, row)
     except OSError as e:
         if e.filename: raise
         raise OSError(e.errno, e.strerror or str(e), str(path)) from None
@@ -635,9 +673,13 @@ def _run_pairs(run, todo: list) -> tuple[int, int]:
     new = retried = 0
     bar = tqdm(total=len(todo) + len(batched), desc=f"pace run {run.run_dir.name}", disable=not x.progress,
                unit="pair")
-    with open(run.results, "a", encoding="utf-8") as fr, open(run.timings, "a", encoding="utf-8") as ft, bar:
+    from pace.runfolder import append_digest, digests_path
+    sums = digests_path(run.results)   # each row's digest goes in before the row: `pace.runfolder.check_rows`
+    with open(run.results, "a", encoding="utf-8") as fr, open(run.timings, "a", encoding="utf-8") as ft, \
+            open(sums, "a", encoding="utf-8") as fs, bar:
         for row, tim, again in pairs:
-            _append(ft, run.timings, tim); _append(fr, run.results, row)
+            _append(ft, run.timings, tim); _append(fs, sums, row, append_digest)
+            _append(fr, run.results, row)
             new += 1; retried += again; bar.update()
     return new, retried
 
@@ -648,6 +690,8 @@ def _rewrite_sorted(res_p: Path, tim_p: Path) -> list[dict]:
     rows = [last[k] for k in sorted(last)]
     tims = {(t["query_id"], t["method"]): t for t in load_done(tim_p) if (t["query_id"], t["method"]) in last}
     for p, rs in ((res_p, rows), (tim_p, [tims[k] for k in sorted(tims)])): _write_rows(p, rs)
+    from pace.runfolder import write_digests
+    write_digests(res_p, rows)   # after the rows: until then the old digests hold every row kept
     return rows
 
 def _write_rows(p: Path, rows: list[dict]):
@@ -674,14 +718,21 @@ def _scope(run, rows) -> dict:
     limit = lambda n: 0 if n >= run.n_dataset else n
     out = dict(methods=methods, query_ids=qids, limit=limit(len(qids)))
     if getattr(run, "shard", None):   # what the whole run covers: the merge checks and writes it
-        whole = [q.query_id for q in run.whole]
+        was = ((old.get("shard") or {}).get("of") or {}).get("query_ids", [])   # a shard's job only grows too
+        whole = list(dict.fromkeys([*was, *(q.query_id for q in run.whole)]))
         out["shard"] = dict(index=run.shard.index, count=run.shard.count,
                             of=dict(methods=methods, query_ids=whole, limit=limit(len(whole))))
     return out
 
 def _resume(job: JobFolder) -> dict:
     "The rows the folder holds, {(query_id, method): row}; both files lose a half-written last line."
+    from pace.runfolder import digests_path, write_digests
     rows = job.rows("results.jsonl"); job.rows("timings.jsonl")   # a damaged line elsewhere is an error
+    sums = digests_path(job.path / "results.jsonl")
+    if rows and not sums.exists():
+        write_digests(job.path / "results.jsonl", rows)   # a folder made before row digests: rows as they are
+    elif sums.exists() and sums.stat().st_size and not sums.read_bytes().endswith(b"\n"):
+        with open(sums, "a") as f: f.write("\n")   # a digest a kill cut short: the next one starts a line
     return {(r["query_id"], r["method"]): r for r in rows}
 
 class RunInterrupted(KeyboardInterrupt):
@@ -835,9 +886,14 @@ def merge_runs(out, # the folder to write (new, or empty)
     whole, key = mans[0]["shard"]["of"], lambda r: (r["query_id"], r["method"])
     pairs = {(q, m) for q in whole["query_ids"] for m in whole["methods"]}
     job = JobFolder(out); job.settings = mans[0]["settings"]
-    gap = lambda rows: gap_check(sorted(pairs), map(key, rows), "pair(s) of the whole run")
-    rows = merge_file(out, parts, "results.jsonl", key, check=gap)
-    merge_file(out, parts, "timings.jsonl", key)
+    from pace.shards import merged_rows
+    from pace.runfolder import write_digests
+    files = lambda name: [p / name for p in parts]
+    rows = merged_rows(files("results.jsonl"), key, known=pairs)   # read only: a part is never changed
+    gap_check(sorted(pairs), map(key, rows), "pair(s) of the whole run")
+    tims = merged_rows(files("timings.jsonl"), key, known=pairs)   # checked too, before anything is written
+    for name, rs in (("results.jsonl", rows), ("timings.jsonl", tims)): _write_rows(out / name, rs)
+    write_digests(out / "results.jsonl", rows)
     held = [r for r in rows if key(r) in pairs]
     n_failed = sum(bool(r["failed"]["agent"] or r["failed"]["judge"]) for r in held)
     job.write("complete", whole, n_pairs=len(held), n_pairs_with_failures=n_failed)
