@@ -656,3 +656,23 @@ def test_an_authors_layout_query_without_a_date_takes_its_cases_and_one_of_its_o
     t, c = (datasets.load_dataset(str(tmp_path / "hub"), n, split="test", cache_dir=str(tmp_path / "cache")) for n in ("queries", "corpus"))
     tl = {r["case_id"]: r["ref_date"] for r in c}
     assert all(r["ref_date"] == tl[r["case_id"]] for r in t)   # the release's loader reads one timeline a case
+
+
+def test_an_empty_gold_query_scores_0_for_retrieval_and_is_still_judged(tmp_path):
+    "The release keeps a query without gold: its retrieval scores 0 (no crash, not skipped) and its answer is judged."
+    from pace.testing import FakeChat, schema_reply
+    from pace.eval.run import run_experiment
+    from pace.eval.evaluate import read_jsonl, results_frame
+    data = tmp_path / "tiny"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "tiny", data)
+    lines = (data / "queries.jsonl").read_text().splitlines()
+    q = json.loads(lines[0]) | {"gold_doc_ids": [], "meta": {"empty_gold": True}}
+    (data / "queries.jsonl").write_text("\n".join([json.dumps(q)] + lines[1:]) + "\n")
+    r = run_experiment(chat=FakeChat(schema_reply, cache=False), name="e", cache=False, dataset=data, methods=["oracle", "bm25"],
+                       embedder="hash:hash", out_dir=tmp_path / "runs", limit=0, progress=False)
+    rows = [x for x in read_jsonl(r["results"]) if x["query_id"] == q["query_id"]]
+    assert len(rows) == 2 and all(x["judge"] is not None and x["judge"]["label"] in ("PASS", "FAIL") for x in rows)
+    df = results_frame(read_jsonl(r["results"])).set_index(["query_id", "method"])
+    row = df.loc[(q["query_id"], "bm25")]
+    assert (row["recall@10"], row["hit@10"], row["mrr"], row["funnel:final"]) == (0.0, 0.0, 0.0, 0.0)
+    assert r["n_rows"] == 8
