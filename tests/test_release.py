@@ -676,3 +676,22 @@ def test_an_empty_gold_query_scores_0_for_retrieval_and_is_still_judged(tmp_path
     row = df.loc[(q["query_id"], "bm25")]
     assert (row["recall@10"], row["hit@10"], row["mrr"], row["funnel:final"]) == (0.0, 0.0, 0.0, 0.0)
     assert r["n_rows"] == 8
+
+
+def test_an_authors_layout_querys_own_date_is_read_or_replaced_by_its_cases(tmp_path, capsys):
+    "An entry's own ref_date (the loader strips the release's): a loose one read, one outside the window the case's."
+    export_release(MINI, tmp_path / "off", layout="official")
+    f = tmp_path / "off" / "kb" / "mini-01" / "queries.json"
+    obj = json.loads(f.read_text())
+    obj["queries"][0]["ref_date"], obj["queries"][1]["ref_date"] = "2099-01-01", "2026/3/10"
+    f.write_text(json.dumps(obj))
+    s = import_release(tmp_path / "off", tmp_path / "out")
+    ds = load_pace_dataset(tmp_path / "out")
+    q = [x for x in ds.queries if x.instance_id == "mini-01"]
+    assert (str(q[0].ref_date), str(q[1].ref_date)) == ("2026-03-04", "2026-03-10")
+    assert s["changed"] == ["case 'mini-01', kb/mini-01/queries.json (queries.0.query_ref_date): '2099-01-01' is no date in the case's window: the case's 2026-03-04 taken",
+                            "case 'mini-01', kb/mini-01/queries.json (queries.1.query_ref_date): '2026/3/10' read as 2026-03-10"]
+    assert all(c in (tmp_path / "out" / "README.md").read_text() for c in s["changed"])
+    assert main(["data", "import", str(tmp_path / "off"), str(tmp_path / "strict"), "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert "field 'queries.0.ref_date': 2099-01-01 is outside the case's window" in err and "'2026/3/10' is not an ISO date" in err
