@@ -212,7 +212,7 @@ def _release_timelines(rows: list[Row], problems: list, report: dict) -> dict[st
     last, seen, dates = {}, {}, set()
     for r in rows:
         case = _case(r, problems)
-        if case is None: continue
+        if case is None or all(r.data.get(k) is None for k in TIMELINE): continue   # a row without one
         tl = {k: lenient_date(r.data.get(k)) or _iso(r.data.get(k)) for k in TIMELINE}
         for k in TIMELINE:
             v = _iso(r.data.get(k))

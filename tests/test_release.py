@@ -695,3 +695,13 @@ def test_an_authors_layout_querys_own_date_is_read_or_replaced_by_its_cases(tmp_
     assert main(["data", "import", str(tmp_path / "off"), str(tmp_path / "strict"), "--strict"]) == 2
     err = capsys.readouterr().err
     assert "field 'queries.0.ref_date': 2099-01-01 is outside the case's window" in err and "'2026/3/10' is not an ISO date" in err
+
+
+def test_a_queries_file_without_a_timeline_takes_the_corpus_one(tmp_path):
+    "Rows that give no timeline at all neither set the case's nor count as disagreeing (a bare list of queries)."
+    export_release(MINI, tmp_path / "off", layout="official")
+    f = tmp_path / "off" / "kb" / "mini-01" / "queries.json"
+    f.write_text(json.dumps(json.loads(f.read_text())["queries"]))
+    s = import_release(tmp_path / "off", tmp_path / "out")
+    assert (s["queries"], s["changed"], s["timelines"]) == (72, [], {})
+    assert pace_files(tmp_path / "out") == pace_files(MINI)
