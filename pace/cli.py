@@ -44,6 +44,8 @@ def _add_data(sub):
                                   "the folder the authors' loader writes (kb/<case_id>/corpus.json, "
                                   "profile/<case_id>.json)")
     i.add_argument("out", help="the PACE folder to write (new, or empty)")
+    i.add_argument("--strict", action="store_true", help="refuse a row the import would repair or leave "
+                   "out (a dangling gold id, a loose date, an empty fact, ...), not list it in the card")
     i.set_defaults(func=_data_import)
     e = dsub.add_parser("export", help="write a PACE folder as the release is shared: the authors' layout "
                                        "or the hub's tables")
@@ -57,8 +59,10 @@ def _add_data(sub):
 
 def _data_import(a) -> int:
     from pace.release import import_release
-    s = import_release(a.source, a.out)
-    kept = f"; {s['kept_out']} queries with an empty gold list kept out" if s["kept_out"] else ""
+    s = import_release(a.source, a.out, strict=a.strict)
+    said = (("empty_gold", "queries with an empty gold list kept"), ("changed", "rows changed or left out"),
+            ("timelines", "cases whose rows disagree on the timeline"))
+    kept = "".join(f"; {len(s[k])} {w}" for k, w in said if s[k])
     print(f"{a.out}: {s['instances']} instances, {s['facts']} facts, {s['queries']} queries from "
           f"{s['source']} ({s['kind']}){kept}; what changed: {Path(a.out) / 'README.md'}")
     return 0

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Iterator, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 # %% auto #0
 __all__ = ['ISODate', 'Text', 'SITUATION_TYPES', 'LABELS', 'MAX_NAME_BYTES', 'LOOKALIKES', 'MAX_FACT_CHARS', 'RELEASE_LAYOUTS',
@@ -84,10 +84,17 @@ class Query(BaseModel):
     ref_date: ISODate
     situation_type: Literal["temporal", "personal", "state"] | None  # null: the source does not say
     label: Literal["conflict", "non_conflict"]
-    gold_doc_ids: list[Text] = Field(min_length=1)
+    gold_doc_ids: list[Text]  # non-empty, except where meta.empty_gold is true (an imported release's)
     judgment: Text
     context: Text | None = None
     meta: dict = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _some_gold(self):
+        if not self.gold_doc_ids and self.meta.get("empty_gold") is not True:
+            raise ValueError("gold_doc_ids: empty; a query needs its gold evidence (only an imported "
+                             "release's query without gold may have none, with meta.empty_gold true)")
+        return self
 
 # %% ../nbs/00_data.ipynb #abfb7c73
 @dataclass(frozen=True)

@@ -14,22 +14,21 @@ __all__ = ['retrieval_metrics', 'mean_metrics', 'evaluate_rankings', 'coverage_c
 
 # %% ../nbs/13_metrics.ipynb #1ab1fd84
 def retrieval_metrics(ranked_ids: list[str], # retrieved doc_ids, best first
-                      gold_ids: list[str],   # the query's gold doc_ids (non-empty)
+                      gold_ids: list[str],   # the query's gold doc_ids ([]: every metric 0, as the release)
                       ks=(5, 10),            # cut-offs
                      ) -> dict:
     "Recall@k, Hit@k, Gold@k, Precision@k, MRR@k for each k and MRR over the whole list, for one query."
     if isinstance(ranked_ids, str) or isinstance(gold_ids, str):
         raise TypeError("ranked_ids and gold_ids must be lists of doc_ids")
     gold = set(gold_ids)
-    if not gold: raise ValueError("gold_ids must not be empty")
     if not ks or any(k < 1 for k in ks): raise ValueError(f"ks must be positive integers, got {ks}")
     ranked = list(dict.fromkeys(ranked_ids))
     out = {}
     for k in ks:
         found = len(gold.intersection(ranked[:k]))
-        out[f"recall@{k}"] = found / len(gold)
+        out[f"recall@{k}"] = found / len(gold) if gold else 0.0
         out[f"hit@{k}"] = float(found > 0)
-        out[f"gold@{k}"] = float(found == len(gold))
+        out[f"gold@{k}"] = float(bool(gold) and found == len(gold))
     first = next((r for r, d in enumerate(ranked, 1) if d in gold), None)   # rank of the first gold
     rr = lambda k: 1 / first if first is not None and first <= k else 0.0
     out[f"mrr@{max(ks)}"] = rr(max(ks))
@@ -69,17 +68,17 @@ def evidence_coverage(rows: list[dict], k: int = 10) -> dict:
 
 # %% ../nbs/13_metrics.ipynb #3cf004fc
 def funnel(evidence: dict[str, list[str]], # stage -> doc ids at that stage, stages in order
-           gold_ids: list[str],            # the query's gold doc_ids (non-empty)
+           gold_ids: list[str],            # the query's gold doc_ids ([]: recall 0)
           ) -> dict[str, dict]:
     "Per stage: number of distinct docs `n`, gold `found` among them (of `n_gold`) and `recall`."
     gold = set(gold_ids)
-    if not gold: raise ValueError("gold_ids must not be empty")
     out = {}
     for stage, ids in evidence.items():
         if isinstance(ids, str): raise TypeError(f"stage {stage!r}: ids must be a list, not a str")
         ids = set(ids)
         found = len(gold & ids)
-        out[stage] = dict(n=len(ids), found=found, n_gold=len(gold), recall=found / len(gold))
+        recall = found / len(gold) if gold else 0.0
+        out[stage] = dict(n=len(ids), found=found, n_gold=len(gold), recall=recall)
     return out
 
 # %% ../nbs/13_metrics.ipynb #92acfedb

@@ -13,12 +13,12 @@ from .data import (DatasetError, Fact, Instance, Problem, Query, UsageError, loa
                        loads_unique, name_problem, release_layout, stats_markdown, validate_object)
 
 # %% auto #0
-__all__ = ['HUB_ID', 'CONFIGS', 'SPLIT', 'TIMELINE', 'QUERY_COLUMNS', 'CORPUS_COLUMNS', 'ALTER_KEYS', 'MAX_PROBLEMS', 'MARK',
-           'LAYOUTS', 'Row', 'normalise_label', 'normalise_type', 'safe_case_name', 'drop_nulls', 'extra_meta',
-           'persona_full_name', 'profile_alters', 'Imported', 'release_to_pace', 'load_table', 'quiet_datasets',
-           'local_table', 'read_official', 'Source', 'read_release', 'check_new_folder', 'remove_stale', 'new_folder',
-           'write_pace', 'import_card', 'import_release', 'pace_to_release', 'write_official', 'write_hub',
-           'export_card', 'export_release']
+__all__ = ['HUB_ID', 'CONFIGS', 'SPLIT', 'TIMELINE', 'QUERY_COLUMNS', 'CORPUS_COLUMNS', 'EMPTY_GOLD', 'ALTER_KEYS',
+           'MAX_PROBLEMS', 'MARK', 'LAYOUTS', 'Row', 'normalise_label', 'normalise_type', 'safe_case_name',
+           'drop_nulls', 'lenient_date', 'extra_meta', 'persona_full_name', 'profile_alters', 'Imported',
+           'release_to_pace', 'load_table', 'quiet_datasets', 'local_table', 'read_official', 'Source', 'read_release',
+           'check_new_folder', 'remove_stale', 'new_folder', 'write_pace', 'import_card', 'import_release',
+           'pace_to_release', 'write_official', 'write_hub', 'export_card', 'export_release']
 
 # %% ../nbs/08_release.ipynb #654de68f
 HUB_ID = "p2chp2t/pace"   # the released PACE on the Hugging Face hub
@@ -26,8 +26,9 @@ CONFIGS = ("queries", "corpus", "profiles")   # its tables, each with the one sp
 SPLIT = "test"
 TIMELINE = ("window_start", "ref_date", "window_end")   # repeated on every query and corpus row
 QUERY_COLUMNS = ("case_id", *TIMELINE, "query_id", "query", "situation_type", "label", "gold_doc_ids",
-                 "judgment", "context")   # the columns a query row maps to fields; the others go under meta
+                 "judgment", "context", "query_ref_date")   # mapped to fields; other columns go under meta
 CORPUS_COLUMNS = ("case_id", *TIMELINE, "doc_id", "text")
+EMPTY_GOLD = "empty_gold"   # a query's meta key: true where the release gives no gold (scored 0, judged)
 
 # %% ../nbs/08_release.ipynb #2d26fac9
 class Row(NamedTuple):
@@ -42,7 +43,8 @@ class Row(NamedTuple):
 
 # %% ../nbs/08_release.ipynb #295ea413
 _LABELS = {"conflict": "conflict", "conflicting": "conflict", "non_conflict": "non_conflict",
-           "nonconflict": "non_conflict", "no_conflict": "non_conflict", "not_conflict": "non_conflict"}
+           "nonconflict": "non_conflict", "no_conflict": "non_conflict", "not_conflict": "non_conflict",
+           "non_conflicting": "non_conflict"}
 
 def normalise_label(v, # a label as a release spells it
                    ):
@@ -84,6 +86,23 @@ def _iso(v):
     "A date or datetime as its ISO date; anything else as given (the format's check reports it)."
     if isinstance(v, dt.datetime): return v.date().isoformat()
     return v.isoformat() if isinstance(v, dt.date) else v
+
+# %% ../nbs/08_release.ipynb #d7e1a2b4
+_DATE_FORMS = (r"(\d{4})-(\d{1,2})-(\d{1,2})", r"(\d{4})/(\d{1,2})/(\d{1,2})",
+               r"(\d{4})\.(\d{1,2})\.(\d{1,2})", r"(\d{4})(\d{2})(\d{2})")
+
+def lenient_date(v, # a date as a release may spell it
+                ) -> str | None:
+    "The ISO date of `v` when it names one day unambiguously (year first, or an ISO date-time); else None."
+    v = _iso(v)
+    if not isinstance(v, str): return None
+    t = v.strip()
+    t = re.sub(r"^(\d{4}-\d{2}-\d{2})[T ]\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$", r"\1", t)
+    for form in _DATE_FORMS:
+        if m := re.fullmatch(form, t):
+            try: return dt.date(*map(int, m.groups())).isoformat()
+            except ValueError: return None
+    return None
 
 # %% ../nbs/08_release.ipynb #6fa2978e
 def extra_meta(row: dict, # a source row
@@ -176,6 +195,41 @@ def _meta_put(obj: dict, key: str, value, row: Row, problems: list) -> bool:
     return True
 
 # %% ../nbs/08_release.ipynb #e9978c73
+def _where(r: Row, field: str | None = None) -> str:
+    "A row's place (and field) as the card lists it."
+    at = ".".join(x for x in (r.at, field) if x)
+    return r.file + (f" ({at})" if at else "")
+
+def _lenient(r: Row, field: str, refusal: str, change: str, problems: list, report: dict) -> bool:
+    "A problem (False) under `strict`; else the change, listed with its case and row for the card (True)."
+    if report["strict"]:
+        problems.append(r.problem(field, refusal)); return False
+    report["changed"].append(f"case {_key(r.data.get('case_id'))!r}, {_where(r, field)}: {change}")
+    return True
+
+def _release_timelines(rows: list[Row], problems: list, report: dict) -> dict[str, dict]:
+    "{case id: its timeline as the release's loader takes it (the last row's)}; disagreements counted."
+    last, seen, dates = {}, {}, set()
+    for r in rows:
+        case = _case(r, problems)
+        if case is None or all(r.data.get(k) is None for k in TIMELINE): continue   # a row without one
+        tl = {k: lenient_date(r.data.get(k)) or _iso(r.data.get(k)) for k in TIMELINE}
+        for k in TIMELINE:
+            v = _iso(r.data.get(k))
+            if v != tl[k] and (case, k, v) not in dates:
+                dates.add((case, k, v))
+                _lenient(r, k, "", f"{v!r} read as {tl[k]} (every row of the case that gives it)", problems,
+                         report)
+        last[case] = (tl, r)
+        seen.setdefault(case, []).append((tl, r))
+    for case, rs in seen.items():
+        other = [r for tl, r in rs if tl != last[case][0]]
+        if other:
+            report["timelines"][case] = (f"{len(other)} of {len(rs)} rows give another timeline (first: "
+                                         f"{_where(other[0])}); the case's is the last row's "
+                                         f"({_where(last[case][1])}): {last[case][0]}")
+    return {c: tl for c, (tl, _) in last.items()}
+
 def _timelines(corpus: list[Row], problems: list) -> dict[str, dict]:
     "{case id: the timeline its corpus rows repeat}; a problem (once per case) where they disagree."
     timelines, told = {}, set()
@@ -251,6 +305,13 @@ def _facts(rows: list[Row], instances: dict, problems: list, report: dict) -> di
         case = _key(r.data.get("case_id"))
         if case not in instances: continue   # reported with its profile (or its lack of one) below
         doc = {"doc_id": _text_id(r.data.get("doc_id")), "text": r.data.get("text")}
+        if (isinstance(doc["doc_id"], str) and doc["doc_id"].strip() and (doc["text"] is None or (
+                isinstance(doc["text"], str) and not doc["text"].strip()))):
+            if _lenient(r, "text", "missing or empty: a fact needs its text",
+                        f"fact {doc['doc_id']!r} has no text: left out (and from gold lists)", problems,
+                        report):
+                report["empty_facts"].add((case, doc["doc_id"]))
+            continue
         meta = _clashes(r, CORPUS_COLUMNS, problems)
         if meta is None: continue
         report["meta_columns"]["corpus"].update(k for k in r.data if k not in CORPUS_COLUMNS)
@@ -274,37 +335,59 @@ def _gold(r: Row, ids: set, problems: list, report: dict):
                                                f"{type(g).__name__}"))
     if bad: return False
     if len(set(gold)) != len(gold): report["gold_repeats"] += 1
-    gold = list(dict.fromkeys(gold))
+    gold, kept = list(dict.fromkeys(gold)), []
     for i, g in enumerate(gold):
-        if g not in ids:
-            why = f"{g!r} is not a doc_id of the corpus of case {r.data.get('case_id')!r}"
-            problems.append(r.problem(f"gold_doc_ids.{i}", why))
-    return gold
+        if g in ids: kept.append(g); continue
+        empty = (_key(r.data.get("case_id")), g) in report["empty_facts"]
+        why = f"{g!r} is not a doc_id of the corpus of case {r.data.get('case_id')!r}"
+        if not _lenient(r, f"gold_doc_ids.{i}", why, f"gold id {g!r} dropped ("
+                        + ("its fact has no text" if empty else "not a doc_id of the case's corpus")
+                        + "); the query kept", problems, report): kept.append(g)
+    return kept
+
+def _query_date(r: Row, tl: dict, problems: list, report: dict):
+    "A query's ref_date: its own (`query_ref_date`) when valid and in the window, else its case's (lenient)."
+    d = r.data
+    own = d.get("query_ref_date")
+    if report["strict"]: return _iso(own if own is not None else d.get("ref_date")) or tl["ref_date"]
+    if own is None: return tl["ref_date"]   # the release's rule: every query of a case has the case's date
+    v = lenient_date(own)
+    if v is not None and tl["window_start"] <= v <= tl["window_end"]:
+        if v != _iso(own): _lenient(r, "query_ref_date", "", f"{_iso(own)!r} read as {v}", problems, report)
+        return v
+    _lenient(r, "query_ref_date", "", f"{_iso(own)!r} is no date in the case's window: the case's "
+             f"{tl['ref_date']} taken", problems, report)
+    return tl["ref_date"]
 
 def _query(r: Row, inst: dict, ids: set, problems: list, report: dict) -> dict | None:
     "The query of one query row (None when it has a problem, or an empty gold list: then it is kept out)."
     d, tl = r.data, inst["timeline"]
     # the authors' loader takes the request from `query`, else from `text`
     col = "text" if d.get("query") is None and d.get("text") is not None else "query"
-    for k in ("window_start", "window_end"):
-        if d.get(k) is not None and _iso(d[k]) != tl[k]:
+    for k in ("window_start", "window_end"):   # lenient: the case's timeline was built from every row
+        if report["strict"] and d.get(k) is not None and _iso(d[k]) != tl[k]:
             problems.append(r.problem(k, f"{_iso(d[k])} differs from the case's corpus timeline ({tl[k]})"))
+    label = normalise_label(d.get("label"))   # strict: the format's check refuses another one
+    if label not in ("conflict", "non_conflict") and not report["strict"]:
+        return _lenient(r, "label", "", f"label {d.get('label')!r} is no spelling of conflict or "
+                        "non_conflict: the query left out", problems, report) and None
     gold, meta = _gold(r, ids, problems, report), _clashes(r, QUERY_COLUMNS + (col,), problems)
     if gold is False or meta is None: return None
     q = {"query_id": _text_id(d.get("query_id")), "instance_id": inst["instance_id"], "query": d.get(col),
-         "ref_date": _iso(d.get("ref_date")) or tl["ref_date"],
+         "ref_date": _query_date(r, tl, problems, report),
          "situation_type": normalise_type(d.get("situation_type")),
-         "label": normalise_label(d.get("label")), "gold_doc_ids": gold, "judgment": d.get("judgment")}
+         "label": label, "gold_doc_ids": gold, "judgment": d.get("judgment")}
     if d.get("context") is not None: q["context"] = d["context"]
     report["meta_columns"]["queries"].update(k for k in d if k not in QUERY_COLUMNS + (col,))
     if meta: q["meta"] = meta
-    if gold in (None, []):
-        report["kept_out"].append(f"{d.get('case_id')}/{q['query_id']}"); return None
+    if isinstance(gold, list) and not gold:   # kept, as the release keeps it: retrieval scores 0
+        report["empty_gold"].append(f"{d.get('case_id')}/{q['query_id']}")
+        q["meta"] = q.get("meta", {}) | {EMPTY_GOLD: True}
     if q["label"] != d.get("label") and q["label"] in ("conflict", "non_conflict"):
         report["labels"][f"{d.get('label')!r} -> {q['label']}"] += 1
     if q["situation_type"] is None: report["untyped"] += 1
     if not _checked(Query, q, r, problems): return None
-    if not tl["window_start"] <= q["ref_date"] <= tl["window_end"]:
+    if report["strict"] and not tl["window_start"] <= q["ref_date"] <= tl["window_end"]:
         problems.append(r.problem("ref_date", f"{q['ref_date']} is outside the case's window "
                                   f"({tl['window_start']} to {tl['window_end']})")); return None
     return q
@@ -332,13 +415,18 @@ def _unique_ids(queries: list[tuple[Row, str, dict]], problems: list, report: di
 # %% ../nbs/08_release.ipynb #a0219eca
 def release_to_pace(tables: dict[str, list[Row]], # {config: its rows}, for each of `CONFIGS`
                     source: str = "release", # what the error names
+                    strict: bool = False, # refuse every row that is not in the format's terms (see above)
                    ) -> Imported:
     "The PACE instances, knowledge bases and queries of a release's rows (see above), or a `DatasetError`."
     problems = []
-    report = dict(rows={c: len(tables[c]) for c in CONFIGS}, labels=Counter(), untyped=0, kept_out=[],
+    report = dict(rows={c: len(tables[c]) for c in CONFIGS}, labels=Counter(), untyped=0, empty_gold=[],
                   gold_repeats=0, prefixed_queries=0, renamed_cases={}, alters_from=Counter(),
-                  meta_columns={"queries": set(), "corpus": set()})
-    timelines = _timelines(tables["corpus"], problems)
+                  meta_columns={"queries": set(), "corpus": set()}, strict=strict, changed=[], timelines={},
+                  empty_facts=set())
+    timelines = (_timelines(tables["corpus"], problems) if strict else
+                 _release_timelines(tables["corpus"] + tables["queries"], problems, report))
+    in_corpus = {_key(r.data.get("case_id")) for r in tables["corpus"]}
+    timelines = {c: tl for c, tl in timelines.items() if c in in_corpus}   # a case needs a corpus
     instances = _instances(tables["profiles"], timelines, problems, report)
     kb = _facts(tables["corpus"], instances, problems, report)
     ids = {c: {f["doc_id"] for f in facts} for c, facts in kb.items()}
@@ -483,6 +571,8 @@ def read_official(root, # the folder the authors' loader wrote: kb/<case_id>/, p
                 if not isinstance(e, dict):
                     problems.append(Problem(rel, None, f"{config}.{i}", "expected an object"))
                 elif _own_case(e, case, rel, f"{config}.{i}.case_id", problems):
+                    if config == "queries" and "ref_date" in e:   # the loader strips it: a query's own date
+                        e = {("query_ref_date" if k == "ref_date" else k): v for k, v in e.items()}
                     tables[config].append(Row(rel, f"{config}.{i}", {"case_id": case, **tl, **e}))
     for f in sorted((root / "profile").glob("*.json")) if (root / "profile").is_dir() else []:
         rel = f"profile/{f.name}"
@@ -636,10 +726,17 @@ def _changes(rep: dict) -> list[str]:
         shown = ", ".join(f"{k!r} -> {v}" for k, v in sorted(rep["renamed_cases"].items())[:10])
         out.append(f"{len(rep['renamed_cases'])} case ids are not plain file names: renamed (the original "
                    f"under the instance's `meta.source_case_id`): {shown}")
-    if rep["kept_out"]:
-        shown = ", ".join(rep["kept_out"][:20]) + (" ..." if len(rep["kept_out"]) > 20 else "")
-        out.append(f"{len(rep['kept_out'])} queries with an empty gold list kept out (nothing to score them "
-                   f"by): {shown}")
+    if rep["empty_gold"]:
+        out.append(f"{len(rep['empty_gold'])} queries have an empty gold list: kept, marked "
+                   f"`meta.{EMPTY_GOLD}` "
+                   "(retrieval scores 0, the answer is still judged, as in the release): "
+                   + ", ".join(rep["empty_gold"]))
+    if rep["timelines"]:
+        out.append(f"{len(rep['timelines'])} cases whose rows disagree on the timeline: "
+                   + "; ".join(f"case {c!r}: {why}" for c, why in rep["timelines"].items()))
+    if rep["changed"]:
+        out.append(f"{len(rep['changed'])} rows changed or left out (`--strict` refuses them):")
+        out.extend(f"  - {c}" for c in rep["changed"])
     if rep["gold_repeats"]: out.append(f"{rep['gold_repeats']} gold lists named a doc twice: kept once")
     if rep["alters_from"]:
         out.append("alters from the persona: " + ", ".join(f"`spec.{k}` ({n})" for k, n in
@@ -662,7 +759,7 @@ def import_card(src: Source, out: Path, imp: Imported, stats: str, date: str,
         f"- Licence, as the source gives it: {src.license or 'not stated in the source (see its card)'}. "
         "The source's terms apply to this folder.", "",
         "## Counts (`pace data check`)", "", stats, "", "## What the import changed", "",
-        *[f"- {l}" for l in _changes(imp.report)], "",
+        *[l if l.startswith("  - ") else f"- {l}" for l in _changes(imp.report)], "",
         *(["## Warnings of the format's check", "", *[f"- {w}" for w in warnings], ""] if warnings else []),
         "How each field was mapped: `docs/guide/released-data.md` of the pace repository.", ""])
 
@@ -670,6 +767,7 @@ def import_card(src: Source, out: Path, imp: Imported, stats: str, date: str,
 def import_release(source, # the hub id (HUB_ID), a local copy of it, or the authors' layout
                    out, # the PACE folder to write (new, or empty)
                    date: str | None = None, # the card's date (default: today, UTC)
+                   strict: bool = False, # refuse every row the import would change or leave out
                   ) -> dict:
     "Write the PACE folder `out` (and its card) from a release: its counts, what was kept out, the warnings."
     out = check_new_folder(out)
@@ -677,7 +775,7 @@ def import_release(source, # the hub id (HUB_ID), a local copy of it, or the aut
         cache = tmp / ".cache"   # `datasets`' arrow copies of a local copy: inside, so a kill leaves none
         src = read_release(source, str(cache))
         shutil.rmtree(cache, ignore_errors=True)
-        imp = release_to_pace(src.tables, str(source))
+        imp = release_to_pace(src.tables, str(source), strict)
         write_pace(tmp, imp)
         try: ds = load_pace_dataset(tmp)   # the format's own check, on what was written
         except DatasetError as e: raise DatasetError(out, e.problems) from None
@@ -688,7 +786,8 @@ def import_release(source, # the hub id (HUB_ID), a local copy of it, or the aut
         (tmp / "README.md").write_text(card, encoding="utf-8")
     return dict(out=str(out), source=src.name, kind=src.kind, instances=len(ds.instances),
                 facts=sum(map(len, ds.kb.values())), queries=len(ds.queries),
-                kept_out=len(imp.report["kept_out"]), warnings=warnings)
+                empty_gold=imp.report["empty_gold"], changed=imp.report["changed"],
+                timelines=imp.report["timelines"], warnings=warnings)
 
 # %% ../nbs/08_release.ipynb #f0a752ad
 def _profile_row(inst: dict, case: str) -> dict:
@@ -755,11 +854,12 @@ def pace_to_release(ds, # a `pace.data.PaceDataset`
     for q, m in zip(ds.queries, metas):
         tl = tl_of[q.instance_id]
         row = {"case_id": case_of[q.instance_id], "window_start": tl["window_start"],
-               "ref_date": str(q.ref_date), "window_end": tl["window_end"],
+               "ref_date": tl["ref_date"], "window_end": tl["window_end"],
                "query_id": source.get(q.query_id, q.query_id), "query": q.query,
                "gold_doc_ids": list(q.gold_doc_ids), "label": q.label, "judgment": q.judgment,
                "situation_type": q.situation_type}
         if q.context is not None: row["context"] = q.context
+        if str(q.ref_date) != tl["ref_date"]: row["query_ref_date"] = str(q.ref_date)   # its own date
         tables["queries"].append(row | (m if flat else {"meta": m or None}))
     return tables
 
@@ -777,10 +877,10 @@ def write_official(folder: Path, # an empty folder
     tl = {r["case_id"]: {k: r[k] for k in TIMELINE} for r in tables["corpus"]}
     by = {c: {case: [] for case in tl} for c in ("corpus", "queries")}
     for r in tables["corpus"]: by["corpus"][r["case_id"]].append(drop(r, ("case_id", *TIMELINE)))
-    for r in tables["queries"]:
-        own = r["ref_date"] != tl[r["case_id"]]["ref_date"]   # a query's own ref_date is kept when it differs
-        keys = ("case_id", "window_start", "window_end") + (() if own else ("ref_date",))
-        by["queries"][r["case_id"]].append(drop(r, keys))
+    for r in tables["queries"]:   # a query's own ref_date is kept (as `ref_date`) where it differs
+        e = drop(r, ("case_id", *TIMELINE))
+        e = {("ref_date" if k == "query_ref_date" else k): v for k, v in e.items()}
+        by["queries"][r["case_id"]].append(e)
     for case in tl:
         if (folder / "kb" / case).exists():   # a file system that ignores case or normalises unicode
             other = next(c for c in tl if (folder / "kb" / c).exists() and c != case)

@@ -163,7 +163,7 @@ CASES = [   # id, what the folder holds first, the command line (T is the test's
     ("data import of a PACE folder", None, ["data", "import", str(TINY), "T/out"], r"tiny: a PACE folder already"),
     ("data import of the kb/ folder alone", the_authors_layout, ["data", "import", "T/off/kb", "T/out"],
      r"the kb/ folder of the authors' layout: .*`pace data import \S+/off OUT`"),
-    ("data import of a dangling gold id", a_hub_copy_with_a_dangling_gold_id, ["data", "import", "T/hub", "T/out"],
+    ("data import --strict of a dangling gold id", a_hub_copy_with_a_dangling_gold_id, ["data", "import", "T/hub", "T/out", "--strict"],
      r"queries row 1: field 'gold_doc_ids.2': 'zz' is not a doc_id of the corpus of case 'tiny-maya'$"),
     ("data check on the authors' layout", the_authors_layout, ["data", "check", "T/off"],
      r"off: not a PACE folder but the authors' release layout .*`pace data import \S+/off OUT`, then use OUT$"),

@@ -115,15 +115,16 @@ def check_imported(out: Path):
     second = list(ds.instances.values())[1]
     assert second.meta == {"source_case_id": "user/7"} and second.ego.name == "Bo Lind"
     assert [a.model_dump() for a in second.alters] == [{"name": "Kim", "relation": "friend"}]
-    assert len(ds.queries) == 7   # one empty gold list kept out
-    assert [q.label for q in ds.queries] == ["conflict", "non_conflict", "non_conflict"] + ["conflict", "non_conflict", "non_conflict", "conflict"]
+    assert len(ds.queries) == 8   # an empty gold list kept, as the release keeps it
+    assert [q.label for q in ds.queries] == ["conflict", "non_conflict", "non_conflict", "conflict"] * 2
+    assert ds.queries[3].gold_doc_ids == [] and ds.queries[3].meta == {"difficulty": 3, "empty_gold": True, "source_query_id": "q3"}
     assert all(q.situation_type is None for q in ds.queries)
     assert ds.queries[0].query_id == "case-1-q0" and ds.queries[0].meta == {"difficulty": 0, "source_query_id": "q0"}
     assert ds.queries[0].gold_doc_ids == ["d0", "d3"]
     assert ds.fact("case-1", "d0").meta == {"label": "Conflict", "origin": "gold"}   # corpus columns kept as given
     card = (out / "README.md").read_text()
-    assert "kept out" in card and "case-1/q3" in card and "'No Conflict' -> non_conflict (2)" in card
-    assert "' CONFLICT' -> conflict (1)" in card and "1 gold lists named a doc twice" in card
+    assert "1 queries have an empty gold list: kept" in card and "case-1/q3" in card and "'No Conflict' -> non_conflict (2)" in card
+    assert "' CONFLICT' -> conflict (2)" in card and "1 gold lists named a doc twice" in card
     assert "'user/7' -> " in card and "`spec.relationships` (2)" in card and "n/a" in card
     return ds, card
 
@@ -131,7 +132,7 @@ def check_imported(out: Path):
 def test_a_parquet_copy_in_the_hub_schema_is_imported(tmp_path):
     write_parquet(tmp_path / "copy", hub_rows())
     s = import_release(tmp_path / "copy", tmp_path / "out", date="2026-01-02")
-    assert s["kept_out"] == 1 and s["queries"] == 7
+    assert s["empty_gold"] == ["case-1/q3"] and s["queries"] == 8 and s["changed"] == []
     _, card = check_imported(tmp_path / "out")
     assert "on 2026-01-02" in card and "Licence, as the source gives it: not stated" in card
     assert main(["data", "check", str(tmp_path / "out")]) == 0
@@ -206,9 +207,9 @@ def test_the_authors_layout_is_imported_like_its_tables(tmp_path):
     assert sorted(a.instances) == sorted(b.instances)
 
 
-def test_a_dangling_gold_id_is_refused_with_its_row_and_nothing_is_written(tmp_path):
+def test_a_dangling_gold_id_is_refused_under_strict_with_its_row_and_nothing_is_written(tmp_path):
     write_parquet(tmp_path / "copy", hub_rows(dangling=True))
-    with pytest.raises(DatasetError) as e: import_release(tmp_path / "copy", tmp_path / "out")
+    with pytest.raises(DatasetError) as e: import_release(tmp_path / "copy", tmp_path / "out", strict=True)
     assert "queries row 5: field 'gold_doc_ids.1': 'zz' is not a doc_id of the corpus of case 'user/7'" in str(e.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["copy"]
 
@@ -579,3 +580,128 @@ def test_two_cases_that_become_one_instance_id_are_refused_in_one_line(tmp_path,
     write_parquet(tmp_path / "copy", rows)
     err = one_line_error(capsys, ["data", "import", str(tmp_path / "copy"), str(tmp_path / "out")])
     assert f"profiles row 2: field 'case_id': case {twin!r} becomes instance id {twin!r}, which case 'user/7' has" in err
+
+
+# --- issue 43 item 7: the import keeps going where the release would ---------------------------------------------------
+
+def defective_rows(defect=None):
+    "`hub_rows` with each defect the release runs on (or only `defect`): every one is repaired, kept or left out."
+    rows = hub_rows(dangling=defect in (None, "dangling"))
+    q = {(r["case_id"], r["query_id"]): r for r in rows["queries"]}
+    if defect in (None, "outside"): q[("case-1", "q0")]["ref_date"] = "2026-05-09"   # outside the window; the case's is the last row's
+    if defect in (None, "date"):
+        for r in rows["corpus"] + rows["queries"]:
+            if r["case_id"] == "user/7": r["window_start"] = "2026/3/1"
+    if defect in (None, "empty fact"):
+        rows["corpus"][5]["text"] = "  "   # case-1 d5
+        if defect is None: q[("case-1", "q1")]["gold_doc_ids"] = ["d1", "d5", "d3"]
+    if defect in (None, "label"): q[("user/7", "q2")]["label"] = "maybe"
+    return rows
+
+
+def test_an_import_lists_every_row_it_changed_or_left_out(tmp_path, capsys):
+    write_parquet(tmp_path / "copy", defective_rows())
+    assert main(["data", "import", str(tmp_path / "copy"), str(tmp_path / "out")]) == 0
+    said = capsys.readouterr().out
+    assert "7 queries" in said and "1 queries with an empty gold list kept" in said and "5 rows changed or left out" in said
+    ds = load_pace_dataset(tmp_path / "out")
+    q = {(q.instance_id, q.meta["source_query_id"]): q for q in ds.queries}
+    seven = release.safe_case_name("user/7")
+    assert ("user/7" not in q) and (seven, "q2") not in q   # the unknown label: left out
+    assert q[(seven, "q1")].gold_doc_ids == ["d1"]   # the dangling id dropped, the query kept
+    assert q[("case-1", "q1")].gold_doc_ids == ["d1", "d3"] and "d5" not in {f.doc_id for f in ds.kb["case-1"]}
+    assert str(q[("case-1", "q0")].ref_date) == "2026-03-04"   # the case's date, as the release's loader takes it
+    assert str(ds.instances[seven].timeline.window_start) == "2026-03-01"
+    assert q[("case-1", "q3")].gold_doc_ids == [] and q[("case-1", "q3")].meta["empty_gold"] is True
+    card = (tmp_path / "out" / "README.md").read_text()
+    for line in ["case 'user/7', queries row 5 (gold_doc_ids.1): gold id 'zz' dropped (not a doc_id of the case's corpus); the query kept",
+                 "case 'user/7', queries row 6 (label): label 'maybe' is no spelling of conflict or non_conflict: the query left out",
+                 "case 'case-1', corpus row 5 (text): fact 'd5' has no text: left out (and from gold lists)",
+                 "case 'case-1', queries row 1 (gold_doc_ids.1): gold id 'd5' dropped (its fact has no text); the query kept",
+                 "case 'user/7', corpus row 12 (window_start): '2026/3/1' read as 2026-03-01 (every row of the case that gives it)",
+                 "case 'case-1': 1 of 16 rows give another timeline (first: queries row 0); the case's is the last row's (queries row 3)",
+                 "1 cases whose rows disagree on the timeline", "5 rows changed or left out (`--strict` refuses them)",
+                 "1 queries have an empty gold list: kept, marked `meta.empty_gold`"]:
+        assert line in card, line
+    assert main(["data", "check", str(tmp_path / "out")]) == 0
+
+
+def test_strict_refuses_each_defect_and_writes_nothing(tmp_path, capsys):
+    write_parquet(tmp_path / "copy", defective_rows())
+    assert main(["data", "import", str(tmp_path / "copy"), str(tmp_path / "out"), "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and not (tmp_path / "out").exists()
+    for want in ["profiles row 1: field 'timeline.window_start': '2026/3/1' is not an ISO date", "corpus row 5: field 'text': missing or empty",
+                 "queries row 0: field 'ref_date': 2026-05-09 is outside the case's window", "queries row 1: field 'gold_doc_ids.1': 'd5' is not a doc_id"]:
+        assert want in err, want
+
+
+@pytest.mark.parametrize("defect", ["dangling", "outside", "date", "empty fact", "label"])
+def test_strict_refuses_one_defect_in_one_line(tmp_path, capsys, defect):
+    rows = defective_rows(defect)
+    rows["queries"] = [r for r in rows["queries"] if r["gold_doc_ids"]]   # (an empty gold list is kept either way)
+    write_parquet(tmp_path / "copy", rows)
+    assert main(["data", "import", str(tmp_path / "copy"), str(tmp_path / "out"), "--strict"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("pace: "), err
+    assert main(["data", "import", str(tmp_path / "copy"), str(tmp_path / "lenient")]) == 0
+
+
+def test_an_authors_layout_query_without_a_date_takes_its_cases_and_one_of_its_own_is_kept(tmp_path):
+    export_release(SAMPLE, tmp_path / "official", layout="official")
+    import_release(tmp_path / "official", tmp_path / "out")
+    a, b = load_pace_dataset(SAMPLE), load_pace_dataset(tmp_path / "out")
+    assert {q.query_id: q.ref_date for q in a.queries} == {q.query_id: q.ref_date for q in b.queries}
+    export_release(SAMPLE, tmp_path / "hub", layout="hub")
+    t, c = (datasets.load_dataset(str(tmp_path / "hub"), n, split="test", cache_dir=str(tmp_path / "cache")) for n in ("queries", "corpus"))
+    tl = {r["case_id"]: r["ref_date"] for r in c}
+    assert all(r["ref_date"] == tl[r["case_id"]] for r in t)   # the release's loader reads one timeline a case
+
+
+def test_an_empty_gold_query_scores_0_for_retrieval_and_is_still_judged(tmp_path):
+    "The release keeps a query without gold: its retrieval scores 0 (no crash, not skipped) and its answer is judged."
+    from pace.testing import FakeChat, schema_reply
+    from pace.eval.run import run_experiment
+    from pace.eval.evaluate import read_jsonl, results_frame
+    data = tmp_path / "tiny"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "tiny", data)
+    lines = (data / "queries.jsonl").read_text().splitlines()
+    q = json.loads(lines[0]) | {"gold_doc_ids": [], "meta": {"empty_gold": True}}
+    (data / "queries.jsonl").write_text("\n".join([json.dumps(q)] + lines[1:]) + "\n")
+    r = run_experiment(chat=FakeChat(schema_reply, cache=False), name="e", cache=False, dataset=data, methods=["oracle", "bm25"],
+                       embedder="hash:hash", out_dir=tmp_path / "runs", limit=0, progress=False)
+    rows = [x for x in read_jsonl(r["results"]) if x["query_id"] == q["query_id"]]
+    assert len(rows) == 2 and all(x["judge"] is not None and x["judge"]["label"] in ("PASS", "FAIL") for x in rows)
+    df = results_frame(read_jsonl(r["results"])).set_index(["query_id", "method"])
+    row = df.loc[(q["query_id"], "bm25")]
+    assert (row["recall@10"], row["hit@10"], row["mrr"], row["funnel:final"]) == (0.0, 0.0, 0.0, 0.0)
+    assert r["n_rows"] == 8
+
+
+def test_an_authors_layout_querys_own_date_is_read_or_replaced_by_its_cases(tmp_path, capsys):
+    "An entry's own ref_date (the loader strips the release's): a loose one read, one outside the window the case's."
+    export_release(MINI, tmp_path / "off", layout="official")
+    f = tmp_path / "off" / "kb" / "mini-01" / "queries.json"
+    obj = json.loads(f.read_text())
+    obj["queries"][0]["ref_date"], obj["queries"][1]["ref_date"] = "2099-01-01", "2026/3/10"
+    f.write_text(json.dumps(obj))
+    s = import_release(tmp_path / "off", tmp_path / "out")
+    ds = load_pace_dataset(tmp_path / "out")
+    q = [x for x in ds.queries if x.instance_id == "mini-01"]
+    assert (str(q[0].ref_date), str(q[1].ref_date)) == ("2026-03-04", "2026-03-10")
+    assert s["changed"] == ["case 'mini-01', kb/mini-01/queries.json (queries.0.query_ref_date): '2099-01-01' is no date in the case's window: the case's 2026-03-04 taken",
+                            "case 'mini-01', kb/mini-01/queries.json (queries.1.query_ref_date): '2026/3/10' read as 2026-03-10"]
+    assert all(c in (tmp_path / "out" / "README.md").read_text() for c in s["changed"])
+    assert main(["data", "import", str(tmp_path / "off"), str(tmp_path / "strict"), "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert "field 'queries.0.ref_date': 2099-01-01 is outside the case's window" in err and "'2026/3/10' is not an ISO date" in err
+
+
+def test_a_queries_file_without_a_timeline_takes_the_corpus_one(tmp_path):
+    "Rows that give no timeline at all neither set the case's nor count as disagreeing (a bare list of queries)."
+    export_release(MINI, tmp_path / "off", layout="official")
+    f = tmp_path / "off" / "kb" / "mini-01" / "queries.json"
+    f.write_text(json.dumps(json.loads(f.read_text())["queries"]))
+    s = import_release(tmp_path / "off", tmp_path / "out")
+    assert (s["queries"], s["changed"], s["timelines"]) == (72, [], {})
+    assert pace_files(tmp_path / "out") == pace_files(MINI)
