@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 
 # %% auto #0
-__all__ = ['SMALL_MODEL_NOTE', 'PDF_METADATA', 'is_small_model', 'recorded_models', 'caption', 'write_table', 'save_figure',
-           'method_bars']
+__all__ = ['SMALL_MODEL_NOTE', 'PDF_METADATA', 'is_small_model', 'recorded_models', 'caption', 'run_title', 'write_table',
+           'save_figure', 'method_bars']
 
 # %% ../../nbs/35_figures.ipynb #f2736378
 SMALL_MODEL_NOTE = ("Made with small models on CPU: it shows the pipeline at work, "
@@ -50,6 +50,19 @@ def caption(title: str, # what the table or figure shows, e.g. 'Table 1: dataset
     out = [title.rstrip(". ") + "."] + ([f"From {source}."] if source else [])
     out += [f"Models: {', '.join(ms)}." if ms else "No model call.", f"n = {n} {unit}."]
     return " ".join(out + ([SMALL_MODEL_NOTE] if small else []))
+
+# %% ../../nbs/35_figures.ipynb #fe7c3a56
+def run_title(meta: dict, # a run's `run.json`
+             ) -> str:
+    "What a run is, for a title: its chat model, how many queries of which dataset, the preset."
+    s = meta.get("settings") or {}
+    chat = (s.get("chat") or {}).get("model_id")
+    model = re.sub(r"-(instruct|q\d|gguf).*$", "", chat) if chat else "no chat model"
+    n = len(meta.get("query_ids") or [])
+    ds = (s.get("dataset") or {}).get("name", "?")
+    parts = [model, f"{n} {'query' if n == 1 else 'queries'} of {ds}",
+             f"{s.get('preset') or 'pace'} preset"]
+    return ", ".join(parts + (["retrieval only"] if s.get("retrieval_only") else []))
 
 # %% ../../nbs/35_figures.ipynb #9fcfbf0b
 _TEX = {c: "\\" + c for c in "&%$#_{}"} | {"~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
