@@ -97,3 +97,68 @@ def test_an_optional_backend_that_is_missing_names_its_extra(tmp_path, capsys, m
                  "--methods", "bm25", "--limit", "1", "--no-progress", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "No module named 'transformers'" in err and "'hf' extra" in err and "pip install -e '.[hf]'" in err, err
+
+
+# --- figures and LaTeX a paper can use ------------------------------------------------------------------------------
+
+FIGURES = sorted(p for p in (ROOT / "results").rglob("figure*.png") if p.with_suffix(".csv").is_file())
+
+
+@pytest.mark.parametrize("png", FIGURES, ids=lambda p: str(p.relative_to(ROOT / "results")))
+def test_a_committed_figure_is_drawn_only_from_data(png):
+    "Each figure whose data is written beside it (name.csv) rests on at least one item (n > 0) and one value."
+    import pandas as pd
+    d = pd.read_csv(png.with_suffix(".csv"))
+    if "n" in d: assert int(d["n"].fillna(0).sum()) > 0, f"{png.name}: drawn from n = 0 everywhere (no figure: remove it)"
+    values = [c for c in ("value", "share", "pass_rate") if c in d]
+    assert not values or d[values].notna().any().any(), f"{png.name}: no value to draw"
+
+
+def test_figure_problems_refuses_an_empty_or_unlabelled_figure(tmp_path):
+    "The check `save_figure` runs: the old figure 3 (an unnamed panel, no y label) and an all-missing PASS panel."
+    import matplotlib; matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from pace.eval.figures import figure_problems, save_figure
+    fig, axes = plt.subplots(1, 2, sharey=True)
+    axes[0].bar(["none", "full"], [50.0, 50.0]); axes[1].bar(["none", "full"], [float("nan")] * 2)
+    for ax in axes: ax.set(xlabel="gold evidence the answerer saw")
+    axes[0].set_ylabel("conflict queries (%)"); fig.suptitle("mini-qwen2.5-0.5b-n6")
+    assert figure_problems(fig) == ["panel 1 has no title", "panel 2 has no title", "panel 2 has no y label",
+                                    "panel 2 shows no data"]
+    with pytest.raises(ValueError, match="figure f3: panel 1 has no title"): save_figure(fig, tmp_path, "f3")
+    assert not list(tmp_path.iterdir())
+    plt.close(fig)
+
+
+def table2_tex(tmp_path) -> str:
+    "Table 2 of two committed runs side by side, written as 05_main_results and 10_models write it."
+    from pace.data import read_jsonl
+    from pace.eval.evaluate import results_frame, paper_metrics, side_by_side, config_label
+    from pace.eval.figures import write_table
+    T2 = ["R@5", "R@10", "Hit@5", "Hit@10", "Gold@5", "Gold@10", "MRR@5", "MRR@10", "PASS"]
+    runs = [MAIN / "mini-qwen2.5-0.5b-n6", MAIN / "mini-smollm2-135m-n6"]
+    t = side_by_side({config_label(json.loads((r / "run.json").read_text())):
+                      paper_metrics(results_frame(read_jsonl(r / "results.jsonl")))[T2] for r in runs})
+    write_table(t, tmp_path, "table2", index=True, floatfmt=".1f",
+                caption="Table 2: retrieval (%) at 5 and 10 and PASS (%) per method. Queries: 6 of mini. Made with "
+                        "small models on CPU: it shows the pipeline at work, not how well the method does.")
+    return (tmp_path / "table2.tex").read_text()
+
+
+def test_table2_latex_has_grouped_headers_and_a_one_sentence_caption(tmp_path):
+    tex = table2_tex(tmp_path)
+    assert tex.count(r"\multicolumn{9}{c}") == 2 and r"\cmidrule(lr){2-10} \cmidrule(lr){11-19}" in tex
+    assert r"\toprule" in tex and r"\midrule" in tex and r"\bottomrule" in tex
+    assert r"\caption{Table 2: retrieval (\%) at 5 and 10 and PASS (\%) per method.}" in tex
+    assert "qwen2.5-coder-0.5b R@5" not in tex and r"\footnotesize Queries: 6 of mini." in tex
+
+
+@pytest.mark.skipif(not __import__("shutil").which("pdflatex"), reason="no TeX engine (apt-get install texlive-latex-recommended)")
+def test_table2_latex_compiles_as_a_fragment(tmp_path):
+    import subprocess
+    table2_tex(tmp_path)
+    (tmp_path / "doc.tex").write_text("\\documentclass{article}\\usepackage{booktabs}\\usepackage[margin=1cm,landscape]"
+                                      "{geometry}\\begin{document}\\input{table2.tex}\\end{document}\n")
+    r = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and (tmp_path / "doc.pdf").is_file(), r.stdout[-2000:]

@@ -296,7 +296,7 @@ def _report_cmd(a) -> int:
 def add_cli(subparsers, # the `pace` parser's sub-parsers
            ):
     "Register `pace report RUN_DIR`."
-    p = subparsers.add_parser("report", help="a run's report.html: each query's funnel, answer, verdict",
+    p = subparsers.add_parser("report", help="write a run's report.html: each query's funnel and verdict",
                               description="Write RUN_DIR/report.html (one self-contained page) and "
                                           "losses.csv beside it (the stage that lost each gold fact).")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a folder written by pace run")
