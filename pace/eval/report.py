@@ -75,6 +75,7 @@ def fact_texts(folder, # a dataset folder (its `kb/*.jsonl`), or None
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;max-width:1500px;padding:0 1em;color:#222}
 h1{font-size:1.4em} h3{margin:.2em 0} table{border-collapse:collapse;margin:.4em 0}
+table.funnel td:first-child{min-width:13em}
 td,th{border:1px solid #ccc;padding:2px 6px;vertical-align:top;text-align:left} th{background:#f3f3f3}
 [hidden]{display:none!important}
 #filters{position:sticky;top:0;background:#fff;padding:.5em 0;z-index:1; border-bottom:1px solid #ccc}
@@ -218,12 +219,15 @@ def tables_html(run_dir, # a run folder
 # %% ../../nbs/36_report.ipynb #5c4ee7f2
 def loss_summary(lt: pd.DataFrame, # the loss table (`loss_table`)
                 ) -> pd.DataFrame:
-    "Per method: gold facts kept to the last stage, and lost at each stage (columns in pipeline order)."
+    "Per method: gold facts no stage found, lost at each later stage (pipeline order), kept to the end."
     if lt.empty: return pd.DataFrame()
-    c = lt.assign(lost_at=lt.lost_at.replace("", "kept")).groupby(["method", "lost_at"]).size()
-    c = c.unstack(fill_value=0)
-    cols = in_pipeline_order(set(c.columns) - {"kept"}) + (["kept"] if "kept" in c.columns else [])
-    return c[cols].rename(columns=lambda s: s if s == "kept" else f"lost at {s}")
+    stages = list(lt.columns[5:-1])
+    found = lt[stages].fillna(0).sum(axis=1) > 0
+    what = lt.lost_at.where(lt.lost_at == "", "lost at " + lt.lost_at).replace("", "kept")
+    what = what.where(found, "not found")
+    c = lt.assign(what=what).groupby(["method", "what"]).size().unstack(fill_value=0)
+    cols = ["not found", *[f"lost at {s}" for s in stages], "kept"]
+    return c[[x for x in cols if x in c.columns]].rename_axis(columns=None)
 
 # %% ../../nbs/36_report.ipynb #4c3a5b6f
 def _select(name: str, label: str, values) -> str:
@@ -283,6 +287,7 @@ def write_report(run_dir, # a run folder
         if not (d / f).is_file(): raise FileNotFoundError(2, f"not a run folder (no {f})", str(d))
     rows = [json.loads(x) for x in (d / "results.jsonl").read_text().splitlines() if x.strip()]
     p = Path(out) if out else d / "report.html"
+    p.parent.mkdir(parents=True, exist_ok=True)
     loss_table(rows).to_csv(p.parent / "losses.csv", index=False, lineterminator="\n")
     p.write_text(report_html(d, dataset))
     return p
