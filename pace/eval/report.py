@@ -73,16 +73,17 @@ def fact_texts(folder, # a dataset folder (its `kb/*.jsonl`), or None
 
 # %% ../../nbs/36_report.ipynb #65231b2b
 _CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;max-width:1500px;padding:0 1em;color:#222}
+body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;max-width:1800px;padding:0 1em;color:#222}
 h1{font-size:1.4em} h3{margin:.2em 0} table{border-collapse:collapse;margin:.4em 0}
-table.funnel td:first-child{min-width:13em}
+table.funnel{font-size:.92em} table.funnel td:first-child{min-width:12em}
 td,th{border:1px solid #ccc;padding:2px 6px;vertical-align:top;text-align:left} th{background:#f3f3f3}
 [hidden]{display:none!important}
 #filters{position:sticky;top:0;background:#fff;padding:.5em 0;z-index:1; border-bottom:1px solid #ccc}
 #filters label{margin-right:.8em}
 section.query{border-top:2px solid #888; margin-top:1em;padding-top:.5em}
-.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(430px,1fr)); gap:.8em}
-.card{border:1px solid #bbb;border-radius:4px;padding:.5em} .in{background:#cfeccf;text-align:center}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(480px,1fr)); gap:.8em}
+.card{border:1px solid #bbb;border-radius:4px;padding:.5em;overflow-x:auto}
+.in{background:#cfeccf;text-align:center}
 .out{background:#f6caca;text-align:center} li.gold{font-weight:bold}
 .tag{display:inline-block;padding:0 .4em;border-radius:3px;background:#eee;margin-left:.3em}
 .PASS{background:#bfe5bf} .FAIL{background:#f2b8b8} .WRONG_RATIONALE{background:#f6dfa6}
@@ -164,8 +165,8 @@ def funnel_html(row: dict, # a result row
     head = "".join(f"<th>{_e(s)} ({(fn.get(s) or {}).get('n', len(ev[s]))})</th>" for s in stages)
     body = ""
     for g in gold_losses(row):
-        cells = "".join('<td class="in">held</td>' if g["held"][s] else '<td class="out">-</td>'
-                        for s in stages)
+        yes, no = '<td class="in" title="held">&#10003;</td>', '<td class="out" title="lost">&#10007;</td>'
+        cells = "".join(yes if g["held"][s] else no for s in stages)
         found = any(g["held"].values())
         lost = "kept" if not g["lost_at"] else f"lost at {g['lost_at']}" if found else "not found"
         fact = _fact(texts, row["instance_id"], g["doc_id"])
