@@ -145,7 +145,8 @@ def figure_problems(fig, # a matplotlib figure
     for i, ax in enumerate(axes, 1):
         name = f"panel {i}" + (f" ({ax.get_title()})" if ax.get_title() else "")
         if len(axes) > 1 and not ax.get_title(): out.append(f"{name} has no title")
-        labels = (("x", ax.get_xlabel()), ("y", ax.get_ylabel()))
+        labels = [(xy, a.label.get_text() if a.label.get_visible() else "")   # a hidden label is no label
+                  for xy, a in (("x", ax.xaxis), ("y", ax.yaxis))]
         out += [f"{name} has no {xy} label" for xy, lab in labels if not lab]
         if not _drawn(ax): out.append(f"{name} shows no data")
     return out
@@ -186,7 +187,10 @@ def method_bars(frames: dict, # setting (a model, an embedder) -> its per-query 
                     errorbar=("ci", 95),
                     seed=0, palette="colorblind", height=3.2, aspect=aspect)
     g.set(ylim=(0, 100)); g.set_titles("{col_name}")
-    for ax in g.axes.flat: ax.set_ylabel(f"{ax.get_title()} (%)")   # every panel's axis says what it counts
+    for ax in g.axes.flat:   # every panel's axis says what it counts; method names slanted, not overlapping
+        ax.set_ylabel(f"{ax.get_title()} (%)", visible=True); ax.tick_params(labelleft=True)
+        ax.tick_params(axis="x", rotation=30)
+        for t in ax.get_xticklabels(): t.set_horizontalalignment("right")
     return g
 
 # %% ../../nbs/35_figures.ipynb #319fa002
