@@ -191,6 +191,7 @@ def method_bars(frames: dict, # setting (a model, an embedder) -> its per-query 
         ax.set_ylabel(f"{ax.get_title()} (%)", visible=True); ax.tick_params(labelleft=True)
         ax.tick_params(axis="x", rotation=30)
         for t in ax.get_xticklabels(): t.set_horizontalalignment("right")
+    g.tight_layout()   # room for the slanted names
     return g
 
 # %% ../../nbs/35_figures.ipynb #319fa002
