@@ -59,8 +59,9 @@ def test_a_retrieval_only_report_has_no_answers_and_filters_on_not_judged(tmp_pa
     assert "retrieval only" in html.split("</h1>")[0]
 
 
-def test_pace_run_writes_the_report_at_its_end(tmp_path):
+def test_pace_run_writes_the_report_at_its_end(tmp_path, capsys):
     assert main([*RUN, "--limit", "2", "--out", str(tmp_path), "--name", "r"]) == 0
+    assert f"Each query's funnel and verdict: {tmp_path / 'r' / 'report.html'}" in capsys.readouterr().out
     html = (tmp_path / "r" / "report.html").read_text()
     assert html.count('class="card"') == 2 and (tmp_path / "r" / "losses.csv").is_file()
 

@@ -859,6 +859,7 @@ def _run_cmd(a) -> int:
     print(f"{res['n_rows']} result rows ({res['n_new']} new, {res['n_failed']} with failed calls) in "
           f"{res['run_dir']} [{res['seconds']:.0f} s]{rest}")
     if res["tables"]: print((res["run_dir"] / "tables.md").read_text())
+    if (page := res["run_dir"] / "report.html").is_file(): print(f"Each query's funnel and verdict: {page}")
     return 0
 
 def add_cli(subparsers, # the `pace` parser's sub-parsers
