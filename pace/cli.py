@@ -116,7 +116,8 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message): self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 # modules with an `add_cli(subparsers)` hook, in --help order
-CLI_MODULES = ["pace.eval.run", "pace.cache", "pace.eval.judge", "pace.gen.generate", "pace.eval.reproduce"]
+CLI_MODULES = ["pace.eval.run", "pace.eval.report", "pace.cache", "pace.eval.judge", "pace.gen.generate",
+               "pace.eval.reproduce"]
 
 def build_parser() -> argparse.ArgumentParser:
     "The `pace` argument parser with every registered subcommand."

@@ -11,7 +11,7 @@ import numpy as np
 from tqdm.auto import tqdm
 from .cache import (Cache, Entry, Accounts, as_cache, request_key, canonical_json, log_calls, ReplayError,
                         replay_enabled, replay_miss, recorded_model)
-from .llm import parse_spec, build_from_spec, file_identity, dir_identity
+from .llm import parse_spec, build_from_spec, file_identity, dir_identity, need
 from .backends.openai import normalise_base_url
 from .backends.vllm import vllm_settings
 
@@ -211,7 +211,7 @@ class OnnxEmbedder(Embedder):
                  max_length:int=256, # tokens per text (the model was trained with 256)
                  threads:int|None=None, # onnxruntime intra-op threads; default all cores
                  batch_size:int=32, **kw):
-        import onnxruntime as ort
+        ort = need("onnxruntime", "local")
         from tokenizers import Tokenizer
         if model == "all-MiniLM-L6-v2":
             model_path, tokenizer_path = model_path or _minilm_onnx(), tokenizer_path or MINILM_TOKENIZER
@@ -304,7 +304,7 @@ class STEmbedder(Embedder):
                 from sentence_transformers import SentenceTransformer
                 self.st = SentenceTransformer(path, device=device)
             except ImportError:
-                from transformers import AutoTokenizer, AutoModel
+                need("transformers", "hf"); from transformers import AutoTokenizer, AutoModel
                 self.hf = (AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path).eval())
         if self.st is not None:
             dim = (getattr(self.st, "get_embedding_dimension", None)
@@ -407,7 +407,7 @@ class VLLMEmbedder(Embedder):
                  batch_size:int=256, **kw):
         ck = {k: kw.pop(k) for k in ("cache", "accounts") if k in kw}
         if llm is None:
-            from vllm import LLM
+            need("vllm", "vllm"); from vllm import LLM
             try: llm = LLM(model=model, runner="pooling", **kw)
             except TypeError: llm = LLM(model=model, task="embed", **kw)
         self.llm, self.model = llm, model

@@ -17,7 +17,7 @@ from .cache import (Cache, Entry, Accounts, as_cache, request_key, canonical_jso
 # %% auto #0
 __all__ = ['FAILURE_POLICIES', 'DEFAULT_CHAT_MODEL', 'CHAT_BACKENDS', 'Usage', 'ChatResult', 'Completion', 'schema_info',
            'strip_fence', 'parse_structured', 'with_schema_instruction', 'ChatModel', 'set_failure_policy',
-           'ModelNotFoundError', 'ModelUnusableError', 'models_dir', 'read_json_memo', 'write_json_memo',
+           'ModelNotFoundError', 'ModelUnusableError', 'need', 'models_dir', 'read_json_memo', 'write_json_memo',
            'file_identity', 'dir_identity', 'chat_template_sha256', 'parse_spec', 'backend_class', 'build_from_spec',
            'get_chat_model', 'as_chat_model', 'ReplayChat', 'replay_chat_model']
 
@@ -441,6 +441,17 @@ class ModelNotFoundError(RuntimeError):
 
 class ModelUnusableError(RuntimeError):
     "A model that is installed but cannot run here: its library crashed or failed in a child-process check."
+
+# %% ../nbs/02_llm.ipynb #b7f634f0
+def need(module: str, # the module a backend imports, e.g. 'transformers'
+         extra: str, # the pyproject extra that installs it, e.g. 'hf'
+        ):
+    "Import `module`; if it (or a library it needs) is missing, a ModuleNotFoundError that names `extra`."
+    try: return importlib.import_module(module)
+    except ImportError as e:
+        what = f"No module named {e.name!r}" if isinstance(e, ModuleNotFoundError) and e.name else str(e)
+        raise ModuleNotFoundError(f"{what}: install the {extra!r} extra (pip install -e '.[{extra}]')",
+                                  name=module) from None
 
 # %% ../nbs/02_llm.ipynb #892f902b
 def models_dir() -> Path:

@@ -180,7 +180,7 @@ write_table(df, out, "t", caption=caption("Table 7: 50% & more", models=["qwen2.
             floatfmt=("g", ".1f", "g"))
 fig, ax = plt.subplots(figsize=(3, 2.5))
 sns.heatmap(pd.DataFrame([[21, 14], [16, 15]], index=["PASS", "WR"], columns=["PASS", "WR"]), annot=True, fmt="d", ax=ax)
-ax.set_title("two judges")
+ax.set(title="two judges", xlabel="judge", ylabel="accuracy (%)")   # save_figure refuses an unlabelled axis
 save_figure(fig, out, "f", caption="Figure 1. No model call. n = 4 replies.")
 """
 

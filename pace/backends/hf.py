@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading, time
 from pathlib import Path
 from ..llm import ChatModel, Completion, Usage, dir_identity, chat_template_sha256, with_schema_instruction
+from ..llm import need
 
 # %% auto #0
 __all__ = ['HFChat']
@@ -26,7 +27,7 @@ class HFChat(ChatModel):
                  *, model_id:str|None=None, tokenizer=None, hf_model=None, # pass loaded objects to reuse them
                  device:str|None=None, dtype:str="auto", **kw):
         if tokenizer is None or hf_model is None:
-            import transformers
+            transformers = need("transformers", "hf")
             from transformers import AutoTokenizer, AutoModelForCausalLM
             tokenizer = tokenizer or AutoTokenizer.from_pretrained(model)
             # renamed in transformers 5

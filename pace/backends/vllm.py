@@ -5,7 +5,7 @@
 # %% ../../nbs/02c_vllm.ipynb #92276658
 from __future__ import annotations
 import json, time
-from ..llm import ChatModel, Completion, Usage, dir_identity, chat_template_sha256
+from ..llm import ChatModel, Completion, Usage, dir_identity, chat_template_sha256, need
 
 # %% auto #0
 __all__ = ['vllm_settings', 'VLLMChat']
@@ -48,7 +48,7 @@ class VLLMChat(ChatModel):
         self.chunk_size = chunk_size
         ck = {k: kw.pop(k) for k in ("cache", "max_parse_retries", "accounts") if k in kw}
         if llm is None:
-            from vllm import LLM
+            need("vllm", "vllm"); from vllm import LLM
             llm = LLM(model=model, **kw)  # remaining kwargs go to vllm.LLM (tensor_parallel_size,
                                           # max_model_len, ...)
         self.llm, self.tokenizer, self.model = llm, llm.get_tokenizer(), model

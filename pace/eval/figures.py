@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 
 # %% auto #0
-__all__ = ['SMALL_MODEL_NOTE', 'PDF_METADATA', 'is_small_model', 'recorded_models', 'caption', 'write_table', 'save_figure',
-           'method_bars']
+__all__ = ['SMALL_MODEL_NOTE', 'PDF_METADATA', 'is_small_model', 'recorded_models', 'caption', 'run_title', 'write_table',
+           'figure_problems', 'save_figure', 'method_bars', 'interval_bars']
 
 # %% ../../nbs/35_figures.ipynb #f2736378
 SMALL_MODEL_NOTE = ("Made with small models on CPU: it shows the pipeline at work, "
@@ -51,6 +51,19 @@ def caption(title: str, # what the table or figure shows, e.g. 'Table 1: dataset
     out += [f"Models: {', '.join(ms)}." if ms else "No model call.", f"n = {n} {unit}."]
     return " ".join(out + ([SMALL_MODEL_NOTE] if small else []))
 
+# %% ../../nbs/35_figures.ipynb #fe7c3a56
+def run_title(meta: dict, # a run's `run.json`
+             ) -> str:
+    "What a run is, for a title: its chat model, how many queries of which dataset, the preset."
+    s = meta.get("settings") or {}
+    chat = (s.get("chat") or {}).get("model_id")
+    model = re.sub(r"-(instruct|q\d|gguf).*$", "", chat) if chat else "no chat model"
+    n = len(meta.get("query_ids") or [])
+    ds = (s.get("dataset") or {}).get("name", "?")
+    parts = [model, f"{n} {'query' if n == 1 else 'queries'} of {ds}",
+             f"{s.get('preset') or 'pace'} preset"]
+    return ", ".join(parts + (["retrieval only"] if s.get("retrieval_only") else []))
+
 # %% ../../nbs/35_figures.ipynb #9fcfbf0b
 _TEX = {c: "\\" + c for c in "&%$#_{}"} | {"~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
                                           "\\": r"\textbackslash{}"}
@@ -61,6 +74,30 @@ def _cell(fmt: str):
     "How the .tex shows one value: floats in `fmt`, missing as n/a, anything else as text."
     return lambda v: "n/a" if v is None or v != v else format(v, fmt) if isinstance(v, float) else str(v)
 
+def _split_caption(c: str) -> tuple[str, str]:
+    "A caption's first sentence (a paper's caption) and the rest (the note under a LaTeX table)."
+    m = re.match(r"(.+?[.!?])\s+(?=[A-Z0-9(])", c, re.S)
+    return (m[1], c[m.end():].strip()) if m else (c, "")
+
+def _cmidrules(tex: str) -> str:
+    "A booktabs \\cmidrule under each \\multicolumn group of a header row."
+    out = []
+    for line in tex.split("\n"):
+        out.append(line)
+        if "\\multicolumn" not in line: continue
+        col, rules = 1, []
+        for cell in line.rstrip().removesuffix("\\\\").split(" & "):
+            n = int(m[1]) if (m := re.match(r"\s*\\multicolumn\{(\d+)\}", cell)) else 1
+            if m: rules.append(f"\\cmidrule(lr){{{col}-{col + n - 1}}}")
+            col += n
+        out.append(" ".join(rules))
+    return "\n".join(out)
+
+def _flat(t: pd.DataFrame) -> pd.DataFrame:
+    "Columns (group, name) as 'group name': how the CSV and the Markdown show a grouped header."
+    if not isinstance(t.columns, pd.MultiIndex): return t
+    return t.set_axis([" ".join(str(x) for x in c if str(x)) for c in t.columns], axis=1)
+
 def write_table(df: pd.DataFrame, # the table
                 out_dir, # folder for the files (made if missing)
                 name: str, # file stem, e.g. 'table1_dataset_size'
@@ -69,21 +106,50 @@ def write_table(df: pd.DataFrame, # the table
                 floatfmt: str | tuple = "g", # tabulate float format, one for all columns or one per column
                 latex: dict | None = None, # more `DataFrame.to_latex` arguments (column_format="lp{12cm}")
                ) -> list[Path]:
-    "Write `df` as name.csv (the data), name.md (the caption, then the table), name.tex (a captioned table)."
+    "Write `df` as name.csv (the data), name.md (caption, then table), name.tex (a booktabs table, its note)."
     d = Path(out_dir); d.mkdir(parents=True, exist_ok=True)
     fmts = [floatfmt] * df.shape[1] if isinstance(floatfmt, str) else list(floatfmt)
     if len(fmts) != df.shape[1]: raise ValueError(f"{len(fmts)} float formats for {df.shape[1]} columns")
-    df.to_csv(d / f"{name}.csv", index=index, lineterminator="\n")
+    _flat(df).to_csv(d / f"{name}.csv", index=index, lineterminator="\n")
     t = df.reset_index() if index and any(n is not None for n in df.index.names) else df
     idx = index and t is df
     fmts = ["g"] * (t.shape[1] - df.shape[1]) + fmts
-    shown = t.astype(object).where(t.notna(), None)
+    shown = _flat(t).astype(object).where(t.notna().to_numpy(), None)
     table = shown.to_markdown(index=idx, floatfmt=tuple(["g"] * idx + fmts), missingval="n/a")
     (d / f"{name}.md").write_text(f"{caption}\n\n{table}\n")
-    tex = t.to_latex(index=idx, escape=True, caption=_tex(caption), label=f"tab:{name}", na_rep="n/a",
-                     formatters={c: _cell(f) for c, f in zip(t.columns, fmts)}, **(latex or {}))
-    (d / f"{name}.tex").write_text(tex)
+    short, note = _split_caption(caption)
+    tex = t.to_latex(index=idx, escape=True, caption=_tex(short), label=f"tab:{name}", na_rep="n/a",
+                     multicolumn_format="c", formatters={c: _cell(f) for c, f in zip(t.columns, fmts)},
+                     **(latex or {}))
+    note = f"\\par\\smallskip{{\\footnotesize {_tex(note)}}}\n" if note else ""
+    tex = tex.replace("\\end{tabular}\n", "\\end{tabular}\n" + note, 1)
+    (d / f"{name}.tex").write_text(_cmidrules(tex))
     return [d / f"{name}.{x}" for x in ("csv", "md", "tex")]
+
+# %% ../../nbs/35_figures.ipynb #7375b577
+def _drawn(ax) -> bool:
+    "Whether a panel shows any data: a bar of finite height, a line with a finite point, a mesh or points."
+    import numpy as np
+    bars = any(np.isfinite(p.get_height()) and p.get_width() > 0
+               for p in ax.patches if hasattr(p, "get_height"))
+    lines = any(np.isfinite(np.asarray(l.get_ydata(), dtype=float)).any()
+                for l in ax.lines if len(l.get_ydata()))
+    return bars or lines or any(len(c.get_paths()) or c.get_array() is not None for c in ax.collections)
+
+def figure_problems(fig, # a matplotlib figure
+                   ) -> list[str]:
+    "What a figure lacks: a title (its own or each panel's), an x and y label per panel, data in each panel."
+    axes = [ax for ax in fig.axes if ax.get_visible() and getattr(ax, "_colorbar", None) is None]
+    sup = fig._suptitle.get_text() if fig._suptitle is not None else ""
+    out = [] if sup or (axes and all(ax.get_title() for ax in axes)) else ["no title"]
+    for i, ax in enumerate(axes, 1):
+        name = f"panel {i}" + (f" ({ax.get_title()})" if ax.get_title() else "")
+        if len(axes) > 1 and not ax.get_title(): out.append(f"{name} has no title")
+        labels = [(xy, a.label.get_text() if a.label.get_visible() else "")   # a hidden label is no label
+                  for xy, a in (("x", ax.xaxis), ("y", ax.yaxis))]
+        out += [f"{name} has no {xy} label" for xy, lab in labels if not lab]
+        if not _drawn(ax): out.append(f"{name} shows no data")
+    return out
 
 # %% ../../nbs/35_figures.ipynb #f34f3584
 PDF_METADATA = {"Creator": None, "Producer": None, "CreationDate": None}
@@ -95,6 +161,7 @@ def save_figure(fig, # a matplotlib figure
                 dpi: int = 150, # resolution of the PNG
                ) -> list[Path]:
     "Write `fig` as name.png and name.pdf with no dates or version strings in them (same figure, same bytes)."
+    if bad := figure_problems(fig): raise ValueError(f"figure {name}: " + "; ".join(bad))
     d = Path(out_dir); d.mkdir(parents=True, exist_ok=True)
     fig.savefig(d / f"{name}.png", dpi=dpi, metadata={"Software": None})
     fig.savefig(d / f"{name}.pdf", metadata=PDF_METADATA)
@@ -119,5 +186,40 @@ def method_bars(frames: dict, # setting (a model, an embedder) -> its per-query 
     g = sns.catplot(data=long, x="method", y="%", order=order, hue=hue, col="metric", kind="bar",
                     errorbar=("ci", 95),
                     seed=0, palette="colorblind", height=3.2, aspect=aspect)
-    g.set(ylim=(0, 100))
+    g.set(ylim=(0, 100)); g.set_titles("{col_name}")
+    for ax in g.axes.flat:   # every panel's axis says what it counts; method names slanted, not overlapping
+        ax.set_ylabel(f"{ax.get_title()} (%)", visible=True); ax.tick_params(labelleft=True)
+        ax.tick_params(axis="x", rotation=30)
+        for t in ax.get_xticklabels(): t.set_horizontalalignment("right")
+    g.tight_layout()   # room for the slanted names
     return g
+
+# %% ../../nbs/35_figures.ipynb #319fa002
+def interval_bars(ax, # a matplotlib axes
+                  df: pd.DataFrame, # one row per (x, hue): the value and, where known, its interval
+                  x: str, # the column of the groups along the axis
+                  hue: str, # the column of the bars within a group
+                  order: list, # the groups, in axis order
+                  y: str = "value", # the bar heights
+                  lo: str = "lo", hi: str = "hi", # the interval's columns (absent or NaN: no interval)
+                  hue_order: list | None = None, # the bars' order (default: as they come)
+                 ):
+    "Grouped bars of `y` with their [lo, hi] intervals and values written on them; missing values not drawn."
+    import numpy as np, seaborn as sns
+    hues = hue_order or list(dict.fromkeys(df[hue]))
+    w = 0.8 / len(hues)
+    for j, (h, colour) in enumerate(zip(hues, sns.color_palette("colorblind", len(hues)))):
+        d = df[df[hue] == h].set_index(x).reindex(order)
+        xs, v = np.arange(len(order)) - 0.4 + w * (j + 0.5), d[y].astype(float).to_numpy()
+        ok = np.isfinite(v)
+        if not ok.any(): continue
+        ax.bar_label(ax.bar(xs[ok], v[ok], w, color=colour, label=h), fmt="%.0f", fontsize=6, padding=1)
+        if lo in d and hi in d:
+            l, u = d[lo].astype(float).to_numpy()[ok], d[hi].astype(float).to_numpy()[ok]
+            has = np.isfinite(l) & np.isfinite(u)
+            if has.any():
+                m = v[ok][has]
+                ax.errorbar(xs[ok][has], m, yerr=[m - l[has], u[has] - m], fmt="none", ecolor="black",
+                            elinewidth=0.8, capsize=1.5)
+    ax.set_xticks(range(len(order)), order); ax.set_xlim(-0.5, len(order) - 0.5)
+    return ax

@@ -37,8 +37,8 @@ __all__ = ['DEFAULT_DATA', 'DEFAULT_CHAT', 'DEFAULT_METHODS', 'RETRIEVAL_METHODS
            'METHODS', 'METHODS_HELP', 'RETRIEVAL_ONLY_HELP', 'RUN_PRESETS', 'select_queries', 'build_method',
            'prompt_hashes', 'hipporag_settings', 'chat_name', 'default_run_name', 'check_run_name', 'ScopeConfig',
            'ModelsConfig', 'JudgeConfig', 'ExecutionConfig', 'IndexConfig', 'RunConfig', 'track_given', 'public_query',
-           'public_facts', 'public_kb', 'round_floats', 'RunInterrupted', 'Run', 'run_experiment', 'merge_runs',
-           'add_cli']
+           'public_facts', 'public_kb', 'round_floats', 'RunInterrupted', 'stop_on_sigterm', 'Run', 'run_experiment',
+           'merge_runs', 'add_cli']
 
 # %% ../../nbs/32_run.ipynb #45bcaae8
 DEFAULT_DATA = "data/mini"
@@ -764,11 +764,30 @@ def _finish_run(run, new: int, retried: int) -> dict:
     run.job.write(status, run.scope, n_pairs=len(held), n_pairs_with_failures=n_failed)
     tabs = write_tables(run.results) if held else {}
     if held: write_index_costs(run.run_dir)   # what building each method's indexes cost: pace.eval.index_cost
+    if held: _write_report(run.run_dir, run.cfg.scope.dataset)   # report.html and losses.csv
     judge = run.jm.accounts.by_stage() if run.jm is not None and run.jm is not run.cm else None
     return dict(run_dir=run.run_dir, results=run.results, timings=run.timings, n_rows=len(held),
                 n_scope=len(pairs), status=status, n_new=new, n_rejudged=retried, n_failed=n_failed,
                 seconds=time.perf_counter() - run.t_start, tables=tabs,
                 accounts=dict(chat=run.cm.accounts.by_stage() if run.cm else {}, judge=judge))
+
+# %% ../../nbs/32_run.ipynb #fe1b5922
+def _write_report(run_dir: Path, dataset=None):
+    "Write the run's report.html and losses.csv (`pace.eval.report.write_report`); a failure is a warning."
+    from pace.eval.report import write_report
+    try: write_report(run_dir, dataset)
+    except Exception as e:
+        print(f"pace: warning: {run_dir}: no report.html ({type(e).__name__}: {e})", file=sys.stderr)
+
+@contextlib.contextmanager
+def stop_on_sigterm():
+    "In the block, SIGTERM raises KeyboardInterrupt('SIGTERM') in the main thread; the old handler after."
+    import signal, threading
+    if threading.current_thread() is not threading.main_thread(): yield; return
+    def stop(signum, frame): raise KeyboardInterrupt("SIGTERM")
+    old = signal.signal(signal.SIGTERM, stop)
+    try: yield
+    finally: signal.signal(signal.SIGTERM, old)
 
 # %% ../../nbs/32_run.ipynb #caeb334a
 class Run:
@@ -863,8 +882,9 @@ class Run:
                 todo = self.pending(done)
                 self.workers = _workers(x.workers, self.cm, self.jm)
                 return self.finish(*self.run(todo))
-            except KeyboardInterrupt:
-                raise RunInterrupted(self.run_dir, _mark_stopped(self, "interrupted (Ctrl-C)")) from None
+            except KeyboardInterrupt as e:   # Ctrl-C, or SIGTERM (`stop_on_sigterm`: e.args names it)
+                why = f"interrupted ({e.args[0] if e.args else 'Ctrl-C'})"
+                raise RunInterrupted(self.run_dir, _mark_stopped(self, why)) from None
             except BaseException as e:
                 _mark_stopped(self, f"{type(e).__name__}: {e}"); raise
 
@@ -901,6 +921,7 @@ def merge_runs(out, # the folder to write (new, or empty)
         if (p / "index").is_dir(): shutil.copytree(p / "index", out / "index", dirs_exist_ok=True)
     tabs = write_tables(out / "results.jsonl")
     write_index_costs(out)
+    _write_report(out)
     return dict(run_dir=out, n_rows=len(held), n_parts=len(parts), n_failed=n_failed, tables=tabs)
 
 # %% ../../nbs/32_run.ipynb #111c5e6a
@@ -911,7 +932,8 @@ def _resume_command(a) -> str:
 
 def _run_cmd(a) -> int:
     if a.methods == []: raise UsageError("--methods is empty")
-    try: res = Run(RunConfig.from_args(a)).execute()
+    try:
+        with stop_on_sigterm(): res = Run(RunConfig.from_args(a)).execute()
     except RunInterrupted as e:
         print(f"pace run: interrupted; {e.n_rows} result rows kept in {e.run_dir} (status partial); "
               f"resume with: {_resume_command(a)}", file=sys.stderr)
@@ -921,6 +943,7 @@ def _run_cmd(a) -> int:
     print(f"{res['n_rows']} result rows ({res['n_new']} new, {res['n_failed']} with failed calls) in "
           f"{res['run_dir']} [{res['seconds']:.0f} s]{rest}")
     if res["tables"]: print((res["run_dir"] / "tables.md").read_text())
+    if (page := res["run_dir"] / "report.html").is_file(): print(f"Each query's funnel and verdict: {page}")
     return 0
 
 def add_cli(subparsers, # the `pace` parser's sub-parsers
