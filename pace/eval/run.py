@@ -37,8 +37,8 @@ __all__ = ['DEFAULT_DATA', 'DEFAULT_CHAT', 'DEFAULT_METHODS', 'RETRIEVAL_METHODS
            'METHODS', 'METHODS_HELP', 'RETRIEVAL_ONLY_HELP', 'RUN_PRESETS', 'select_queries', 'build_method',
            'prompt_hashes', 'hipporag_settings', 'chat_name', 'default_run_name', 'check_run_name', 'ScopeConfig',
            'ModelsConfig', 'JudgeConfig', 'ExecutionConfig', 'IndexConfig', 'RunConfig', 'track_given', 'public_query',
-           'public_facts', 'public_kb', 'round_floats', 'RunInterrupted', 'Run', 'run_experiment', 'merge_runs',
-           'add_cli']
+           'public_facts', 'public_kb', 'round_floats', 'RunInterrupted', 'check_run_files', 'Run', 'run_experiment',
+           'merge_runs', 'add_cli']
 
 # %% ../../nbs/32_run.ipynb #45bcaae8
 DEFAULT_DATA = "data/mini"
@@ -684,12 +684,33 @@ def _finish_run(run, new: int, retried: int) -> dict:
     status = "complete" if len(held) == len(pairs) else "partial"
     run.job.write(status, run.scope, n_pairs=len(held), n_pairs_with_failures=n_failed)
     tabs = write_tables(run.results) if held else {}
+    if held: write_runs(run.run_dir, held)   # <method>.trec, qrels.txt (pace.trec)
     if held: write_index_costs(run.run_dir)   # what building each method's indexes cost: pace.eval.index_cost
     judge = run.jm.accounts.by_stage() if run.jm is not None and run.jm is not run.cm else None
     return dict(run_dir=run.run_dir, results=run.results, timings=run.timings, n_rows=len(held),
                 n_scope=len(pairs), status=status, n_new=new, n_rejudged=retried, n_failed=n_failed,
                 seconds=time.perf_counter() - run.t_start, tables=tabs,
                 accounts=dict(chat=run.cm.accounts.by_stage() if run.cm else {}, judge=judge))
+
+# %% ../../nbs/32_run.ipynb #a181a73d
+from dataclasses import replace
+from ..trec import write_runs   # <method>.trec and qrels.txt of a finished run
+
+# %% ../../nbs/32_run.ipynb #8126d0b2
+def check_run_files(specs: dict, # {name: `MethodSpec`} of the run
+                    ds, # the run's dataset
+                   ) -> dict:
+    "The specs, each run file's read and checked against `ds` (`pace.trec.RunFile`) and given to its method."
+    from pace.trec import RunFile
+    out = dict(specs)
+    for m, s in specs.items():
+        if "path" not in s.options or "bad" not in s.options: continue
+        f = RunFile(s.options["path"], ds, s.options["bad"])
+        if f.dropped:
+            what = ", ".join(f"{n} {w}" for w, n in f.dropped.items())
+            print(f"pace run: {m}: dropped {what}", file=sys.stderr)
+        out[m] = replace(s, options=s.options | dict(file=f))
+    return out
 
 # %% ../../nbs/32_run.ipynb #caeb334a
 class Run:
@@ -706,6 +727,7 @@ class Run:
         self.methods = list(self.specs)
         _check_pacemaker_names(self.specs, self.cfg.pacemaker)
         self.ds = load_pace_dataset(s.dataset)
+        self.specs = check_run_files(self.specs, self.ds)   # run files: checked against the dataset
         _warn_dataset(self.ds)
         self.whole, self.n_dataset = select_queries(self.ds.queries, s.limit, s.seed), len(self.ds.queries)
         self.shard = parse_shard(s.shard)
@@ -816,7 +838,7 @@ def merge_runs(out, # the folder to write (new, or empty)
     for p in parts:
         if (p / "index").is_dir(): shutil.copytree(p / "index", out / "index", dirs_exist_ok=True)
     tabs = write_tables(out / "results.jsonl")
-    write_index_costs(out)
+    write_index_costs(out); write_runs(out, held)
     return dict(run_dir=out, n_rows=len(held), n_parts=len(parts), n_failed=n_failed, tables=tabs)
 
 # %% ../../nbs/32_run.ipynb #111c5e6a
