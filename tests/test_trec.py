@@ -16,6 +16,10 @@ TINY = "tests/fixtures/tiny"
 COMMITTED = sorted(p.parent for p in (ROOT / "results").rglob("results.jsonl") if (p.parent / "table2.csv").exists())
 # table2's columns -> the trec_eval measure (ir_measures name) that defines the same number
 SAME = {"recall@5": "R@5", "recall@10": "R@10", "hit@5": "Success@5", "hit@10": "Success@10", "mrr@10": "RR@10"}
+# committed table2.csv files older than their results.jsonl (b2caae7 recorded some rows again and left the tables):
+# the code before ir_measures gives the same numbers from those rows as ir_measures does (42.5, not the committed
+# 41.46, for q15-n24's pacemaker-score-no_entities recall@10); regenerating them (pace reproduce 12) empties this set
+STALE = {"equal_budget/q05-all", "equal_budget/q15-n24"}
 
 
 def _rows(folder: Path) -> list[dict]:
@@ -37,7 +41,9 @@ def test_there_are_committed_runs():
 @pytest.mark.parametrize("folder", COMMITTED, ids=lambda p: str(p.relative_to(ROOT / "results")))
 def test_trec_eval_on_the_exported_run_equals_the_committed_tables(folder, tmp_path):
     "Each committed run's ranked methods, written as <method>.trec and qrels.txt, scored by ir_measures: table 2's numbers."
+    from pace.eval.evaluate import results_frame, table2
     rows, t2 = _rows(folder), _table2(folder)
+    now = table2(results_frame(rows)).to_dict("index")   # the table pace writes from these rows today
     files = write_runs(tmp_path, rows)
     qrels = read_qrels(tmp_path / "qrels.txt")
     ranked = {r["method"] for r in rows if r["ranked"]}
@@ -51,7 +57,9 @@ def test_trec_eval_on_the_exported_run_equals_the_committed_tables(folder, tmp_p
             per[x.query_id][str(x.measure)] = x.value
         for col, measure in SAME.items():
             mine = 100 * sum(p[measure] for p in per.values()) / len(per)
-            assert math.isclose(mine, t2[m][col], rel_tol=6e-4, abs_tol=1e-9), (folder.name, m, col, mine, t2[m][col])
+            assert math.isclose(mine, now[m][col], rel_tol=1e-12, abs_tol=1e-9), (folder.name, m, col, mine, now[m][col])
+            if str(folder.relative_to(ROOT / "results")) not in STALE:   # the committed CSV: 4 significant digits
+                assert math.isclose(mine, t2[m][col], rel_tol=6e-4, abs_tol=1e-9), (folder.name, m, col, mine, t2[m][col])
 
 
 def _old_retrieval_metrics(ranked_ids, gold_ids, ks=(5, 10)):
@@ -169,3 +177,29 @@ def test_a_bad_run_file_is_refused_in_one_line_or_dropped(tmp_path, capsys):
     rows = {r["query_id"]: r for r in read_jsonl(res["results"])}
     assert rows[q.query_id]["retrieved_ids"] == [split_docno(good)[1]] and all(
         rows[x]["retrieved_ids"] == [] for x in rows if x != q.query_id)
+
+
+def test_depth_apart_from_the_answer_budget(tmp_path):
+    "--depth 20: the metrics and <method>.trec read 20 facts, the answerer's 10 are those of a run without it."
+    k = dict(dataset=TINY, methods=["bm25", "hybrid"], embedder="hash:hash", out_dir=tmp_path, limit=0, progress=False,
+             cache=False)
+    flat = run_experiment(chat=FakeChat(schema_reply, cache=False), name="flat", **k)
+    deep = run_experiment(chat=FakeChat(schema_reply, cache=False), name="deep", depth=20, **k)
+    a, b = read_jsonl(flat["results"]), read_jsonl(deep["results"])
+    assert [(r["retrieved_ids"], r["evidence"]["answer"], r["answer"]) for r in a] == \
+           [(r["retrieved_ids"], r["evidence"]["answer"], r["answer"]) for r in b]
+    assert all("ranked" not in r["evidence"] for r in a)
+    assert all(len(r["evidence"]["ranked"]) == 20 for r in b if r["method"] == "hybrid")
+    # BM25 ranks only the facts that share a term with the request: 13 for tiny-q3, where 10 went to the answerer
+    assert [len(r["evidence"]["ranked"]) for r in b if r["method"] == "bm25"] == [8, 6, 13, 7]
+    assert all(len(ds) == 20 for ds in read_run(deep["run_dir"] / "hybrid.trec").values())
+    assert [len(ds) for ds in read_run(deep["run_dir"] / "bm25.trec").values()] == [8, 6, 13, 7]
+    ret = (deep["run_dir"] / "retrieval.md").read_text()
+    assert "| 10.0       | 20.0    |" in ret, ret   # evidence 10 beside depth 20
+    assert "| depth" in (deep["run_dir"] / "funnel.md").read_text()
+    sc = json.loads((deep["run_dir"] / "scores.json").read_text())
+    assert sc["methods"]["bm25"]["metrics"]["R@100"]["value"] >= sc["methods"]["bm25"]["metrics"]["recall@10"]["value"]
+    assert json.loads((deep["run_dir"] / "run.json").read_text())["settings"]["depth"] == 20
+    assert "depth" not in json.loads((flat["run_dir"] / "run.json").read_text())["settings"]
+    with pytest.raises(RunMismatchError, match="depth"):
+        run_experiment(chat=FakeChat(schema_reply, cache=False), name="deep", depth=30, **k)

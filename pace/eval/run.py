@@ -37,8 +37,8 @@ __all__ = ['DEFAULT_DATA', 'DEFAULT_CHAT', 'DEFAULT_METHODS', 'RETRIEVAL_METHODS
            'METHODS', 'METHODS_HELP', 'RETRIEVAL_ONLY_HELP', 'RUN_PRESETS', 'select_queries', 'build_method',
            'prompt_hashes', 'hipporag_settings', 'chat_name', 'default_run_name', 'check_run_name', 'ScopeConfig',
            'ModelsConfig', 'JudgeConfig', 'ExecutionConfig', 'IndexConfig', 'RunConfig', 'track_given', 'public_query',
-           'public_facts', 'public_kb', 'round_floats', 'RunInterrupted', 'check_run_files', 'Run', 'run_experiment',
-           'merge_runs', 'add_cli']
+           'public_facts', 'public_kb', 'round_floats', 'RunInterrupted', 'check_run_files', 'deeper_methods', 'Run',
+           'run_experiment', 'merge_runs', 'add_cli']
 
 # %% ../../nbs/32_run.ipynb #45bcaae8
 DEFAULT_DATA = "data/mini"
@@ -171,6 +171,10 @@ class ScopeConfig(BaseModel):
                               json_schema_extra=dict(every=("--all", 0, "every query of the dataset")))
     seed: int = Field(0, description="seed of the query subset")
     retrieval_only: bool = Field(False, description=RETRIEVAL_ONLY_HELP)
+    depth: int | None = Field(None, ge=1, description="rank this deep for the retrieval metrics and "
+                              "<method>.trec "
+                              "(bm25, dense, hybrid and retrievers of your own); the answerer still gets the "
+                              "method's own facts (default: the facts it gets)")
     name: str | None = Field(None, description="run name, a folder inside --out "
                              "(default: <dataset>-<model>-n<queries>, or -all)")
     shard: str | None = Field(None, description="run only part K of N of the instances (K from 0, e.g. "
@@ -471,6 +475,7 @@ def _settings(run) -> dict:
                 graphrag=c.graphrag.model_dump(exclude_defaults=True) or None,
                 hipporag=hipporag_settings() if "hipporag2" in run.methods else None,
                 **_own_settings(run.specs), **_index_settings(c),
+                **({'depth': c.scope.depth} if c.scope.depth else {}),   # no key: old runs resume
                 **_preset_settings(c))
 
 # %% ../../nbs/32_run.ipynb #4de9862f
@@ -712,6 +717,15 @@ def check_run_files(specs: dict, # {name: `MethodSpec`} of the run
         out[m] = replace(s, options=s.options | dict(file=f))
     return out
 
+# %% ../../nbs/32_run.ipynb #9a758064
+def deeper_methods(ms: dict, # {name: built method}
+                   depth: int | None, # --depth
+                  ) -> dict:
+    "The methods; a retriever whose answer budget `k` is below `depth` wrapped to rank that deep (`Deeper`)."
+    from pace.methods.baselines import Deeper, Retriever, RunFileMethod
+    deep = lambda x: isinstance(x, Retriever) and not isinstance(x, RunFileMethod) and depth and depth > x.k
+    return {m: Deeper(x, depth) if deep(x) else x for m, x in ms.items()}
+
 # %% ../../nbs/32_run.ipynb #caeb334a
 class Run:
     "One `pace run` on its folder, in steps: `open`, the `pending` pairs, `run` them, `finish` (`execute`)."
@@ -803,6 +817,7 @@ class Run:
                                    bm25=c.index.bm25)
                 self.ms = {m: build_method(self.specs[m], self.cm, store, c.pacemaker, c.graphrag)
                            for m in self.methods}
+                self.ms = deeper_methods(self.ms, c.scope.depth)   # --depth: a deeper list for the metrics
                 todo = self.pending(done)
                 self.workers = _workers(x.workers, self.cm, self.jm)
                 return self.finish(*self.run(todo))

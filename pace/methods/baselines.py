@@ -19,8 +19,8 @@ from .pacemaker_score import SCORE_SWITCHES
 
 # %% auto #0
 __all__ = ['ANSWER_SETTINGS', 'METHOD_SPECS', 'SIZED', 'METHODS', 'LLM_FREE', 'RUN_PREFIXES', 'MethodResult', 'Method',
-           'BaselineTrace', 'Oracle', 'FullKB', 'Retriever', 'BM25', 'Dense', 'Hybrid', 'PaceMakerMethod', 'MethodSpec',
-           'own_method', 'RunFileMethod', 'run_method', 'method_size', 'method_spec', 'make_method']
+           'BaselineTrace', 'Oracle', 'FullKB', 'Retriever', 'BM25', 'Dense', 'Hybrid', 'Deeper', 'PaceMakerMethod',
+           'MethodSpec', 'own_method', 'RunFileMethod', 'run_method', 'method_size', 'method_spec', 'make_method']
 
 # %% ../../nbs/22_baselines.ipynb #959cfe02
 class MethodResult(BaseModel):
@@ -156,6 +156,21 @@ class Hybrid(Retriever):
                  **kw):
         super().__init__(chat_model, index, k=k, **kw); self.k_rrf = k_rrf
     def search(self, idx, q): return hybrid_ranking(idx, q, self.k, self.k_rrf)
+
+# %% ../../nbs/22_baselines.ipynb #be2113aa
+class Deeper:
+    "A `Retriever` that also ranks `depth` deep for the metrics as stage 'ranked'; its answer unchanged."
+    def __init__(self, method, # a `Retriever` (its `k` is the answer budget)
+                 depth: int): # how deep the metrics' list goes
+        self.method, self.depth = method, depth
+    def __getattr__(self, a): return getattr(self.method, a)
+    def run(self, query, instance, kb, answer: bool = True) -> MethodResult:
+        "The method's own result, with its list searched `depth` deep as the evidence stage 'ranked'."
+        import copy
+        r = self.method.run(query, instance, kb, answer)
+        deep = copy.copy(self.method); deep.k = self.depth
+        ranked = deep.select(query, instance, kb, BaselineTrace(method=self.method.name))
+        return r.model_copy(update=dict(evidence={"ranked": ranked} | r.evidence))
 
 # %% ../../nbs/22_baselines.ipynb #f63068c6
 class PaceMakerMethod:
