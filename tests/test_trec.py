@@ -190,6 +190,11 @@ def test_depth_apart_from_the_answer_budget(tmp_path):
            [(r["retrieved_ids"], r["evidence"]["answer"], r["answer"]) for r in b]
     assert all("ranked" not in r["evidence"] for r in a)
     assert all(len(r["evidence"]["ranked"]) == 20 for r in b if r["method"] == "hybrid")
+    assert all(r["evidence"]["ranked"][:len(r["retrieved_ids"])] == r["retrieved_ids"] for r in b)   # the evidence first
+    t_flat, t_deep = (json.loads((x["run_dir"] / "scores.json").read_text())["methods"] for x in (flat, deep))
+    for m in ("bm25", "hybrid"):   # every measure within the answer budget as it was
+        for c in ("recall@5", "recall@10", "hit@10", "gold@10", "mrr@10", "release_precision@10", "nDCG@10", "P@10"):
+            assert t_flat[m]["metrics"][c]["value"] == t_deep[m]["metrics"][c]["value"], (m, c)
     # BM25 ranks only the facts that share a term with the request: 13 for tiny-q3, where 10 went to the answerer
     assert [len(r["evidence"]["ranked"]) for r in b if r["method"] == "bm25"] == [8, 6, 13, 7]
     assert all(len(ds) == 20 for ds in read_run(deep["run_dir"] / "hybrid.trec").values())

@@ -169,8 +169,9 @@ class Deeper:
         import copy
         r = self.method.run(query, instance, kb, answer)
         deep = copy.copy(self.method); deep.k = self.depth
-        ranked = deep.select(query, instance, kb, BaselineTrace(method=self.method.name))
-        return r.model_copy(update=dict(evidence={"ranked": ranked} | r.evidence))
+        more = deep.select(query, instance, kb, BaselineTrace(method=self.method.name))
+        ranked = list(dict.fromkeys(r.retrieved_ids + more))   # the evidence first: metrics at k as they were
+        return r.model_copy(update=dict(evidence={"ranked": ranked[:self.depth]} | r.evidence))
 
 # %% ../../nbs/22_baselines.ipynb #f63068c6
 class PaceMakerMethod:
