@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 import ir_measures
 from pace.cli import main
-from pace.data import UsageError, load_pace_dataset
+from pace.data import load_pace_dataset
 from pace.eval.evaluate import read_jsonl
 from pace.eval.run import run_experiment, RunMismatchError
 from pace.metrics import retrieval_metrics
