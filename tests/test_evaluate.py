@@ -315,3 +315,13 @@ def test_paired_tests_mark_table2_and_the_retrieval_table_and_fill_scores_json(t
     assert d["recall@10"]["vs_reference"]["p_holm"] < 0.01 and sc["methods"]["bm25"]["metrics"]["pass"]["vs_reference"]["p"] == 1.0
     assert d["release_precision@10"]["value"] == 0.0 and sc["methods"]["bm25"]["metrics"]["release_precision@10"]["value"] == 0.5
     assert "vs_reference" not in sc["methods"]["hybrid"]["metrics"]["recall@10"] and sc["settings_sha256"] is None
+
+
+def test_the_funnel_shows_depth_only_for_a_list_ranked_deeper_than_the_final_one():
+    short = [row("q1", "bm25", "conflict", "temporal", ["a"], ["a", "b", "c"], V("PASS", True),
+                 evidence={"final": ["a", "b", "c"], "answer": ["a"]})]   # the prompt held 1 of 3: no deeper list
+    assert "depth" not in funnel_table(results_frame(short)).columns
+    deep = [row("q1", "bm25", "conflict", "temporal", ["a"], ["a", "b"], V("PASS", True),
+                evidence={"ranked": ["a", "b", "c", "d"], "final": ["a", "b"], "answer": ["a", "b"]})]
+    ft = funnel_table(results_frame(deep))
+    assert ft.loc["bm25", "depth"] == 4.0 and ft.loc["bm25", "evidence"] == 2.0

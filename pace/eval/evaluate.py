@@ -277,7 +277,8 @@ def funnel_table(df: pd.DataFrame) -> pd.DataFrame:
                    _mean(g[[f"docs:{s}" for s in FUNNEL_STAGES]]).set_axis(docs, axis=1)], axis=1)
     cols = ["n", "evidence"] + [c for s, d in zip(FUNNEL_STAGES, docs) for c in (s, d)]
     t = t.reindex(index=_method_order(df.method), columns=cols).rename_axis("method")
-    return t.assign(depth=_mean(g.depth)) if "depth" in df and (df.depth > df.evidence).any() else t
+    deeper = "depth" in df and (df.depth > df["docs:final"]).any()   # a list ranked deeper than the final one
+    return t.assign(depth=_mean(g.depth)) if deeper else t
 
 # %% ../../nbs/31_evaluate.ipynb #9d66ef81
 def calls_frame(rows: list[dict]) -> pd.DataFrame:
