@@ -51,10 +51,12 @@ def _add_data(sub):
                                        "or the hub's tables")
     e.add_argument("path", help="dataset folder")
     e.add_argument("out", help="the folder to write (new, or empty)")
-    e.add_argument("--layout", choices=["official", "hub"], default="official",
+    e.add_argument("--layout", choices=["official", "hub", "trec", "beir"], default="official",
                    help="official: kb/<case_id>/corpus.json, queries.json and profile/<case_id>.json, as the "
                         "authors' loader writes them; hub: data/<config>.parquet and a card naming the "
-                        "configs")
+                        "configs; trec: qrels.txt and queries.tsv for trec_eval, ir_measures, ranx; beir: "
+                        "corpus.jsonl, queries.jsonl, qrels/test.tsv (doc ids '<instance_id>/<doc_id>', "
+                        "pace.trec)")
     e.set_defaults(func=_data_export)
 
 def _data_import(a) -> int:
@@ -69,6 +71,12 @@ def _data_import(a) -> int:
 
 def _data_export(a) -> int:
     from pace.release import export_release
+    if a.layout in ("trec", "beir"):   # the field's formats: pace.trec
+        from pace.trec import export_trec
+        s = export_trec(a.path, a.out, a.layout)
+        print(f"{a.out}: {a.path} in the {a.layout} layout ({s['queries']} queries, {s['qrels']} qrels, "
+              f"{s['docs']} facts; doc ids '<instance_id>/<doc_id>')")
+        return 0
     s = export_release(a.path, a.out, a.layout)
     print(f"{a.out}: {a.path} in the {a.layout} layout ({s['profiles']} cases, {s['corpus']} corpus rows, "
           f"{s['queries']} query rows)")

@@ -10,7 +10,7 @@ import pandas as pd
 from pace.eval.evaluate import read_jsonl, results_frame
 from pace.metrics import bootstrap_ci
 
-METRICS = ("recall@10", "gold@10", "hit@10", "precision@10", "mrr@10", "mrr")
+METRICS = ("recall@10", "gold@10", "hit@10", "release_precision@10", "mrr@10", "mrr")
 
 
 def compare(run_a: Path, run_b: Path, methods=None, metrics=METRICS) -> pd.DataFrame:

@@ -285,3 +285,43 @@ def test_evidence_sizes_round_half_to_even_before_grouping():
             row('q1', 'bm25', 'conflict', 'state', ['a'], ['a', 'b', 'c', 'd'], V('PASS', True))]
     assert evidence_warning(results_frame(rows)).startswith(
         "WARNING: the methods hand the answerer different numbers of facts (mean, by size: 2: dense, hybrid; 4: bm25)")
+
+
+def _paired_rows(n=12):
+    "Hybrid finds the one gold fact at rank 1 on every query, dense never; bm25 ties Hybrid."
+    out = []
+    for i in range(n):
+        for m, ret in (("hybrid", ["g", "x"]), ("bm25", ["g", "y"]), ("dense", ["x", "y"])):
+            out.append(row(f"q{i:02d}", m, "conflict", "temporal", ["g"], ret, V("PASS" if m != "dense" else "FAIL", m != "dense")))
+    return out
+
+
+def test_paired_tests_mark_table2_and_the_retrieval_table_and_fill_scores_json(tmp_path):
+    p = tmp_path / "run" / "results.jsonl"; p.parent.mkdir()
+    p.write_text("".join(json.dumps(r) + "\n" for r in _paired_rows()))
+    tabs = write_tables(p)
+    t2, ret = (p.parent / "table2.md").read_text(), (p.parent / "retrieval.md").read_text()
+    for md in (t2, ret):
+        assert "paired randomization test (10,000 sign flips, two-sided), Holm-corrected" in md and "above/below hybrid" in md
+    dense2 = next(l for l in t2.splitlines() if l.startswith("| dense"))
+    bm25_2 = next(l for l in t2.splitlines() if l.startswith("| bm25"))
+    assert dense2.count("▼") >= 5 and "▲" not in dense2 and "▼" not in bm25_2   # recall, hit, gold, MRR, PASS, decision
+    assert "0.0▼" in next(l for l in ret.splitlines() if l.startswith("| dense"))
+    assert list(tabs["retrieval"].columns) == ["n", "evidence", "depth", "nDCG@10", "R@100", "AP", "P@10", "RR", "Success@10"]
+    assert math.isclose(tabs["retrieval"].loc["bm25", "P@10"], 10.0)   # trec_eval's P@10: 1 gold in the top 10 of a 2-fact list
+    sc = json.loads((p.parent / "scores.json").read_text())
+    d = sc["methods"]["dense"]["metrics"]
+    assert sc["reference"] == "hybrid" and d["recall@10"]["vs_reference"]["diff"] == -1.0
+    assert d["recall@10"]["vs_reference"]["p_holm"] < 0.01 and sc["methods"]["bm25"]["metrics"]["pass"]["vs_reference"]["p"] == 1.0
+    assert d["release_precision@10"]["value"] == 0.0 and sc["methods"]["bm25"]["metrics"]["release_precision@10"]["value"] == 0.5
+    assert "vs_reference" not in sc["methods"]["hybrid"]["metrics"]["recall@10"] and sc["settings_sha256"] is None
+
+
+def test_the_funnel_shows_depth_only_for_a_list_ranked_deeper_than_the_final_one():
+    short = [row("q1", "bm25", "conflict", "temporal", ["a"], ["a", "b", "c"], V("PASS", True),
+                 evidence={"final": ["a", "b", "c"], "answer": ["a"]})]   # the prompt held 1 of 3: no deeper list
+    assert "depth" not in funnel_table(results_frame(short)).columns
+    deep = [row("q1", "bm25", "conflict", "temporal", ["a"], ["a", "b"], V("PASS", True),
+                evidence={"ranked": ["a", "b", "c", "d"], "final": ["a", "b"], "answer": ["a", "b"]})]
+    ft = funnel_table(results_frame(deep))
+    assert ft.loc["bm25", "depth"] == 4.0 and ft.loc["bm25", "evidence"] == 2.0

@@ -9,16 +9,19 @@ from pathlib import Path
 import numpy as np, pandas as pd
 from ..methods.baselines import METHOD_SPECS
 from ..methods.agents import STAGE_ORDER, EVIDENCE_STAGES
-from ..metrics import retrieval_metrics, bootstrap_ci, funnel, stage_coverage
+from ..metrics import retrieval_metrics, bootstrap_ci, funnel, stage_coverage, trec_measures, MEASURES
+from ..trec import row_ranking
 from .judge import expected_decision
+from ..atomic import write_text
 from ..data import read_jsonl   # scripts and experiment notebooks import it from here too
 
 # %% auto #0
-__all__ = ['KS', 'MRR', 'METRIC_COLS', 'ORDER', 'FUNNEL_STAGES', 'CALL_STAGES', 'LABEL_COLS', 'TITLES', 'PAPER_COLS',
-           'PRESET_NOTES', 'stated_decision', 'results_frame', 'rate', 'table2', 'rate_by', 'table3', 'coverage',
-           'funnel_table', 'calls_frame', 'failures', 'cost', 'warnings', 'to_markdown', 'header', 'evidence_warning',
-           'write_tables', 'paper_metrics', 'label_outcomes', 'side_by_side', 'flat_columns', 'config_label',
-           'run_note']
+__all__ = ['KS', 'MRR', 'METRIC_COLS', 'ORDER', 'FUNNEL_STAGES', 'CALL_STAGES', 'LABEL_COLS', 'PAIRED_TEST', 'TITLES',
+           'SCORE_COLS', 'PAPER_COLS', 'PRESET_NOTES', 'stated_decision', 'with_measures', 'results_frame', 'rate',
+           'table2', 'paired_randomization', 'holm', 'reference_method', 'paired_tests', 'paired_marks', 'paired_note',
+           'retrieval_table', 'rate_by', 'table3', 'coverage', 'funnel_table', 'calls_frame', 'failures', 'cost',
+           'warnings', 'to_markdown', 'header', 'evidence_warning', 'scores', 'write_tables', 'paper_metrics',
+           'label_outcomes', 'side_by_side', 'flat_columns', 'config_label', 'run_note']
 
 # %% ../../nbs/31_evaluate.ipynb #50dc8deb
 KS = (5, 10)
@@ -89,8 +92,9 @@ def _row_record(r: dict) -> dict:
              situation_type=r["situation_type"] or "n/a",   # a dataset that does not type its requests
              answered=r.get("answer") is not None, ranked=bool(r.get("ranked"))) | _judge_cols(r.get("judge"))
     d |= _decision_cols(r, d["decision_correct"])
-    d |= (retrieval_metrics(r["retrieved_ids"], r["gold_doc_ids"], KS) if r.get("ranked")
+    d |= (retrieval_metrics(row_ranking(r), r["gold_doc_ids"], KS) if r.get("ranked")
           else dict.fromkeys(METRIC_COLS, float("nan")))
+    d["depth"] = len(dict.fromkeys(row_ranking(r))) if r.get("ranked") else float("nan")   # the ranked list
     f = _row_funnel(r)
     d |= {f"funnel:{s}": f[s]["recall"] if s in f else float("nan") for s in FUNNEL_STAGES}
     d |= {f"docs:{s}": f[s]["n"] if s in f else float("nan") for s in FUNNEL_STAGES}
@@ -105,6 +109,20 @@ def _row_record(r: dict) -> dict:
     for st, s in u.items(): d[f"calls:{st}"] = s.get("calls", 0)
     return d
 
+# %% ../../nbs/31_evaluate.ipynb #ae457775
+def with_measures(df: pd.DataFrame, # `results_frame`'s rows, in the order of `rows`
+                  rows: list[dict], # the result rows
+                  measures=MEASURES, # ir_measures names
+                 ) -> pd.DataFrame:
+    "`df` with a column per trec_eval measure of each ranked row's list (`trec_measures`); NaN when unranked."
+    ranked = {str(i): r for i, r in enumerate(rows) if r.get("ranked")}
+    m = trec_measures({i: row_ranking(r) for i, r in ranked.items()},
+                      {i: dict.fromkeys(r["gold_doc_ids"], 1) for i, r in ranked.items()}, measures)
+    names = list(next(iter(m.values()))) if m else list(measures)
+    nan = dict.fromkeys(names, float("nan"))
+    cols = pd.DataFrame([m.get(str(i), nan) for i in range(len(rows))], index=df.index, columns=names)
+    return df.assign(**cols)
+
 # %% ../../nbs/31_evaluate.ipynb #ea0ccf83
 def results_frame(rows: list[dict], # result rows (`results.jsonl`)
                   timings: list[dict] | None = None, # their `timings.jsonl` lines
@@ -113,6 +131,7 @@ def results_frame(rows: list[dict], # result rows (`results.jsonl`)
     if not rows: raise ValueError("no result rows")
     df = pd.DataFrame([_row_record(r) for r in rows])
     if df.duplicated(["query_id", "method"]).any(): raise ValueError("duplicate (query_id, method) rows")
+    df = with_measures(df, rows)
     if timings:
         t = pd.DataFrame(timings)[["query_id", "method", "seconds", "judge_seconds", "cache_hits"]]
         df = df.merge(t, on=["query_id", "method"], how="left")
@@ -149,6 +168,82 @@ def table2(df: pd.DataFrame) -> pd.DataFrame:
                    g.decision_source.agg(_sources).rename("decision_from")], axis=1)
     return t.reindex(_method_order(df.method)).rename_axis("method")
 
+# %% ../../nbs/31_evaluate.ipynb #4857b444
+PAIRED_TEST = dict(test="paired randomization (sign flips)", n_resamples=10_000, seed=0, sides=2,
+                   correction="Holm over the methods compared", alpha=0.05)
+
+# %% ../../nbs/31_evaluate.ipynb #dbf0010e
+def paired_randomization(diffs, # per-query differences (method minus reference), NaNs left out
+                         n_resamples: int = PAIRED_TEST["n_resamples"],
+                         seed: int = PAIRED_TEST["seed"]) -> float:
+    "Two-sided p-value of a paired randomization test: how often random sign flips give a mean as far from 0."
+    d = np.asarray([x for x in diffs if x == x], dtype=float)
+    if len(d) == 0 or not d.any(): return 1.0
+    signs = np.random.default_rng(seed).choice((-1.0, 1.0), size=(n_resamples, len(d)))
+    far = np.abs((signs * d).mean(1)) >= abs(d.mean()) - 1e-12
+    return float((1 + far.sum()) / (n_resamples + 1))
+
+# %% ../../nbs/31_evaluate.ipynb #0c0b4a73
+def holm(ps: dict) -> dict:
+    "Holm's step-down adjustment of the p-values `ps` ({key: p}): {key: adjusted p}."
+    out, worst = {}, 0.0
+    for i, (k, p) in enumerate(sorted(ps.items(), key=lambda kv: kv[1])):
+        worst = max(worst, min(1.0, (len(ps) - i) * p)); out[k] = worst
+    return out
+
+# %% ../../nbs/31_evaluate.ipynb #cb045a58
+def reference_method(df: pd.DataFrame) -> str | None:
+    "The paired tests' reference: 'hybrid' when ranked in `df`, else the first ranked method in table order."
+    ranked = _method_order(df[df.ranked].method)
+    return "hybrid" if "hybrid" in ranked else (ranked[0] if ranked else None)
+
+# %% ../../nbs/31_evaluate.ipynb #279b882c
+def paired_tests(df: pd.DataFrame, # a results frame
+                 cols: list, # per-query metric columns
+                 reference: str | None = None, # default `reference_method`
+                ) -> pd.DataFrame:
+    "Per (method, column): n paired queries, mean difference from the reference, p, Holm-adjusted p."
+    ref = reference or reference_method(df)
+    out = []
+    if ref is not None:
+        base = df[df.method == ref].set_index("query_id")
+        for c in cols:
+            ps = {}
+            for m in _method_order(df.method):
+                if m == ref: continue
+                x = df[df.method == m].set_index("query_id")[c]
+                d = (x - base[c].reindex(x.index)).dropna()
+                if len(d) < 2: continue
+                ps[m] = paired_randomization(d.to_numpy())
+                out.append(dict(method=m, column=c, n=len(d), diff=float(d.mean()), p=ps[m]))
+            for r in out:
+                if r["column"] == c and r["method"] in ps: r["p_holm"] = holm(ps)[r["method"]]
+    cols_ = ["method", "column", "n", "diff", "p", "p_holm"]
+    return pd.DataFrame(out, columns=cols_).assign(reference=ref).set_index(["method", "column"])
+
+# %% ../../nbs/31_evaluate.ipynb #969f9f3b
+def paired_marks(tests: pd.DataFrame, # `paired_tests`
+                 alpha: float = PAIRED_TEST["alpha"]) -> dict:
+    "{(method, column): '▲' or '▼'} where the Holm-adjusted p is below `alpha`: above or below the reference."
+    return {k: "▲" if r["diff"] > 0 else "▼" for k, r in tests.iterrows() if r["p_holm"] < alpha}
+
+# %% ../../nbs/31_evaluate.ipynb #8e8ef769
+def paired_note(reference: str | None) -> str:
+    "The caption sentence that names the paired test, its correction and the reference."
+    if reference is None: return ""
+    return (f"▲/▼: above/below {reference} on the same queries by a paired randomization test (10,000 sign "
+            "flips, two-sided), Holm-corrected over the methods, p < 0.05.")
+
+# %% ../../nbs/31_evaluate.ipynb #10ca18f3
+def retrieval_table(df: pd.DataFrame, # a results frame (`with_measures` columns)
+                    measures=MEASURES) -> pd.DataFrame:
+    "Per ranked method: n, facts handed to the answerer, depth of the ranked list, trec_eval's measures (%)."
+    r = df[df.ranked]
+    g = r.groupby("method")
+    t = pd.concat([g.size().rename("n"), _mean(g.evidence), _mean(g.depth), 100 * _mean(g[list(measures)])],
+                  axis=1)
+    return t.reindex(_method_order(r.method)).rename_axis("method")
+
 # %% ../../nbs/31_evaluate.ipynb #92a9c236
 def rate_by(df: pd.DataFrame, col: str, value: str = "pass") -> pd.DataFrame:
     "Rate (%) of `value` per method and value of `col` (label, situation_type), plus 'overall'; lo, hi, n."
@@ -181,7 +276,9 @@ def funnel_table(df: pd.DataFrame) -> pd.DataFrame:
     t = pd.concat([g.size().rename("n"), _mean(g.evidence), recall,
                    _mean(g[[f"docs:{s}" for s in FUNNEL_STAGES]]).set_axis(docs, axis=1)], axis=1)
     cols = ["n", "evidence"] + [c for s, d in zip(FUNNEL_STAGES, docs) for c in (s, d)]
-    return t.reindex(index=_method_order(df.method), columns=cols).rename_axis("method")
+    t = t.reindex(index=_method_order(df.method), columns=cols).rename_axis("method")
+    deeper = "depth" in df and (df.depth > df["docs:final"]).any()   # a list ranked deeper than the final one
+    return t.assign(depth=_mean(g.depth)) if deeper else t
 
 # %% ../../nbs/31_evaluate.ipynb #9d66ef81
 def calls_frame(rows: list[dict]) -> pd.DataFrame:
@@ -262,11 +359,15 @@ def _cell(v, lo=None, hi=None, digits=1) -> str:
     s = f"{v:.{digits}f}"
     return s + (f" [{lo:.{digits}f}, {hi:.{digits}f}]" if lo is not None and lo == lo else "")
 
-def to_markdown(t: pd.DataFrame, int_cols=("n", "judge_errors", "queries", "calls")) -> str:
+def to_markdown(t: pd.DataFrame, int_cols=("n", "judge_errors", "queries", "calls"),
+                marks: dict | None = None, # {(method, column): mark} put after a cell (`paired_marks`)
+               ) -> str:
     "A table as Markdown: `x_lo`/`x_hi` columns folded into 'x [lo, hi]', NaN as n/a, counts as integers."
     t = t.reset_index()
     cols = [c for c in t.columns if not (c.endswith("_lo") or c.endswith("_hi"))]
-    cell = lambda r, c: _cell(r[c], r.get(f"{c}_lo"), r.get(f"{c}_hi"), digits=0 if c in int_cols else 1)
+    mark = lambda r, c: (marks or {}).get((r.get("method"), c), "")
+    cell = lambda r, c: (_cell(r[c], r.get(f"{c}_lo"), r.get(f"{c}_hi"), digits=0 if c in int_cols else 1)
+                         + mark(r, c))
     body = [[cell(r, c) if not isinstance(r[c], str) else r[c]
              for c in cols] for _, r in t.iterrows()]
     names = {"pass": "PASS", "wrong_rationale": "WRONG_RATIONALE", "fail": "FAIL",
@@ -329,6 +430,8 @@ def evidence_warning(df: pd.DataFrame, # the results frame
 TITLES = {"table2": "Table 2: evidence size (facts handed to the answerer), retrieval metrics (%), "
                     "judge rates (%) "
                     "and decision accuracy (%) per method",
+          "retrieval": "Retrieval at depth: facts handed to the answerer, depth of the ranked list the "
+                       "metrics score, and trec_eval's measures (%, by ir_measures) per method",
           "table3_pass_by_label": "Table 3: PASS rate (%) by label",
           "pass_by_situation_type": "PASS rate (%) by situation type",
           "decision_by_label": "Decision accuracy (%) by label",
@@ -339,6 +442,36 @@ TITLES = {"table2": "Table 2: evidence size (facts handed to the answerer), retr
                     "and documents per stage",
           "failures": "Failures and fallbacks per stage (% of calls; filter ids per query)",
           "cost_per_query": "LLM calls, tokens and seconds per query"}
+
+# %% ../../nbs/31_evaluate.ipynb #f5172816
+SCORE_COLS = (METRIC_COLS + [f"release_precision@{k}" for k in KS] + ["mrr"] + list(MEASURES)
+              + ["pass", "wrong_rationale", "fail", "decision_correct"])   # scores.json's metrics, in order
+
+# %% ../../nbs/31_evaluate.ipynb #07f6fb21
+def scores(df: pd.DataFrame, # a results frame
+           meta: dict | None = None, # the run's run.json
+           tests: pd.DataFrame | None = None, # `paired_tests` of the same frame
+          ) -> dict:
+    "scores.json: every metric per method (fraction, n, interval, paired test), the settings' digest."
+    import hashlib
+    s = (meta or {}).get("settings")
+    num = lambda v: None if v is None or v != v else float(v)
+    methods = {}
+    for m in _method_order(df.method):
+        g, ms = df[df.method == m], {}
+        for c in [c for c in SCORE_COLS if c in df]:
+            x = g[c].dropna().astype(float)
+            if not len(x): continue
+            lo, hi = bootstrap_ci(x.to_numpy())
+            ms[c] = dict(value=num(x.mean()), lo=num(lo), hi=num(hi), n=len(x))
+            if tests is not None and (m, c) in tests.index:
+                r = tests.loc[(m, c)]
+                ms[c]["vs_reference"] = dict(diff=num(r["diff"]), p=num(r["p"]), p_holm=num(r["p_holm"]))
+        methods[m] = dict(n=len(g), metrics=ms)
+    ref = None if tests is None or not len(tests) else tests.reference.iloc[0]
+    digest = hashlib.sha256(json.dumps(s, sort_keys=True).encode()).hexdigest() if s else None
+    return dict(schema="pace.scores/1", settings_sha256=digest, reference=ref, paired_test=PAIRED_TEST,
+                methods=methods)
 
 # %% ../../nbs/31_evaluate.ipynb #14057100
 def write_tables(results_path, # a run's results.jsonl
@@ -368,6 +501,13 @@ def write_tables(results_path, # a run's results.jsonl
     else:
         judge_cols = ("pass", "wrong", "fail", "judge", "decision")
         tabs["table2"] = tabs["table2"][[c for c in tabs["table2"].columns if not c.startswith(judge_cols)]]
+    if df.ranked.any(): tabs["retrieval"] = retrieval_table(df)
+    ref = reference_method(df)
+    tests = paired_tests(df, [c for c in SCORE_COLS if c in df and c not in ("wrong_rationale", "fail")], ref)
+    sc = json.dumps(scores(df, meta, tests), indent=1, sort_keys=True, allow_nan=False)
+    write_text(out / "scores.json", sc + "\n")
+    marks = {(m, "decision_acc" if c == "decision_correct" else c): v
+             for (m, c), v in paired_marks(tests).items()}
     titles = TITLES
     head = header(meta, df)
     warn = warnings(df, fails)
@@ -377,9 +517,11 @@ def write_tables(results_path, # a run's results.jsonl
         t = tabs[name]
         t.to_csv(out / f"{name}.csv", float_format="%.4g")
         wide = name.startswith(("table3", "pass_by", "decision_by"))
-        txt = to_markdown(_wide(t, t.index.names[1]) if wide else t)
-        (out / f"{name}.md").write_text(f"{titles[name]}. {' '.join(head)}\n\n{txt}\n")
-        md += [f"## {titles[name]}\n", txt, ""]
+        tested = name in ("table2", "retrieval") and ref is not None
+        txt = to_markdown(_wide(t, t.index.names[1]) if wide else t, marks=marks if tested else None)
+        note = " " + paired_note(ref) if tested else ""
+        (out / f"{name}.md").write_text(f"{titles[name]}. {' '.join(head)}{note}\n\n{txt}\n")
+        md += [f"## {titles[name]}\n", *([note.strip() + "\n"] if note else []), txt, ""]
     (out / "tables.md").write_text("\n".join(md) + "\n")
     return tabs
 

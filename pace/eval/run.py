@@ -37,8 +37,8 @@ __all__ = ['DEFAULT_DATA', 'DEFAULT_CHAT', 'DEFAULT_METHODS', 'RETRIEVAL_METHODS
            'METHODS', 'METHODS_HELP', 'RETRIEVAL_ONLY_HELP', 'RUN_PRESETS', 'select_queries', 'build_method',
            'prompt_hashes', 'hipporag_settings', 'chat_name', 'default_run_name', 'check_run_name', 'ScopeConfig',
            'ModelsConfig', 'JudgeConfig', 'ExecutionConfig', 'IndexConfig', 'RunConfig', 'track_given', 'public_query',
-           'public_facts', 'public_kb', 'round_floats', 'RunInterrupted', 'stop_on_sigterm', 'Run', 'run_experiment',
-           'merge_runs', 'add_cli']
+           'public_facts', 'public_kb', 'round_floats', 'RunInterrupted', 'stop_on_sigterm', 'check_run_files',
+           'deeper_methods', 'Run', 'run_experiment', 'merge_runs', 'add_cli']
 
 # %% ../../nbs/32_run.ipynb #45bcaae8
 DEFAULT_DATA = "data/mini"
@@ -180,6 +180,10 @@ class ScopeConfig(BaseModel):
                               json_schema_extra=dict(every=("--all", 0, "every query of the dataset")))
     seed: int = Field(0, description="seed of the query subset")
     retrieval_only: bool = Field(False, description=RETRIEVAL_ONLY_HELP)
+    depth: int | None = Field(None, ge=1, description="rank this deep for the retrieval metrics and "
+                              "<method>.trec "
+                              "(bm25, dense, hybrid and retrievers of your own); the answerer still gets the "
+                              "method's own facts (default: the facts it gets)")
     name: str | None = Field(None, description="run name, a folder inside --out "
                              "(default: <dataset>-<model>-n<queries>, or -all)")
     shard: str | None = Field(None, description="run only part K of N of the instances (K from 0, e.g. "
@@ -501,6 +505,7 @@ def _settings(run) -> dict:
                 graphrag=c.graphrag.model_dump(exclude_defaults=True) or None,
                 hipporag=hipporag_settings() if "hipporag2" in run.methods else None,
                 **_own_settings(run.specs), **_index_settings(c),
+                **({'depth': c.scope.depth} if c.scope.depth else {}),   # no key: old runs resume
                 **_preset_settings(c))
 
 # %% ../../nbs/32_run.ipynb #31f35e81
@@ -763,6 +768,7 @@ def _finish_run(run, new: int, retried: int) -> dict:
     status = "complete" if len(held) == len(pairs) else "partial"
     run.job.write(status, run.scope, n_pairs=len(held), n_pairs_with_failures=n_failed)
     tabs = write_tables(run.results) if held else {}
+    if held: write_runs(run.run_dir, held)   # <method>.trec, qrels.txt (pace.trec)
     if held: write_index_costs(run.run_dir)   # what building each method's indexes cost: pace.eval.index_cost
     if held: _write_report(run.run_dir, run.cfg.scope.dataset)   # report.html and losses.csv
     judge = run.jm.accounts.by_stage() if run.jm is not None and run.jm is not run.cm else None
@@ -789,6 +795,35 @@ def stop_on_sigterm():
     try: yield
     finally: signal.signal(signal.SIGTERM, old)
 
+# %% ../../nbs/32_run.ipynb #a181a73d
+from dataclasses import replace
+from ..trec import write_runs   # <method>.trec and qrels.txt of a finished run
+
+# %% ../../nbs/32_run.ipynb #8126d0b2
+def check_run_files(specs: dict, # {name: `MethodSpec`} of the run
+                    ds, # the run's dataset
+                   ) -> dict:
+    "The specs, each run file's read and checked against `ds` (`pace.trec.RunFile`) and given to its method."
+    from pace.trec import RunFile
+    out = dict(specs)
+    for m, s in specs.items():
+        if "path" not in s.options or "bad" not in s.options: continue
+        f = RunFile(s.options["path"], ds, s.options["bad"])
+        if f.dropped:
+            what = ", ".join(f"{n} {w}" for w, n in f.dropped.items())
+            print(f"pace run: {m}: dropped {what}", file=sys.stderr)
+        out[m] = replace(s, options=s.options | dict(file=f))
+    return out
+
+# %% ../../nbs/32_run.ipynb #9a758064
+def deeper_methods(ms: dict, # {name: built method}
+                   depth: int | None, # --depth
+                  ) -> dict:
+    "The methods; a retriever whose answer budget `k` is below `depth` wrapped to rank that deep (`Deeper`)."
+    from pace.methods.baselines import Deeper, Retriever, RunFileMethod
+    deep = lambda x: isinstance(x, Retriever) and not isinstance(x, RunFileMethod) and depth and depth > x.k
+    return {m: Deeper(x, depth) if deep(x) else x for m, x in ms.items()}
+
 # %% ../../nbs/32_run.ipynb #caeb334a
 class Run:
     "One `pace run` on its folder, in steps: `open`, the `pending` pairs, `run` them, `finish` (`execute`)."
@@ -804,6 +839,7 @@ class Run:
         self.methods = list(self.specs)
         _check_pacemaker_names(self.specs, self.cfg.pacemaker)
         self.ds = load_pace_dataset(s.dataset)
+        self.specs = check_run_files(self.specs, self.ds)   # run files: checked against the dataset
         _warn_dataset(self.ds)
         self.whole, self.n_dataset = select_queries(self.ds.queries, s.limit, s.seed), len(self.ds.queries)
         self.shard = parse_shard(s.shard)
@@ -879,6 +915,7 @@ class Run:
                                    bm25=c.index.bm25)
                 self.ms = {m: build_method(self.specs[m], self.cm, store, c.pacemaker, c.graphrag)
                            for m in self.methods}
+                self.ms = deeper_methods(self.ms, c.scope.depth)   # --depth: a deeper list for the metrics
                 todo = self.pending(done)
                 self.workers = _workers(x.workers, self.cm, self.jm)
                 return self.finish(*self.run(todo))
@@ -920,7 +957,7 @@ def merge_runs(out, # the folder to write (new, or empty)
     for p in parts:
         if (p / "index").is_dir(): shutil.copytree(p / "index", out / "index", dirs_exist_ok=True)
     tabs = write_tables(out / "results.jsonl")
-    write_index_costs(out)
+    write_index_costs(out); write_runs(out, held)
     _write_report(out)
     return dict(run_dir=out, n_rows=len(held), n_parts=len(parts), n_failed=n_failed, tables=tabs)
 

@@ -19,10 +19,11 @@ from .pipeline import (PaceMaker, PaceMakerConfig, MethodTrace, resolve_index, p
 from .pacemaker_score import SCORE_SWITCHES
 
 # %% auto #0
-__all__ = ['ANSWER_SETTINGS', 'METHOD_SPECS', 'SIZED', 'METHODS', 'LLM_FREE', 'MethodResult', 'Method', 'BaselineTrace',
-           'OutputError', 'check_ids', 'search_hits', 'Oracle', 'FullKB', 'Retriever', 'BM25', 'Dense', 'Hybrid',
-           'PaceMakerMethod', 'MethodSpec', 'own_method', 'method_size', 'method_spec', 'make_method', 'refused_result',
-           'checked_result', 'run_checked', 'run_batch_checked']
+__all__ = ['ANSWER_SETTINGS', 'METHOD_SPECS', 'SIZED', 'METHODS', 'LLM_FREE', 'RUN_PREFIXES', 'MethodResult', 'Method',
+           'BaselineTrace', 'OutputError', 'check_ids', 'search_hits', 'Oracle', 'FullKB', 'Retriever', 'BM25', 'Dense',
+           'Hybrid', 'Deeper', 'PaceMakerMethod', 'MethodSpec', 'own_method', 'RunFileMethod', 'run_method',
+           'method_size', 'method_spec', 'make_method', 'refused_result', 'checked_result', 'run_checked',
+           'run_batch_checked']
 
 # %% ../../nbs/22_baselines.ipynb #959cfe02
 class MethodResult(BaseModel):
@@ -206,6 +207,22 @@ class Hybrid(Retriever):
         super().__init__(chat_model, index, k=k, **kw); self.k_rrf = k_rrf
     def search(self, idx, q): return hybrid_ranking(idx, q, self.k, self.k_rrf)
 
+# %% ../../nbs/22_baselines.ipynb #be2113aa
+class Deeper:
+    "A `Retriever` that also ranks `depth` deep for the metrics as stage 'ranked'; its answer unchanged."
+    def __init__(self, method, # a `Retriever` (its `k` is the answer budget)
+                 depth: int): # how deep the metrics' list goes
+        self.method, self.depth = method, depth
+    def __getattr__(self, a): return getattr(self.method, a)
+    def run(self, query, instance, kb, answer: bool = True) -> MethodResult:
+        "The method's own result, with its list searched `depth` deep as the evidence stage 'ranked'."
+        import copy
+        r = self.method.run(query, instance, kb, answer)
+        deep = copy.copy(self.method); deep.k = self.depth
+        more = deep.select(query, instance, kb, BaselineTrace(method=self.method.name))
+        ranked = list(dict.fromkeys(r.retrieved_ids + more))   # the evidence first: metrics at k as they were
+        return r.model_copy(update=dict(evidence={"ranked": ranked[:self.depth]} | r.evidence))
+
 # %% ../../nbs/22_baselines.ipynb #f63068c6
 class PaceMakerMethod:
     "`PaceMaker` behind the `Method` interface; the ranking is the final evidence order."
@@ -372,6 +389,42 @@ def _buildable(s: MethodSpec) -> MethodSpec:
                          "or take **kw") from None
     return s
 
+# %% ../../nbs/22_baselines.ipynb #e74aca4d
+RUN_PREFIXES = {"run:": "refuse", "run-drop:": "drop"}   # --methods prefix -> what `pace.trec.RunFile` does
+
+# %% ../../nbs/22_baselines.ipynb #e9d8c16d
+class RunFileMethod(Retriever):
+    "A TREC run file's lists (`pace.trec.RunFile`): the whole list is the ranking, its top `k` the evidence."
+    name, needs_llm = "run", False
+    def __init__(self, chat_model, index=None, *,
+                 file=None, # the checked `pace.trec.RunFile` (`pace run` reads it against the dataset)
+                 path=None, bad: str = "refuse", # the file and `RUN_PREFIXES`' rule, as the spec gives them
+                 k: int = HYBRID_K, **kw):
+        _Base.__init__(self, chat_model, index, **kw); self.file, self.path, self.k = file, path, k
+    def select(self, query, instance, kb, tr):
+        if self.file is None: raise ValueError(f"{self.name}: no checked run file (pace run reads it first)")
+        known = {f.doc_id for f in kb}
+        ranked = [d for d, _ in self.file.ranking(query.query_id) if d in known]
+        tr.policy = f"top-{self.k} of the run file's {len(ranked)} ranked facts"
+        tr.details = dict(sha256=self.file.sha256, depth=len(ranked), ranked=ranked)
+        return ranked[:self.k]
+    def run(self, query, instance, kb, answer: bool = True) -> MethodResult:
+        "The evidence and answer as any retriever's; the evidence stage 'ranked' holds the file's whole list."
+        r = super().run(query, instance, kb, answer)
+        ranked = r.trace["details"].pop("ranked")
+        return r.model_copy(update=dict(evidence={"ranked": ranked} | r.evidence))
+
+# %% ../../nbs/22_baselines.ipynb #5f403476
+def run_method(spec: str, # 'run:PATH' or 'run-drop:PATH'
+              ) -> MethodSpec:
+    "The `MethodSpec` of a TREC run file, named `spec`, fingerprinted by the file's sha256."
+    from pace.trec import file_sha256
+    prefix = next(p for p in RUN_PREFIXES if spec.startswith(p))
+    path = spec[len(prefix):]
+    if not Path(path).is_file(): raise UsageError(f"--methods {spec}: no run file {path}")
+    return MethodSpec(spec, RunFileMethod, kind="own", needs_llm=False, spec=spec, sha256=file_sha256(path),
+                      options=dict(path=path, bad=RUN_PREFIXES[prefix]))
+
 # %% ../../nbs/22_baselines.ipynb #176e2b3b
 def method_size(name: str, # a method name, e.g. 'hybrid' or 'hybrid@15'
                ) -> tuple[str, int | None]:
@@ -388,6 +441,7 @@ def method_size(name: str, # a method name, e.g. 'hybrid' or 'hybrid@15'
 def method_spec(name: str, # a registered name or variant, a sized retriever ('hybrid@20'), or 'file.py:Class'
                ) -> MethodSpec:
     "The `MethodSpec` a method name stands for, renamed to it for a variant (a size goes into `options`)."
+    if name.startswith(tuple(RUN_PREFIXES)): return run_method(name)
     if ":" in name: return _buildable(own_method(name))
     base, n = method_size(name)
     s = next((s for s in METHOD_SPECS if base in (s.name, *s.variants)), None) or _entry_point(name)
