@@ -14,9 +14,9 @@ from ..data import UsageError
 
 # %% auto #0
 __all__ = ['QUIETED_AT_INTERRUPT', 'parse_parameters', 'Experiment', 'read_experiment', 'experiments_dir', 'find_experiments',
-           'select_experiments', 'parse_param', 'clean_notebook', 'run_notebook', 'accept_rows_enabled', 'recorded_run',
-           'recorded_runs', 'sweep_points', 'subset_dataset', 'committed_settings', 'list_experiments', 'reproduce',
-           'add_cli']
+           'select_experiments', 'parse_param', 'clean_notebook', 'run_notebook', 'accept_rows_enabled',
+           'refresh_run_files', 'recorded_run', 'recorded_runs', 'sweep_points', 'subset_dataset', 'committed_settings',
+           'list_experiments', 'reproduce', 'add_cli']
 
 # %% ../../nbs/34_reproduce.ipynb #6a300c72
 def parse_parameters(src: str, # the source of a cell tagged `parameters`
@@ -259,6 +259,22 @@ def accept_rows_enabled() -> bool:
     "Whether a replay may write its rows over differing committed ones (`PACE_ACCEPT_ROWS`)."
     return os.environ.get("PACE_ACCEPT_ROWS", "").strip().lower() in ("1", "true", "yes", "on")
 
+# %% ../../nbs/34_reproduce.ipynb #e16a4f0f
+def refresh_run_files(folder, # a committed run folder: results.jsonl, timings.jsonl, run.json
+                     ) -> list[str]:
+    "Write a run folder's tables, `scores.json`, `<method>.trec` and `qrels.txt` again from its own rows."
+    from pace.eval.evaluate import write_tables
+    from pace.data import read_jsonl
+    from pace.runfolder import digests_path, write_digests
+    from pace.trec import write_runs
+    folder = Path(folder); rows = read_jsonl(folder / "results.jsonl")
+    if digests_path(folder / "results.jsonl").exists(): write_digests(folder / "results.jsonl", rows)
+    made = sorted(write_tables(folder / "results.jsonl")) + [p.name for p in write_runs(folder, rows)]
+    cost, tables = folder / "index_cost.md", folder / "tables.md"   # the index is not committed; its cost is
+    if cost.exists() and "## Indexing cost" not in tables.read_text():
+        with open(tables, "a") as f: f.write(f"\n## {cost.read_text()}")
+    return made
+
 # %% ../../nbs/34_reproduce.ipynb #9a3a2e62
 def _row_difference(new: bytes, old: bytes) -> str:
     "Where a replay's rows differ from the committed ones: the first row that does, its pair and fields."
@@ -296,6 +312,7 @@ def _record_or_replay(out, # folder of the cache export `cache.jsonl.gz` (record
                 elif new != old:
                     raise AssertionError(f"the replay of {Path(parent) / name} gives other result rows than "
                                          f"the committed results.jsonl: {_row_difference(new, old)}")
+                refresh_run_files(Path(parent) / name)   # its tables and run files from its rows
                 rows += len(new.splitlines())
         return ("accepted: " + "; ".join(accepted) if accepted else "replayed"), rows
     cache = out / "cache.sqlite"
