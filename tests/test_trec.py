@@ -208,3 +208,20 @@ def test_depth_apart_from_the_answer_budget(tmp_path):
     assert "depth" not in json.loads((flat["run_dir"] / "run.json").read_text())["settings"]
     with pytest.raises(RunMismatchError, match="depth"):
         run_experiment(chat=FakeChat(schema_reply, cache=False), name="deep", depth=30, **k)
+
+
+def test_a_committed_run_ranks_to_depth_100_for_its_metrics_and_hands_the_answerer_its_budget():
+    "05's paper-preset retrieval-only run: nDCG@10 and R@100 from its committed <method>.trec, the answerer's 10 facts."
+    import pandas as pd
+    folder = ROOT / "results/main_results/mini-qwen2.5-0.5b-paper-all-retrieval"
+    ret = pd.read_csv(folder / "retrieval.csv", index_col="method")
+    assert {"nDCG@10", "R@100"} <= set(ret.columns) and ret.loc["hybrid", "depth"] == 100
+    rows = [r for r in _rows(folder) if r["method"] == "hybrid"]
+    assert all(len(r["evidence"]["final"]) == 10 and len(r["evidence"]["ranked"]) == 100 for r in rows)
+    assert all(r["evidence"]["ranked"][:10] == r["evidence"]["final"] for r in rows)   # the budget's list leads
+    run, qrels = read_run(folder / "hybrid.trec"), read_qrels(folder / "qrels.txt")
+    agg = ir_measures.calc_aggregate([ir_measures.parse_measure("R@100"), ir_measures.parse_measure("nDCG@10")],
+                                     qrels, {q: {d: s for d, s in ds} for q, ds in run.items()})
+    got = {str(k): v for k, v in agg.items()}
+    assert math.isclose(100 * got["R@100"], ret.loc["hybrid", "R@100"], abs_tol=0.006)
+    assert math.isclose(100 * got["nDCG@10"], ret.loc["hybrid", "nDCG@10"], abs_tol=0.006)
