@@ -197,7 +197,7 @@ def _new_faiss(dim: int, kind, train: np.ndarray | None = None):
     return ix
 
 # %% ../nbs/10_index.ipynb #0668b541
-GRAPH_EXACT_MAX = 20_000   # larger KBs get an approximate (HNSW) neighbour graph: see scripts/bench_scale.py
+GRAPH_EXACT_MAX = 10_000   # larger KBs get an approximate (IVF) neighbour graph: see scripts/bench_scale.py
 
 def _knn_graph(index, # the index's FAISS index over `vectors`
                vectors: np.ndarray, k: int, approximate, # the index's `approximate` setting
@@ -205,7 +205,7 @@ def _knn_graph(index, # the index's FAISS index over `vectors`
     "The k-NN graph of `vectors` from scratch and how it was searched: 'exact', 'ivf' or 'hnsw'."
     n, kind = len(vectors), approximate or "exact"
     if not approximate and n > GRAPH_EXACT_MAX:
-        index, kind = _new_faiss(vectors.shape[1], "hnsw"), "hnsw"
+        index, kind = _new_faiss(vectors.shape[1], "ivf", vectors), "ivf"
         index.add(vectors)
     gi, gs = _knn_rows(index, vectors, vectors, np.arange(n), k, show_progress=show_progress)
     return gi, gs, kind

@@ -342,7 +342,7 @@ def test_approximate_graph_above_the_threshold(monkeypatch, kb, full):
     import pace.index
     monkeypatch.setattr(pace.index, "GRAPH_EXACT_MAX", 100)
     idx = InstanceIndex.build(kb, random_embedder(48), knn_k=10)
-    assert idx.graph_ids.shape == full.graph_ids.shape and idx.graph_kind == "hnsw"
+    assert idx.graph_ids.shape == full.graph_ids.shape and idx.graph_kind == "ivf"
     recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(idx.graph_ids.tolist(), full.graph_ids.tolist())])
     assert recall > 0.9
     assert idx.dense(["dentist"], 5) == full.dense(["dentist"], 5)   # dense search stays exact
