@@ -40,11 +40,20 @@ def inner_products(rows:np.ndarray, # (..., dim) float32 vectors
     return np.cumsum(p, axis=-1)[..., -1] if p.shape[-1] else np.zeros(p.shape[:-1])
 
 # %% ../nbs/04_embed.ipynb #88aca230
-def l2_normalise(x:np.ndarray) -> np.ndarray:
-    "Rows scaled to unit L2 norm (all-zero rows stay zero), as float32, the same bits on every CPU."
-    x = np.asarray(x, dtype=np.float32)
+def _unit_rows(x: np.ndarray) -> np.ndarray:
     n = np.sqrt(inner_products(x, x))[..., None]
     return (x.astype(np.float64) / np.where(n == 0, 1, n)).astype(np.float32)
+
+def l2_normalise(x:np.ndarray, # rows to scale
+                 chunk:int=4096, # rows at a time: a 200,000 x 256 matrix needs no float64 copies of itself
+                ) -> np.ndarray:
+    "Rows scaled to unit L2 norm (all-zero rows stay zero), as float32, the same bits on every CPU."
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim < 2 or len(x) <= chunk: return _unit_rows(x)
+    out = np.empty_like(x)
+    for i in range(0, len(x), chunk): out[i:i + chunk] = _unit_rows(x[i:i + chunk])   # each row on its own
+    return out
+
 
 # %% ../nbs/04_embed.ipynb #783ec2a7
 class EmbeddingError(RuntimeError):
