@@ -215,7 +215,8 @@ def _knn_graph(index, # the index's FAISS index over `vectors`
 def _embed(embedder, texts, stage, show_progress, query=False) -> np.ndarray:
     "Embed through the `pace.embed` interface (queries: `embed_queries` where it has it); rows re-normalised."
     fn = (getattr(embedder, "embed_queries", None) if query else None) or embedder.embed
-    v = np.asarray(fn(list(texts), stage=stage, show_progress=show_progress), dtype=np.float32)
+    kw = {} if query or not getattr(embedder, "recompute", False) else dict(cache=False)   # not worth a row
+    v = np.asarray(fn(list(texts), stage=stage, show_progress=show_progress, **kw), dtype=np.float32)
     if v.shape != (len(texts), embedder.dim):
         raise ValueError(f"embedder {embedder.model_id!r} returned shape {v.shape}, "
                          f"expected {(len(texts), embedder.dim)}")

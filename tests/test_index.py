@@ -394,3 +394,16 @@ def test_a_run_charges_the_index_build_to_index_cost_not_to_the_first_method(tmp
     assert len(secs) == 4 and max(secs) < 0.5
     cost = (tmp_path / "r" / "index_cost.csv").read_text().splitlines()
     assert sum(float(l.split(",")[3]) for l in cost[1:]) >= 1.0   # the build is in the index cost
+
+
+def test_an_index_keeps_no_hash_vectors_in_the_cache_and_a_replay_computes_them(tmp_path):
+    "Issue 42: the hash embedder's vectors of a 200,000-fact KB filled a 415 MB cache; computing them is cheaper."
+    from pace.cache import Cache
+    from pace.embed import get_embedder
+    c, facts = Cache(tmp_path / "c.sqlite"), synthetic_facts(20)
+    idx = InstanceIndex.build(facts, pace.embed.HashEmbedder(cache=c), knn_k=3)
+    hits = idx.dense(["dentist appointment"], 3)
+    assert c._con().execute("SELECT stage, COUNT(*) FROM entries GROUP BY stage").fetchall() == [("embed_query", 1)]
+    rep = get_embedder("hash:hash", cache=c, replay=True)            # a replay: the facts' vectors computed again
+    again = InstanceIndex.build(facts, rep, knn_k=3)
+    assert again.vectors.tobytes() == idx.vectors.tobytes() and again.dense(["dentist appointment"], 3) == hits
