@@ -158,7 +158,8 @@ class Embedder(_EmbedderBase):
         t0, fp = time.perf_counter(), json.loads(canonical_json(self.fingerprint()))
         if not query: fp = {k: v for k, v in fp.items() if k not in QUERY_KEYS}   # a document: no instruction
         keys = [self._key(t, fp) for t in texts]
-        todo = self._from_cache(texts, keys, out, stage, t0) if cache else sorted(dict.fromkeys(texts), key=len)
+        if cache: todo = self._from_cache(texts, keys, out, stage, t0)
+        else: todo = sorted(dict.fromkeys(texts), key=len)
         if not todo: return out
         if cache: self._on_miss(todo, fp, stage)
         batches, where = [todo[i:i+self.batch_size] for i in range(0, len(todo), self.batch_size)], {}
@@ -171,7 +172,8 @@ class Embedder(_EmbedderBase):
                                                   disable=not show_progress, desc=f"embed {self.model_id}"):
                 for t, v in zip(batch, vecs): out[where[t]] = v
                 if cache: self._store(batch, vecs, ntok, secs, fp, stage)
-                else: self.accounts.record(stage, n=len(batch), prompt_tokens=ntok, seconds=secs, model_seconds=secs)
+                else: self.accounts.record(stage, n=len(batch), prompt_tokens=ntok, seconds=secs,
+                                           model_seconds=secs)
         finally:
             if ex: ex.shutdown(wait=True)
         return out
