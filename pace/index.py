@@ -199,14 +199,22 @@ def _new_faiss(dim: int, kind, train: np.ndarray | None = None):
 # %% ../nbs/10_index.ipynb #0668b541
 GRAPH_EXACT_MAX = 10_000   # larger KBs get an approximate (IVF) neighbour graph: see scripts/bench_scale.py
 
+def _graph_ivf(vectors: np.ndarray):
+    "An IVF index of `vectors` for the graph: ~4*sqrt(n) lists, 16 probed, trained 10 rounds on 16 a list."
+    n, d = vectors.shape
+    nlist = max(1, min(int(4 * n ** 0.5), n // 39))
+    ix = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
+    ix.cp.niter, ix.cp.min_points_per_centroid = 10, 1   # training is most of the cost: kept small
+    pick = np.sort(np.random.default_rng(0).choice(n, min(n, 16 * nlist), replace=False))
+    ix.train(np.ascontiguousarray(vectors[pick])); ix.add(vectors); ix.nprobe = min(nlist, 16)
+    return ix
+
 def _knn_graph(index, # the index's FAISS index over `vectors`
                vectors: np.ndarray, k: int, approximate, # the index's `approximate` setting
                show_progress=False) -> tuple[np.ndarray, np.ndarray, str]:
     "The k-NN graph of `vectors` from scratch and how it was searched: 'exact', 'ivf' or 'hnsw'."
     n, kind = len(vectors), approximate or "exact"
-    if not approximate and n > GRAPH_EXACT_MAX:
-        index, kind = _new_faiss(vectors.shape[1], "ivf", vectors), "ivf"
-        index.add(vectors)
+    if not approximate and n > GRAPH_EXACT_MAX: index, kind = _graph_ivf(vectors), "ivf"
     gi, gs = _knn_rows(index, vectors, vectors, np.arange(n), k, show_progress=show_progress)
     return gi, gs, kind
 
