@@ -46,11 +46,12 @@ def _unit_rows(x: np.ndarray) -> np.ndarray:
 
 def l2_normalise(x:np.ndarray, # rows to scale
                  chunk:int=4096, # rows at a time: a 200,000 x 256 matrix needs no float64 copies of itself
+                 out:np.ndarray|None=None, # where to write them (may be `x` itself: no second matrix)
                 ) -> np.ndarray:
     "Rows scaled to unit L2 norm (all-zero rows stay zero), as float32, the same bits on every CPU."
     x = np.asarray(x, dtype=np.float32)
-    if x.ndim < 2 or len(x) <= chunk: return _unit_rows(x)
-    out = np.empty_like(x)
+    if out is None and (x.ndim < 2 or len(x) <= chunk): return _unit_rows(x)
+    out = np.empty_like(x) if out is None else out
     for i in range(0, len(x), chunk): out[i:i + chunk] = _unit_rows(x[i:i + chunk])   # each row on its own
     return out
 

@@ -228,7 +228,8 @@ def _embed(embedder, texts, stage, show_progress, query=False) -> np.ndarray:
     if v.shape != (len(texts), embedder.dim):
         raise ValueError(f"embedder {embedder.model_id!r} returned shape {v.shape}, "
                          f"expected {(len(texts), embedder.dim)}")
-    return np.ascontiguousarray(l2_normalise(v))
+    mine = v.flags.owndata and v.flags.c_contiguous and v.flags.writeable   # normalised in place: no 2nd copy
+    return np.ascontiguousarray(l2_normalise(v, out=v if mine else None))
 
 # %% ../nbs/10_index.ipynb #2b6e79a1
 class _IndexData:
