@@ -71,6 +71,7 @@ class _EmbedderBase:
     "What every embedder has: an id, a size, a cache, accounts, and the backend hook `_embed`."
     backend = "base"
     recompute = False   # True: vectors cheaper to compute than to store (an index's facts skip the cache)
+    replayed = False    # True: a recorded embedder (`ReplayEmbedder`)
     def __init__(self, model_id:str, # identity of the model (part of the cache key)
                  dim:int, # embedding size
                  *, cache=None, # None: default cache file; a path or Cache; False: no cache
@@ -159,7 +160,8 @@ class Embedder(_EmbedderBase):
         t0, fp = time.perf_counter(), json.loads(canonical_json(self.fingerprint()))
         if not query: fp = {k: v for k, v in fp.items() if k not in QUERY_KEYS}   # a document: no instruction
         keys = [self._key(t, fp) for t in texts]
-        if cache: todo = self._from_cache(texts, keys, out, stage, t0)
+        # a replay reads what its recording cached, even where vectors are no longer cached (`recompute`)
+        if cache or self.replayed: todo = self._from_cache(texts, keys, out, stage, t0)
         else: todo = sorted(dict.fromkeys(texts), key=len)
         if not todo: return out
         if cache: self._on_miss(todo, fp, stage)
@@ -503,6 +505,7 @@ EMBED_REPLAY_SPECS = {OnnxEmbedder: _onnx_replay, STEmbedder: _st_replay,
 # %% ../nbs/04_embed.ipynb #34a951a2
 class ReplayEmbedder(Embedder):
     "A recorded embedder: every vector from the cache; a text the cache lacks is a `ReplayMissError`."
+    replayed = True
     def __init__(self, fingerprint:dict, # the recorded embedder's fingerprint (see
                                          # `pace.cache.recorded_model`)
                  *, cache, # the cache holding its vectors (a path or a Cache; not False)
