@@ -5,6 +5,7 @@
 # %% ../nbs/01_cache.ipynb #0703cc7c
 from __future__ import annotations
 import base64, contextvars, errno, gzip, hashlib, io, json, os, re, sqlite3, threading, time, argparse, sys
+import urllib.parse
 import zipfile, zlib
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, asdict
@@ -58,11 +59,20 @@ class CacheLockedError(CacheFileError):
 def _is_locked(e: sqlite3.Error) -> bool:
     return isinstance(e, sqlite3.OperationalError) and "locked" in str(e)
 
+def _read_only(path: Path, timeout: float = LOCK_TIMEOUT) -> sqlite3.Connection:
+    ("A connection that never writes: `mode=ro`, or `immutable=1` where SQLite cannot make the WAL's "
+     "shared-memory file (a read-only file system).")
+    uri = "file:" + urllib.parse.quote(str(Path(path).absolute()))
+    con = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=timeout, isolation_level=None)
+    try: con.execute("SELECT count(*) FROM sqlite_master").fetchone(); return con
+    except sqlite3.OperationalError: con.close()
+    return sqlite3.connect(uri + "?immutable=1", uri=True, timeout=timeout, isolation_level=None)
+
 class _SQLiteFile:
     ("A SQLite file shared by threads and processes: one connection per thread and process, WAL, short "
      "write transactions.")
-    def __init__(self, path:Path, timeout:float|None=None):
-        self.path, self._local = Path(path), threading.local()
+    def __init__(self, path:Path, timeout:float|None=None, readonly:bool=False):
+        self.path, self._local, self.readonly = Path(path), threading.local(), readonly
         self.timeout = LOCK_TIMEOUT if timeout is None else timeout
         if self.path.is_dir():
             raise CacheFileError(f"cache {self.path} is a folder: give a file, e.g. "
@@ -71,6 +81,7 @@ class _SQLiteFile:
         up = next((p for p in self.path.parents if p.exists()), None)
         if up is not None and not up.is_dir():
             raise CacheFileError(f"cannot make the folder of cache {self.path}: {up} is a file")
+        if readonly: return
         try: self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise CacheFileError(f"cannot make the folder of cache {self.path}: {e.strerror}") from None
@@ -84,6 +95,9 @@ class _SQLiteFile:
         "This thread's (and this process's) connection, opened on first use."
         loc = self._local
         if getattr(loc, "con", None) is None or loc.pid != os.getpid():
+            if self.readonly:
+                loc.con, loc.pid = _read_only(self.path, self.timeout), os.getpid()
+                return loc.con
             con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
                                   check_same_thread=True)
             try:
@@ -115,8 +129,8 @@ class _SQLiteFile:
             raise
 
     # picklable for worker processes
-    def __getstate__(self): return {"path": self.path, "timeout": self.timeout}
-    def __setstate__(self, d): self.__init__(d["path"], d["timeout"])
+    def __getstate__(self): return {"path": self.path, "timeout": self.timeout, "readonly": self.readonly}
+    def __setstate__(self, d): self.__init__(d["path"], d["timeout"], d.get("readonly", False))
 
 # %% ../nbs/01_cache.ipynb #b125ab9a
 _SCHEMA = """
@@ -161,7 +175,8 @@ def _check_store(path: Path):
     if not path.is_file() or path.stat().st_size == 0: return
     with open(path, "rb") as f: head = f.read(len(_SQLITE_MAGIC))
     if head != _SQLITE_MAGIC: raise CacheFileError(f"{path} is not a SQLite file, so not a pace cache")
-    con = sqlite3.connect(path)
+    try: con = _read_only(path)   # looking creates nothing, and works on a read-only file system
+    except sqlite3.Error as e: raise CacheFileError(f"{path} cannot be read as SQLite: {e}") from None
     try: tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except sqlite3.DatabaseError as e: raise CacheFileError(f"{path} cannot be read as SQLite: {e}") from None
     finally: con.close()
@@ -171,9 +186,10 @@ def _check_store(path: Path):
 
 class _EntryStore(_SQLiteFile):
     "The `entries` table of a SQLite file: read and write `Entry`s."
-    def __init__(self, path:Path, timeout:float|None=None):
-        super().__init__(path, timeout)
+    def __init__(self, path:Path, timeout:float|None=None, readonly:bool=False):
+        super().__init__(path, timeout, readonly)
         _check_store(self.path)
+        if readonly: return
         try: self._con().executescript(_SCHEMA)
         except sqlite3.DatabaseError as e:
             if _is_locked(e): raise self._locked() from None
@@ -235,11 +251,12 @@ class Cache(_EntryStore):
     def __init__(self, path:str|Path|None=None, # file; default `default_cache_path()`; ":memory:" is refused
                                                 # (not shareable)
                  timeout:float|None=None, # seconds to wait for another writer's lock (None: LOCK_TIMEOUT)
+                 readonly:bool=False, # only read (`stats`, export): nothing written, even on a read-only disk
                 ):
         path = Path(path).expanduser() if path is not None else default_cache_path()
         if str(path) == ":memory:":
             raise ValueError("Cache needs a file path (an in-memory db is not shared between threads)")
-        super().__init__(path, timeout)
+        super().__init__(path, timeout, readonly)
 
     def __repr__(self): return f"Cache({str(self.path)!r})"
 
@@ -321,7 +338,26 @@ def _export_line(path: Path, n: int, line: bytes) -> Entry:
         raise CacheImportError(f"{where}: expected a JSON object, got {type(obj).__name__}")
     try: e = Entry(**obj); _entry2row(e)   # every field present and of a storable type
     except (TypeError, ValueError) as x: raise CacheImportError(f"{where}: not a cache entry ({x})") from None
+    why = _vector_problem(e)
+    if why: raise CacheImportError(f"{where}: embedding entry {e.key[:12]} of {e.model}: {why}")
     return e
+
+def _vector_problem(e: Entry) -> str | None:
+    "Why an embedding entry holds no usable vector (not one, or not of its embedder's size); None if fine."
+    if e.kind != "embed": return None
+    q, r = e.request, e.response
+    fp = q.get("fingerprint") if isinstance(q, dict) else None
+    if not (isinstance(fp, dict) and isinstance(q.get("text"), str)):
+        return "its request is not {fingerprint, text}"
+    if not (isinstance(r, dict) and set(r) == {"f32"} and isinstance(r["f32"], str)):
+        return "its response is not a vector ({\"f32\": base64 of float32s})"
+    try: b = base64.b64decode(r["f32"], validate=True)
+    except ValueError: return "its vector is not base64"
+    if not b or len(b) % 4: return f"its vector is {len(b)} bytes, not whole float32s"
+    dim = fp.get("dim")
+    if type(dim) is int and len(b) != 4 * dim:
+        return f"its vector has {len(b) // 4} floats, its embedder's size (dim) is {dim}"
+    return None   # NaN and infinity are kept as they are, bit for bit (see the store below)
 
 def read_export(path:str|Path, # JSONL file written by `export_cache` (gzip'd or not)
                ) -> list[Entry]:
@@ -703,7 +739,7 @@ def _run_cache_cmd(args) -> int:
               f"{r['skipped']} skipped (key does not match the request)")
         return 0
     if not path.exists(): return _no_cache(args, path)
-    c = Cache(path)
+    c = Cache(path, readonly=args.cache_cmd in ("stats", "export"))   # reading opens nothing for writing
     if args.cache_cmd == "stats":
         s = c.stats()
         if args.json: print(json.dumps(s, indent=1))

@@ -40,11 +40,21 @@ def inner_products(rows:np.ndarray, # (..., dim) float32 vectors
     return np.cumsum(p, axis=-1)[..., -1] if p.shape[-1] else np.zeros(p.shape[:-1])
 
 # %% ../nbs/04_embed.ipynb #88aca230
-def l2_normalise(x:np.ndarray) -> np.ndarray:
-    "Rows scaled to unit L2 norm (all-zero rows stay zero), as float32, the same bits on every CPU."
-    x = np.asarray(x, dtype=np.float32)
+def _unit_rows(x: np.ndarray) -> np.ndarray:
     n = np.sqrt(inner_products(x, x))[..., None]
     return (x.astype(np.float64) / np.where(n == 0, 1, n)).astype(np.float32)
+
+def l2_normalise(x:np.ndarray, # rows to scale
+                 chunk:int=4096, # rows at a time: a 200,000 x 256 matrix needs no float64 copies of itself
+                 out:np.ndarray|None=None, # where to write them (may be `x` itself: no second matrix)
+                ) -> np.ndarray:
+    "Rows scaled to unit L2 norm (all-zero rows stay zero), as float32, the same bits on every CPU."
+    x = np.asarray(x, dtype=np.float32)
+    if out is None and (x.ndim < 2 or len(x) <= chunk): return _unit_rows(x)
+    out = np.empty_like(x) if out is None else out
+    for i in range(0, len(x), chunk): out[i:i + chunk] = _unit_rows(x[i:i + chunk])   # each row on its own
+    return out
+
 
 # %% ../nbs/04_embed.ipynb #783ec2a7
 class EmbeddingError(RuntimeError):
@@ -60,6 +70,8 @@ def _positive_int(name: str, v) -> int:
 class _EmbedderBase:
     "What every embedder has: an id, a size, a cache, accounts, and the backend hook `_embed`."
     backend = "base"
+    recompute = False   # True: vectors cheaper to compute than to store (an index's facts skip the cache)
+    replayed = False    # True: a recorded embedder (`ReplayEmbedder`)
     def __init__(self, model_id:str, # identity of the model (part of the cache key)
                  dim:int, # embedding size
                  *, cache=None, # None: default cache file; a path or Cache; False: no cache
@@ -85,10 +97,11 @@ class _EmbedderBase:
     def _key(self, text:str, fp:dict) -> str: return request_key("embed", {"fingerprint": fp, "text": text})
     def _on_miss(self, texts:list[str], fp:dict, stage:str):
         "Hook called with the texts the cache lacks, before they are embedded (a replay raises here)."
-    def _run_batch(self, batch:list[str], stage:str="embed", query:bool=False):
+    def _run_batch(self, batch:list[str], stage:str="embed", query:bool=False,
+                   logged:bool=True): # False: a recomputed vector, no model call to log
         ("Unit vectors, tokens and seconds of one backend call (logged); a failure or a wrong shape raises "
          "`EmbeddingError`.")
-        log_calls("embed", self.model_id, stage, len(batch))
+        if logged: log_calls("embed", self.model_id, stage, len(batch))
         t = time.perf_counter()
         try: vecs, ntok = (self._embed_query if query else self._embed)(batch)
         except Exception as e:
@@ -134,6 +147,7 @@ class Embedder(_EmbedderBase):
               *, stage:str="embed", # accounting tag
               show_progress:bool=False, # tqdm bar over the batches
               query:bool=False, # embed them as queries (with the backend's query instruction, if any)
+              cache:bool=True, # False: neither read nor write the cache for these texts (`recompute` ones)
              ) -> np.ndarray:
         "(len(texts), dim) float32 unit rows, from the cache where possible."
         if isinstance(texts, str) or not isinstance(texts, (list, tuple)):
@@ -146,19 +160,23 @@ class Embedder(_EmbedderBase):
         t0, fp = time.perf_counter(), json.loads(canonical_json(self.fingerprint()))
         if not query: fp = {k: v for k, v in fp.items() if k not in QUERY_KEYS}   # a document: no instruction
         keys = [self._key(t, fp) for t in texts]
-        todo = self._from_cache(texts, keys, out, stage, t0)
+        # a replay reads what its recording cached, even where vectors are no longer cached (`recompute`)
+        if cache or self.replayed: todo = self._from_cache(texts, keys, out, stage, t0)
+        else: todo = sorted(dict.fromkeys(texts), key=len)
         if not todo: return out
-        self._on_miss(todo, fp, stage)
+        if cache: self._on_miss(todo, fp, stage)
         batches, where = [todo[i:i+self.batch_size] for i in range(0, len(todo), self.batch_size)], {}
         for i, t in enumerate(texts): where.setdefault(t, []).append(i)
         ex = ThreadPoolExecutor(self.concurrency) if self.concurrency > 1 else None
         try:
-            run = functools.partial(self._run_batch, stage=stage, query=query)
+            run = functools.partial(self._run_batch, stage=stage, query=query, logged=cache)
             it = ex.map(run, batches) if ex else map(run, batches)
             for batch, (vecs, ntok, secs) in tqdm(zip(batches, it), total=len(batches),
                                                   disable=not show_progress, desc=f"embed {self.model_id}"):
                 for t, v in zip(batch, vecs): out[where[t]] = v
-                self._store(batch, vecs, ntok, secs, fp, stage)
+                if cache: self._store(batch, vecs, ntok, secs, fp, stage)
+                else: self.accounts.record(stage, n=len(batch), prompt_tokens=ntok, seconds=secs,
+                                           model_seconds=secs)
         finally:
             if ex: ex.shutdown(wait=True)
         return out
@@ -170,7 +188,7 @@ class Embedder(_EmbedderBase):
 # %% ../nbs/04_embed.ipynb #2466e926
 class HashEmbedder(Embedder):
     "Model-free bag-of-words hashing embedder (for tests and smoke runs)."
-    backend = "hash"
+    backend, recompute = "hash", True   # 15 us a text: cheaper than a cache row (415 MB for 200,000 facts)
     def __init__(self, model:str="hash", # name; the model id is '<model>-<dim>'
                  dim:int=256, # number of buckets
                  **kw):
@@ -178,12 +196,15 @@ class HashEmbedder(Embedder):
         self.n_batches = self.n_texts = 0
     def _embed(self, texts):
         self.n_batches += 1; self.n_texts += len(texts)
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for w in re.findall(r"\w+", t.lower()):
-                out[i, int.from_bytes(hashlib.blake2b(w.encode(), digest_size=4).digest(),
-                                      "little") % self.dim] += 1
-        return out, sum(len(t.split()) for t in texts)
+        return _hash_vectors(texts, self.dim), sum(len(t.split()) for t in texts)
+
+def _hash_vectors(texts, dim:int) -> np.ndarray:
+    "Word counts hashed into `dim` buckets (not normalised): the hash embedder's vectors, for replays too."
+    out = np.zeros((len(texts), dim), dtype=np.float32)
+    for i, t in enumerate(texts):
+        for w in re.findall(r"\w+", t.lower()):
+            out[i, int.from_bytes(hashlib.blake2b(w.encode(), digest_size=4).digest(), "little") % dim] += 1
+    return out
 
 # %% ../nbs/04_embed.ipynb #736ce214
 ASSETS = Path(str(importlib.resources.files("pace")))/"assets"
@@ -484,6 +505,7 @@ EMBED_REPLAY_SPECS = {OnnxEmbedder: _onnx_replay, STEmbedder: _st_replay,
 # %% ../nbs/04_embed.ipynb #34a951a2
 class ReplayEmbedder(Embedder):
     "A recorded embedder: every vector from the cache; a text the cache lacks is a `ReplayMissError`."
+    replayed = True
     def __init__(self, fingerprint:dict, # the recorded embedder's fingerprint (see
                                          # `pace.cache.recorded_model`)
                  *, cache, # the cache holding its vectors (a path or a Cache; not False)
@@ -493,11 +515,15 @@ class ReplayEmbedder(Embedder):
         self.backend, c = self._fp["backend"], as_cache(cache)
         dim = self._fp.get("dim") if type(self._fp.get("dim")) is int else _cached_dim(c, self._fp)
         super().__init__(self._fp["model_id"], dim, cache=c, accounts=accounts)
+        # a hash embedder's index vectors were never cached: computed again, as they were made
+        self.recompute = self._fp == {"backend": "hash", "model_id": self._fp["model_id"], "dim": dim}
 
     def fingerprint(self) -> dict: return json.loads(canonical_json(self._fp))
     def _on_miss(self, texts, fp, stage):
         raise replay_miss("embedding", stage, self.model_id, self._key(texts[0], fp), len(texts))
-    def _embed(self, texts): raise ReplayError("a replayed embedder computes no vector")
+    def _embed(self, texts):
+        if self.recompute: return _hash_vectors(texts, self.dim), sum(len(t.split()) for t in texts)
+        raise ReplayError("a replayed embedder computes no vector")
 
 def _cached_dim(cache:Cache, fp:dict) -> int:
     "The size of a vector the cache holds for `fp`."

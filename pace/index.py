@@ -4,25 +4,27 @@
 
 # %% ../nbs/10_index.ipynb #1b263510
 from __future__ import annotations
-import hashlib, json, logging, math, os, re, shutil, threading, time
+import hashlib, io, json, logging, math, os, re, shutil, threading, time
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np, faiss, bm25s, Stemmer
-from .atomic import atomic_folder
+from .atomic import atomic_folder, write_bytes, write_text
 from .embed import inner_products, l2_normalise
 from tqdm.auto import tqdm
 
 _log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['FORMAT_VERSION', 'BM25_PARAMS', 'BM25_MODES', 'BM25_RELEASE_PARAMS', 'APPROXIMATE', 'SMALL_BATCH', 'RERANK_SLACK',
-           'check_facts', 'facts_sha256', 'embedder_fingerprint', 'bm25_tokens', 'release_tokens', 'InstanceIndex',
-           'IndexStore']
+__all__ = ['FORMAT_VERSION', 'BM25_PARAMS', 'BM25_MODES', 'BM25_RELEASE_PARAMS', 'APPROXIMATE', 'GRAPH_EXACT_MAX', 'SMALL_BATCH',
+           'RERANK_SLACK', 'check_facts', 'facts_sha256', 'embedder_fingerprint', 'bm25_tokens', 'release_tokens',
+           'index_seconds', 'InstanceIndex', 'IndexStore']
 
 # %% ../nbs/10_index.ipynb #e4a634a0
-FORMAT_VERSION = 3 # 2: the embedder's whole fingerprint in the manifest; 3: vectors, graph alike on any CPU
+# 2: the embedder's whole fingerprint in the manifest; 3: vectors, graph alike on any CPU;
+# 4: each file's sha256, the graph built on first use
+FORMAT_VERSION = 4
 
 def check_facts(facts) -> list[tuple[str, str]]:
     "Return `(doc_id, text)` pairs, raising `ValueError` on missing fields, empty text or duplicate ids."
@@ -194,15 +196,40 @@ def _new_faiss(dim: int, kind, train: np.ndarray | None = None):
     ix.nprobe = min(nlist, 16)
     return ix
 
+# %% ../nbs/10_index.ipynb #0668b541
+GRAPH_EXACT_MAX = 10_000   # larger KBs get an approximate (IVF) neighbour graph: see scripts/bench_scale.py
+
+def _graph_ivf(vectors: np.ndarray):
+    "An IVF index of `vectors` for the graph: ~4*sqrt(n) lists, 16 probed, trained 10 rounds on 16 a list."
+    n, d = vectors.shape
+    nlist = max(1, min(int(4 * n ** 0.5), n // 39))
+    ix = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
+    ix.cp.niter, ix.cp.min_points_per_centroid = 10, 1   # training is most of the cost: kept small
+    pick = np.sort(np.random.default_rng(0).choice(n, min(n, 16 * nlist), replace=False))
+    ix.train(np.ascontiguousarray(vectors[pick])); ix.add(vectors); ix.nprobe = min(nlist, 16)
+    return ix
+
+def _knn_graph(index, # the index's FAISS index over `vectors`
+               vectors: np.ndarray, k: int, approximate, # the index's `approximate` setting
+               show_progress=False) -> tuple[np.ndarray, np.ndarray, str]:
+    "The k-NN graph of `vectors` from scratch and how it was searched: 'exact', 'ivf' or 'hnsw'."
+    n, kind = len(vectors), approximate or "exact"
+    if not approximate and n > GRAPH_EXACT_MAX: index, kind = _graph_ivf(vectors), "ivf"
+    gi, gs = _knn_rows(index, vectors, vectors, np.arange(n), k, show_progress=show_progress)
+    return gi, gs, kind
+
+
 # %% ../nbs/10_index.ipynb #e723aef1
 def _embed(embedder, texts, stage, show_progress, query=False) -> np.ndarray:
     "Embed through the `pace.embed` interface (queries: `embed_queries` where it has it); rows re-normalised."
     fn = (getattr(embedder, "embed_queries", None) if query else None) or embedder.embed
-    v = np.asarray(fn(list(texts), stage=stage, show_progress=show_progress), dtype=np.float32)
+    kw = {} if query or not getattr(embedder, "recompute", False) else dict(cache=False)   # not worth a row
+    v = np.asarray(fn(list(texts), stage=stage, show_progress=show_progress, **kw), dtype=np.float32)
     if v.shape != (len(texts), embedder.dim):
         raise ValueError(f"embedder {embedder.model_id!r} returned shape {v.shape}, "
                          f"expected {(len(texts), embedder.dim)}")
-    return np.ascontiguousarray(l2_normalise(v))
+    mine = v.flags.owndata and v.flags.c_contiguous and v.flags.writeable   # normalised in place: no 2nd copy
+    return np.ascontiguousarray(l2_normalise(v, out=v if mine else None))
 
 # %% ../nbs/10_index.ipynb #2b6e79a1
 class _IndexData:
@@ -215,7 +242,9 @@ class _IndexData:
         self.pairs, self.pos, self._ids, self.vectors = [], {}, [], np.zeros((0, embedder.dim), np.float32)
         self.faiss = None   # made on the first add (IVF is trained on the first vectors)
         self.bm25, self.bm25_mode = None, bm25   # the bm25s index; 'pace' or 'release'
-        self.graph_ids, self.graph_scores = np.zeros((0, knn_k), np.int64), np.zeros((0, knn_k), np.float32)
+        self._graph = None   # (ids, scores) of the k-NN graph: built on first use (`graph_ids`)
+        self.graph_kind, self.path = None, None   # how the graph was searched; the index's folder
+        self._graph_lock = threading.Lock()
         self.timings = dict(embed_s=0.0, faiss_s=0.0, bm25_s=0.0, graph_s=0.0, n_embedded=0)
         self.status, self.stale_reason = "new", None   # status: 'built' | 'loaded' | 'extended' | 'rebuilt'
         self.build_timings = None   # for a loaded index: the timings of the build that wrote it
@@ -245,7 +274,7 @@ class _IndexData:
 class _IndexBuilder(_IndexData):
     @classmethod
     def build(cls, facts, embedder, *, knn_k=10, approximate=False, bm25="pace", show_progress=False):
-        "Embed every fact and build the FAISS, BM25 and k-NN graph indexes."
+        "Embed every fact and build the FAISS and BM25 indexes (the k-NN graph waits for its first use)."
         pairs = check_facts(facts)
         if not pairs: raise ValueError("cannot index an empty list of facts")
         idx = cls(embedder, knn_k=knn_k, approximate=approximate, bm25=bm25)
@@ -270,10 +299,9 @@ class _IndexBuilder(_IndexData):
         t2 = time.perf_counter(); self.timings["faiss_s"] += t2 - t1
         self.bm25 = _bm25_build([t_ for _, t_ in self.pairs], self.bm25_mode)
         t3 = time.perf_counter(); self.timings["bm25_s"] += t3 - t2
-        self.graph_ids, self.graph_scores = _grown_graph(self.faiss, self.vectors, self.graph_ids,
-                                                         self.graph_scores,
-                                                         n0, self.knn_k, show_progress)
-        self.timings["graph_s"] += time.perf_counter() - t3
+        if self._graph is not None:   # a graph in use grows with the facts; else it waits for its first use
+            self._graph = _grown_graph(self.faiss, self.vectors, *self._graph, n0, self.knn_k, show_progress)
+            self.timings["graph_s"] += time.perf_counter() - t3
         return self
 
 # %% ../nbs/10_index.ipynb #0c5a43e9
@@ -331,8 +359,56 @@ class _IndexSearch(_IndexBuilder):
             out.append([(ids[i], float(x)) for i, x in zip(ii, ss)])
         return out
 
+# %% ../nbs/10_index.ipynb #ffdc7c5e
+_CLOCKS = threading.local()   # this thread's open clocks, and whether a charged block is running
+
+class _Clock:
+    seconds = 0.0   # seconds spent on indexes while the clock was open
+
+@contextmanager
+def index_seconds():
+    "A clock of this thread's seconds of building, loading or waiting for indexes inside the block."
+    clock, outer = _Clock(), getattr(_CLOCKS, "open", ())
+    _CLOCKS.open = outer + (clock,)
+    try: yield clock
+    finally: _CLOCKS.open = outer
+
+@contextmanager
+def _charged():
+    "Add the block's seconds to this thread's open clocks (a charged block inside another is counted once)."
+    if getattr(_CLOCKS, "busy", False):
+        yield
+        return
+    _CLOCKS.busy, t = True, time.perf_counter()
+    try: yield
+    finally:
+        _CLOCKS.busy, secs = False, time.perf_counter() - t
+        for clock in getattr(_CLOCKS, "open", ()): clock.seconds += secs
+
+
 # %% ../nbs/10_index.ipynb #fe124ba4
 class _IndexGraph(_IndexSearch):
+    @property
+    def graph_ids(self) -> np.ndarray:
+        "Row i: fact i's k most similar other facts (positions), best first (-1: none); made on first use."
+        return self._knn()[0]
+    @property
+    def graph_scores(self) -> np.ndarray:
+        "The cosines of `graph_ids`' neighbours (-inf where there is none)."
+        return self._knn()[1]
+    def _knn(self) -> tuple[np.ndarray, np.ndarray]:
+        "The graph, built now if it is not yet (and written into the index's folder, if it has one)."
+        if self._graph is not None: return self._graph
+        with _charged(), self._graph_lock:
+            if self._graph is None and not len(self):
+                return np.zeros((0, self.knn_k), np.int64), np.zeros((0, self.knn_k), np.float32)
+            if self._graph is None:
+                t = time.perf_counter()
+                gi, gs, self.graph_kind = _knn_graph(self.faiss, self.vectors, self.knn_k, self.approximate)
+                secs = time.perf_counter() - t; self.timings["graph_s"] += secs
+                if self.path is not None: _save_graph(self.path, self, gi, gs, secs)
+                self._graph = gi, gs
+        return self._graph
     def neighbors(self, doc_id: str) -> list[tuple[str, float]]:
         "The doc's k-NN graph row: `(doc_id, cosine)` best first, self excluded."
         p, ids = self._pos(doc_id), self.doc_ids
@@ -346,7 +422,41 @@ class _IndexGraph(_IndexSearch):
             ids = self.doc_ids; row = self._nbr[p] = [ids[i] for i in self.graph_ids[p].tolist() if i >= 0]
         return row
 
+
+# %% ../nbs/10_index.ipynb #33fb6828
+def _sha256(path: Path) -> str:
+    "sha256 of a file's bytes."
+    with open(path, "rb") as f: return hashlib.file_digest(f, "sha256").hexdigest()
+
+def _npy(a: np.ndarray) -> bytes:
+    "The bytes `np.save` writes for `a`."
+    buf = io.BytesIO(); np.save(buf, a); return buf.getvalue()
+
+def _save_graph(path: Path, idx, gi: np.ndarray, gs: np.ndarray, secs: float):
+    "Write a graph built after its index was saved into the index's folder, then the manifest that lists it."
+    try:
+        man = json.loads((path / "manifest.json").read_text())
+        if man.get("facts_sha256") != facts_sha256(idx.pairs) or man.get("graph"): return   # not this index
+        for name, a in (("graph_ids.npy", gi), ("graph_scores.npy", gs)):
+            b = _npy(a); write_bytes(path / name, b); man["files"][name] = hashlib.sha256(b).hexdigest()
+        man["graph"], man["timings"]["graph_s"] = idx.graph_kind, man["timings"].get("graph_s", 0.0) + secs
+        write_text(path / "manifest.json", json.dumps(man, indent=1))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        _log.warning("index %s: the graph was not saved (%s); it is built again next time", path, e)
+
+
 # %% ../nbs/10_index.ipynb #668813ba
+def _check_files(path: Path, man: dict, approximate) -> str | None:
+    "Why a file the manifest lists does not match its sha256 (or one it needs is not listed); None if all do."
+    files = man.get("files")
+    if not isinstance(files, dict): return "the manifest lists no sha256 of its files"
+    need = {"vectors.npy", "docs.jsonl", *(["graph_ids.npy", "graph_scores.npy"] if man.get("graph") else []),
+            *(["faiss.index"] if approximate else [])}
+    if need - set(files): return f"the manifest lists no sha256 of {sorted(need - set(files))[0]}"
+    for name, sha in sorted(files.items()):
+        if _sha256(path / name) != sha: return f"{name} does not match its sha256 in the manifest"
+    return None
+
 def _read(path: Path, embedder, knn_k, approximate, bm25="pace"):
     "The stored index if the manifest fits embedder and parameters: (index, facts' sha256) or (None, why)."
     try: man = json.loads((path / "manifest.json").read_text())
@@ -354,31 +464,35 @@ def _read(path: Path, embedder, knn_k, approximate, bm25="pace"):
     except ValueError as e: return None, f"unreadable manifest ({e})"
     idx = InstanceIndex(embedder, knn_k=knn_k, approximate=approximate, bm25=bm25)
     approximate = idx.approximate
-    if man.get("format_version") != FORMAT_VERSION:
-        return None, f"format version {man.get('format_version')} != {FORMAT_VERSION}"
+    version = man.get("format_version") if isinstance(man, dict) else None
+    if version != FORMAT_VERSION: return None, f"format version {version} != {FORMAT_VERSION}"
     fp = embedder_fingerprint(embedder)
     if man.get("embedder") != fp: return None, f"embedder changed ({_fp_diff(man.get('embedder'), fp)})"
     if man.get("params") != json.loads(json.dumps(idx.params())):
         return None, f"parameters changed ({man.get('params')})"
     try:
+        why = _check_files(path, man, approximate)
+        if why: return None, why
         docs = (path / "docs.jsonl").read_text(encoding="utf-8").splitlines()
         pairs = [(r["doc_id"], r["text"]) for r in map(json.loads, docs)]
         if facts_sha256(pairs) != man["facts_sha256"]: return None, "docs.jsonl does not match the manifest"
-        vec, gi = np.load(path / "vectors.npy"), np.load(path / "graph_ids.npy")
-        gs = np.load(path / "graph_scores.npy")
-        if vec.shape != (len(pairs), embedder.dim) or gi.shape != (len(pairs), knn_k) or gs.shape != gi.shape:
+        vec = np.load(path / "vectors.npy")
+        graph = man.get("graph") and (np.load(path / "graph_ids.npy"), np.load(path / "graph_scores.npy"))
+        if vec.shape != (len(pairs), embedder.dim) or graph and not (
+                graph[0].shape == (len(pairs), knn_k) == graph[1].shape):
             return None, "array shapes do not match the manifest"
         idx.faiss = (faiss.read_index(str(path / "faiss.index")) if approximate
                      else _new_faiss(embedder.dim, False))
         if not approximate: idx.faiss.add(vec)
         if idx.faiss.ntotal != len(pairs): return None, "faiss index size does not match"
         idx.bm25 = bm25s.BM25.load(str(path / "bm25"))
-    except (OSError, ValueError, KeyError, RuntimeError) as e:
+    except (OSError, ValueError, KeyError, RuntimeError, TypeError) as e:
         return None, f"damaged files ({type(e).__name__}: {e})"
     idx.pairs, idx.pos = pairs, {d: i for i, (d, _) in enumerate(pairs)}
-    idx.vectors, idx.graph_ids, idx.graph_scores = vec, gi, gs
+    idx.vectors, idx._graph, idx.graph_kind, idx.path = vec, graph or None, man.get("graph"), path
     idx.build_timings = man.get("timings")
     return idx, man["facts_sha256"]
+
 
 # %% ../nbs/10_index.ipynb #08030ea2
 class InstanceIndex(_IndexGraph):
@@ -386,19 +500,23 @@ class InstanceIndex(_IndexGraph):
     def save(self, path) -> Path:
         "Write the index to `path`, replacing the folder there whole (`pace.atomic.atomic_folder`)."
         with atomic_folder(path, replace=True) as tmp: self._write(tmp)
-        return Path(path)
+        self.path = Path(path)   # a graph built later is written there too
+        return self.path
 
     def _write(self, tmp: Path):
         "The index's files, written into the folder `tmp`."
         np.save(tmp / "vectors.npy", self.vectors)
-        np.save(tmp / "graph_ids.npy", self.graph_ids); np.save(tmp / "graph_scores.npy", self.graph_scores)
+        if self._graph is not None:
+            np.save(tmp / "graph_ids.npy", self._graph[0]); np.save(tmp / "graph_scores.npy", self._graph[1])
         if self.approximate: faiss.write_index(self.faiss, str(tmp / "faiss.index"))
         self.bm25.save(str(tmp / "bm25"))
         with open(tmp / "docs.jsonl", "w", encoding="utf-8") as f:
             for d, t in self.pairs: f.write(json.dumps({"doc_id": d, "text": t}, ensure_ascii=False) + "\n")
         man = dict(format_version=FORMAT_VERSION, embedder=embedder_fingerprint(self.embedder),
                    n_facts=len(self), facts_sha256=facts_sha256(self.pairs), params=self.params(),
-                   timings=self.timings)
+                   timings=self.timings, graph=self.graph_kind if self._graph is not None else None,
+                   files={p.relative_to(tmp).as_posix(): _sha256(p) for p in sorted(tmp.rglob("*"))
+                          if p.is_file()})
         (tmp / "manifest.json").write_text(json.dumps(man, indent=1))
 
     @classmethod
@@ -407,7 +525,9 @@ class InstanceIndex(_IndexGraph):
         "The index at `path` for `facts`: rebuilt (and re-saved) when stale, extended when facts were added."
         path, pairs = Path(path), check_facts(facts)
         idx, why = _read(path, embedder, knn_k, approximate, bm25)
-        if idx is not None and why == facts_sha256(pairs): idx.status = "loaded"; return idx
+        if idx is not None and why == facts_sha256(pairs):
+            idx.status, idx.path = "loaded", path if save else None
+            return idx
         if idx is not None and len(idx) < len(pairs) and pairs[:len(idx)] == idx.pairs:
             n_old = len(idx)
             idx.add(list(facts)[n_old:], show_progress=show_progress); idx.status = "extended"
@@ -448,12 +568,13 @@ class IndexStore:
         "The index of `instance_id` over `facts`, built, loaded, extended or rebuilt as needed."
         hit = self._mem.get(instance_id)
         if hit and isinstance(facts, tuple) and hit[2] is facts: return hit[1]
-        sha = facts_sha256(check_facts(facts))
-        with self._lock:
-            hit = self._mem.get(instance_id)
-            if not (hit and hit[0] == sha):
-                hit = (sha, InstanceIndex.load(self.path(instance_id), facts, self.embedder, knn_k=self.knn_k,
-                                               approximate=self.approximate, bm25=self.bm25,
-                                               show_progress=self.show_progress), None)
-            self._mem[instance_id] = (sha, hit[1], facts if isinstance(facts, tuple) else None)
-            return hit[1]
+        with _charged():   # hashing, loading or building, and waiting for another thread's: index work
+            sha = facts_sha256(check_facts(facts))
+            with self._lock:
+                hit = self._mem.get(instance_id)
+                if not (hit and hit[0] == sha):
+                    hit = (sha, InstanceIndex.load(self.path(instance_id), facts, self.embedder,
+                                                   knn_k=self.knn_k, approximate=self.approximate,
+                                                   bm25=self.bm25, show_progress=self.show_progress), None)
+                self._mem[instance_id] = (sha, hit[1], facts if isinstance(facts, tuple) else None)
+                return hit[1]

@@ -185,7 +185,7 @@ def test_a_path_that_cannot_be_a_cache_is_refused_and_left_untouched(tmp_path):
 def test_import_checks_every_line_before_adding_any(tmp_path):
     from pace.cache import export_cache, import_cache, CacheImportError
     req = {"fingerprint": {"backend": "x", "model_id": "m"}, "text": "t"}
-    src = Cache(tmp_path / "src.sqlite"); src.put(Entry(key=request_key("embed", req), kind="embed", model="m", stage="s", request=req, response=[1]))
+    src = Cache(tmp_path / "src.sqlite"); src.put(Entry(key=request_key("embed", req), kind="embed", model="m", stage="s", request=req, response={"f32": "AACAPw=="}))
     export_cache(src, tmp_path / "e.jsonl")
     with open(tmp_path / "e.jsonl", "a") as f: f.write('{"key": "k2", "kind": \n')
     dst = Cache(tmp_path / "dst.sqlite")
@@ -335,3 +335,63 @@ def test_a_store_with_damaged_vectors_is_refused_naming_the_store(tmp_path):
 def test_the_committed_stores_pass_the_checks():
     from pace.cache import read_store
     assert len(read_store(Path(__file__).resolve().parent.parent / "results" / "_embeddings")) > 1000
+
+
+# ---------- issue 42: embedding entries checked on import; a read-only cache can still be read ----------
+
+def _embed_entry(text, response, dim=4):
+    import base64
+    import numpy as np
+    req = {"fingerprint": {"backend": "hash", "model_id": f"hash-{dim}", "dim": dim}, "text": text}
+    if isinstance(response, np.ndarray): response = {"f32": base64.b64encode(response.astype("<f4").tobytes()).decode()}
+    return Entry(key=request_key("embed", req), kind="embed", model=f"hash-{dim}", stage="embed", request=req, response=response)
+
+
+@pytest.mark.parametrize("response,why", [
+    ("not a vector", r"its response is not a vector"),
+    ({"f32": "@@@"}, r"its vector is not base64"),
+    ("3floats", r"its vector has 3 floats, its embedder's size \(dim\) is 4"),
+])
+def test_import_refuses_an_embedding_entry_that_is_not_a_vector_of_its_size(tmp_path, capsys, response, why):
+    "Issue 42: `pace cache import` took them, and the next run crashed."
+    import numpy as np
+    from dataclasses import asdict
+    from pace.cache import canonical_json
+    bad = np.ones(3) if response == "3floats" else response
+    good, e = _embed_entry("a", np.ones(4)), _embed_entry("b", bad)
+    (tmp_path / "x.jsonl").write_text("".join(canonical_json(asdict(x)) + "\n" for x in (good, e)))
+    assert main(["cache", "import", str(tmp_path / "x.jsonl"), "--cache", str(tmp_path / "c.sqlite")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.search(rf"x\.jsonl:2: embedding entry {e.key[:12]} of hash-4: {why}", err), err
+    assert Cache(tmp_path / "c.sqlite").stats()["entries"] == 0      # nothing added, the good line neither
+
+
+def _read_only(folder: Path, argv: list) -> subprocess.CompletedProcess:
+    "`pace ARGV` with `folder` on a read-only file system (a read-only bind mount; chmod where not root)."
+    cmd = [sys.executable, "-m", "pace.cli", *map(str, argv)]
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        try: return subprocess.run(cmd, capture_output=True, text=True, env=env)
+        finally: folder.chmod(0o755)
+    import shlex
+    probe = subprocess.run(["unshare", "--mount", "true"], capture_output=True)
+    if probe.returncode: pytest.skip("no read-only mount here (unshare --mount refused)")
+    sh = f"mount --bind -o ro {shlex.quote(str(folder))} {shlex.quote(str(folder))} && {shlex.join(cmd)}"
+    return subprocess.run(["unshare", "--mount", "sh", "-c", sh], capture_output=True, text=True, env=env)
+
+
+def test_a_cache_on_a_read_only_file_system_can_be_read_and_exported(tmp_path):
+    "Issue 42: `cache stats` and `cache export` could not even open it."
+    ro = tmp_path / "ro"; ro.mkdir()
+    c = Cache(ro / "c.sqlite"); req = {"messages": []}
+    c.put(Entry(key=request_key("chat", req), kind="chat", model="m", stage="s", request=req, response={"text": "x"}))
+    c._con().close()   # the last connection: SQLite folds the WAL in and removes it, as at a process's exit
+    before = sorted(p.name for p in ro.iterdir())
+    assert before == ["c.sqlite"]
+    r = _read_only(ro, ["cache", "stats", "--cache", ro / "c.sqlite"])
+    assert r.returncode == 0 and "1 entries" in r.stdout, r.stderr
+    r = _read_only(ro, ["cache", "export", tmp_path / "out.jsonl", "--cache", ro / "c.sqlite"])
+    assert r.returncode == 0 and "wrote 1 entries" in r.stdout, r.stderr
+    assert json.loads((tmp_path / "out.jsonl").read_text())["response"] == {"text": "x"}
+    assert sorted(p.name for p in ro.iterdir()) == before

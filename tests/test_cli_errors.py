@@ -65,7 +65,7 @@ def export_lines(body: bytes):
 def a_cache(t):
     from pace.cache import Cache, Entry, request_key
     req = {"fingerprint": {"backend": "hash", "model_id": "h"}, "text": "x"}
-    Cache(t / "c.sqlite").put(Entry(key=request_key("embed", req), kind="embed", model="h", stage="index", request=req, response=[1]))
+    Cache(t / "c.sqlite").put(Entry(key=request_key("embed", req), kind="embed", model="h", stage="index", request=req, response={"f32": "AACAPw=="}))
 
 def a_dataset_with_id(iid: str, kb_at=None):
     "tiny with its one instance renamed `iid` (queries too); its KB moved to `kb_at` (relative to T), or dropped."
@@ -120,7 +120,7 @@ def facts_of_two_types(t):
     facts[0]["meta"], facts[1]["meta"] = {"n": 1}, {"n": "one"}
     kb.write_text("".join(json.dumps(f) + "\n" for f in facts))
 
-GOOD_LINE = (b'{"completion_tokens": 0, "key": "k", "kind": "embed", "model": "m", "prompt_tokens": 0, "request": {}, '
+GOOD_LINE = (b'{"completion_tokens": 0, "key": "k", "kind": "chat", "model": "m", "prompt_tokens": 0, "request": {}, '
              b'"response": [1], "seconds": 0.0, "stage": "s"}\n')
 
 CASES = [   # id, what the folder holds first, the command line (T is the test's folder), what the error says

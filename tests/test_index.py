@@ -86,7 +86,7 @@ def test_save_load_and_staleness(tmp_path, kb, caplog):
     man = json.loads((p / "manifest.json").read_text())
     assert man["embedder"] == emb.fingerprint() == {"backend": "random", "model_id": "random-48", "dim": 48}
     assert man["facts_sha256"] == facts_sha256(check_facts(kb[:50]))
-    assert man["params"]["knn_k"] == 5 and man["format_version"] == FORMAT_VERSION == 3
+    assert man["params"]["knn_k"] == 5 and man["format_version"] == FORMAT_VERSION == 4
 
     n = emb.n_texts
     ok = InstanceIndex.load(p, kb[:50], emb, knn_k=5)
@@ -311,3 +311,99 @@ def test_l2_normalise_is_a_left_to_right_sum():
         s = 0.0
         for e in row.tolist(): s += e * e
         assert g.tobytes() == (row.astype(np.float64) / np.sqrt(s)).astype(np.float32).tobytes()
+
+
+# ---------- issue 42: the graph on first use, approximate above GRAPH_EXACT_MAX, digests, index seconds ----------
+
+def test_graph_is_built_on_first_use_and_saved_then(tmp_path, kb, full):
+    "BM25/Dense/Hybrid never read the graph: it is not built with the index, but on first use, and then kept on disk."
+    p = tmp_path / "i"
+    idx = InstanceIndex.load(p, kb, random_embedder(48), knn_k=10)
+    assert idx.timings["graph_s"] == 0 and not (p / "graph_ids.npy").exists()
+    assert json.loads((p / "manifest.json").read_text())["graph"] is None
+    assert idx.neighbors("d7") == full.neighbors("d7")               # built now, the same graph as before
+    man = json.loads((p / "manifest.json").read_text())
+    assert man["graph"] == "exact" and man["timings"]["graph_s"] > 0 and (p / "graph_ids.npy").exists()
+    again = InstanceIndex.load(p, kb, random_embedder(48), knn_k=10)
+    assert again.status == "loaded" and again._graph is not None     # loaded, not built again
+    assert again.graph_ids.tolist() == full.graph_ids.tolist() and again.timings["graph_s"] == 0
+
+
+def test_exact_graph_bytes_unchanged(kb, full):
+    "Below GRAPH_EXACT_MAX the lazy graph is the one the index built eagerly before (same search, same bytes)."
+    import faiss
+    from pace.index import _grown_graph
+    fi = faiss.IndexFlatIP(full.vectors.shape[1]); fi.add(full.vectors)
+    gi, gs = _grown_graph(fi, full.vectors, np.zeros((0, 10), np.int64), np.zeros((0, 10), np.float32), 0, 10)
+    assert full.graph_ids.tobytes() == gi.tobytes() and full.graph_scores.tobytes() == gs.tobytes()
+
+
+def test_approximate_graph_above_the_threshold(monkeypatch, kb, full):
+    import pace.index
+    monkeypatch.setattr(pace.index, "GRAPH_EXACT_MAX", 100)
+    idx = InstanceIndex.build(kb, random_embedder(48), knn_k=10)
+    assert idx.graph_ids.shape == full.graph_ids.shape and idx.graph_kind == "ivf"
+    recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(idx.graph_ids.tolist(), full.graph_ids.tolist())])
+    assert recall > 0.9
+    assert idx.dense(["dentist"], 5) == full.dense(["dentist"], 5)   # dense search stays exact
+
+
+def test_changed_index_files_of_the_right_shape_are_never_used(tmp_path, caplog):
+    "A resume reused vectors.npy whenever its shape matched (zeroed vectors were used): each file is sha256-checked."
+    facts, emb = synthetic_facts(30), hash_embedder()
+    p = tmp_path / "x"
+    idx = InstanceIndex.build(facts, emb, knn_k=3); idx.graph_ids; idx.save(p)
+    for name, bad in (("vectors.npy", np.zeros_like(idx.vectors)), ("graph_ids.npy", np.zeros_like(idx.graph_ids))):
+        np.save(p / name, bad)
+        r = InstanceIndex.load(p, facts, emb, knn_k=3)
+        assert (r.status, r.stale_reason) == ("rebuilt", f"{name} does not match its sha256 in the manifest")
+        assert r.vectors.tolist() == idx.vectors.tolist() and r.graph_ids.tolist() == idx.graph_ids.tolist()
+        assert f"is stale ({name} does not match its sha256" in caplog.text
+    (p / "docs.jsonl").write_text((p / "docs.jsonl").read_text())   # same bytes: still fine
+    assert InstanceIndex.load(p, facts, emb, knn_k=3).status == "loaded"
+    man = json.loads((p / "manifest.json").read_text()); del man["files"]["vectors.npy"]
+    (p / "manifest.json").write_text(json.dumps(man))
+    assert InstanceIndex.load(p, facts, emb, knn_k=3).stale_reason == "the manifest lists no sha256 of vectors.npy"
+
+
+def test_index_work_is_charged_to_the_index_clock(tmp_path):
+    import time
+    from pace.index import index_seconds
+    class Slow(HashEmbedder):
+        def _embed(self, texts): time.sleep(0.3); return super()._embed(texts)
+    st, facts = IndexStore(tmp_path, Slow("h", 32, cache=False), knn_k=3), tuple(synthetic_facts(20))
+    with index_seconds() as clock:
+        t = time.perf_counter(); st.get("a", facts); spent = time.perf_counter() - t
+    assert 0.3 <= clock.seconds <= spent
+    idx = st.get("a", facts)
+    with index_seconds() as clock: idx.neighbors("d1")   # the graph on first use
+    assert clock.seconds > 0 and idx.timings["graph_s"] == pytest.approx(clock.seconds, abs=0.05)
+    with index_seconds() as clock: st.get("a", facts); idx.neighbors("d2")
+    assert clock.seconds == 0                             # nothing built: nothing charged
+
+
+def test_a_run_charges_the_index_build_to_index_cost_not_to_the_first_method(tmp_path):
+    "Issue 42: BM25 showed 231.9 s a query (the shared index build) against Dense's 0.1 s."
+    import time
+    from pace.eval.run import run_experiment
+    class Slow(pace.embed.HashEmbedder):
+        def _embed(self, texts): time.sleep(1.0 if len(texts) > 1 else 0); return super()._embed(texts)   # documents: slow
+    run_experiment("tests/fixtures/tiny", ["bm25", "dense"], embedder=Slow(cache=False), retrieval_only=True,
+                   out_dir=tmp_path, name="r", limit=2, cache=False, progress=False)
+    secs = [json.loads(l)["seconds"] for l in (tmp_path / "r" / "timings.jsonl").read_text().splitlines()]
+    assert len(secs) == 4 and max(secs) < 0.5
+    cost = (tmp_path / "r" / "index_cost.csv").read_text().splitlines()
+    assert sum(float(l.split(",")[3]) for l in cost[1:]) >= 1.0   # the build is in the index cost
+
+
+def test_an_index_keeps_no_hash_vectors_in_the_cache_and_a_replay_computes_them(tmp_path):
+    "Issue 42: the hash embedder's vectors of a 200,000-fact KB filled a 415 MB cache; computing them is cheaper."
+    from pace.cache import Cache
+    from pace.embed import get_embedder
+    c, facts = Cache(tmp_path / "c.sqlite"), synthetic_facts(20)
+    idx = InstanceIndex.build(facts, pace.embed.HashEmbedder(cache=c), knn_k=3)
+    hits = idx.dense(["dentist appointment"], 3)
+    assert c._con().execute("SELECT stage, COUNT(*) FROM entries GROUP BY stage").fetchall() == [("embed_query", 1)]
+    rep = get_embedder("hash:hash", cache=c, replay=True)            # a replay: the facts' vectors computed again
+    again = InstanceIndex.build(facts, rep, knn_k=3)
+    assert again.vectors.tobytes() == idx.vectors.tobytes() and again.dense(["dentist appointment"], 3) == hits

@@ -21,7 +21,7 @@ from .evaluate import write_tables, read_jsonl
 from .index_cost import write_index_costs
 from .judge import JUDGE_MODES, PAPER_PROMPTS, judge_answer
 from ..metrics import funnel
-from ..index import BM25_MODES
+from ..index import BM25_MODES, index_seconds
 from ..shards import MergeError, check_parts, gap_check, merge_file, parse_shard, shard_ids
 from ..methods.pipeline import PaceMakerConfig, pacemaker_config, SMALL_SWITCHES, RELEASE_SETTINGS
 from ..methods.agents import RELEASE_PROMPTS
@@ -573,8 +573,9 @@ def _run_pair(method, m: str, q, ds, cm, retrieval_only: bool,
     "Run method `m` on query `q`: the result row (not judged yet) and its seconds."
     inst, kb = ds.instances[q.instance_id], public_kb(ds, q.instance_id)
     snap, t0 = cm.accounts.snapshot() if cm else {}, time.perf_counter()
-    r = run_checked(method, q if sees_gold else public_query(q), inst, kb, answer=not retrieval_only)
-    usage, secs = cm.accounts.since(snap) if cm else {}, time.perf_counter() - t0
+    with index_seconds() as ix:   # building the shared index: the index's cost (index_cost), not the query's
+        r = run_checked(method, q if sees_gold else public_query(q), inst, kb, answer=not retrieval_only)
+    usage, secs = cm.accounts.since(snap) if cm else {}, time.perf_counter() - t0 - ix.seconds
     return _row(q, m, r, usage), secs
 
 def _row(q, m: str, r, usage: dict) -> dict:
@@ -613,11 +614,12 @@ def _batch_pairs(run, todo: list):
         qs = [q for q, mm, _ in todo if mm == m]
         for s in range(0, len(qs), n):
             part, t0 = qs[s:s + n], time.perf_counter()
-            rs = run_batch_checked(run.ms[m], [public_query(q) for q in part],
-                                   [run.ds.instances[q.instance_id] for q in part],
-                                   [public_kb(run.ds, q.instance_id) for q in part],
-                                   answer=not run.cfg.scope.retrieval_only)
-            secs = (time.perf_counter() - t0) / len(part)
+            with index_seconds() as ix:   # not the queries' cost: see `_run_pair`
+                rs = run_batch_checked(run.ms[m], [public_query(q) for q in part],
+                                       [run.ds.instances[q.instance_id] for q in part],
+                                       [public_kb(run.ds, q.instance_id) for q in part],
+                                       answer=not run.cfg.scope.retrieval_only)
+            secs = (time.perf_counter() - t0 - ix.seconds) / len(part)
             judge = lambda qr: _judged(run, _row(qr[0], m, qr[1], qr[1].trace.get("stages", {})), qr[0], m,
                                        secs)
             if len(part) > 1 and getattr(run.jm, "concurrent", False):   # a judge serving requests at once
