@@ -196,6 +196,15 @@ def _new_faiss(dim: int, kind, train: np.ndarray | None = None):
     ix.nprobe = min(nlist, 16)
     return ix
 
+# %% ../nbs/10_index.ipynb #97163fd1
+def _flat_rows(index, # a flat FAISS index (`faiss.IndexFlat`)
+              ) -> np.ndarray:
+    """The vectors a flat index holds, as a read-only view of its own storage (no second copy). It is valid
+    until the index's next add, which moves the storage: `add` takes the view again after each one."""
+    view = faiss.rev_swig_ptr(index.get_xb(), index.ntotal * index.d).reshape(index.ntotal, index.d)
+    view.flags.writeable = False
+    return view
+
 # %% ../nbs/10_index.ipynb #0668b541
 GRAPH_EXACT_MAX = 10_000   # larger KBs get an approximate (IVF) neighbour graph: see scripts/bench_scale.py
 
@@ -292,8 +301,10 @@ class _IndexBuilder(_IndexData):
         v = _embed(self.embedder, [t_ for _, t_ in new], "embed", show_progress)
         t1 = time.perf_counter(); self.timings["embed_s"] += t1 - t; self.timings["n_embedded"] += len(new)
         if self.faiss is None: self.faiss = _new_faiss(v.shape[1], self.approximate, v)
+        flat = isinstance(self.faiss, faiss.IndexFlat)   # its rows are the vectors: not held twice
+        joined = v if flat or not n0 else np.concatenate([self.vectors, v])   # before the add moves a view
         self.faiss.add(v)
-        self.vectors = np.concatenate([self.vectors, v]) if n0 else v
+        self.vectors = _flat_rows(self.faiss) if flat else joined; del v, joined
         for j, (d, _) in enumerate(new): self.pos[d] = n0 + j
         self.pairs = self.pairs + new
         t2 = time.perf_counter(); self.timings["faiss_s"] += t2 - t1
@@ -483,7 +494,8 @@ def _read(path: Path, embedder, knn_k, approximate, bm25="pace"):
             return None, "array shapes do not match the manifest"
         idx.faiss = (faiss.read_index(str(path / "faiss.index")) if approximate
                      else _new_faiss(embedder.dim, False))
-        if not approximate: idx.faiss.add(vec)
+        if not approximate:
+            idx.faiss.add(vec); vec = _flat_rows(idx.faiss)
         if idx.faiss.ntotal != len(pairs): return None, "faiss index size does not match"
         idx.bm25 = bm25s.BM25.load(str(path / "bm25"))
     except (OSError, ValueError, KeyError, RuntimeError, TypeError) as e:
