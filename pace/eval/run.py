@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse, contextlib, hashlib, json, math, os, re, shlex, shutil, sys, time, weakref
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from itertools import chain
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Literal
@@ -22,14 +23,16 @@ from .index_cost import write_index_costs
 from .judge import JUDGE_MODES, PAPER_PROMPTS, judge_answer
 from ..metrics import funnel
 from ..index import BM25_MODES, index_seconds
-from ..shards import MergeError, check_parts, gap_check, merge_file, parse_shard, shard_ids
+from ..shards import MergeError, check_parts, gap_check, merged_rows, parse_shard, shard_ids
 from ..methods.pipeline import PaceMakerConfig, pacemaker_config, SMALL_SWITCHES, RELEASE_SETTINGS
 from ..methods.agents import RELEASE_PROMPTS
 from ..runfolder import (VOLATILE, split_volatile, dataset_sha256, model_fingerprint, settings_diff,
                             RunMismatchError, check_settings, build_model, RunLocked, RunLock, JobFolder,
                             nonnegative_int, positive_int, positive_float, key_values, add_options,
                             option_fields, limit_rate,
-                            option_values, usage_error, read_manifest, write_manifest)
+                            option_values, usage_error, read_manifest, write_manifest, append_digest,
+                            digests_path, write_digests)
+from ..trec import write_runs
 from ..atomic import write_text
 
 # %% auto #0
@@ -680,7 +683,6 @@ def _run_pairs(run, todo: list) -> tuple[int, int]:
     new = retried = 0
     bar = tqdm(total=len(todo) + len(batched), desc=f"pace run {run.run_dir.name}", disable=not x.progress,
                unit="pair")
-    from pace.runfolder import append_digest, digests_path
     sums = digests_path(run.results)   # each row's digest goes in before the row: `pace.runfolder.check_rows`
     with open(run.results, "a", encoding="utf-8") as fr, open(run.timings, "a", encoding="utf-8") as ft, \
             open(sums, "a", encoding="utf-8") as fs, bar:
@@ -697,7 +699,6 @@ def _rewrite_sorted(res_p: Path, tim_p: Path) -> list[dict]:
     rows = [last[k] for k in sorted(last)]
     tims = {(t["query_id"], t["method"]): t for t in load_done(tim_p) if (t["query_id"], t["method"]) in last}
     for p, rs in ((res_p, rows), (tim_p, [tims[k] for k in sorted(tims)])): _write_rows(p, rs)
-    from pace.runfolder import write_digests
     write_digests(res_p, rows)   # after the rows: until then the old digests hold every row kept
     return rows
 
@@ -733,7 +734,6 @@ def _scope(run, rows) -> dict:
 
 def _resume(job: JobFolder) -> dict:
     "The rows the folder holds, {(query_id, method): row}; both files lose a half-written last line."
-    from pace.runfolder import digests_path, write_digests
     rows = job.rows("results.jsonl"); job.rows("timings.jsonl")   # a damaged line elsewhere is an error
     sums = digests_path(job.path / "results.jsonl")
     if rows and not sums.exists():
@@ -769,10 +769,7 @@ def _finish_run(run, new: int, retried: int) -> dict:
     n_failed = sum(bool(r["failed"]["agent"] or r["failed"]["judge"]) for r in held)
     status = "complete" if len(held) == len(pairs) else "partial"
     run.job.write(status, run.scope, n_pairs=len(held), n_pairs_with_failures=n_failed)
-    tabs = write_tables(run.results) if held else {}
-    if held: write_runs(run.run_dir, held)   # <method>.trec, qrels.txt (pace.trec)
-    if held: write_index_costs(run.run_dir)   # what building each method's indexes cost: pace.eval.index_cost
-    if held: _write_report(run.run_dir, run.cfg.scope.dataset)   # report.html and losses.csv
+    tabs = _write_run_files(run.run_dir, held, run.cfg.scope.dataset) if held else {}
     judge = run.jm.accounts.by_stage() if run.jm is not None and run.jm is not run.cm else None
     return dict(run_dir=run.run_dir, results=run.results, timings=run.timings, n_rows=len(held),
                 n_scope=len(pairs), status=status, n_new=new, n_rejudged=retried, n_failed=n_failed,
@@ -780,6 +777,13 @@ def _finish_run(run, new: int, retried: int) -> dict:
                 accounts=dict(chat=run.cm.accounts.by_stage() if run.cm else {}, judge=judge))
 
 # %% ../../nbs/32_run.ipynb #fe1b5922
+def _write_run_files(run_dir: Path, rows: list[dict], dataset=None) -> dict:
+    "A finished run's tables, <method>.trec and qrels.txt, index costs and report, from its rows."
+    tabs = write_tables(run_dir / "results.jsonl")
+    write_runs(run_dir, rows); write_index_costs(run_dir)
+    _write_report(run_dir, dataset)
+    return tabs
+
 def _write_report(run_dir: Path, dataset=None):
     "Write the run's report.html and losses.csv (`pace.eval.report.write_report`); a failure is a warning."
     from pace.eval.report import write_report
@@ -796,10 +800,6 @@ def stop_on_sigterm():
     old = signal.signal(signal.SIGTERM, stop)
     try: yield
     finally: signal.signal(signal.SIGTERM, old)
-
-# %% ../../nbs/32_run.ipynb #a181a73d
-from dataclasses import replace
-from ..trec import write_runs   # <method>.trec and qrels.txt of a finished run
 
 # %% ../../nbs/32_run.ipynb #8126d0b2
 def check_run_files(specs: dict, # {name: `MethodSpec`} of the run
@@ -945,8 +945,6 @@ def merge_runs(out, # the folder to write (new, or empty)
     whole, key = mans[0]["shard"]["of"], lambda r: (r["query_id"], r["method"])
     pairs = {(q, m) for q in whole["query_ids"] for m in whole["methods"]}
     job = JobFolder(out); job.settings = mans[0]["settings"]
-    from pace.shards import merged_rows
-    from pace.runfolder import write_digests
     files = lambda name: [p / name for p in parts]
     rows = merged_rows(files("results.jsonl"), key, known=pairs)   # read only: a part is never changed
     gap_check(sorted(pairs), map(key, rows), "pair(s) of the whole run")
@@ -958,9 +956,7 @@ def merge_runs(out, # the folder to write (new, or empty)
     job.write("complete", whole, n_pairs=len(held), n_pairs_with_failures=n_failed)
     for p in parts:
         if (p / "index").is_dir(): shutil.copytree(p / "index", out / "index", dirs_exist_ok=True)
-    tabs = write_tables(out / "results.jsonl")
-    write_index_costs(out); write_runs(out, held)
-    _write_report(out)
+    tabs = _write_run_files(out, held)
     return dict(run_dir=out, n_rows=len(held), n_parts=len(parts), n_failed=n_failed, tables=tabs)
 
 # %% ../../nbs/32_run.ipynb #111c5e6a
