@@ -21,7 +21,8 @@ class AgentCall(BaseModel):
     error: str | None = None
     fallback: str | None = None   # what the agent did instead when `ok` is False or the output was unusable
     text: str | None = None       # raw model text
-    notes: dict = {}              # agent-specific details (dropped anchors, unknown ids, chunks...)
+    notes: dict = {}              # agent-specific details (dropped anchors, unknown ids, chunks...);
+                                  # `truncated`: True when the reply was cut by max_tokens
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached: bool = False
@@ -43,7 +44,8 @@ def reply_json(r) -> dict | None:
 def agent_request(messages: list[dict],     # the prompt
                   *, stage: str,            # stage tag (accounts, traces)
                   schema=None,              # JSON schema or pydantic class sent to the model
-                  max_tokens: int = 512, seed: int = 0) -> dict:
+                  max_tokens: int | None = 512, # None: the room left in the context (no cap sent)
+                  seed: int = 0) -> dict:
     ("One agent call as a request: the keyword arguments of `chat` (and an item of `chat_batch`), at "
      "temperature 0.")
     return dict(messages=messages, schema=schema, stage=stage, temperature=0.0, max_tokens=max_tokens,
@@ -70,6 +72,7 @@ def read_reply(r,                          # a chat result, or the Exception its
                     prompt_tokens=r.usage.prompt_tokens,
                     completion_tokens=r.usage.completion_tokens, cached=bool(getattr(r, 'cached', False)),
                     seconds=float(getattr(r, 'seconds', 0.0) or 0.0))
+    if getattr(r, 'truncated', False): rec.notes = {'truncated': True}   # cut by max_tokens
     if not r.ok: return None, rec
     if model is None:
         txt = (r.text or '').strip()
@@ -88,7 +91,7 @@ def call_agent(cm,                       # chat model (`pace.llm.ChatModel` or a
                schema=None,              # JSON schema or pydantic class sent to the model
                model: type[BaseModel] | None = None, # pydantic class the answer is validated into; None:
                                                      # plain text
-               max_tokens: int = 512, seed: int = 0) -> tuple[Any, AgentCall]:
+               max_tokens: int | None = 512, seed: int = 0) -> tuple[Any, AgentCall]:
     ("Call `cm`; return (validated `model` instance, or the text when `model` is None; or None on failure) "
      "and the record.")
     req = agent_request(messages, stage=stage, schema=schema, max_tokens=max_tokens, seed=seed)

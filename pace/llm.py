@@ -15,11 +15,11 @@ from .cache import (Cache, Entry, Accounts, as_cache, request_key, canonical_jso
                         replay_enabled, replay_miss, recorded_model, recorded_cards)
 
 # %% auto #0
-__all__ = ['FAILURE_POLICIES', 'DEFAULT_CHAT_MODEL', 'CHAT_BACKENDS', 'Usage', 'ChatResult', 'Completion', 'schema_info',
-           'strip_fence', 'parse_structured', 'with_schema_instruction', 'ChatModel', 'set_failure_policy',
-           'ModelNotFoundError', 'ModelUnusableError', 'need', 'models_dir', 'read_json_memo', 'write_json_memo',
-           'file_identity', 'dir_identity', 'chat_template_sha256', 'parse_spec', 'backend_class', 'build_from_spec',
-           'get_chat_model', 'as_chat_model', 'ReplayChat', 'replay_chat_model']
+__all__ = ['PARSE_RETRIES', 'FAILURE_POLICIES', 'DEFAULT_CHAT_MODEL', 'CHAT_BACKENDS', 'Usage', 'ChatResult', 'Completion',
+           'schema_info', 'strip_fence', 'parse_structured', 'with_schema_instruction', 'ChatModel',
+           'set_failure_policy', 'ModelNotFoundError', 'ModelUnusableError', 'need', 'models_dir', 'read_json_memo',
+           'write_json_memo', 'file_identity', 'dir_identity', 'chat_template_sha256', 'parse_spec', 'backend_class',
+           'build_from_spec', 'get_chat_model', 'as_chat_model', 'ReplayChat', 'replay_chat_model']
 
 # %% ../nbs/02_llm.ipynb #29b72039
 @dataclass
@@ -45,6 +45,7 @@ class ChatResult:
     # asked with `top_logprobs=k`: per generated token, {token text: log-probability} of the k likeliest;
     # None when the backend gives none
     top_logprobs: list|None = None
+    truncated: bool = False # the reply was cut by `max_tokens` (the backend's finish reason was 'length')
 
 @dataclass
 class Completion:
@@ -55,6 +56,7 @@ class Completion:
     seconds: float = 0.0
     notes: list = field(default_factory=list)
     top_logprobs: list|None = None # per generated token, {token: log-probability}; None: the backend has none
+    finish: str|None = None # the backend's finish reason ('stop', 'length'...); None: it gives none
 
 # %% ../nbs/02_llm.ipynb #39755118
 def schema_info(schema) -> tuple[dict|None, type|None]:
@@ -143,16 +145,27 @@ def _check_messages(messages) -> list[dict]:
         out.append({"role": m["role"], "content": m["content"]})
     return out
 
-def _prepare(r:dict, stage:str, fp:dict) -> dict:
-    "A chat request made canonical: the request (`req`), fingerprint, pydantic class, cache key and stage."
+PARSE_RETRIES = 2   # a model's default extra attempts at a structured reply that does not parse
+
+def _max_tokens(v) -> int|None:
+    "A request's completion budget: a positive int, or None for the room left in the context window."
+    if v is None: return None
+    if isinstance(v, bool) or int(v) != v or int(v) < 1:
+        raise ValueError(f"max_tokens must be a positive integer or None (the room left), got {v!r}")
+    return int(v)
+
+def _prepare(r:dict, stage:str, fp:dict, retries:int=PARSE_RETRIES) -> dict:
+    ("A chat request made canonical: the request (`req`), fingerprint, pydantic class, cache key and stage; "
+     "`retries`: the model's re-asks of a structured reply (in the key when not the default).")
     bad = set(r) - _CHAT_KW
     if bad: raise TypeError(f"unknown chat request keys: {sorted(bad)}")
     js, cls = schema_info(r.get("schema"))
     p = dict(messages=_check_messages(r.get("messages")), schema=js,
              temperature=float(r.get("temperature", 0.0)),
-             max_tokens=int(r.get("max_tokens", 512)), seed=int(r.get("seed", 0)))
+             max_tokens=_max_tokens(r.get("max_tokens", 512)), seed=int(r.get("seed", 0)))
     # only when asked: the keys of other requests stay as they were
     if int(r.get("top_logprobs") or 0) > 0: p["top_logprobs"] = int(r["top_logprobs"])
+    if js is not None and retries != PARSE_RETRIES: p["parse_retries"] = int(retries)
     key = request_key("chat", {"fingerprint": fp, **p})
     return dict(req=p, fp=fp, cls=cls, key=key, stage=r.get("stage", stage))
 
@@ -169,7 +182,8 @@ def _settle(c:Completion, p:dict, s:dict, last:bool) -> ChatResult|None:
     s["usage"].completion_tokens += c.usage.completion_tokens
     s["notes"] += [n for n in c.notes if n not in s["notes"]]
     mk = lambda **kw: ChatResult(usage=s["usage"], seconds=s["secs"], attempts=s["tries"], key=p["key"],
-                                 notes=s["notes"], top_logprobs=c.top_logprobs, **kw)
+                                 notes=s["notes"], top_logprobs=c.top_logprobs,
+                                 truncated=c.finish == "length", **kw)
     if c.error is not None: return mk(ok=False, text=c.text, error=c.error)
     if p["req"]["schema"] is None: return mk(ok=True, text=c.text)
     parsed, err = parse_structured(c.text, p["req"]["schema"], p["cls"])
@@ -216,6 +230,13 @@ def _run_requests(model, preps:list[dict]) -> list[ChatResult]:
         return [rs[0] for rs in ex.map(lambda p: _run_chunk(model, [p]), preps)]
 
 # %% ../nbs/02_llm.ipynb #beb27412
+def _was_truncated(e:Entry, prep:dict) -> bool:
+    ("Whether a recorded reply was cut by `max_tokens`: its finish reason, or for an entry recorded before "
+     "finish reasons were kept, every attempt's completion tokens at the cap.")
+    if "finish" in e.response: return e.response["finish"] == "length"
+    cap = prep["req"]["max_tokens"]
+    return cap is not None and e.completion_tokens >= max(1, int(e.response.get("attempts") or 1)) * cap
+
 def _result_from_entry(e:Entry, prep:dict) -> ChatResult|None:
     text, js = e.response.get("text"), prep["req"]["schema"]
     parsed = None
@@ -224,7 +245,8 @@ def _result_from_entry(e:Entry, prep:dict) -> ChatResult|None:
         if err: return None  # stored under another validator: treat as a miss
     return ChatResult(ok=True, text=text, parsed=parsed, usage=Usage(e.prompt_tokens, e.completion_tokens),
                       cached=True, seconds=e.seconds, attempts=0, key=e.key,
-                      notes=e.response.get("notes", []), top_logprobs=e.response.get("top_logprobs"))
+                      notes=e.response.get("notes", []), top_logprobs=e.response.get("top_logprobs"),
+                      truncated=_was_truncated(e, prep))
 
 def _failure_key(prep:dict) -> str: return request_key("failure", {"fingerprint": prep["fp"], **prep["req"]})
 
@@ -233,7 +255,8 @@ def _result_from_failure(e:Entry, prep:dict) -> ChatResult:
     r = e.response
     return ChatResult(ok=False, text=r.get("text"), error=r.get("error"),
                       usage=Usage(e.prompt_tokens, e.completion_tokens),
-                      cached=True, seconds=e.seconds, attempts=0, key=prep["key"], notes=r.get("notes", []))
+                      cached=True, seconds=e.seconds, attempts=0, key=prep["key"], notes=r.get("notes", []),
+                      truncated=_was_truncated(e, prep))
 
 def _cached_results(cache:Cache|None, preps:list[dict],
                     failures:bool|set=False, # read recorded failures back: of every request, or of these keys
@@ -258,7 +281,8 @@ def _entry_for(model_id:str, p:dict, r:ChatResult) -> Entry:
     ("The cache entry of a result: a reply under the request's key, a failure under its own (the request is "
      "what both hash).")
     resp = {"text": r.text, "attempts": r.attempts, **({"notes": r.notes} if r.notes else {}),
-            **({"top_logprobs": r.top_logprobs} if r.top_logprobs is not None else {})}
+            **({"top_logprobs": r.top_logprobs} if r.top_logprobs is not None else {}),
+            **({"finish": "length"} if r.truncated else {})}
     if not r.ok: resp["error"] = r.error
     return Entry(key=p["key"] if r.ok else _failure_key(p), kind="chat" if r.ok else "failure",
                  model=model_id,
@@ -276,7 +300,8 @@ class _ChatBase:
     def __init__(self, model_id:str, # backend-independent model id (part of the cache key)
                  *, cache=None, # None: default cache file; a path or Cache; False: no cache
                  context_window:int=4096, # tokens the model accepts
-                 max_parse_retries:int=2, # extra attempts when a structured reply does not parse/validate
+                 max_parse_retries:int=PARSE_RETRIES, # extra attempts at a structured reply that does not
+                                                      # parse or validate (0: none, one attempt)
                  accounts:Accounts|None=None, # share one Accounts across models if wanted
                 ):
         self.model_id, self.context_window = model_id, context_window
@@ -360,7 +385,8 @@ class _Counting(_ChatBase):
 class ChatModel(_Counting):
     "Backend-independent chat model: `chat`, `chat_batch`, cache and accounts."
     def chat(self, messages:list[dict], *, schema=None, stage:str="default", temperature:float=0.0,
-             max_tokens:int=512, seed:int=0,
+             max_tokens:int|None=512, # None: the room left in the context window (no cap sent)
+             seed:int=0,
              top_logprobs:int=0, # k > 0: the k likeliest tokens' log-probabilities (`ChatResult`)
             ) -> ChatResult:
         "One request: text out, or (with `schema`) a validated object in `parsed`."
@@ -397,7 +423,7 @@ class ChatModel(_Counting):
         t0 = time.perf_counter()
         fp = json.loads(canonical_json(self.fingerprint()))  # once per batch; the round trip checks it is
                                                              # plain JSON
-        preps = [_prepare(r, stage, fp) for r in requests]
+        preps = [_prepare(r, stage, fp, self.max_parse_retries) for r in requests]
         results, first = self._lookup(preps)
         look, todo = (time.perf_counter() - t0) / max(1, len(preps)), sorted(first.values())
         if todo: self._on_miss([preps[i] for i in todo])

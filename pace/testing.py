@@ -23,14 +23,24 @@ class FakeChat(ChatModel):
     def __init__(self, respond=None, # callable(messages, json_schema) -> reply text; default echoes the last
                                      # message
                  model:str="fake", # the model id
+                 cut_replies:bool=False, # cut a reply longer than its `max_tokens` (or than the room left
+                                         # in the context when None) and say so, as a backend does
                  **kw):
         super().__init__(model, **kw)
         self.respond = respond or (lambda msgs, js: msgs[-1]["content"])
-        self.n_calls, self._lock = 0, threading.Lock()
+        self.n_calls, self._lock, self.cut_replies = 0, threading.Lock(), cut_replies
 
     def reply(self, r:dict) -> str:
         "The reply text to one prepared request (messages, schema, temperature, max_tokens, seed, stage)."
         return self.respond(r["messages"], r["schema"])
+
+    def _cut(self, c:Completion, r:dict, n_in:int) -> Completion:
+        "`c` cut to the request's cap (None: the context's room), its finish reason 'length' or 'stop'."
+        cap = r["max_tokens"] if r["max_tokens"] is not None else max(1, self.context_window - n_in)
+        words = c.text.split(" ")
+        if self._count_tokens(c.text) <= cap: return Completion(**{**c.__dict__, "finish": "stop"})
+        while words and self._count_tokens(" ".join(words)) > cap: words.pop()
+        return Completion(**{**c.__dict__, "text": " ".join(words), "finish": "length"})
 
     @classmethod
     def replay_spec(cls, d:dict) -> tuple[dict, int|None]:
@@ -44,6 +54,7 @@ class FakeChat(ChatModel):
             except Exception as e: out.append(Completion(error=f"{type(e).__name__}: {e}")); continue
             n_in = sum(self._count_tokens(m["content"]) for m in r["messages"])
             c = text if isinstance(text, Completion) else Completion(text=text)   # a Completion: logprobs
+            if self.cut_replies and c.text is not None: c = self._cut(c, r, n_in)
             if c.usage == Usage() and c.text is not None: c.usage = Usage(n_in, self._count_tokens(c.text))
             out.append(c)
         return out

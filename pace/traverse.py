@@ -25,14 +25,15 @@ def bfs_expand(neighbors_fn: Callable, # doc_id -> neighbours best first, as doc
                m: int = 3,             # M: neighbours expanded per node per hop
                fill: bool = False,     # take the first M *unvisited* neighbours instead of the first M
                max_visits: int | None = None, # stop once this many documents are in the pool
+               repeats: bool = False, # keep a repeated seed as often as it comes (the release's pool)
               ) -> list[Visit]:
     "BFS over the k-NN graph from `seeds`; visits in order, each with its hop and parent."
     if isinstance(seeds, str): raise TypeError("seeds must be a list of doc_ids")
     if depth < 0 or m < 0: raise ValueError(f"depth and m must be >= 0 (got depth={depth}, m={m})")
     visits, seen = [], set()
     for s in seeds:
-        if s not in seen: seen.add(s); visits.append(Visit(s, 0, None))
-    frontier = [v.doc_id for v in visits]
+        if repeats or s not in seen: seen.add(s); visits.append(Visit(s, 0, None))
+    frontier = list(dict.fromkeys(v.doc_id for v in visits))
     for hop in range(1, depth + 1):
         nxt = []
         for node in frontier:

@@ -284,6 +284,20 @@ def test_llamacpp_context_overflow_is_a_recorded_failure(smol):
     assert not r.ok and r.error
 
 
+def test_llamacpp_grows_its_context_for_a_long_prompt_only_when_asked(capsys):
+    long = msgs("The list: " + "apple, " * 700 + "\nWrite the list again, one fruit per line.")
+    fixed = LlamaCppChat("smollm2-135m", n_ctx=512, cache=False)
+    r = fixed.chat(long, max_tokens=4)
+    assert not r.ok and "exceed context window of 512" in r.error
+    grows = LlamaCppChat("smollm2-135m", n_ctx=512, cache=False, grow_context=True)
+    r = grows.chat(long, max_tokens=4)
+    assert r.ok and r.truncated and r.usage.completion_tokens == 4, r.error      # cut by its cap, and says so
+    assert grows.n_ctx == 4096 and grows.context_window == 512   # the agents' prompt budget is unchanged
+    assert "context 512 -> 4096 tokens" in capsys.readouterr().err
+    r = grows.chat(msgs("Say hello."), max_tokens=None)          # no cap: the room left in the context
+    assert r.ok and not r.truncated and 0 < r.usage.completion_tokens < 4096
+
+
 def test_default_model_assembles_and_answers(tmp_path):
     "The offline default: Qwen2.5-0.5B assembled from its PyPI parts (size-checked), then one schema-valid answer."
     p = resolve_gguf("qwen2.5-0.5b", model_dir=tmp_path)

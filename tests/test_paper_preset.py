@@ -217,3 +217,74 @@ def test_judge_bare_labels_and_no_request():
         assert v.label == label, reply
         assert Q not in text(cm.calls("judge")[0]["messages"]) and "Harbour Kitchen" not in text(cm.calls("judge")[0]["messages"])
     assert PAPER_PROMPTS["system"].strip().endswith("PASS, WRONG_RATIONALE or FAIL.")
+
+# ---- the envelope around each call: caps, re-asks, answer facts, repeats (issue 43)
+
+from pace.testing import FakeChat
+from pace.eval.run import run_experiment
+from pace.eval.evaluate import read_jsonl
+
+def release_script(junk_planner=True):
+    "A model that answers the release's prompts; its planner writes prose instead of JSON (`junk_planner`)."
+    def reply(ms, js):
+        t = ms[-1]["content"]
+        if "conflict_dimensions" in json.dumps(js or {}) or "directions" in json.dumps(js or {}):
+            return "I think the schedule matters here." if junk_planner else json.dumps(
+                {"directions": [{"dimension": "d", "key_anchors": [t.split()[0]]}]})
+        if js and "counter" in json.dumps(js): return json.dumps({"counter": ["evening plans"]})
+        if js and "selected_doc_ids" in json.dumps(js):
+            ids = ids_shown(ms)
+            return json.dumps({"selected_doc_ids": [ids[0], ids[0]] + ids[1:4]})   # a repeat
+        if js and "decision" in json.dumps(js): return json.dumps({"decision": "decline", "reason": "r"})
+        if js and "rationale" in json.dumps(js): return json.dumps({"rationale": "same_core_reason", "reason": "r"})
+        return "PASS" if "rationale" in t.lower() or "label" in t.lower() else "I would not book that."
+    return reply
+
+class Logged(FakeChat):
+    "A `FakeChat` that logs (stage, max_tokens, schema given) of every request that reaches it."
+    def __init__(self, respond): super().__init__(respond, cache=False); self.seen = []
+    def reply(self, r):
+        self.seen.append((r["stage"], r["max_tokens"], r["schema"] is not None, r.get("parse_retries")))
+        return super().reply(r)
+
+def run_tiny(tmp_path, name, **kw):
+    cm = Logged(release_script())
+    out = run_experiment(dataset="tests/fixtures/tiny", methods=["oracle", "pacemaker"], embedder="hash:hash",
+                         out_dir=tmp_path, limit=2, progress=False, chat=cm, name=name, cache=False, **kw)
+    return cm, out, read_jsonl(out["results"]), json.loads((out["run_dir"] / "run.json").read_text())["settings"]
+
+def test_preset_sends_no_caps_and_never_asks_again(tmp_path):
+    cm, out, rows, s = run_tiny(tmp_path, "paper", preset="paper")
+    caps = {st: {mt for x, mt, *_ in cm.seen if x == st} for st, *_ in cm.seen}
+    assert caps and all(v == {None} for v in caps.values()), caps          # no stage sends a cap, judge included
+    planner = [x for x in cm.seen if x[0] == "planner"]
+    assert len(planner) == 2 and all(x[3] == 0 for x in planner)           # one attempt per query, no correction
+    pm = [r for r in rows if r["method"] == "pacemaker"]
+    assert all(c["fallback"] == "no plan" for r in pm for c in r["trace"]["calls"] if c["stage"] == "planner")
+    assert s["model_calls"] == {"parse_retries": 0, "grow_context": True} and s["judge_max_tokens"] is None
+    assert s["pacemaker"]["answer_max_facts"] == 10 and s["pacemaker"]["pool_repeats"] is True
+
+def test_defaults_keep_their_caps_and_reasks(tmp_path):
+    cm, out, rows, s = run_tiny(tmp_path, "pace")
+    planner = [x for x in cm.seen if x[0] == "planner"]
+    assert len(planner) == 2 * 3 and all(x[1] == 200 and x[3] is None for x in planner)   # asked again twice
+    assert {mt for st, mt, *_ in cm.seen if st in ("prehop", "posthop")} == {160}
+    assert "model_calls" not in s and s["judge_max_tokens"] == 160
+
+def test_preset_answers_from_ten_facts_and_keeps_repeated_seeds_in_the_pool():
+    facts = [type("F", (), dict(doc_id=f"f{i:02d}", text=f"Priya fact {i} about Friday")) for i in range(30)]
+    toy, qry = ToyIndex(facts), type("Q", (), dict(query_id="q1", query=Q, ref_date=DATE))()
+    inst = type("I", (), dict(instance_id="toy", ego={"name": "Priya"}, alters=[]))()
+    seen = []
+    script = {"planner": PLAN.model_dump(), "views": {"counter": ["Priya Friday"]},
+              "prehop": lambda ms: {"selected_doc_ids": [ids_shown(ms)[0]] * 2 + ids_shown(ms)[1:9]},
+              "posthop": lambda ms: {"selected_doc_ids": ids_shown(ms)[:12]},
+              "answer": lambda ms: seen.append(ms[-1]["content"]) or "No."}
+    cfg = RunConfig(preset="paper").pacemaker.model_copy(update=dict(n_filter=5))   # 10 fused, 5 seeds
+    tr = PaceMaker(ScriptedChat(script), toy, cfg).run(qry, inst)
+    pool = [p.doc_id for p in tr.pool]
+    assert pool[0] == pool[1] == tr.seeds[0]                      # the repeat stays in the pool
+    assert len(tr.final_ids) == 10 and tr.answer_facts_used == 10
+    assert sum("Priya fact" in l for l in seen[0].splitlines()) == 10
+    dflt = PaceMaker(ScriptedChat(script), toy, PaceMakerConfig(n_filter=5, dedupe_selection=False)).run(qry, inst)
+    assert len({p.doc_id for p in dflt.pool}) == len(dflt.pool)  # the project's pool: each fact once

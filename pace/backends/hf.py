@@ -13,9 +13,10 @@ from ..llm import need
 __all__ = ['HFChat']
 
 # %% ../../nbs/02d_hf.ipynb #9fbd8505
-def _hf_generate_kw(r:dict) -> dict:
-    "`generate` arguments of a prepared request: greedy at temperature 0, sampling above."
-    gen = dict(max_new_tokens=r["max_tokens"], do_sample=r["temperature"] > 0)
+def _hf_generate_kw(r:dict, room:int) -> dict:
+    ("`generate` arguments of a prepared request: greedy at temperature 0, sampling above; `room`: the "
+     "tokens left in the context (the cap when the request sends none).")
+    gen = dict(max_new_tokens=r["max_tokens"] or room, do_sample=r["temperature"] > 0)
     if r["temperature"] > 0: gen["temperature"] = r["temperature"]
     return gen
 
@@ -59,12 +60,15 @@ class HFChat(ChatModel):
                 try:
                     import torch; torch.manual_seed(r["seed"])
                 except ImportError: pass
-                with self._lock: ids = self.hf_model.generate(**enc, **_hf_generate_kw(r))
                 n_in = enc["input_ids"].shape[-1]
+                gen = _hf_generate_kw(r, max(1, self.context_window - int(n_in)))
+                with self._lock: ids = self.hf_model.generate(**enc, **gen)
                 new = ids[0][n_in:]
+                eos = getattr(self.tok, "eos_token_id", None)
+                cut = len(new) >= gen["max_new_tokens"] and (not len(new) or int(new[-1]) != eos)
                 out.append(Completion(text=self.tok.decode(new, skip_special_tokens=True),
                                       usage=Usage(int(n_in), int(len(new))),
-                                      seconds=time.perf_counter() - t))
+                                      seconds=time.perf_counter() - t, finish="length" if cut else "stop"))
             except Exception as e:
                 out.append(Completion(error=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - t))
         return out

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/02a_llamacpp.ipynb #f28c105d
 from __future__ import annotations
-import hashlib, importlib, importlib.util, os, shutil, threading, time
+import hashlib, importlib, importlib.util, os, re, shutil, sys, threading, time
 from pathlib import Path
 from ..atomic import atomic_open
 from ..cache import canonical_json
@@ -13,8 +13,9 @@ from ..llm import (ChatModel, Completion, Usage, ModelNotFoundError, ModelUnusab
                       read_json_memo, write_json_memo)
 
 # %% auto #0
-__all__ = ['KNOWN_GGUF', 'LLAMACPP_PORTABLE_BUILD', 'resolve_gguf', 'LlamaCppChat', 'llamacpp_rebuild_command', 'child_status',
-           'llamacpp_check_key', 'llamacpp_selfcheck', 'free_port', 'LlamaServer']
+__all__ = ['KNOWN_GGUF', 'LLAMACPP_PORTABLE_BUILD', 'resolve_gguf', 'trained_context', 'grown_context', 'kv_cache_bytes',
+           'LlamaCppChat', 'llamacpp_rebuild_command', 'child_status', 'llamacpp_check_key', 'llamacpp_selfcheck',
+           'free_port', 'LlamaServer']
 
 # %% ../../nbs/02a_llamacpp.ipynb #a170b338
 KNOWN_GGUF = {
@@ -136,9 +137,36 @@ def _llama_logprob_completion(llm, r:dict, t:float) -> Completion:
 def _llama_completion(resp:dict, t:float) -> Completion:
     "A `Completion` from llama.cpp's response dict (the call started at `t`)."
     u = resp.get("usage") or {}
-    return Completion(text=resp["choices"][0]["message"]["content"] or "",
+    ch = resp["choices"][0]
+    return Completion(text=ch["message"]["content"] or "",
                       usage=Usage(u.get("prompt_tokens", 0), u.get("completion_tokens", 0)),
-                      seconds=time.perf_counter() - t)
+                      seconds=time.perf_counter() - t, finish=ch.get("finish_reason"))
+
+# %% ../../nbs/02a_llamacpp.ipynb #a26b4eda
+def trained_context(metadata:dict) -> int|None:
+    "The context length a GGUF model was trained on (its `<architecture>.context_length`), or None."
+    arch = metadata.get("general.architecture")
+    v = metadata.get(f"{arch}.context_length")
+    return int(v) if v else None
+
+# %% ../../nbs/02a_llamacpp.ipynb #bfea40f5
+def grown_context(prompt_tokens:int, # the prompt that did not fit
+                  n_ctx:int, # the context it did not fit
+                  trained:int|None, # the model's trained context (None: unknown, no growth)
+                  reply_room:int=1024, # tokens kept free for the reply
+                 ) -> int|None:
+    "The next power of two holding the prompt and `reply_room`, at most `trained`; None when it cannot grow."
+    if not trained or prompt_tokens >= trained or n_ctx >= trained: return None
+    new = n_ctx
+    while new < prompt_tokens + reply_room and new < trained: new *= 2
+    return min(new, trained)
+
+# %% ../../nbs/02a_llamacpp.ipynb #40b29815
+def kv_cache_bytes(metadata:dict, n_ctx:int, bytes_per_value:int=2) -> int:
+    "Bytes of llama.cpp's KV cache (f16 keys and values) for `n_ctx` tokens of a GGUF model (its metadata)."
+    a = metadata["general.architecture"]; g = lambda k: int(metadata[f"{a}.{k}"])
+    head_dim = g("embedding_length") // g("attention.head_count")
+    return 2 * g("block_count") * g("attention.head_count_kv") * head_dim * bytes_per_value * n_ctx
 
 # %% ../../nbs/02a_llamacpp.ipynb #170325ae
 class LlamaCppChat(ChatModel):
@@ -149,6 +177,8 @@ class LlamaCppChat(ChatModel):
                                             # KNOWN_GGUF or the file name
                  n_ctx:int|None=None, # context tokens; default min(model's, 8192)
                  n_threads:int|None=None, # CPU threads; default all cores
+                 grow_context:bool=False, # a prompt longer than n_ctx: reload with a larger context, up
+                                          # to the model's trained one (`grown_context`), and send it again
                  model_dir:str|Path|None=None, chat_format:str|None=None, verbose:bool=False,
                  check:bool|None=None, # run `llamacpp_selfcheck` first; default unless $PACE_LLAMACPP_CHECK=0
                  **kw):
@@ -163,15 +193,30 @@ class LlamaCppChat(ChatModel):
                               or os.cpu_count(), seed=0,
                               chat_format=chat_format, verbose=verbose)
         self._llm, self._lock, self.chat_format, self._gguf = None, threading.Lock(), chat_format, None
+        self.grow_context, self.n_ctx = grow_context, n_ctx
         super().__init__(model_id or k.get("model_id") or self.path.stem.lower(), context_window=n_ctx, **kw)
     @property
     def llm(self):
         "The `llama_cpp.Llama` object, loaded on first use."
-        with self._lock:
-            if self._llm is None:
-                from llama_cpp import Llama
-                self._llm = Llama(**self._llama_kw)
+        with self._lock: return self._llm_unlocked()
+    def _llm_unlocked(self):
+        if self._llm is None:
+            from llama_cpp import Llama
+            self._llm = Llama(**self._llama_kw)
         return self._llm
+    def _grow(self, e:Exception) -> bool:
+        ("With `grow_context`, a context overflow `e` reloads the model with the context `grown_context` "
+         "gives (said on stderr with its KV cache's size); False when it cannot grow.")
+        m = re.search(r"Requested tokens \((\d+)\) exceed context window of (\d+)", str(e))
+        if not (self.grow_context and m): return False
+        md = self._llm.metadata
+        new = grown_context(int(m.group(1)), int(m.group(2)), trained_context(md))
+        if new is None: return False
+        print(f"llamacpp: context {m.group(2)} -> {new} tokens for a prompt of {m.group(1)} "
+              f"(KV cache ~{kv_cache_bytes(md, new) / 2**20:.0f} MiB)", file=sys.stderr)
+        self._llm, self.n_ctx = None, new
+        self._llama_kw["n_ctx"] = new
+        return True
     @classmethod
     def replay_spec(cls, d:dict) -> tuple[dict, int|None]:
         m = str(d.get("model", "qwen2.5-0.5b")); k = KNOWN_GGUF.get(m, {})
@@ -195,7 +240,10 @@ class LlamaCppChat(ChatModel):
                                    # other threads is not its own
                     t = time.perf_counter()
                     if r.get("top_logprobs"): out.append(_llama_logprob_completion(llm, r, t)); continue
-                    resp = llm.create_chat_completion(**_llama_request(r))
+                    try: resp = llm.create_chat_completion(**_llama_request(r))
+                    except ValueError as e:
+                        if not self._grow(e): raise
+                        resp = self._llm_unlocked().create_chat_completion(**_llama_request(r))
                 out.append(_llama_completion(resp, t))
             except Exception as e:
                 out.append(Completion(error=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - t))
@@ -288,7 +336,7 @@ def llamacpp_selfcheck(model_path:str|Path, # the GGUF file
     return True
 
 # %% ../../nbs/02a_llamacpp.ipynb #d9c3f371
-import socket, subprocess, sys, tempfile, urllib.request
+import socket, subprocess, tempfile, urllib.request
 
 def free_port(host:str="127.0.0.1") -> int:
     "A TCP port that is free right now on `host`."

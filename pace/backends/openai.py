@@ -95,11 +95,11 @@ def _rejected(text:str, kw:dict) -> tuple|None:
      "anything else.")
     text = text.lower()
     unsupported = "unsupported" in text or "not support" in text
-    sent = next(p for p in _TOKEN_PARAMS if p in kw)
-    other = _TOKEN_PARAMS[1 - _TOKEN_PARAMS.index(sent)]
+    sent = next((p for p in _TOKEN_PARAMS if p in kw), None)   # None: no cap sent
+    other = sent and _TOKEN_PARAMS[1 - _TOKEN_PARAMS.index(sent)]
     if "temperature" in kw and "temperature" in text and unsupported:
         return "temperature", False, "temperature not sent: the server rejects it"
-    if sent in text and other in text and (unsupported or "instead" in text):
+    if sent and sent in text and other in text and (unsupported or "instead" in text):
         return "token_param", other, f"{other} sent in place of {sent}: the server asks for it"
     return None
 
@@ -109,7 +109,8 @@ def _openai_request(r:dict, model:str, mode:str, send_temp:bool, token_param:str
     "The `chat.completions.create` arguments of a prepared request."
     in_format = r["schema"] is None or mode in ("json_schema", "json_object_schema")
     msgs = r["messages"] if in_format else with_schema_instruction(r["messages"], r["schema"])
-    kw = {"model": model, "messages": msgs, token_param: r["max_tokens"]}
+    kw = {"model": model, "messages": msgs}
+    if r["max_tokens"] is not None: kw[token_param] = r["max_tokens"]   # None: the server's limit applies
     if send_temp: kw["temperature"] = r["temperature"]
     if send_seed: kw["seed"] = r["seed"]
     if r["schema"] is not None and mode != "prompt":
@@ -137,7 +138,7 @@ def _reply_completion(resp, t:float, notes:list) -> Completion:
                       usage=Usage(getattr(u, "prompt_tokens", 0) or 0,
                                   getattr(u, "completion_tokens", 0) or 0),
                       seconds=time.perf_counter() - t, notes=notes,
-                      top_logprobs=_choice_logprobs(resp.choices[0]))
+                      top_logprobs=_choice_logprobs(resp.choices[0]), finish=resp.choices[0].finish_reason)
 
 # %% ../../nbs/02b_openai.ipynb #4133a437
 class OpenAIOptions(BaseModel):

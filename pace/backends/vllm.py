@@ -12,7 +12,8 @@ __all__ = ['vllm_settings', 'VLLMChat']
 
 # %% ../../nbs/02c_vllm.ipynb #d0eda82f
 def _vllm_sampling(r:dict):
-    "vllm SamplingParams for a prepared request, with JSON-schema guided decoding when a schema is given."
+    ("vllm SamplingParams for a prepared request, with JSON-schema guided decoding when a schema is given; "
+     "`max_tokens` None: up to the model's length.")
     from vllm import SamplingParams
     kw = dict(temperature=r["temperature"], max_tokens=r["max_tokens"], seed=r["seed"])
     if r["schema"] is not None:
@@ -77,5 +78,5 @@ class VLLMChat(ChatModel):
         each = (time.perf_counter() - t) / max(1, len(reqs))
         return [Completion(text=o.outputs[0].text,
                            usage=Usage(len(o.prompt_token_ids or []), len(o.outputs[0].token_ids)),
-                           seconds=each)
+                           seconds=each, finish=getattr(o.outputs[0], "finish_reason", None))
                 for o in outs]

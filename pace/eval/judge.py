@@ -184,7 +184,7 @@ def paper_judge(cm, # judge chat model
         return None, rec
     label = read_bare_label(r.text)
     rec.ok, rec.error = True, None
-    if label != (r.text or "").strip().upper(): rec.notes = dict(read_as_fail=(r.text or "")[:80])
+    if label != (r.text or "").strip().upper(): rec.notes |= dict(read_as_fail=(r.text or "")[:80])
     return label, rec
 
 # %% ../../nbs/30_judge.ipynb #65f7c764

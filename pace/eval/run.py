@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..data import (MAX_NAME_BYTES, UsageError, append_row, jsonl_text, load_done,
                        name_problem)
 from ..cache import as_cache
+from ..llm import ChatModel, PARSE_RETRIES
 from ..methods.baselines import (METHODS as SIMPLE_METHODS, METHOD_SPECS, SIZED, MethodSpec, make_method,
                                         method_spec, run_checked, run_batch_checked)
 from .evaluate import write_tables, read_jsonl
@@ -216,6 +217,12 @@ class ModelsConfig(BaseModel):
     chat: Any = Field(DEFAULT_CHAT, description="agent/answer model spec")
     judge: Any = Field(None, description="judge model spec (default: the --chat model)")
     embedder: Any = Field(None, description="embedder spec (default: local int8 ONNX all-MiniLM-L6-v2)")
+    parse_retries: int = Field(PARSE_RETRIES, ge=0, description=(
+        "extra attempts at a structured reply that does not parse, each sent with a correction (0: one "
+        "attempt and the agent's fallback, as the authors' code)"))
+    grow_context: bool = Field(False, description=(
+        "llama.cpp in process: a prompt longer than the context reloads the model with a larger one, up to "
+        "its trained context (the paper preset sets it)"))
 
 # %% ../../nbs/32_run.ipynb #d51ad920
 class JudgeConfig(BaseModel):
@@ -225,7 +232,7 @@ class JudgeConfig(BaseModel):
         "blind: decision classified without gold, then rationale graded (default); "
         "paper: the paper's one-call judge, a bare label as the authors' code reads it; "
         "paper_json: the same rubric answered as JSON with a reason"))
-    max_tokens: int = Field(160, ge=1, description="completion budget of each judge call",
+    max_tokens: int | None = Field(160, ge=1, description="completion budget of each judge call",
                             json_schema_extra=dict(kw="judge_max_tokens"))
 
 # %% ../../nbs/32_run.ipynb #7d56fc22
@@ -264,7 +271,8 @@ class IndexConfig(BaseModel):
 # %% ../../nbs/32_run.ipynb #275d242d
 RUN_PRESETS = {   # preset -> {part of RunConfig: the settings it puts under the run's own}
     'pace': {},
-    'paper': dict(pacemaker=RELEASE_SETTINGS, judge=dict(mode='paper'), index=dict(bm25='release')),
+    'paper': dict(pacemaker=RELEASE_SETTINGS, judge=dict(mode='paper', max_tokens=None),
+                  index=dict(bm25='release'), models=dict(parse_retries=0, grow_context=True)),
 }
 
 def _overlay(over: dict, given) -> dict:
@@ -477,6 +485,11 @@ def _own_settings(specs: dict, # {name: `MethodSpec`} of the run
            for m, s in specs.items() if s.kind == "own"}
     return dict(own_methods=own) if own else {}   # no key otherwise: the other runs' run.json stays as it was
 
+def _model_settings(c: RunConfig) -> dict:
+    "How the models are asked (re-asks, context growth), for `run.json`: only what is not the default."
+    d = c.models.model_dump(include={"parse_retries", "grow_context"}, exclude_defaults=True)
+    return dict(model_calls=d) if d else {}   # no key otherwise: the other runs' run.json stays as it was
+
 def _index_settings(c: RunConfig) -> dict:
     "The index settings for `run.json`, only those not at their default ({} for none)."
     d = c.index.model_dump(exclude_defaults=True)
@@ -507,7 +520,7 @@ def _settings(run) -> dict:
                 # only what differs from the defaults: runs made before the option still resume
                 graphrag=c.graphrag.model_dump(exclude_defaults=True) or None,
                 hipporag=hipporag_settings() if "hipporag2" in run.methods else None,
-                **_own_settings(run.specs), **_index_settings(c),
+                **_own_settings(run.specs), **_index_settings(c), **_model_settings(c),
                 **({'depth': c.scope.depth} if c.scope.depth else {}),   # no key: old runs resume
                 **_preset_settings(c))
 
@@ -880,6 +893,9 @@ class Run:
         self.jm = (None if self.cfg.scope.retrieval_only else self.cm if same
                    else build_model("judge", as_chat_model, m.judge, cache))
         self.emb = build_model("embedder", as_embedder, m.embedder, cache)
+        for cm in {id(x): x for x in (self.cm, self.jm) if isinstance(x, ChatModel)}.values():
+            cm.max_parse_retries = m.parse_retries
+            if hasattr(cm, "grow_context"): cm.grow_context = m.grow_context
         if self.cfg.preset == "paper" and self.jm is not None and self.jm is self.cm:
             print("pace run: --preset paper: the judge is the chat model, which grades its own answers; "
                   "the paper uses a separate judge (--judge SPEC)", file=sys.stderr)

@@ -150,7 +150,7 @@ def plan_conflicts(cm,                         # chat model (the planner counts 
             for d in plan.directions if d.dimension.strip()]
     # a direction with no anchor in the request: not grounded
     dirs = [d for d in dirs if d.key_anchors or not check_anchors][:max_directions]
-    rec.notes = dict(dropped_anchors=dropped, n_directions_returned=len(plan.directions))
+    rec.notes |= dict(dropped_anchors=dropped, n_directions_returned=len(plan.directions))
     if not dirs:
         rec.ok, rec.error, rec.fallback = False, "no usable direction", "no plan"
         return None, rec
@@ -231,7 +231,7 @@ def generate_views(cm,                        # chat model (unused by the steps:
         return [], rec
     cs = (_clean_counters(out.counter, query, max_counter) if clean else
           [c.strip() for c in out.counter if c.strip()][:max_counter])   # the release: strip, drop empties
-    rec.notes = dict(n_returned=len(out.counter), n_kept=len(cs))
+    rec.notes |= dict(n_returned=len(out.counter), n_kept=len(cs))
     if not cs: rec.fallback = "original query only"
     return cs, rec
 
@@ -311,10 +311,11 @@ def _lazy_counts(cm, texts, stage: str, first: int = 16):
 
 # %% ../../nbs/20_agents.ipynb #775299ce
 def prompt_budget(cm, # chat model (its context window)
-                  max_tokens: int, # room kept for the answer
+                  max_tokens: int | None, # room kept for the answer (None: none kept, the reply takes
+                                          # what the prompt leaves)
                   margin: int = 64) -> int:
     "Tokens left for the prompt in `cm`'s context window after the answer and a safety margin."
-    return max(64, int(cm.context_window) - max_tokens - margin)
+    return max(64, int(cm.context_window) - (max_tokens or 0) - margin)
 
 # %% ../../nbs/20_agents.ipynb #af29efcf
 LABEL_CODES = ["".join(p) for p in itertools.product(string.ascii_lowercase, repeat=2)]
@@ -414,7 +415,7 @@ def _judge_chunk(r, ch, top_n, stage, rep, how, seen, n_chunks,
         rep.n_failed_calls += 1; rec.fallback = "first candidates of the chunk, in the order shown"
         got = ids[:top_n]; how.update(dict.fromkeys(got, 'fallback'))
     rep.n_invalid += notes['n_invalid']
-    rec.notes = dict(notes, n_fallback=0 if sel else len(got), round=rep.rounds, chunk_size=len(ch),
+    rec.notes |= dict(notes, n_fallback=0 if sel else len(got), round=rep.rounds, chunk_size=len(ch),
                      n_chunks=n_chunks)
     return got, rec
 
@@ -459,14 +460,15 @@ def select_evidence(cm,                                 # chat model (its contex
                     chunked: bool = True,               # False: one call over all candidates, whatever fits
                     prompts: str = "pace",              # 'release': the release's prompt and listing
                     constrained_ids: bool = True,       # False: any ids admitted, those not shown dropped
-                    dedupe: bool = True,                # False: repeated ids kept
+                    dedupe: bool = True,                # False: repeated ids kept (in the candidates too)
                    ):
     """Choose `top_n` ids from `candidates` [(doc_id, text)] by tournament over context-sized chunks, a step
     per round; (ids, call records, report), everything counted in the report."""
     first = {}
     for i, t in candidates:
         first.setdefault(i, t)      # distinct ids, in order of first occurrence, with that text
-    cands = list(first.items())
+    # dedupe=False: a repeated candidate is shown again, as the release lists its pool
+    cands = list(first.items()) if dedupe else [(i, first[i]) for i, _ in candidates]
     rep, order = SelectionReport(n_candidates=len(cands)), [i for i, _ in cands]
     if max_candidates is not None and len(cands) > max_candidates:
         cands, rep.note = cands[:max_candidates], f"cut to the first {max_candidates} candidates"
@@ -605,7 +607,7 @@ def generate_answer(cm,                  # chat model (its context window and to
     else:
         txt, dec, rec = read_structured_answer(r, stage)
         extra = dict(answer_format=answer_format, decision=dec)   # as stated, even against the reply
-    rec.notes = dict(n_facts=len(facts), n_facts_used=len(kept), **extra)
+    rec.notes |= dict(n_facts=len(facts), n_facts_used=len(kept), **extra)
     if txt is None:
         rec.fallback = "empty answer"
         return "", rec

@@ -430,7 +430,7 @@ def recognition_filter(cm, query: str, candidates: list[tuple], *, max_kept: int
     if matching == "nearest": kept = [nearest_candidate(f, candidates) for f in out.fact]   # repeats kept
     else: kept = list(dict.fromkeys(pos[tuple(f)] for f in out.fact if tuple(f) in pos))
     kept = kept[:max_kept]
-    rec.notes = dict(n_candidates=len(candidates), n_returned=len(out.fact), n_kept=len(kept),
+    rec.notes |= dict(n_candidates=len(candidates), n_returned=len(out.fact), n_kept=len(kept),
                      n_unknown=sum(tuple(f) not in pos for f in out.fact))   # mapped, or dropped (exact)
     return kept, rec
 

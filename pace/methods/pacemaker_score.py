@@ -163,7 +163,7 @@ def score_steps(query: str, # the request
         if not isinstance(r, Exception):
             rec.prompt_tokens += r.usage.prompt_tokens; rec.completion_tokens += r.usage.completion_tokens
             rec.seconds += float(r.seconds or 0.0); rec.cached = rec.cached or bool(r.cached)
-    rec.notes = dict(n_candidates=len(candidates), **how)
+    rec.notes |= dict(n_candidates=len(candidates), **how)
     if candidates and not how["logprob"] + how["text"]:
         rec.ok, rec.error, rec.fallback = False, "no usable score", "ranked without the model's scores"
     elif how["junk"] + how["failed"]: rec.fallback = "candidates without a score are ranked without one"

@@ -31,7 +31,7 @@ __all__ = ['LATE_DEFAULTS', 'CONFIG_GROUPS', 'RELEASE_SETTINGS', 'HYBRID_K', 'SM
 # settings newer than recorded runs: dumped only when not at their default
 LATE_DEFAULTS = dict(answer_format='free_text', agent_prompts='pace', check_anchors=True, clean_counters=True,
                      exact_counter_queries=False, constrained_ids=True, dedupe_selection=True,
-                     posthop='tournament', answer_max_facts=None, tidy_answers=True)
+                     posthop='tournament', answer_max_facts=None, tidy_answers=True, pool_repeats=False)
 
 class PaceMakerConfig(BaseModel):
     "PaceMaker hyper-parameters (paper defaults, Appendix B) and ablation switches (Appendix D.5)."
@@ -57,12 +57,13 @@ class PaceMakerConfig(BaseModel):
     pad_filters: bool = True                   # fill a short filter selection from the order shown (counted)
     # cut the pool before the post-hop filter (counted as unseen drops)
     max_pool_candidates: int | None = Field(None, ge=1)
-    planner_max_tokens: int = Field(200, ge=1) # completion budgets per stage
-    views_max_tokens: int = Field(200, ge=1)
-    filter_max_tokens: int = Field(160, ge=1)  # 10 ids need ~80
+    # completion budgets per stage (None: no cap sent, the reply may take the room the prompt leaves)
+    planner_max_tokens: int | None = Field(200, ge=1)
+    views_max_tokens: int | None = Field(200, ge=1)
+    filter_max_tokens: int | None = Field(160, ge=1)  # 10 ids need ~80
     # what the filters see and answer with (see pace.methods.agents.shown_labels)
     filter_labels: Literal['doc_id', 'position', 'code'] = 'doc_id'
-    answer_max_tokens: int = Field(200, ge=1)  # 2-4 sentences
+    answer_max_tokens: int | None = Field(200, ge=1)  # 2-4 sentences
     variant: Literal['paper', 'small'] = 'paper'               # 'small': pacemaker-small (its switches below)
     # 'overlap': a counter view's weight scales with its words from the request
     counter_weighting: Literal['fixed', 'overlap'] = 'fixed'
@@ -81,6 +82,7 @@ class PaceMakerConfig(BaseModel):
     posthop: Literal['tournament', 'one_call'] = 'tournament'
     answer_max_facts: int | None = Field(None, ge=1) # cap on the facts answered from (None: all)
     tidy_answers: bool = True                  # drop repeated sentences, keep 4 (False: as written)
+    pool_repeats: bool = False                 # a seed the pre-hop filter repeated is in the pool as often
 
     @model_serializer(mode='wrap')
     def _dump(self, handler):
@@ -111,7 +113,7 @@ CONFIG_GROUPS = {   # PaceMakerConfig's fields by the stage they set, in the ord
     'filters': ('pad_filters', 'filter_labels', 'filter_max_tokens', 'constrained_ids',
                 'dedupe_selection'),   # both filters
     'prehop': ('n_filter',),
-    'traversal': ('use_traversal', 'no_traversal_evidence', 'hops', 'm'),
+    'traversal': ('use_traversal', 'no_traversal_evidence', 'hops', 'm', 'pool_repeats'),
     'posthop': ('use_selection', 'n_final', 'posthop_order', 'max_pool_candidates', 'posthop'),
     'answer': ('answer_max_tokens', 'answer_format', 'answer_max_facts', 'tidy_answers'),
     'preset': ('variant',),
@@ -127,8 +129,13 @@ RELEASE_SETTINGS = dict(   # PaceMakerConfig as the authors' released code behav
     dedupe_selection=False,       # a repeated id stays
     pad_filters=False,            # a short selection stays short
     posthop='one_call',           # the whole pool in one call; its first n_final when that call fails
-    answer_max_facts=8,           # their answer script's --max_docs default
+    answer_max_facts=10,          # their answer script's --max_docs (10 in the current release; 8 before)
+    pool_repeats=True,            # the pool starts as the seed list as returned, a repeat included
     tidy_answers=False,           # the reply as written
+    planner_max_tokens=None,      # no completion cap is sent: the server's limit (the context) applies
+    views_max_tokens=None,
+    filter_max_tokens=None,
+    answer_max_tokens=None,
 )
 
 # %% ../../nbs/21_pipeline.ipynb #a7a7e0ba
@@ -351,7 +358,7 @@ def traverse(st: RunState, # the query's state (its seeds)
     # ids only, cached per row, where the index has them
     nbr = getattr(idx, 'neighbor_ids', None) or idx.neighbors
     tr.pool = [PoolDoc(doc_id=v.doc_id, hop=v.hop, parent=v.parent)
-               for v in bfs_expand(nbr, tr.seeds, depth=c.hops, m=c.m)]
+               for v in bfs_expand(nbr, tr.seeds, depth=c.hops, m=c.m, repeats=c.pool_repeats)]
     tr.pool_order = pool_order(tr.pool, c.posthop_order, st.q)
     return [p.doc_id for p in tr.pool]
 
