@@ -5,20 +5,22 @@
 # %% ../nbs/04_embed.ipynb #adbe6b72
 from __future__ import annotations
 import base64, functools, hashlib, importlib.resources, importlib.util, json, os, re, threading, time
+import warnings
 from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from tqdm.auto import tqdm
 from .cache import (Cache, Entry, Accounts, as_cache, request_key, canonical_json, log_calls, ReplayError,
-                        replay_enabled, replay_miss, recorded_model)
+                        replay_enabled, replay_miss, recorded_model, recorded_fingerprints)
 from .llm import parse_spec, build_from_spec, file_identity, dir_identity, need
 from .backends.openai import normalise_base_url
 from .backends.vllm import vllm_settings
 
 # %% auto #0
-__all__ = ['QUERY_KEYS', 'ASSETS', 'MINILM_TOKENIZER', 'KNOWN_ST', 'DEFAULT_EMBEDDER', 'EMBED_BACKENDS', 'EMBED_REPLAY_SPECS',
-           'encode_vec', 'decode_vec', 'inner_products', 'l2_normalise', 'EmbeddingError', 'Embedder', 'HashEmbedder',
-           'OnnxEmbedder', 'st_model_path', 'package_model_identity', 'STEmbedder', 'OpenAIEmbedder', 'VLLMEmbedder',
+__all__ = ['QUERY_KEYS', 'ASSETS', 'MINILM_TOKENIZER', 'KNOWN_ST', 'ST_CONFIG', 'QUERY_PROMPT_NAME', 'MODEL_QUERY_PROMPT',
+           'DEFAULT_EMBEDDER', 'EMBED_BACKENDS', 'EMBED_REPLAY_SPECS', 'encode_vec', 'decode_vec', 'inner_products',
+           'l2_normalise', 'EmbeddingError', 'Embedder', 'HashEmbedder', 'OnnxEmbedder', 'st_model_path',
+           'package_model_identity', 'st_prompts', 'st_query_prompt', 'STEmbedder', 'OpenAIEmbedder', 'VLLMEmbedder',
            'get_embedder', 'as_embedder', 'ReplayEmbedder', 'replay_embedder']
 
 # %% ../nbs/04_embed.ipynb #3ab7c075
@@ -294,20 +296,58 @@ def package_model_identity(path, # the model folder inside the installed package
     return {"package": package, "files": len(rows),
             "sha256": hashlib.sha256(canonical_json(rows).encode()).hexdigest()}
 
-# %% ../nbs/04_embed.ipynb #8280317c
-def _query_prompt(st, name: str | None, text: str | None) -> str | None:
-    "The query instruction text: `text`, or the sentence-transformers model's prompt called `name`."
-    if name is not None and text is not None:
-        raise ValueError("give query_prompt_name or query_prompt, not both")
-    if name is None: return text
-    prompts = getattr(st, "prompts", None)
-    if st is None or prompts is None:
-        raise ValueError("query_prompt_name needs sentence-transformers (the model's prompts); "
-                         "give query_prompt")
+# %% ../nbs/04_embed.ipynb #3f228106
+ST_CONFIG = "config_sentence_transformers.json"   # where a sentence-transformers model keeps its prompts
+
+def st_prompts(model:str|Path, # a model folder, or a hub id
+               hub_cache:str|Path|None=None, # the local hub cache (None: huggingface_hub's own)
+              ) -> dict|None:
+    ("The prompts a sentence-transformers model's configuration names (`{}` for none, or no configuration); "
+     "None where it cannot be read: a hub id with no snapshot here, or no huggingface_hub.")
+    if Path(model).is_dir(): f = Path(model) / ST_CONFIG
+    else:
+        try: from huggingface_hub import try_to_load_from_cache
+        except ImportError: return None
+        try: f = try_to_load_from_cache(str(model), ST_CONFIG, cache_dir=hub_cache)
+        except ValueError: return None   # not a hub id
+        if f is None: return None
+        if not isinstance(f, str): return {}   # the hub said the model has no such file
+        f = Path(f)
+    if not f.is_file(): return {}
+    return dict(json.loads(f.read_text(encoding="utf-8")).get("prompts") or {})
+
+# %% ../nbs/04_embed.ipynb #4eef5739
+QUERY_PROMPT_NAME = "query"   # the model prompt an st embedder puts before queries unless told otherwise
+
+class _ModelQueryPrompt:
+    "The default of `query_prompt_name`: the model's `query` prompt where it has one, else none."
+    def __repr__(self): return "MODEL_QUERY_PROMPT"
+
+MODEL_QUERY_PROMPT = _ModelQueryPrompt()
+
+def st_query_prompt(prompts:dict|None, # the model's prompts (`st_prompts`, a SentenceTransformer's);
+                                       # None: unknown
+                    name:str|None=MODEL_QUERY_PROMPT, # one of the model's prompts; None: none; the default:
+                                                      # its `query` prompt, if it has a non-empty one
+                    text:str|None=None, # the instruction text itself, instead of a name ("": none)
+                   ) -> tuple[str|None, str|None]:
+    ("The (prompt name, text) an st embedder puts before each query: (None, text) for a text, (None, None) "
+     "for none.")
+    default = name is MODEL_QUERY_PROMPT
+    if text is not None:
+        if not default and name is not None:
+            raise ValueError("give query_prompt_name or query_prompt, not both")
+        return None, text or None
+    if default: name = QUERY_PROMPT_NAME if (prompts or {}).get(QUERY_PROMPT_NAME) else None
+    if name is None: return None, None
+    if prompts is None:
+        raise ValueError(f"query_prompt_name needs the model's prompts (sentence-transformers, or "
+                         f"{ST_CONFIG} in the model's folder); give query_prompt")
     if name not in prompts:
         raise ValueError(f"the model has no prompt {name!r}; its prompts: {sorted(prompts) or 'none'}")
-    return prompts[name]
+    return name, prompts[name]
 
+# %% ../nbs/04_embed.ipynb #8280317c
 class STEmbedder(Embedder):
     "A sentence-transformers (or plain transformers, mean-pooled) model directory."
     backend = "st"
@@ -315,8 +355,10 @@ class STEmbedder(Embedder):
                                   # reachable
                  *, model_id:str|None=None, device:str|None=None, max_length:int=256, batch_size:int=32,
                  st_model=None, # a loaded SentenceTransformer to reuse
-                 query_prompt_name:str|None=None, # one of the model's prompts, put before each query only
-                 query_prompt:str|None=None, # or the instruction text itself
+                 query_prompt_name:str|None=MODEL_QUERY_PROMPT, # a prompt of the model, put before each query
+                                                                # only; default: its `query` prompt, if any;
+                                                                # None: none
+                 query_prompt:str|None=None, # or the instruction text itself ("": no instruction)
                  **kw):
         self.st, self.hf, path = st_model, None, model
         if self.st is None:
@@ -334,8 +376,13 @@ class STEmbedder(Embedder):
         if path != model and model in KNOWN_ST: src = package_model_identity(path, KNOWN_ST[model]["package"])
         else: src = dir_identity(path) or model
         self.max_length, self._source = max_length, src
-        self.query_prompt_name = query_prompt_name
-        self.query_prompt = _query_prompt(self.st, query_prompt_name, query_prompt)
+        # sentence-transformers has read the model's prompts; without it, read from its folder
+        prompts = getattr(self.st, "prompts", None) if self.st is not None else st_prompts(path)
+        default = query_prompt_name is MODEL_QUERY_PROMPT and query_prompt is None
+        if self.st is None and prompts is None and default:
+            warnings.warn(f"no {ST_CONFIG} found for {model!r}: its queries get no instruction "
+                          "(give query_prompt)")
+        self.query_prompt_name, self.query_prompt = st_query_prompt(prompts, query_prompt_name, query_prompt)
         super().__init__(model_id or Path(model).name, dim, batch_size=batch_size, **kw)
 
     def fingerprint(self) -> dict:
@@ -425,19 +472,25 @@ class VLLMEmbedder(Embedder):
     backend = "vllm"
     def __init__(self, model:str, # HF model name or local directory
                  *, model_id:str|None=None, llm=None, # an existing vllm.LLM to reuse
-                 batch_size:int=256, **kw):
+                 batch_size:int=256,
+                 query_prompt:str|None=None, # an instruction put before each query only ("": none)
+                 **kw):
         ck = {k: kw.pop(k) for k in ("cache", "accounts") if k in kw}
         if llm is None:
             need("vllm", "vllm"); from vllm import LLM
             try: llm = LLM(model=model, runner="pooling", **kw)
             except TypeError: llm = LLM(model=model, task="embed", **kw)
-        self.llm, self.model = llm, model
+        self.llm, self.model, self.query_prompt = llm, model, query_prompt or None
         self.settings, self._source = vllm_settings(llm, kw), dir_identity(model) or model
         dim = len(self._embed(["dimension probe"])[0][0])
         super().__init__(model_id or model, dim, batch_size=batch_size, **ck)
 
     def fingerprint(self) -> dict:
-        return {**super().fingerprint(), "model": self._source, "settings": self.settings}
+        return {**super().fingerprint(), "model": self._source, "settings": self.settings,
+                **({"query_prompt": self.query_prompt} if self.query_prompt else {})}
+
+    def _embed_query(self, texts):   # vLLM applies no prompt of the model's own: the text goes in front
+        return self._embed([(self.query_prompt or "") + t for t in texts])
 
     def _embed(self, texts):
         outs = self.llm.embed(list(texts), use_tqdm=False)
@@ -492,14 +545,21 @@ def _hash_replay(d:dict) -> dict:
 def _named(backend:str, name):
     return lambda d: dict(backend=backend, model_id=d.get("model_id") or name(str(d["model"])))
 
-def _st_replay(d:dict) -> dict:
-    "An st spec's fingerprint fields: its id and query instruction (None: none), so replay picks that one."
-    name = d.get("query_prompt_name")
-    return _named("st", lambda m: Path(m).name)(d) | dict(query_prompt_name=name) | (
-        {} if name else dict(query_prompt=d.get("query_prompt")))
+def _st_replay(d:dict) -> dict|list[dict]:
+    ("An st spec's fingerprint fields: its id and the query instruction `st_query_prompt` would choose; "
+     "for the default, which the model's prompts decide, both choices: its `query` prompt, then none.")
+    f = _named("st", lambda m: Path(m).name)(d)
+    name, text = d.get("query_prompt_name", MODEL_QUERY_PROMPT), d.get("query_prompt")
+    if text is not None or name is None: return f | dict(query_prompt_name=None, query_prompt=text or None)
+    if name is not MODEL_QUERY_PROMPT: return f | dict(query_prompt_name=name)
+    return [f | dict(query_prompt_name=QUERY_PROMPT_NAME),
+            f | dict(query_prompt_name=None, query_prompt=None)]
+
+def _vllm_embed_replay(d:dict) -> dict:
+    return _named("vllm", lambda m: m)(d) | dict(query_prompt=d.get("query_prompt") or None)
 
 EMBED_REPLAY_SPECS = {OnnxEmbedder: _onnx_replay, STEmbedder: _st_replay,
-                      OpenAIEmbedder: _openai_embed_replay, VLLMEmbedder: _named("vllm", lambda m: m),
+                      OpenAIEmbedder: _openai_embed_replay, VLLMEmbedder: _vllm_embed_replay,
                       HashEmbedder: _hash_replay}
 
 # %% ../nbs/04_embed.ipynb #34a951a2
@@ -545,5 +605,12 @@ def replay_embedder(spec:str|dict|None=None, # as for `get_embedder`
         raise ValueError(f"unknown embedding backend {d['backend']!r}; choose from {sorted(EMBED_BACKENDS)}")
     cls, c = EMBED_BACKENDS[d["backend"]], as_cache(cache)
     if c is None: raise ReplayError("replay needs a cache to replay from, not cache=False")
-    named = EMBED_REPLAY_SPECS.get(cls, _named(cls.backend, lambda m: m))
-    return ReplayEmbedder(recorded_model(c, named(d), ("embed",), "embedder"), cache=c, accounts=accounts)
+    fields = EMBED_REPLAY_SPECS.get(cls, _named(cls.backend, lambda m: m))(d)
+    if isinstance(fields, list): fields = _first_recorded(c, fields)
+    return ReplayEmbedder(recorded_model(c, fields, ("embed",), "embedder"), cache=c, accounts=accounts)
+
+def _first_recorded(cache:Cache, choices:list[dict]) -> dict:
+    "The first of `choices` (fingerprint fields) an embedder recorded in `cache` agrees with, else the last."
+    fps = recorded_fingerprints(cache, choices[0]["model_id"], ("embed",))
+    agrees = lambda f: any(all(fp.get(k) == v for k, v in f.items()) for fp in fps)
+    return next((f for f in choices if agrees(f)), choices[-1])

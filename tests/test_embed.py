@@ -260,3 +260,136 @@ def test_query_prompt_text_and_the_real_minilm(tmp_path):
     np.testing.assert_allclose(q.embed(["dentist on friday"]), plain.embed(["dentist on friday"]), atol=1e-6)
     np.testing.assert_allclose(q.embed_queries(["dentist on friday"]), plain.embed(["query: dentist on friday"]),
                                atol=1e-6)
+
+
+# ---- the model's own query prompt, by default (issue 43, item 6) ----
+QWEN3_QUERY = "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:"
+
+
+class _FolderST:
+    "A SentenceTransformer stand-in that reads its prompts from the model folder as sentence-transformers 5+ does (every model has `query` and `document`, empty unless its configuration says), and records what each encode received."
+    def __init__(self, path, device=None):
+        import json
+        from pathlib import Path
+        cfg = Path(path) / "config_sentence_transformers.json"
+        self.prompts = {"query": "", "document": ""} | (json.loads(cfg.read_text()).get("prompts", {}) if cfg.is_file() else {})
+        self.max_seq_length, self.seen = 32, []
+    def get_sentence_embedding_dimension(self): return 8
+    def encode(self, texts, prompt_name=None, prompt=None, **kw):
+        self.seen.append((list(texts), prompt_name, prompt))
+        pre = prompt if prompt is not None else self.prompts[prompt_name] if prompt_name else ""
+        return np.stack([HashEmbedder("h", 8, cache=False)._embed([pre + t])[0][0] + 0.01 for t in texts])
+
+
+def _model_folder(tmp_path, name, config):
+    import json
+    d = tmp_path / name
+    d.mkdir(parents=True)
+    (d / "config.json").write_text("{}")
+    if config is not None: (d / "config_sentence_transformers.json").write_text(json.dumps(config))
+    return d
+
+
+@pytest.fixture
+def fake_st(monkeypatch):
+    monkeypatch.setitem(sys.modules, "sentence_transformers", types.SimpleNamespace(SentenceTransformer=_FolderST))
+
+
+def test_a_model_with_a_query_prompt_puts_it_before_queries_only_by_default(tmp_path, fake_st):
+    "The authors encode queries with Qwen3-Embedding's prompt_name='query'; `st:<model>` used to embed them bare."
+    from pace.embed import QUERY_KEYS
+    qwen = _model_folder(tmp_path, "Qwen3-Embedding-8B", {"prompts": {"query": QWEN3_QUERY, "document": ""}, "default_prompt_name": None})
+    e = get_embedder(f"st:{qwen}", cache=tmp_path / "c.sqlite")
+    e.embed(["Mina's dentist is on Friday."], stage="index"); e.embed_queries(["book the dentist"])
+    assert e.st.seen == [(["Mina's dentist is on Friday."], None, None), (["book the dentist"], "query", None)]
+    fp = e.fingerprint()
+    assert (fp["query_prompt"], fp["query_prompt_name"]) == (QWEN3_QUERY, "query")
+    doc_fp = {k: v for k, v in fp.items() if k not in QUERY_KEYS}
+    c = Cache(tmp_path / "c.sqlite")
+    assert c.get(request_key("embed", {"fingerprint": fp, "text": "book the dentist"})) is not None            # the query's key holds the text used
+    assert c.get(request_key("embed", {"fingerprint": doc_fp, "text": "Mina's dentist is on Friday."})) is not None  # the fact's does not
+    # turned off, two ways: queries go in bare, and their keys are the facts' keys
+    o, o2 = (get_embedder({"backend": "st", "model": str(qwen), **off}, cache=tmp_path / "c.sqlite")
+             for off in ({"query_prompt": ""}, {"query_prompt_name": None}))
+    assert o.fingerprint() == o2.fingerprint() == doc_fp
+    o.embed_queries(["book the dentist"]); o2.embed_queries(["book the dentist"])
+    assert (o.st.seen, o2.st.seen) == ([(["book the dentist"], None, None)], [])   # the second: o's entry
+    o.embed_queries(["Mina's dentist is on Friday."])                                  # the fact's entry
+    assert len(o.st.seen) == 1
+    assert not np.allclose(o.embed_queries(["book the dentist"]), e.embed_queries(["book the dentist"]))
+    # the text of a served model's instruction, given: sentence-transformers gets it as `prompt`
+    t = get_embedder({"backend": "st", "model": str(qwen), "query_prompt": "Query: "}, cache=False)
+    t.embed_queries(["x"])
+    assert t.st.seen == [(["x"], None, "Query: ")] and t.fingerprint()["query_prompt"] == "Query: "
+
+
+def test_a_model_without_a_query_prompt_keeps_its_keys(tmp_path, fake_st):
+    "all-MiniLM-L6-v2 has no prompts (sentence-transformers 5+ gives it an empty `query` one): fingerprint and keys as before."
+    old_keys = {"backend", "model_id", "dim", "model", "max_length", "pooling", "normalize"}
+    for i, cfg in enumerate(({"__version__": {"sentence_transformers": "2.0.0"}}, None, {"prompts": {"query": "", "document": ""}})):
+        folder = _model_folder(tmp_path / str(i), "all-MiniLM-L6-v2", cfg)
+        e = get_embedder(f"st:{folder}", cache=False)
+        e.embed_queries(["book the dentist"])
+        assert set(e.fingerprint()) == old_keys and e.st.seen == [(["book the dentist"], None, None)], cfg
+
+
+def test_without_sentence_transformers_the_prompt_comes_from_the_folder(tmp_path, monkeypatch):
+    "The transformers fallback (mean pooling) reads the folder's config_sentence_transformers.json and puts the text in front."
+    qwen = _model_folder(tmp_path, "Qwen3-Embedding-8B", {"prompts": {"query": QWEN3_QUERY}})
+    model = types.SimpleNamespace(config=types.SimpleNamespace(hidden_size=8))
+    model.eval = lambda: model
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)   # not installed
+    monkeypatch.setitem(sys.modules, "transformers", types.SimpleNamespace(
+        AutoTokenizer=types.SimpleNamespace(from_pretrained=lambda p: object()),
+        AutoModel=types.SimpleNamespace(from_pretrained=lambda p: model)))
+    from pace.embed import STEmbedder
+    e = STEmbedder(str(qwen), cache=False)
+    assert e.st is None and (e.query_prompt_name, e.query_prompt) == ("query", QWEN3_QUERY)
+    seen = []
+    e._embed = lambda texts: seen.append(list(texts)) or (np.ones((len(texts), 8)), 0)
+    e.embed(["a fact"]); e.embed_queries(["a query"])
+    assert seen == [["a fact"], [QWEN3_QUERY + "a query"]]
+    with pytest.warns(UserWarning, match="queries get no instruction"):   # a hub id with no snapshot here: said, not silent
+        monkeypatch.setattr("pace.embed.st_model_path", lambda m: str(qwen))
+        monkeypatch.setattr("pace.embed.st_prompts", lambda p: None)
+        STEmbedder("org/some-embedder", cache=False)
+
+
+@pytest.mark.parametrize("prompted", [True, False])
+def test_st_replays_agree_with_their_recordings(tmp_path, fake_st, prompted):
+    "Each spec's replay takes the recording that spec made, from its own cache and from one cache holding them all."
+    cfg = {"prompts": {"query": QWEN3_QUERY}} if prompted else {"__version__": {}}
+    folder = str(_model_folder(tmp_path, "enc", cfg))
+    specs = [{}, {"query_prompt_name": "query"}, {"query_prompt": ""}, {"query_prompt_name": None}, {"query_prompt": "Q: "}]
+    if not prompted: specs.remove({"query_prompt_name": "query"})
+    facts, queries = ["the dentist is on Friday", "pool at nine"], ["book the dentist"]
+    for shared in (False, True):
+        rec = {}
+        for i, s in enumerate(specs):
+            e = get_embedder({"backend": "st", "model": folder, **s}, cache=tmp_path / ("all.sqlite" if shared else f"{i}.sqlite"))
+            rec[i] = e.fingerprint(), e.embed(facts, stage="index"), e.embed_queries(queries)
+        for i, s in enumerate(specs):
+            rep = get_embedder({"backend": "st", "model": folder, **s}, cache=tmp_path / ("all.sqlite" if shared else f"{i}.sqlite"), replay=True)
+            assert rep.fingerprint() == rec[i][0], (s, shared)
+            np.testing.assert_array_equal(rep.embed(facts), rec[i][1])
+            np.testing.assert_array_equal(rep.embed_queries(queries), rec[i][2])
+        rep = get_embedder({"backend": "st", "model": folder}, cache=tmp_path / ("all.sqlite" if shared else "0.sqlite"), replay=True)
+        assert rep.fingerprint().get("query_prompt") == (QWEN3_QUERY if prompted else None)   # the default, replayed
+
+
+def test_the_committed_st_minilm_vectors_still_replay(tmp_path):
+    "results/_embeddings holds st:all-MiniLM-L6-v2's recorded vectors (no query prompt): the default spec replays them."
+    import json, shutil, zipfile
+    from pathlib import Path
+    from pace.cache import import_cache
+    src = sorted((Path(__file__).parent.parent / "results" / "_embeddings").glob("all-MiniLM-L6-v2-[0-9a-f]*.zip"))
+    assert len(src) == 1, src
+    (tmp_path / "store").mkdir(); shutil.copy(src[0], tmp_path / "store")
+    c = Cache(tmp_path / "c.sqlite")
+    import_cache(c, None, embeddings=tmp_path / "store")
+    with zipfile.ZipFile(src[0]) as z:
+        store = json.loads(z.read("store.json"))
+        query = next(json.loads(l) for l in z.read("entries.jsonl").decode().splitlines() if json.loads(l)["stage"] == "embed_query")
+    rep = get_embedder("st:all-MiniLM-L6-v2", cache=c, replay=True)
+    assert rep.fingerprint() == store["fingerprint"]
+    assert rep.embed_queries([query["text"]]).shape == (1, 384)   # from the cache: a replay computes nothing
