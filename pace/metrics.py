@@ -32,18 +32,32 @@ def trec_measures(rankings: dict, # query id -> doc ids, best first
     return out
 
 # %% ../nbs/13_metrics.ipynb #1ab1fd84
+def _listed_measures(ranked: list[str], gold: set, ks) -> dict:
+    "R@k, Success@k, RR@k and RR of `ranked` as it stands (a repeat takes a slot), by the release's formulas."
+    first = next((i for i, d in enumerate(ranked, 1) if d in gold), 0)   # rank of the first gold; 0: none
+    out = {"RR": 1 / first if first else 0.0}
+    for k in ks:
+        found = len(gold.intersection(ranked[:k]))
+        out |= {f"R@{k}": found / len(gold), f"Success@{k}": float(found > 0),
+                f"RR@{k}": out["RR"] if first and first <= k else 0.0}
+    return out
+
 def retrieval_metrics(ranked_ids: list[str], # retrieved doc_ids, best first
                       gold_ids: list[str],   # the query's gold doc_ids ([]: every metric 0, as the release)
                       ks=(5, 10),            # cut-offs
+                      repeats: str = "drop", # 'drop': de-duplicate first; 'keep': the list as it stands
                      ) -> dict:
     "Recall@k, Hit@k, Gold@k, the release's precision@k, MRR@k at each k and MRR, for one query."
     if isinstance(ranked_ids, str) or isinstance(gold_ids, str):
         raise TypeError("ranked_ids and gold_ids must be lists of doc_ids")
     gold = set(gold_ids)
     if not ks or any(k < 1 for k in ks): raise ValueError(f"ks must be positive integers, got {ks}")
-    ranked = list(dict.fromkeys(ranked_ids))
+    if repeats not in ("drop", "keep"): raise ValueError(f"repeats must be 'drop' or 'keep', got {repeats!r}")
+    ranked = list(dict.fromkeys(ranked_ids)) if repeats == "drop" else list(ranked_ids)
     names = [f"{m}@{k}" for k in ks for m in ("R", "Success", "RR")] + ["RR"]
-    lib = trec_measures({"q": ranked}, {"q": dict.fromkeys(gold, 1)}, names)["q"] if gold else {}   # none: 0
+    if not gold: lib = {}   # none: every metric 0
+    elif repeats == "keep": lib = _listed_measures(ranked, gold, ks)   # ir_measures holds a doc once a query
+    else: lib = trec_measures({"q": ranked}, {"q": dict.fromkeys(gold, 1)}, names)["q"]
     out = {}
     for k in ks:
         out[f"recall@{k}"], out[f"hit@{k}"] = lib.get(f"R@{k}", 0.0), lib.get(f"Success@{k}", 0.0)
@@ -65,10 +79,12 @@ def mean_metrics(rows: list[dict]) -> dict:
 # %% ../nbs/13_metrics.ipynb #8402938e
 def evaluate_rankings(ranked: list[list[str]], # one ranking per query
                       gold: list[list[str]], # the gold ids of the same queries
-                      ks=(5, 10)) -> tuple[list[dict], dict]:
+                      ks=(5, 10),
+                      repeats: str = "drop", # 'drop' or 'keep' (`retrieval_metrics`)
+                     ) -> tuple[list[dict], dict]:
     "Per-query metrics and their means for aligned lists of rankings and gold ids."
     if len(ranked) != len(gold): raise ValueError(f"{len(ranked)} rankings but {len(gold)} gold lists")
-    rows = [retrieval_metrics(r, g, ks) for r, g in zip(ranked, gold)]
+    rows = [retrieval_metrics(r, g, ks, repeats) for r, g in zip(ranked, gold)]
     return rows, mean_metrics(rows)
 
 # %% ../nbs/13_metrics.ipynb #302a476a

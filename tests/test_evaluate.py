@@ -1,5 +1,6 @@
 "Evaluation tables on hand-made rows with hand-computed values: rates over all pairs, intervals, funnel, failures, warnings."
 import json, math
+import pytest
 import numpy as np
 from pace.eval.evaluate import (results_frame, table2, table3, rate_by, coverage, funnel_table, failures, cost, warnings, write_tables,
                            to_markdown)
@@ -276,7 +277,8 @@ def test_failures_order_stages_and_average_only_the_selection_counts_present():
     assert f.loc[("pacemaker", "planner"), ["queries", "calls", "failed", "fallback"]].tolist() == [2, 2, 50.0, 50.0]
     assert f.loc[("pacemaker", "posthop"), "chosen_per_query"] == 2.5 and f.loc[("pacemaker", "posthop"), "padded_per_query"] == 1
     assert f[["fallback_ids_per_query", "unseen_dropped_per_query"]].isna().all().all()
-    assert f.loc[("pacemaker", "zeta")].iloc[4:].isna().all() and f.calls.dtype == int
+    assert f.loc[("pacemaker", "zeta"), ["truncated", "overflow"]].tolist() == [0.0, 0.0]
+    assert f.loc[("pacemaker", "zeta")].iloc[6:].isna().all() and f.calls.dtype == int
 
 def test_evidence_sizes_round_half_to_even_before_grouping():
     rows = [row('q1', 'hybrid', 'conflict', 'state', ['a'], ['a', 'b'], V('PASS', True)),
@@ -325,3 +327,102 @@ def test_the_funnel_shows_depth_only_for_a_list_ranked_deeper_than_the_final_one
                 evidence={"ranked": ["a", "b", "c", "d"], "final": ["a", "b"], "answer": ["a", "b"]})]
     ft = funnel_table(results_frame(deep))
     assert ft.loc["bm25", "depth"] == 4.0 and ft.loc["bm25", "evidence"] == 2.0
+
+
+# --- the paper preset is scored as the authors' release scores it: repeats kept, per-case means beside
+
+PAPER = dict(settings=dict(preset="paper"))
+
+def test_retrieval_metrics_keep_repeats_when_asked():
+    "x, x, y, y, z, g1, g2 with gold g1, g2, g3: de-duplicated the gold are at ranks 4 and 5; as it stands at 6 and 7."
+    from pace.metrics import retrieval_metrics, evaluate_rankings
+    ids, gold = ["x", "x", "y", "y", "z", "g1", "g2"], ["g1", "g2", "g3"]
+    keep, drop = retrieval_metrics(ids, gold, repeats="keep"), retrieval_metrics(ids, gold)
+    assert (keep["recall@5"], keep["hit@5"], keep["gold@5"], keep["release_precision@5"], keep["mrr@5"]) == (0, 0, 0, 0, 0)
+    assert math.isclose(keep["mrr"], 1 / 6) and math.isclose(keep["mrr@10"], 1 / 6)
+    assert math.isclose(keep["release_precision@10"], 2 / 7) and math.isclose(keep["recall@10"], 2 / 3)
+    assert math.isclose(drop["recall@5"], 2 / 3) and math.isclose(drop["mrr"], 1 / 4) and math.isclose(drop["release_precision@5"], 2 / 5)
+    assert list(keep) == list(drop)
+    assert retrieval_metrics(["g", "g", "x"], ["g", "h"], repeats="keep")["release_precision@5"] == 1 / 3   # 1 gold in 3 slots
+    _, agg = evaluate_rankings([ids, ["g1"]], [gold, ["g1"]], repeats="keep")
+    assert math.isclose(agg["mrr"], (1 / 6 + 1) / 2)
+    with pytest.raises(ValueError, match="repeats"): retrieval_metrics(ids, gold, repeats="first")
+
+def test_results_frame_keeps_repeats_for_the_paper_preset_only():
+    rows = [row('q1', 'pacemaker', 'conflict', 'temporal', ['a', 'b'], ['x', 'x', 'x', 'x', 'x', 'b', 'a'], V('PASS', True))]
+    pace, paper = results_frame(rows).iloc[0], results_frame(rows, meta=PAPER).iloc[0]
+    assert (pace['recall@5'], pace['mrr']) == (1.0, 0.5)
+    assert (paper['recall@5'], paper['hit@5']) == (0.0, 0.0) and math.isclose(paper['mrr'], 1 / 6)
+    assert paper['RR'] == pace['RR'] == 0.5 and paper['depth'] == pace['depth'] == 3   # trec_eval: de-duplicated
+    assert results_frame(rows, meta=dict(settings=dict(preset="pace")))['mrr'].item() == 0.5
+    assert results_frame(rows, meta=PAPER, repeats="drop")['mrr'].item() == 0.5
+
+def _cases():
+    "Case A: three queries, each with its gold fact first; case B: one query without it. PASS: a1 and b1."
+    def r(q, case, ret, label):
+        return row(q, 'hybrid', 'conflict', 'temporal', ['g'], ret, V(label, True)) | dict(instance_id=case)
+    return [r('a1', 'A', ['g', 'x'], 'PASS'), r('a2', 'A', ['g', 'x'], 'FAIL'), r('a3', 'A', ['g', 'x'], 'FAIL'),
+            r('b1', 'B', ['x', 'y'], 'PASS')]
+
+def test_per_case_means_weigh_cases_equally_while_pass_is_pooled():
+    from pace.eval.evaluate import per_case_table
+    t = per_case_table(results_frame(_cases()))
+    case, query = t.loc[('hybrid', 'per-case mean (release)')], t.loc[('hybrid', 'per-query mean (pace)')]
+    assert (case['queries'], case['cases']) == (4, 2)
+    assert (case['recall@10'], query['recall@10']) == (50.0, 75.0) and (case['mrr'], query['mrr']) == (50.0, 75.0)
+    assert case['pass'] == query['pass'] == 50.0   # pooled: 2 of 4, not the cases' mean of 1/3 and 1
+    with pytest.raises(ValueError, match="instance_id"): per_case_table(results_frame(ROWS))
+
+def test_write_tables_of_a_paper_preset_run_add_the_per_case_table(tmp_path):
+    rows = _cases() + [row('b2', 'hybrid', 'conflict', 'temporal', ['g'], ['x', 'x', 'x', 'x', 'x', 'g'], V('FAIL', False))
+                       | dict(instance_id='B')]
+    for name, meta in (("paper", PAPER), ("pace", dict(settings=dict(preset="pace")))):
+        d = tmp_path / name; d.mkdir()
+        (d / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        tabs = write_tables(d / "results.jsonl", meta=meta)
+        md = (d / "tables.md").read_text()
+        if name == "paper":
+            assert (d / "per_case.md").exists() and (d / "per_case.csv").exists() and "per_case" in tabs
+            assert "## Per-case and per-query means" in md and "the release's aggregate" in md and "pace's tables" in md
+            assert "| hybrid   | per-case mean (release) | 5" in (d / "per_case.md").read_text()
+            assert math.isclose(tabs["table2"].loc["hybrid", "hit@5"], 100 * 3 / 5)   # b2's gold at 6, as it stands
+            assert "as they stand" in (d / "table2.md").read_text() and "de-duplicated" in (d / "retrieval.md").read_text()
+        else:
+            assert not (d / "per_case.md").exists() and "per_case" not in tabs and "Per-case" not in md
+            assert math.isclose(tabs["table2"].loc["hybrid", "hit@5"], 100 * 4 / 5)   # de-duplicated: x, g
+            assert "as they stand" not in md
+
+
+# --- replies cut at max_tokens and prompts over the context window, in the failures table
+
+def test_is_context_overflow_reads_each_backends_words():
+    from pace.eval.evaluate import is_context_overflow
+    assert is_context_overflow("ValueError: Requested tokens (8561) exceed context window of 8192")
+    assert is_context_overflow("BadRequestError: Error code: 400 - {'error': {'message': \"This model's maximum context length is "
+                               "4096 tokens. However, you requested 5000 tokens.\", 'code': 'context_length_exceeded'}}")
+    assert is_context_overflow("ValueError: The decoder prompt (length 9000) is longer than the maximum model length of 8192.")
+    assert is_context_overflow("BadRequestError: Error code: 400 - {'error': {'message': 'the request exceeds the available context "
+                               "size, try increasing it', 'type': 'exceed_context_size_error'}}")
+    for e in (None, "", "empty answer", "no usable direction", "APIConnectionError: Connection error.",
+              "RateLimitError: rate limit exceeded", "no valid structured reply after 3 attempts: reply is not JSON (Unterminated string)"):
+        assert not is_context_overflow(e), e
+
+def test_failures_count_truncated_and_overflowed_calls():
+    cut = dict(stage='answer', ok=True, fallback=None, notes=dict(truncated=True))
+    over = dict(stage='prehop', ok=False, fallback='top ids', error="ValueError: Requested tokens (9031) exceed context window of 8192")
+    timeout = dict(stage='prehop', ok=False, fallback='top ids', error="APITimeoutError: Request timed out.")
+    rows = [row('q1', 'pacemaker', 'conflict', 'state', ['a'], ['a'], V('PASS', True), calls=[over, cut],
+                judge_calls=[dict(stage='judge', ok=True, fallback=None, notes=dict(truncated=True))]),
+            row('q2', 'pacemaker', 'conflict', 'state', ['a'], ['a'], V('PASS', True), calls=[timeout, ok('answer')]),
+            row('q3', 'pacemaker', 'conflict', 'state', ['a'], ['a'], V('PASS', True), calls=[ok('prehop'), ok('answer')])]
+    f = failures(rows)
+    assert list(f.columns[:6]) == ["queries", "calls", "failed", "fallback", "truncated", "overflow"]
+    assert f.loc[("pacemaker", "prehop"), ["calls", "truncated"]].tolist() == [3, 0.0]
+    assert math.isclose(f.loc[("pacemaker", "prehop"), "overflow"], 100 / 3) and math.isclose(f.loc[("pacemaker", "prehop"), "failed"], 200 / 3)
+    assert math.isclose(f.loc[("pacemaker", "answer"), "truncated"], 100 / 3) and f.loc[("pacemaker", "answer"), "overflow"] == 0.0
+    assert f.loc[("pacemaker", "judge"), "truncated"] == 100.0
+    w = warnings(results_frame(rows), f)
+    assert "NOTE: 2 model call(s) stopped at max_tokens with the reply cut short (`truncated` in the failures table)." in w
+    assert not any("max_tokens" in l for l in warnings(results_frame(ROWS), failures(ROWS)))
+    head = [c.strip() for c in to_markdown(f).splitlines()[0].strip("|").split("|")]
+    assert head[:8] == ["method", "stage", "queries", "calls", "failed", "fallback", "truncated", "overflow"]

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/31_evaluate.ipynb #2d3638f0
 from __future__ import annotations
-import json
+import json, re
 from pathlib import Path
 import numpy as np, pandas as pd
 from ..methods.baselines import METHOD_SPECS
@@ -16,10 +16,11 @@ from ..atomic import write_text
 from ..data import read_jsonl   # scripts and experiment notebooks import it from here too
 
 # %% auto #0
-__all__ = ['KS', 'MRR', 'METRIC_COLS', 'ORDER', 'FUNNEL_STAGES', 'CALL_STAGES', 'LABEL_COLS', 'PAIRED_TEST', 'TITLES',
-           'SCORE_COLS', 'PAPER_COLS', 'PRESET_NOTES', 'stated_decision', 'with_measures', 'results_frame', 'rate',
-           'table2', 'paired_randomization', 'holm', 'reference_method', 'paired_tests', 'paired_marks', 'paired_note',
-           'retrieval_table', 'rate_by', 'table3', 'coverage', 'funnel_table', 'calls_frame', 'failures', 'cost',
+__all__ = ['KS', 'MRR', 'METRIC_COLS', 'ORDER', 'FUNNEL_STAGES', 'CALL_STAGES', 'LABEL_COLS', 'PAIRED_TEST', 'CASE_COLS',
+           'AVERAGES', 'TITLES', 'RELEASE_NOTES', 'SCORE_COLS', 'PAPER_COLS', 'PRESET_NOTES', 'stated_decision',
+           'with_measures', 'scored_as_release', 'results_frame', 'rate', 'table2', 'paired_randomization', 'holm',
+           'reference_method', 'paired_tests', 'paired_marks', 'paired_note', 'retrieval_table', 'per_case_table',
+           'rate_by', 'table3', 'coverage', 'funnel_table', 'is_context_overflow', 'calls_frame', 'failures', 'cost',
            'warnings', 'to_markdown', 'header', 'evidence_warning', 'scores', 'write_tables', 'paper_metrics',
            'label_outcomes', 'side_by_side', 'flat_columns', 'config_label', 'run_note']
 
@@ -84,15 +85,15 @@ def _row_funnel(r: dict) -> dict:
     ev = r.get("evidence") or {"final": r.get("retrieved_ids", [])}
     return funnel(ev, r["gold_doc_ids"])
 
-def _row_record(r: dict) -> dict:
-    "The flat numbers of one result row."
+def _row_record(r: dict, repeats: str = "drop") -> dict:
+    "The flat numbers of one result row (`repeats`: how its ranked list's repeated ids are scored)."
     for k in ("query_id", "method", "label", "situation_type", "gold_doc_ids"):
         if k not in r: raise ValueError(f"result row {r.get('query_id')}/{r.get('method')} has no {k!r}")
     d = dict(query_id=r["query_id"], method=r["method"], label=r["label"],
              situation_type=r["situation_type"] or "n/a",   # a dataset that does not type its requests
              answered=r.get("answer") is not None, ranked=bool(r.get("ranked"))) | _judge_cols(r.get("judge"))
     d |= _decision_cols(r, d["decision_correct"])
-    d |= (retrieval_metrics(row_ranking(r), r["gold_doc_ids"], KS) if r.get("ranked")
+    d |= (retrieval_metrics(row_ranking(r), r["gold_doc_ids"], KS, repeats) if r.get("ranked")
           else dict.fromkeys(METRIC_COLS, float("nan")))
     d["depth"] = len(dict.fromkeys(row_ranking(r))) if r.get("ranked") else float("nan")   # the ranked list
     f = _row_funnel(r)
@@ -107,6 +108,7 @@ def _row_record(r: dict) -> dict:
     d["completion_tokens"] = sum(s.get("completion_tokens", 0) for s in u.values())
     d["judge_calls"] = sum(s.get("calls", 0) for s in ju.values())
     for st, s in u.items(): d[f"calls:{st}"] = s.get("calls", 0)
+    d["instance_id"] = r.get("instance_id")   # the case: the release averages within it first
     return d
 
 # %% ../../nbs/31_evaluate.ipynb #ae457775
@@ -123,13 +125,22 @@ def with_measures(df: pd.DataFrame, # `results_frame`'s rows, in the order of `r
     cols = pd.DataFrame([m.get(str(i), nan) for i in range(len(rows))], index=df.index, columns=names)
     return df.assign(**cols)
 
+# %% ../../nbs/31_evaluate.ipynb #628a3725
+def scored_as_release(meta: dict | None, # a run's `run.json` (None: not known)
+                     ) -> bool:
+    "Is the run scored as the authors' release scores it? Runs of the paper preset (`--preset paper`) are."
+    return ((meta or {}).get("settings") or {}).get("preset") == "paper"
+
 # %% ../../nbs/31_evaluate.ipynb #ea0ccf83
 def results_frame(rows: list[dict], # result rows (`results.jsonl`)
                   timings: list[dict] | None = None, # their `timings.jsonl` lines
+                  meta: dict | None = None, # the run's `run.json`: the paper preset's rows keep repeats
+                  repeats: str | None = None, # 'drop' or 'keep' (`retrieval_metrics`); None: as `meta` says
                  ) -> pd.DataFrame:
     "One row per (query, method): labels, judge, retrieval metrics, funnel, coverage, calls, tokens, seconds."
     if not rows: raise ValueError("no result rows")
-    df = pd.DataFrame([_row_record(r) for r in rows])
+    repeats = repeats or ("keep" if scored_as_release(meta) else "drop")
+    df = pd.DataFrame([_row_record(r, repeats) for r in rows])
     if df.duplicated(["query_id", "method"]).any(): raise ValueError("duplicate (query_id, method) rows")
     df = with_measures(df, rows)
     if timings:
@@ -244,6 +255,26 @@ def retrieval_table(df: pd.DataFrame, # a results frame (`with_measures` columns
                   axis=1)
     return t.reindex(_method_order(r.method)).rename_axis("method")
 
+# %% ../../nbs/31_evaluate.ipynb #198eec4d
+CASE_COLS = METRIC_COLS + [f"release_precision@{k}" for k in KS] + ["mrr"]   # the per-case table's metrics
+AVERAGES = {"case": "per-case mean (release)", "query": "per-query mean (pace)"}   # its rows per method
+
+def per_case_table(df: pd.DataFrame, # a results frame whose rows name their case (`instance_id`)
+                  ) -> pd.DataFrame:
+    "Per ranked method: queries, cases, retrieval (%) as means over cases and over queries; PASS (%) pooled."
+    r = df[df.ranked]
+    if r.instance_id.isna().any(): raise ValueError("result rows without an instance_id: no case to average")
+    g = r.groupby("method")
+    means = {"case": _mean(_mean(r.groupby(["method", "instance_id"])[CASE_COLS]).groupby(level="method")),
+             "query": _mean(g[CASE_COLS])}
+    counts = [g.size().rename("queries"), g.instance_id.nunique().rename("cases")]
+    pooled = [100 * _mean(g["pass"])] if r["pass"].notna().any() else []   # a retrieval-only run: no PASS
+    t = pd.concat({AVERAGES[a]: pd.concat([*counts, 100 * m, *pooled], axis=1) for a, m in means.items()},
+                  names=["average", "method"])
+    cells = pd.MultiIndex.from_product([_method_order(r.method), list(AVERAGES.values())],
+                                       names=["method", "average"])
+    return t.swaplevel().reindex(cells)
+
 # %% ../../nbs/31_evaluate.ipynb #92a9c236
 def rate_by(df: pd.DataFrame, col: str, value: str = "pass") -> pd.DataFrame:
     "Rate (%) of `value` per method and value of `col` (label, situation_type), plus 'overall'; lo, hi, n."
@@ -280,32 +311,51 @@ def funnel_table(df: pd.DataFrame) -> pd.DataFrame:
     deeper = "depth" in df and (df.depth > df["docs:final"]).any()   # a list ranked deeper than the final one
     return t.assign(depth=_mean(g.depth)) if deeper else t
 
+# %% ../../nbs/31_evaluate.ipynb #466a567c
+_OVERFLOW = re.compile("|".join([
+    r"exceeds? (?:the )?(?:available )?context (?:window|size|length)",   # llama.cpp, in process or served
+    r"maximum context length",                                            # OpenAI, vLLM's server
+    r"context_length_exceeded|exceed_context_size",                       # OpenAI's, llama.cpp's error codes
+    r"longer than the maximum model length",                              # vLLM in process
+    r"longer than the model's context length",                            # SGLang
+]), re.I)
+
+def is_context_overflow(error: str | None, # a model call's error message
+                       ) -> bool:
+    "Does `error` say the prompt did not fit the model's context window (llama.cpp, OpenAI-compatible, vLLM)?"
+    return bool(error and _OVERFLOW.search(error))
+
 # %% ../../nbs/31_evaluate.ipynb #9d66ef81
 def calls_frame(rows: list[dict]) -> pd.DataFrame:
-    "One row per model call of each (query, method): stage, ok, fallback (the trace's calls, then the judge)."
+    "One row per model call (the trace's, then the judge's): stage, ok, fallback, truncated, overflow."
     out = []
     for r in rows:
         for c in list((r.get("trace") or {}).get("calls") or []) + list(r.get("judge_calls") or []):
-            out.append(dict(query_id=r["query_id"], method=r["method"], stage=c["stage"],
-                            ok=bool(c.get("ok")), fallback=c.get("fallback")))
-    return pd.DataFrame(out, columns=["query_id", "method", "stage", "ok", "fallback"])
+            ok, cut = bool(c.get("ok")), bool((c.get("notes") or {}).get("truncated"))
+            out.append(dict(query_id=r["query_id"], method=r["method"], stage=c["stage"], ok=ok,
+                            fallback=c.get("fallback"), truncated=cut,
+                            overflow=not ok and is_context_overflow(c.get("error"))))
+    cols = ["query_id", "method", "stage", "ok", "fallback", "truncated", "overflow"]
+    return pd.DataFrame(out, columns=cols)
 
 # %% ../../nbs/31_evaluate.ipynb #f88660cf
 _SELECTION = {f"n_{k}": f"{k}_per_query" for k in ("chosen", "padded", "passed_uncalled", "unseen_dropped")}
 _SELECTION["n_fallback"] = "fallback_ids_per_query"
 
 def failures(rows: list[dict]) -> pd.DataFrame:
-    "Per method and stage: calls, failed %, fallback %; for filters, mean chosen/padded/fallback/unseen ids."
+    "Per method and stage: calls, failed, fallback, truncated, overflow (%); for filters, ids per query."
     cf = calls_frame(rows)
     g = cf.assign(failed=~cf.ok.astype(bool), fell=cf.fallback.notna()).groupby(["method", "stage"])
     t = pd.DataFrame({"queries": g.query_id.nunique(), "calls": g.size(),
-                      "failed": 100 * _mean(g.failed), "fallback": 100 * _mean(g.fell)})
+                      "failed": 100 * _mean(g.failed), "fallback": 100 * _mean(g.fell),
+                      "truncated": 100 * _mean(g.truncated), "overflow": 100 * _mean(g.overflow)})
     sel = pd.DataFrame([dict(method=r["method"], stage=st) | rep for r in rows
                         for st, rep in ((r.get("trace") or {}).get("selection") or {}).items()])
     if len(sel):
         t = t.join(_mean(sel.groupby(["method", "stage"])[[c for c in _SELECTION if c in sel]]))
-    cols = ["queries", "calls", "failed", "fallback", "chosen_per_query", "padded_per_query",
-            "fallback_ids_per_query", "passed_uncalled_per_query", "unseen_dropped_per_query"]
+    cols = ["queries", "calls", "failed", "fallback", "truncated", "overflow", "chosen_per_query",
+            "padded_per_query", "fallback_ids_per_query", "passed_uncalled_per_query",
+            "unseen_dropped_per_query"]
     order, rank = _method_order(cf.method), {s: i for i, s in enumerate(CALL_STAGES)}   # other stages: a-z
     cells = sorted(t.index, key=lambda ms: (order.index(ms[0]), rank.get(ms[1], len(rank)), ms[1]))
     cells = pd.MultiIndex.from_tuples(cells, names=["method", "stage"])
@@ -349,6 +399,9 @@ def warnings(df: pd.DataFrame, fails: pd.DataFrame | None = None) -> list[str]:
         for (m, st), r in bad.iterrows():
             out.append(f"NOTE: {m}/{st}: {r.failed:.0f}% of {int(r.calls)} calls failed and fell back "
                        "(see the failures table).")
+        cut = round((fails.truncated.fillna(0) * fails.calls / 100).sum()) if "truncated" in fails else 0
+        if cut: out.append(f"NOTE: {cut} model call(s) stopped at max_tokens with the reply cut short "
+                           "(`truncated` in the failures table).")
     return out
 
 # %% ../../nbs/31_evaluate.ipynb #78eefb59
@@ -359,7 +412,7 @@ def _cell(v, lo=None, hi=None, digits=1) -> str:
     s = f"{v:.{digits}f}"
     return s + (f" [{lo:.{digits}f}, {hi:.{digits}f}]" if lo is not None and lo == lo else "")
 
-def to_markdown(t: pd.DataFrame, int_cols=("n", "judge_errors", "queries", "calls"),
+def to_markdown(t: pd.DataFrame, int_cols=("n", "judge_errors", "queries", "calls", "cases"),
                 marks: dict | None = None, # {(method, column): mark} put after a cell (`paired_marks`)
                ) -> str:
     "A table as Markdown: `x_lo`/`x_hi` columns folded into 'x [lo, hi]', NaN as n/a, counts as integers."
@@ -370,7 +423,7 @@ def to_markdown(t: pd.DataFrame, int_cols=("n", "judge_errors", "queries", "call
                          + mark(r, c))
     body = [[cell(r, c) if not isinstance(r[c], str) else r[c]
              for c in cols] for _, r in t.iterrows()]
-    names = {"pass": "PASS", "wrong_rationale": "WRONG_RATIONALE", "fail": "FAIL",
+    names = {"pass": "PASS", "wrong_rationale": "WRONG_RATIONALE", "fail": "FAIL", "mrr": "MRR",
              "decision_acc": "decision acc",
              "judge_errors": "judge errors", "decision_from": "decision from"}
     head = [names.get(c, c).replace("mrr@", "MRR@") for c in cols]
@@ -432,6 +485,10 @@ TITLES = {"table2": "Table 2: evidence size (facts handed to the answerer), retr
                     "and decision accuracy (%) per method",
           "retrieval": "Retrieval at depth: facts handed to the answerer, depth of the ranked list the "
                        "metrics score, and trec_eval's measures (%, by ir_measures) per method",
+          "per_case": "Per-case and per-query means: retrieval metrics (%) per ranked method as the "
+                      "per-case mean (the release's aggregate: the mean over each case's queries, then over "
+                      "cases) and as the per-query mean (pace's tables); PASS (%) pooled over queries in "
+                      "both rows, as the release pools it too",
           "table3_pass_by_label": "Table 3: PASS rate (%) by label",
           "pass_by_situation_type": "PASS rate (%) by situation type",
           "decision_by_label": "Decision accuracy (%) by label",
@@ -440,8 +497,12 @@ TITLES = {"table2": "Table 2: evidence size (facts handed to the answerer), retr
                                "what the answer prompt held (section 7.2)",
           "funnel": "Evidence funnel: facts handed to the answerer, mean gold recall (%) at each stage, "
                     "and documents per stage",
-          "failures": "Failures and fallbacks per stage (% of calls; filter ids per query)",
+          "failures": "Failures, fallbacks, replies cut at max_tokens and prompts over the context window "
+                      "per stage (% of calls; filter ids per query)",
           "cost_per_query": "LLM calls, tokens and seconds per query"}
+RELEASE_NOTES = {   # what a title adds when the run is scored as the release scores it (`scored_as_release`)
+    "table2": " (ranked lists scored as they stand: a repeated id takes a slot, as the release scores them)",
+    "retrieval": " (trec_eval's measures read each list de-duplicated: a repeated id keeps its first place)"}
 
 # %% ../../nbs/31_evaluate.ipynb #f5172816
 SCORE_COLS = (METRIC_COLS + [f"release_precision@{k}" for k in KS] + ["mrr"] + list(MEASURES)
@@ -489,7 +550,8 @@ def write_tables(results_path, # a run's results.jsonl
         pairs = {(q, m) for q in meta["query_ids"] for m in meta["methods"]}
     rows = [r for r in read_jsonl(results_path) if pairs is None or (r["query_id"], r["method"]) in pairs]
     tp = Path(timings_path) if timings_path else results_path.with_name("timings.jsonl")
-    df = results_frame(rows, read_jsonl(tp) or None)
+    release = scored_as_release(meta)   # the paper preset: repeats kept, per-case means beside
+    df = results_frame(rows, read_jsonl(tp) or None, meta=meta)
     fails = failures(rows)
     judged = df.judge_mode.notna().any()
     tabs = {"table2": table2(df), "funnel": funnel_table(df), "failures": fails, "cost_per_query": cost(df)}
@@ -502,13 +564,14 @@ def write_tables(results_path, # a run's results.jsonl
         judge_cols = ("pass", "wrong", "fail", "judge", "decision")
         tabs["table2"] = tabs["table2"][[c for c in tabs["table2"].columns if not c.startswith(judge_cols)]]
     if df.ranked.any(): tabs["retrieval"] = retrieval_table(df)
+    if df.ranked.any() and release: tabs["per_case"] = per_case_table(df)
     ref = reference_method(df)
     tests = paired_tests(df, [c for c in SCORE_COLS if c in df and c not in ("wrong_rationale", "fail")], ref)
     sc = json.dumps(scores(df, meta, tests), indent=1, sort_keys=True, allow_nan=False)
     write_text(out / "scores.json", sc + "\n")
     marks = {(m, "decision_acc" if c == "decision_correct" else c): v
              for (m, c), v in paired_marks(tests).items()}
-    titles = TITLES
+    titles = {n: t + (RELEASE_NOTES.get(n, "") if release else "") for n, t in TITLES.items()}
     head = header(meta, df)
     warn = warnings(df, fails)
     md = [f"# Results: {results_path.parent.name}\n", *[l + "  " for l in head], ""]
@@ -524,9 +587,6 @@ def write_tables(results_path, # a run's results.jsonl
         md += [f"## {titles[name]}\n", *([note.strip() + "\n"] if note else []), txt, ""]
     (out / "tables.md").write_text("\n".join(md) + "\n")
     return tabs
-
-# %% ../../nbs/31_evaluate.ipynb #12af0eb9
-import re
 
 # %% ../../nbs/31_evaluate.ipynb #7badc08a
 _NAMES = (("recall", "R"), ("hit", "Hit"), ("gold", "Gold"), ("mrr", "MRR"))
