@@ -263,10 +263,10 @@ class ExecutionConfig(BaseModel):
 class IndexConfig(BaseModel):
     "How each instance's index is built (`pace.index`), for every method that searches it."
     model_config = ConfigDict(extra="forbid")
-    bm25: Literal[BM25_MODES] = Field("pace", description=(
-        "pace: stemmed, stopwords dropped, Lucene idf, only documents sharing a term (default); "
+    bm25: Literal[BM25_MODES] = Field("release", description=(
         "release: the authors' code (lowercased words, dates and times whole, rank_bm25's BM25Okapi, "
-        "zero scores fill the top k)"))
+        "zero scores fill the top k; default); pace: stemmed, stopwords dropped, Lucene idf, only documents "
+        "sharing a term (the default before 0.2, which every committed run was recorded with)"))
 
 # %% ../../nbs/32_run.ipynb #275d242d
 RUN_PRESETS = {   # preset -> {part of RunConfig: the settings it puts under the run's own}
@@ -491,9 +491,9 @@ def _model_settings(c: RunConfig) -> dict:
     return dict(model_calls=d) if d else {}   # no key otherwise: the other runs' run.json stays as it was
 
 def _index_settings(c: RunConfig) -> dict:
-    "The index settings for `run.json`, only those not at their default ({} for none)."
-    d = c.index.model_dump(exclude_defaults=True)
-    return dict(index=d) if d else {}   # no key otherwise: the other runs' run.json stays as it was
+    ("The index settings for `run.json`: none for the BM25 that runs were recorded with before `release` "
+     "became the default ('pace'), so their run.json stays as it was; {'index': {'bm25': ...}} otherwise.")
+    return {} if c.index.bm25 == "pace" else dict(index=dict(bm25=c.index.bm25))
 
 def _preset_settings(c) -> dict:
     """The preset, and the sha256 (first 16 hex) of the release's prompts and the paper judge's when the run

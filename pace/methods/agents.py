@@ -13,12 +13,13 @@ from ..calls import (AgentCall, reply_json, agent_request, chat_one, read_reply,
 
 # %% auto #0
 __all__ = ['STAGES', 'STAGE_ORDER', 'EVIDENCE_STAGES', 'PLANNER_SYSTEM', 'AGENT_PROMPTS', 'RELEASE_PROMPTS', 'VIEWS_SYSTEM',
-           'FILTER_SYSTEM', 'LABEL_CODES', 'ANSWER_SYSTEM', 'ANSWER_FORMATS', 'ANSWER_JSON_SYSTEM', 'Stage', 'one_call',
-           'persona_name', 'as_date', 'date_hints', 'Direction', 'ConflictPlan', 'ReleaseDirection', 'ReleasePlan',
-           'planner_messages', 'plan_conflicts', 'CounterQueries', 'views_messages', 'generate_views', 'Selection',
-           'filter_messages', 'selection_schema', 'clean_selection', 'token_counts', 'prompt_budget', 'shown_labels',
-           'SelectionReport', 'FilterStyle', 'select_evidence', 'answer_messages', 'AnswerWithDecision', 'fit_facts',
-           'tidy_answer', 'read_structured_answer', 'generate_answer']
+           'FILTER_SYSTEM', 'UNCAPPED_REPLY_ROOM', 'LABEL_CODES', 'ANSWER_SYSTEM', 'ANSWER_FORMATS',
+           'ANSWER_JSON_SYSTEM', 'Stage', 'one_call', 'persona_name', 'as_date', 'date_hints', 'Direction',
+           'ConflictPlan', 'ReleaseDirection', 'ReleasePlan', 'planner_messages', 'plan_conflicts', 'CounterQueries',
+           'views_messages', 'generate_views', 'Selection', 'filter_messages', 'selection_schema', 'clean_selection',
+           'token_counts', 'prompt_budget', 'shown_labels', 'SelectionReport', 'FilterStyle', 'select_evidence',
+           'answer_messages', 'AnswerWithDecision', 'fit_facts', 'tidy_answer', 'read_structured_answer',
+           'generate_answer']
 
 # %% ../../nbs/20_agents.ipynb #33bad9a2
 class Stage(NamedTuple):
@@ -310,12 +311,15 @@ def _lazy_counts(cm, texts, stage: str, first: int = 16):
         yield from token_counts(cm, batch, stage); n *= 2
 
 # %% ../../nbs/20_agents.ipynb #775299ce
+UNCAPPED_REPLY_ROOM = 512   # tokens a prompt leaves free for a reply that is sent without a cap
+
 def prompt_budget(cm, # chat model (its context window)
-                  max_tokens: int | None, # room kept for the answer (None: none kept, the reply takes
-                                          # what the prompt leaves)
+                  max_tokens: int | None, # room kept for the answer (None: a reply sent without a cap,
+                                          # `UNCAPPED_REPLY_ROOM` kept for it)
                   margin: int = 64) -> int:
     "Tokens left for the prompt in `cm`'s context window after the answer and a safety margin."
-    return max(64, int(cm.context_window) - (max_tokens or 0) - margin)
+    room = UNCAPPED_REPLY_ROOM if max_tokens is None else max_tokens
+    return max(64, int(cm.context_window) - room - margin)
 
 # %% ../../nbs/20_agents.ipynb #af29efcf
 LABEL_CODES = ["".join(p) for p in itertools.product(string.ascii_lowercase, repeat=2)]
