@@ -299,3 +299,19 @@ def test_full_kb_answers_from_the_whole_kb_under_the_preset():
     ans = RunConfig(preset="paper").pacemaker.model_dump(include={"answer_max_facts", "answer_max_tokens"})
     r = FullKB(cm, **ans).run(qry, inst, facts)
     assert sum("Priya fact" in l for l in seen[0].splitlines()) == 30 and len(r.evidence["answer"]) == 30
+
+def test_a_reply_recorded_with_reasks_is_not_reused_without_them(tmp_path):
+    "A structured reply obtained after corrections must not answer a run that asks once; text replies are shared."
+    from pace.cache import Cache
+    sch = {"type": "object", "properties": {"counter": {"type": "array", "items": {"type": "string"}}},
+           "required": ["counter"]}
+    replies = iter(["not json", '{"counter": ["a"]}'])
+    cache = Cache(tmp_path / "c.sqlite")
+    patient = FakeChat(lambda m, js: next(replies), cache=cache, max_parse_retries=2)
+    assert patient.chat(msgs := [{"role": "user", "content": "q"}], schema=sch).ok   # right on the second try
+    once = FakeChat(lambda m, js: "not json", cache=cache, max_parse_retries=0)
+    r = once.chat(msgs, schema=sch)
+    assert not r.cached and not r.ok and once.n_calls == 1                        # asked itself, once
+    text = FakeChat(lambda m, js: "never called", cache=cache, max_parse_retries=0)
+    FakeChat(lambda m, js: "hello", cache=cache, max_parse_retries=2).chat(msgs, max_tokens=50)
+    assert text.chat(msgs, max_tokens=50).cached and text.n_calls == 0             # a text reply is shared
