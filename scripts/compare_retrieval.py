@@ -1,10 +1,11 @@
 #!/usr/bin/env python
-"""Compare the retrieval metrics of two `pace run` folders query by query: per method, each metric in A and in B and the
-paired difference B - A (points) with its 95% bootstrap interval over the queries both hold.
+"""Compare the retrieval metrics (and PASS, where both runs were judged) of two `pace run` folders query by query: per
+method, each metric in A and in B and the paired difference B - A (points) with its 95% bootstrap interval over the
+queries both hold. Each run is scored as its own tables score it (a run under the paper preset: repeats kept).
 
     .venv/bin/python scripts/compare_retrieval.py results/mini-all-retrieval-bm25-pace results/mini-all-retrieval-bm25-release
 """
-import argparse
+import argparse, json
 from pathlib import Path
 import pandas as pd
 from pace.eval.evaluate import read_jsonl, results_frame
@@ -15,8 +16,11 @@ METRICS = ("recall@10", "gold@10", "hit@10", "release_precision@10", "mrr@10", "
 
 def compare(run_a: Path, run_b: Path, methods=None, metrics=METRICS) -> pd.DataFrame:
     "One row per (method, metric): mean in A and in B (%), and B - A in points with its 95% bootstrap interval."
-    a, b = (results_frame(read_jsonl(Path(r) / "results.jsonl")).set_index(["method", "query_id"]) for r in (run_a, run_b))
+    meta = lambda r: json.loads((Path(r) / "run.json").read_text()) if (Path(r) / "run.json").exists() else None
+    a, b = (results_frame(read_jsonl(Path(r) / "results.jsonl"), meta=meta(r)).set_index(["method", "query_id"])
+            for r in (run_a, run_b))
     a, b = a[a.ranked], b[b.ranked]
+    if a["pass"].notna().any() and b["pass"].notna().any(): metrics = (*metrics, "pass")
     both = a.index.intersection(b.index)
     out = []
     for m in methods or list(dict.fromkeys(both.get_level_values("method"))):
