@@ -289,17 +289,6 @@ def test_preset_answers_from_ten_facts_and_keeps_repeated_seeds_in_the_pool():
     dflt = PaceMaker(ScriptedChat(script), toy, PaceMakerConfig(n_filter=5, dedupe_selection=False)).run(qry, inst)
     assert len({p.doc_id for p in dflt.pool}) == len(dflt.pool)  # the project's pool: each fact once
 
-def test_full_kb_answers_from_the_whole_kb_under_the_preset():
-    from pace.methods.baselines import FullKB
-    facts = [type("F", (), dict(doc_id=f"f{i:02d}", text=f"Priya fact {i}")) for i in range(30)]
-    inst = type("I", (), dict(instance_id="toy", ego={"name": "Priya"}, alters=[]))()
-    qry = type("Q", (), dict(query_id="q1", query=Q, ref_date=DATE))()
-    seen = []
-    cm = ScriptedChat({"answer": lambda ms: seen.append(ms[-1]["content"] + ms[0]["content"]) or "No."})
-    ans = RunConfig(preset="paper").pacemaker.model_dump(include={"answer_max_facts", "answer_max_tokens"})
-    r = FullKB(cm, **ans).run(qry, inst, facts)
-    assert sum("Priya fact" in l for l in seen[0].splitlines()) == 30 and len(r.evidence["answer"]) == 30
-
 def test_a_reply_recorded_with_reasks_is_not_reused_without_them(tmp_path):
     "A structured reply obtained after corrections must not answer a run that asks once; text replies are shared."
     from pace.cache import Cache

@@ -157,7 +157,6 @@ class FullKB(_Base):
             raise ValueError(f"policy must be 'dense-fit' or 'kb-order', got {policy!r}")
         if policy == "dense-fit" and index is None: raise ValueError("policy 'dense-fit' needs an index")
         super().__init__(chat_model, index, **kw); self.policy = policy
-        self.answer_max_facts = None   # the whole KB that fits: no cap on a retrieved list's facts
         if policy == "dense-fit": self.name = "full_kb_dense"
     def select(self, query, instance, kb, tr):
         ids = [f.doc_id for f in kb]
