@@ -10,8 +10,8 @@ from pydantic import BaseModel, ValidationError
 from .cache import Accounts, ReplayError
 
 # %% auto #0
-__all__ = ['AgentCall', 'reply_json', 'agent_request', 'chat_one', 'read_reply', 'call_agent', 'run_steps', 'run_steps_batch',
-           'prompt_asset']
+__all__ = ['DECODINGS', 'AgentCall', 'reply_json', 'release_json', 'agent_request', 'decoding_of', 'chat_one', 'read_reply',
+           'call_agent', 'run_steps', 'run_steps_batch', 'prompt_asset']
 
 # %% ../nbs/03_calls.ipynb #0a9ed9e3
 class AgentCall(BaseModel):
@@ -40,16 +40,48 @@ def reply_json(r) -> dict | None:
     try: return json.loads(m.group(0))
     except ValueError: return None
 
+# %% ../nbs/03_calls.ipynb #c3f03d58
+_THINK = re.compile(r"<think>.*?</think>", re.S)
+_FENCED = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.S)
+
+def release_json(text: str | None, # a model's reply
+                ) -> dict | None:
+    "The JSON object of a reply as the authors' release reads it (its `_safe_parse`); None if there is none."
+    t = _THINK.sub("", (text or "").strip()).strip()
+    fenced, s, e = _FENCED.search(t), t.find("{"), t.rfind("}")
+    for cand in (t, fenced and fenced.group(1), t[s:e + 1] if s != -1 and e > s else None):
+        if not cand: continue
+        try: v = json.loads(cand)
+        except ValueError: continue
+        return v if isinstance(v, dict) else None
+    return None
+
 # %% ../nbs/03_calls.ipynb #e0d800fe
+DECODINGS = ("greedy", "release")   # how an agent call is sent: the project's, or as the authors' release
+
 def agent_request(messages: list[dict],     # the prompt
                   *, stage: str,            # stage tag (accounts, traces)
                   schema=None,              # JSON schema or pydantic class sent to the model
                   max_tokens: int | None = 512, # None: the room left in the context (no cap sent)
-                  seed: int = 0) -> dict:
-    ("One agent call as a request: the keyword arguments of `chat` (and an item of `chat_batch`), at "
-     "temperature 0.")
+                  seed: int = 0,
+                  decoding: str = "greedy", # 'release': no temperature, no seed and no schema sent
+                  json_mode: bool = False,  # under 'release': the backend's JSON mode (the release's views
+                                            # and filters ask for it)
+                 ) -> dict:
+    ("One agent call as a request: the keyword arguments of `chat` (and an item of `chat_batch`); 'greedy': "
+     "temperature 0, the seed and the schema; 'release': as the release calls its server.")
+    if decoding not in DECODINGS: raise ValueError(f"decoding must be one of {DECODINGS}, got {decoding!r}")
+    if decoding == "release":   # the server's default sampling; the reply is read with `release_json`
+        return dict(messages=messages, schema=None, stage=stage, temperature=None, max_tokens=max_tokens,
+                    seed=None, **({"response_format": "json_object"} if json_mode else {}))
     return dict(messages=messages, schema=schema, stage=stage, temperature=0.0, max_tokens=max_tokens,
                 seed=seed)
+
+# %% ../nbs/03_calls.ipynb #3aedfa72
+def decoding_of(cm, # a chat model, or any object with `chat`
+               ) -> str:
+    "The decoding the agents use with `cm`: its `decoding` ('greedy' for an object that has none)."
+    return getattr(cm, "decoding", "greedy")
 
 # %% ../nbs/03_calls.ipynb #f8ad71fd
 def chat_one(cm, req: dict):
@@ -64,6 +96,7 @@ def read_reply(r,                          # a chat result, or the Exception its
                stage: str,                 # the call's stage
                model: type[BaseModel] | None = None, # pydantic class the answer is validated into; None:
                                                      # plain text
+               decoding: str = "greedy",   # 'release': the object is read from the text by `release_json`
               ) -> tuple[Any, AgentCall]:
     "(validated `model` instance, or the text when `model` is None; or None on failure) and the call record."
     if isinstance(r, Exception):
@@ -78,7 +111,10 @@ def read_reply(r,                          # a chat result, or the Exception its
         txt = (r.text or '').strip()
         if not txt: rec.ok, rec.error = False, "empty answer"
         return (txt or None), rec
-    d = reply_json(r)
+    d = reply_json(r) if decoding != "release" else release_json(r.text)
+    if d is None and decoding == "release":
+        rec.ok, rec.error = False, "no JSON object in the reply (read as the release reads it)"
+        return None, rec
     try: return model.model_validate(d if d is not None else {}), rec
     except ValidationError as e:
         rec.ok, rec.error = False, f"schema: {str(e).splitlines()[0]}"
@@ -91,11 +127,14 @@ def call_agent(cm,                       # chat model (`pace.llm.ChatModel` or a
                schema=None,              # JSON schema or pydantic class sent to the model
                model: type[BaseModel] | None = None, # pydantic class the answer is validated into; None:
                                                      # plain text
-               max_tokens: int | None = 512, seed: int = 0) -> tuple[Any, AgentCall]:
+               max_tokens: int | None = 512, seed: int = 0,
+               decoding: str = "greedy", json_mode: bool = False, # see `agent_request`
+              ) -> tuple[Any, AgentCall]:
     ("Call `cm`; return (validated `model` instance, or the text when `model` is None; or None on failure) "
      "and the record.")
-    req = agent_request(messages, stage=stage, schema=schema, max_tokens=max_tokens, seed=seed)
-    return read_reply(chat_one(cm, req), stage, model)
+    req = agent_request(messages, stage=stage, schema=schema, max_tokens=max_tokens, seed=seed,
+                        decoding=decoding, json_mode=json_mode)
+    return read_reply(chat_one(cm, req), stage, model, decoding)
 
 # %% ../nbs/03_calls.ipynb #3531a6bc
 def run_steps(cm,    # chat model

@@ -131,7 +131,8 @@ def with_schema_instruction(messages:list[dict], json_schema:dict|None) -> list[
     return msgs
 
 # %% ../nbs/02_llm.ipynb #0ad0df46
-_CHAT_KW = {"messages", "schema", "temperature", "max_tokens", "seed", "stage", "top_logprobs"}
+_CHAT_KW = {"messages", "schema", "temperature", "max_tokens", "seed", "stage", "top_logprobs",
+            "response_format"}
 
 def _check_messages(messages) -> list[dict]:
     if not isinstance(messages, list) or not messages:
@@ -154,17 +155,25 @@ def _max_tokens(v) -> int|None:
         raise ValueError(f"max_tokens must be a positive integer or None (the room left), got {v!r}")
     return int(v)
 
+def _json_mode(fmt, js) -> str:
+    "A request's `response_format`: 'json_object' (any JSON object, no schema), and only without a schema."
+    if fmt != "json_object": raise ValueError(f"response_format must be 'json_object' or None, got {fmt!r}")
+    if js is not None: raise ValueError("response_format 'json_object' with a schema: give one of them")
+    return fmt
+
 def _prepare(r:dict, stage:str, fp:dict, retries:int=PARSE_RETRIES) -> dict:
     ("A chat request made canonical: the request (`req`), fingerprint, pydantic class, cache key and stage; "
      "`retries`: the model's re-asks of a structured reply (in the key when not the default).")
     bad = set(r) - _CHAT_KW
     if bad: raise TypeError(f"unknown chat request keys: {sorted(bad)}")
     js, cls = schema_info(r.get("schema"))
+    t, seed = r.get("temperature", 0.0), r.get("seed", 0)   # None: not sent (the backend's default applies)
     p = dict(messages=_check_messages(r.get("messages")), schema=js,
-             temperature=float(r.get("temperature", 0.0)),
-             max_tokens=_max_tokens(r.get("max_tokens", 512)), seed=int(r.get("seed", 0)))
+             temperature=None if t is None else float(t),
+             max_tokens=_max_tokens(r.get("max_tokens", 512)), seed=None if seed is None else int(seed))
     # only when asked: the keys of other requests stay as they were
     if int(r.get("top_logprobs") or 0) > 0: p["top_logprobs"] = int(r["top_logprobs"])
+    if r.get("response_format") is not None: p["response_format"] = _json_mode(r["response_format"], js)
     if js is not None and retries != PARSE_RETRIES: p["parse_retries"] = int(retries)
     key = request_key("chat", {"fingerprint": fp, **p})
     return dict(req=p, fp=fp, cls=cls, key=key, stage=r.get("stage", stage))
@@ -297,6 +306,7 @@ class _ChatBase:
     chunk_size = 1 # requests handed to `_complete` at once (and cached together); batching backends raise it
     concurrent = False # True where one object serves requests from many threads at once (`pace run
                        # --workers`)
+    decoding = "greedy" # how the agents ask it (`pace.calls.agent_request`): 'greedy' or 'release'
     def __init__(self, model_id:str, # backend-independent model id (part of the cache key)
                  *, cache=None, # None: default cache file; a path or Cache; False: no cache
                  context_window:int=4096, # tokens the model accepts
@@ -384,14 +394,17 @@ class _Counting(_ChatBase):
 # %% ../nbs/02_llm.ipynb #e6e4d494
 class ChatModel(_Counting):
     "Backend-independent chat model: `chat`, `chat_batch`, cache and accounts."
-    def chat(self, messages:list[dict], *, schema=None, stage:str="default", temperature:float=0.0,
+    def chat(self, messages:list[dict], *, schema=None, stage:str="default",
+             temperature:float|None=0.0, # None: none sent (the backend's default sampling)
              max_tokens:int|None=512, # None: the room left in the context window (no cap sent)
-             seed:int=0,
+             seed:int|None=0, # None: none sent
              top_logprobs:int=0, # k > 0: the k likeliest tokens' log-probabilities (`ChatResult`)
+             response_format:str|None=None, # 'json_object': the backend's JSON mode, no schema (text out)
             ) -> ChatResult:
         "One request: text out, or (with `schema`) a validated object in `parsed`."
         return self.chat_batch([dict(messages=messages, schema=schema, temperature=temperature,
-                                     max_tokens=max_tokens, seed=seed, top_logprobs=top_logprobs)],
+                                     max_tokens=max_tokens, seed=seed, top_logprobs=top_logprobs,
+                                     response_format=response_format)],
                                stage=stage)[0]
 
     @classmethod

@@ -79,7 +79,9 @@ class ScriptedChat(FakeChat):
         ("The scripted reply to one prepared request (raises for an Exception in the script or an "
          "unscripted stage).")
         self.log.append(dict(stage=r["stage"], messages=r["messages"], schema=r["schema"],
-                             max_tokens=r["max_tokens"], top_logprobs=r.get("top_logprobs", 0)))
+                             max_tokens=r["max_tokens"], top_logprobs=r.get("top_logprobs", 0),
+                             temperature=r["temperature"], seed=r["seed"],
+                             response_format=r.get("response_format")))
         rep = self.script.get(r["stage"], self.script.get("*"))
         if callable(rep) and not isinstance(rep, type): rep = rep(r["messages"])
         if isinstance(rep, Exception): raise rep

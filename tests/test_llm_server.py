@@ -26,6 +26,7 @@ class CountingProxy:
     "HTTP proxy to an upstream server that counts requests per path; modes: 'pass', 'garbage' (a non-JSON chat reply)."
     def __init__(self, upstream_port):
         self.counts, self.mode, self.upstream_port, self.after_response = Counter(), "pass", upstream_port, None
+        self.bodies = []   # the chat requests' bodies, as sent
         self._lock, self.responses, self.inflight, self.max_inflight = threading.Lock(), 0, 0, 0
         proxy = self
 
@@ -36,6 +37,7 @@ class CountingProxy:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with proxy._lock:
                     proxy.counts[self.path] += 1; proxy.inflight += 1; proxy.max_inflight = max(proxy.max_inflight, proxy.inflight)
+                    if self.path == CHAT: proxy.bodies.append(json.loads(body or b"{}"))
                 try: self._answer(body)
                 finally:
                     with proxy._lock: proxy.inflight -= 1
@@ -86,6 +88,18 @@ def test_text_and_schema_json(server, tmp_path):
     assert r.ok, r.error
     assert isinstance(r.parsed, Verdict)
     assert m._modes[0] == "json_object_schema"  # llama.cpp's server refuses the json_schema type: the backend stepped down
+
+
+def test_release_decoding_sends_no_temperature_nor_seed_and_gets_a_json_object(server, tmp_path):
+    "The release's decoding (issue 43): no temperature, no seed, JSON mode without a schema; the server's grammar gives an object."
+    srv, proxy = server
+    m = get_chat_model({"backend": "openai", "model": srv.alias, "base_url": proxy.base_url}, cache=tmp_path / "c.sqlite")
+    r = m.chat(msgs("Give a JSON object with a key 'sea' and a short string value."), temperature=None, seed=None,
+               response_format="json_object", max_tokens=48)
+    body = proxy.bodies[-1]
+    assert "temperature" not in body and "seed" not in body and body["response_format"] == {"type": "json_object"}
+    assert r.ok and r.notes == [], (r.error, r.notes)
+    assert r.text.lstrip().startswith("{") or r.truncated, r.text   # the grammar starts an object (a cut reply may not close)
 
 
 def test_second_run_makes_zero_requests(server, tmp_path):

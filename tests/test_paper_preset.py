@@ -304,3 +304,149 @@ def test_a_reply_recorded_with_reasks_is_not_reused_without_them(tmp_path):
     text = FakeChat(lambda m, js: "never called", cache=cache, max_parse_retries=0)
     FakeChat(lambda m, js: "hello", cache=cache, max_parse_retries=2).chat(msgs, max_tokens=50)
     assert text.chat(msgs, max_tokens=50).cached and text.n_calls == 0             # a text reply is shared
+
+# ---- decoding (issue 43): the release's sampling and JSON mode, as an option the preset leaves off
+
+import gzip
+from pace.cache import request_key
+from pace.llm import _prepare, schema_info
+from pace.eval.judge import JUDGE_MODES
+
+PLAN_JSON = json.dumps({"conflict_dimensions": [{"dimension": "diet", "description": "Priya may not eat there.",
+                                                  "key_anchors": ["Priya"]}], "risk_summary": "Priya's food."})
+
+def chatty(ms, body):
+    "A reply as a sampled model writes it: a think block with braces, prose before and after the JSON."
+    return f"<think>The user asks about {{Friday}}; what matters?</think>\nHere you go:\n{json.dumps(body)}\nHope this helps!"
+
+CHATTY = {   # stage -> reply: every JSON wrapped in a think block, prose or a code fence
+    "planner": f"<think>Check {{dates}}.</think> Sure! The plan is {PLAN_JSON} -- done.",
+    "views": '```json\n{"counter": ["Priya Friday dinner", "Harbour Kitchen hours"]}\n```\nThese target the conflicts.',
+    "prehop": lambda ms: chatty(ms, {"selected_doc_ids": ids_shown(ms)[::-1][:3]}),
+    "posthop": lambda ms: chatty(ms, {"selected_doc_ids": ids_shown(ms)[:4]}),
+    "answer": "I would not book that: Priya is vegan.",
+    "judge": "PASS",
+    "judge_decision": lambda ms: chatty(ms, {"decision": "decline", "reason": "it declines"}),
+    "judge_rationale": lambda ms: chatty(ms, {"rationale": "same_core_reason", "reason": "same"}),
+}
+
+def toy_world(n=30):
+    facts = [type("F", (), dict(doc_id=f"f{i:02d}", text=f"Priya fact {i} about Friday")) for i in range(n)]
+    qry = type("Q", (), dict(query_id="q1", query=Q, ref_date=DATE))()
+    inst = type("I", (), dict(instance_id="toy", ego={"name": "Priya"}, alters=[]))()
+    return ToyIndex(facts), qry, inst
+
+PRESET_5 = RunConfig(preset="paper").pacemaker.model_copy(update=dict(n_filter=5))   # 10 fused, 5 seeds
+
+def sent(cm):
+    "{stage: the set of (temperature, seed, schema sent, response_format)} of the requests that reached `cm`."
+    out = {}
+    for c in cm.log: out.setdefault(c["stage"], set()).add((c["temperature"], c["seed"], c["schema"] is not None, c["response_format"]))
+    return out
+
+def run_all_stages(cm, cfg):
+    "PaceMaker with answers under `cfg`, then each judge mode on its answer: the trace."
+    toy, qry, inst = toy_world()
+    tr = PaceMaker(cm, toy, cfg.model_copy(update=dict(n_filter=5))).run(qry, inst)   # 10 fused, 5 seeds: both filters call
+    for mode in JUDGE_MODES: judge_answer(cm, Q, tr.answer, "conflict", "She is vegan.", mode=mode)
+    return tr
+
+def test_release_decoding_sends_what_the_release_sends_at_each_stage():
+    "No temperature, no seed; JSON mode without a schema for the views and filters; nothing for the planner, answer and judge."
+    cm = ScriptedChat(CHATTY); cm.decoding = "release"
+    run_all_stages(cm, RunConfig(preset="paper").pacemaker)
+    nothing, json_mode = {(None, None, False, None)}, {(None, None, False, "json_object")}
+    assert sent(cm) == {"planner": nothing, "views": json_mode, "prehop": json_mode, "posthop": json_mode,
+                        "answer": nothing, "judge": json_mode | nothing,   # paper_json asks JSON; the release's judge (paper) nothing
+                        "judge_decision": json_mode, "judge_rationale": json_mode}
+    assert [c["response_format"] for c in cm.calls("judge")] == [None, "json_object"]   # JUDGE_MODES: blind, paper, paper_json
+
+def test_greedy_decoding_is_todays_at_each_stage():
+    "The default (the preset's too): temperature 0, seed 0, the output's schema for every structured call."
+    cm = ScriptedChat({**CHATTY, "planner": json.loads(PLAN_JSON), "views": {"counter": ["Priya Friday dinner"]},
+                       "prehop": lambda ms: {"selected_doc_ids": ids_shown(ms)[:3]}, "posthop": lambda ms: {"selected_doc_ids": ids_shown(ms)[:4]},
+                       "judge_decision": {"decision": "decline", "reason": "r"}, "judge_rationale": {"rationale": "same_core_reason", "reason": "r"}})
+    run_all_stages(cm, RunConfig(preset="paper").pacemaker)
+    schema, text = {(0.0, 0, True, None)}, {(0.0, 0, False, None)}
+    assert sent(cm) == {"planner": schema, "views": schema, "prehop": schema, "posthop": schema, "answer": text,
+                        "judge": text | schema, "judge_decision": schema, "judge_rationale": schema}
+
+def test_release_decoding_reads_replies_as_the_release_does():
+    "Think blocks, prose and fences around the JSON: the plan, the views and both filters' picks are the model's, no fallback."
+    cm = ScriptedChat(CHATTY); cm.decoding = "release"
+    toy, qry, inst = toy_world()
+    tr = PaceMaker(cm, toy, PRESET_5).run(qry, inst)
+    assert tr.plan is not None and tr.plan.directions[0].key_anchors == ["Priya"] and tr.plan.risk_summary == "Priya's food."
+    assert [v.text for v in tr.views if v.kind == "counter"] == ["Priya Friday dinner", "Harbour Kitchen hours"]
+    assert all(c.ok and c.fallback is None for c in tr.calls), [(c.stage, c.error, c.fallback) for c in tr.calls]
+    assert tr.selection["prehop"].n_chosen == 3 and tr.selection["posthop"].n_chosen == 4
+    v, _ = judge_answer(cm, Q, tr.answer, "conflict", "She is vegan.", mode="blind")
+    assert (v.decision, v.label) == ("decline", "PASS")                 # the JSON judges read the same way
+    # the same replies, asked greedy: a reply is parsed whole (a grammar keeps it to the schema), so these fall back
+    greedy = PaceMaker(ScriptedChat(CHATTY), toy, PRESET_5).run(qry, inst)
+    assert greedy.plan is None and not [v for v in greedy.views if v.kind == "counter"]
+
+def test_release_decoding_a_reply_without_json_takes_the_release_fallbacks():
+    cm = ScriptedChat({**CHATTY, "planner": "I think the schedule matters.", "prehop": "<think>{not json}</think> d01, d02",
+                       "views": '["a list", "not an object"]'}); cm.decoding = "release"
+    toy, qry, inst = toy_world()
+    tr = PaceMaker(cm, toy, PRESET_5).run(qry, inst)
+    fb = {c.stage: (c.ok, c.fallback) for c in tr.calls}
+    assert fb["planner"] == (False, "no plan") and fb["views"] == (False, "original query only")
+    assert fb["prehop"][1] == "first candidates of the chunk, in the order shown"
+    assert tr.seeds == tr.seed_candidates[:5]                          # the release's filter fallback: the first N
+
+def test_release_decoding_filters_drop_unknown_ids_even_with_constrained_ids():
+    "No schema is sent under 'release', so no grammar keeps the ids to those shown: they are checked after, as the release does."
+    cm = ScriptedChat({"prehop": lambda ms: chatty(ms, {"selected_doc_ids": ["zz9", "zz8"]})}); cm.decoding = "release"
+    got, recs, rep = select_evidence(cm, Q, DATE, CANDS, 3, stage="prehop", pad=False)   # constrained_ids=True, the default
+    assert recs[0].ok is False and recs[0].error == "no id from the list" and got == ["d0", "d1", "d2"]
+
+def test_greedy_agent_requests_and_cache_keys_are_those_of_the_old_code():
+    "Each request an agent builds under the default is the old request, and its key is the old formula's (no new key, no None)."
+    seen = []
+    class Recording(ScriptedChat):
+        def chat(self, messages, **kw): seen.append(dict(messages=messages, **kw)); return super().chat(messages, **kw)
+    cm = Recording({**CHATTY, "planner": json.loads(PLAN_JSON), "views": {"counter": ["x"]},
+                    "prehop": lambda ms: {"selected_doc_ids": ids_shown(ms)[:3]}, "posthop": lambda ms: {"selected_doc_ids": ids_shown(ms)[:4]},
+                    "judge_decision": {"decision": "decline", "reason": "r"}, "judge_rationale": {"rationale": "same_core_reason", "reason": "r"}})
+    for cfg in (PaceMakerConfig(), RunConfig(preset="paper").pacemaker): run_all_stages(cm, cfg)
+    fp = {"backend": "scripted", "model_id": "scripted"}
+    def old_key(r):   # pace.llm._prepare before decodings existed
+        return request_key("chat", {"fingerprint": fp, "messages": [{"role": m["role"], "content": m["content"]} for m in r["messages"]],
+                                    "schema": schema_info(r.get("schema"))[0], "temperature": float(r.get("temperature", 0.0)),
+                                    "max_tokens": r.get("max_tokens", 512), "seed": int(r.get("seed", 0))})
+    assert len(seen) >= 16 and {r["stage"] for r in seen} >= {"planner", "views", "prehop", "posthop", "answer", "judge"}
+    for r in seen:
+        assert set(r) == {"messages", "schema", "stage", "temperature", "max_tokens", "seed"} and (r["temperature"], r["seed"]) == (0.0, 0)
+        assert _prepare(r, "x", fp, retries=0 if r["schema"] is None else 2)["key"] == old_key(r)
+
+def test_every_committed_call_keeps_its_cache_key():
+    "Each reply and failure in the committed runs' cache exports is found under the key its request gets now."
+    n = 0
+    for f in sorted(Path("results").rglob("cache.jsonl.gz")):
+        for line in gzip.open(f, "rt"):
+            e = json.loads(line)
+            if e["kind"] not in ("chat", "failure"): continue
+            req = dict(e["request"]); fp = req.pop("fingerprint")
+            p = _prepare(req, e["stage"], fp, req.pop("parse_retries", 2))
+            key = p["key"] if e["kind"] == "chat" else request_key("failure", {"fingerprint": fp, **p["req"]})
+            assert key == e["key"], (f, e["stage"]); n += 1
+    assert n > 1000
+
+def test_decoding_is_an_explicit_option_recorded_in_run_json(tmp_path):
+    "`--decoding release` reaches every model call of a run, judge included; the preset alone keeps greedy; run.json says which."
+    def run(name, **kw):
+        cm = ScriptedChat({**CHATTY, "prehop": lambda ms: chatty(ms, {"selected_doc_ids": ids_shown(ms)[:3]}),
+                           "posthop": lambda ms: chatty(ms, {"selected_doc_ids": ids_shown(ms)[:3]})})
+        out = run_experiment(dataset="tests/fixtures/tiny", methods=["bm25", "pacemaker"], embedder="hash:hash", out_dir=tmp_path,
+                             limit=1, progress=False, chat=cm, name=name, cache=False, preset="paper", **kw)
+        return cm, json.loads((out["run_dir"] / "run.json").read_text())["settings"]
+    cm, s = run("release", decoding="release")
+    assert {(c["temperature"], c["seed"]) for c in cm.log} == {(None, None)} and {"planner", "views", "answer", "judge"} <= set(sent(cm))
+    assert s["model_calls"] == {"parse_retries": 0, "grow_context": True, "decoding": "release"}
+    cm, s = run("greedy")
+    assert {(c["temperature"], c["seed"]) for c in cm.log} == {(0.0, 0)} and "decoding" not in s["model_calls"]
+    assert RunConfig.from_kwargs(decoding="release").models.decoding == "release"
+    from pace.data import UsageError
+    with pytest.raises(UsageError, match="decoding"): RunConfig.from_kwargs(decoding="sampled")

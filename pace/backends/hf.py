@@ -14,9 +14,12 @@ __all__ = ['HFChat']
 
 # %% ../../nbs/02d_hf.ipynb #9fbd8505
 def _hf_generate_kw(r:dict, room:int) -> dict:
-    ("`generate` arguments of a prepared request: greedy at temperature 0, sampling above; `room`: the "
-     "tokens left in the context (the cap when the request sends none).")
-    gen = dict(max_new_tokens=r["max_tokens"] or room, do_sample=r["temperature"] > 0)
+    ("`generate` arguments of a prepared request: greedy at temperature 0, sampling above, the model's "
+     "`generation_config` for no temperature (None); `room`: the tokens left in the context (the cap when "
+     "the request sends none).")
+    gen = dict(max_new_tokens=r["max_tokens"] or room)
+    if r["temperature"] is None: return gen
+    gen["do_sample"] = r["temperature"] > 0
     if r["temperature"] > 0: gen["temperature"] = r["temperature"]
     return gen
 
@@ -58,7 +61,8 @@ class HFChat(ChatModel):
                 dev = getattr(self.hf_model, "device", None)
                 if dev is not None and hasattr(enc, "to"): enc = enc.to(dev)
                 try:
-                    import torch; torch.manual_seed(r["seed"])
+                    import torch
+                    if r["seed"] is not None: torch.manual_seed(r["seed"])   # None: torch's RNG as it is
                 except ImportError: pass
                 n_in = enc["input_ids"].shape[-1]
                 gen = _hf_generate_kw(r, max(1, self.context_window - int(n_in)))
@@ -66,8 +70,10 @@ class HFChat(ChatModel):
                 new = ids[0][n_in:]
                 eos = getattr(self.tok, "eos_token_id", None)
                 cut = len(new) >= gen["max_new_tokens"] and (not len(new) or int(new[-1]) != eos)
+                # transformers has no JSON mode: a reply asked for one is what the prompt alone got
+                notes = ["JSON mode not enforced: transformers has none"] if r.get("response_format") else []
                 out.append(Completion(text=self.tok.decode(new, skip_special_tokens=True),
-                                      usage=Usage(int(n_in), int(len(new))),
+                                      usage=Usage(int(n_in), int(len(new))), notes=notes,
                                       seconds=time.perf_counter() - t, finish="length" if cut else "stop"))
             except Exception as e:
                 out.append(Completion(error=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - t))

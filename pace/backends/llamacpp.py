@@ -89,10 +89,13 @@ def resolve_gguf(model:str, # a .gguf path, or a name in KNOWN_GGUF
 # %% ../../nbs/02a_llamacpp.ipynb #0f176d71
 def _llama_request(r:dict) -> dict:
     ("The `create_chat_completion` arguments of a prepared request (a schema becomes a grammar-constrained "
-     "JSON object).")
+     "JSON object; 'json_object' alone, llama-cpp-python's grammar of any JSON object).")
     kw = dict(messages=r["messages"], temperature=r["temperature"], max_tokens=r["max_tokens"],
               seed=r["seed"])
+    for k in ("temperature", "seed"):   # None: not sent, llama-cpp-python's defaults apply
+        if kw[k] is None: del kw[k]
     if r["schema"] is not None: kw["response_format"] = {"type": "json_object", "schema": r["schema"]}
+    elif r.get("response_format") == "json_object": kw["response_format"] = {"type": "json_object"}
     return kw
 
 def _llama_prompt_tokens(llm, messages:list[dict]) -> list[int]:

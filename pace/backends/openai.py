@@ -106,15 +106,17 @@ def _rejected(text:str, kw:dict) -> tuple|None:
 # %% ../../nbs/02b_openai.ipynb #1c421784
 def _openai_request(r:dict, model:str, mode:str, send_temp:bool, token_param:str, send_seed:bool,
                     extra_body:dict|None) -> dict:
-    "The `chat.completions.create` arguments of a prepared request."
+    ("The `chat.completions.create` arguments of a prepared request (a temperature or seed of None is not "
+     "sent: the server's default applies).")
     in_format = r["schema"] is None or mode in ("json_schema", "json_object_schema")
     msgs = r["messages"] if in_format else with_schema_instruction(r["messages"], r["schema"])
     kw = {"model": model, "messages": msgs}
     if r["max_tokens"] is not None: kw[token_param] = r["max_tokens"]   # None: the server's limit applies
-    if send_temp: kw["temperature"] = r["temperature"]
-    if send_seed: kw["seed"] = r["seed"]
+    if send_temp and r["temperature"] is not None: kw["temperature"] = r["temperature"]
+    if send_seed and r["seed"] is not None: kw["seed"] = r["seed"]
     if r["schema"] is not None and mode != "prompt":
         kw["response_format"] = response_format(r["schema"], mode)
+    elif r.get("response_format") == "json_object": kw["response_format"] = {"type": "json_object"}
     if r.get("top_logprobs"): kw["logprobs"], kw["top_logprobs"] = True, r["top_logprobs"]
     if extra_body: kw["extra_body"] = extra_body
     return kw
@@ -249,11 +251,13 @@ class OpenAIChat(ChatModel):
         with self._lock:
             if self._modes[0] == mode and len(self._modes) > 1: self._modes.pop(0)
 
-    def _notes(self, kw:dict) -> list[str]:
-        "Notes for a result sent as `kw`: each configured parameter that was not sent, and why."
-        return ([self.adjustments["temperature"]] if self.send_temperature and "temperature" not in kw
-                else []) + \
-               ([self.adjustments["token_param"]] if self.token_param not in kw else [])
+    def _notes(self, kw:dict, r:dict) -> list[str]:
+        ("Notes for request `r` sent as `kw`: each parameter it asks for under the configuration that was "
+         "not sent as configured, and why.")
+        temp = self.send_temperature and r["temperature"] is not None and "temperature" not in kw
+        cap = r["max_tokens"] is not None and self.token_param not in kw   # None: no cap asked for
+        return ([self.adjustments["temperature"]] if temp else []) + \
+               ([self.adjustments["token_param"]] if cap else [])
 
     def _send(self, kw:dict, retry:bool=True):
         "One `chat.completions.create(**kw)`; 429/5xx/408/409, timeouts and dropped connections retried."
@@ -297,7 +301,7 @@ class OpenAIChat(ChatModel):
                 return err(e)
             except Exception as e: return err(e)
             if r["schema"] is not None and mode != "prompt": self._mode_ok = True
-            return _reply_completion(resp, t, self._notes(kw))
+            return _reply_completion(resp, t, self._notes(kw, r))
 
     def _complete(self, reqs):
         if len(reqs) == 1 or self.concurrency <= 1: return [self._one(r) for r in reqs]

@@ -12,17 +12,22 @@ __all__ = ['vllm_settings', 'VLLMChat']
 
 # %% ../../nbs/02c_vllm.ipynb #d0eda82f
 def _vllm_sampling(r:dict):
-    ("vllm SamplingParams for a prepared request, with JSON-schema guided decoding when a schema is given; "
-     "`max_tokens` None: up to the model's length.")
+    ("vllm SamplingParams for a prepared request, with JSON-schema guided decoding when a schema is given "
+     "(any JSON object for 'json_object'); `max_tokens` None: up to the model's length; a temperature or "
+     "seed of None: not given (SamplingParams' defaults).")
     from vllm import SamplingParams
     kw = dict(temperature=r["temperature"], max_tokens=r["max_tokens"], seed=r["seed"])
-    if r["schema"] is not None:
+    for k in ("temperature", "seed"):
+        if kw[k] is None: del kw[k]
+    guide = (dict(json=r["schema"]) if r["schema"] is not None else
+             dict(json_object=True) if r.get("response_format") == "json_object" else None)
+    if guide is not None:
         try:
             from vllm.sampling_params import StructuredOutputsParams
-            kw["structured_outputs"] = StructuredOutputsParams(json=r["schema"])
+            kw["structured_outputs"] = StructuredOutputsParams(**guide)
         except ImportError:
             from vllm.sampling_params import GuidedDecodingParams
-            kw["guided_decoding"] = GuidedDecodingParams(json=r["schema"])
+            kw["guided_decoding"] = GuidedDecodingParams(**guide)
     return SamplingParams(**kw)
 
 # %% ../../nbs/02c_vllm.ipynb #ae97ba94

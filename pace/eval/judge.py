@@ -10,7 +10,7 @@ from typing import Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm.auto import tqdm
-from ..calls import AgentCall, agent_request, call_agent, chat_one, prompt_asset, read_reply
+from ..calls import AgentCall, agent_request, call_agent, chat_one, decoding_of, prompt_asset, read_reply
 from ..atomic import write_text
 from ..data import (DatasetError, PaceDataset, Problem, UsageError, load_pace_dataset,
                        validate_object, read_jsonl_objects)
@@ -98,7 +98,7 @@ def decision_messages(query: str, # the user's request
 def _judge_call(cm, messages: list[dict], stage: str, model: type[BaseModel], max_tokens: int):
     "One judge call; a failed call is marked 'no label' (the verdict then has no label)."
     out, rec = call_agent(cm, messages, stage=stage, schema=capped_schema(model), model=model,
-                          max_tokens=max_tokens)
+                          max_tokens=max_tokens, decoding=decoding_of(cm), json_mode=True)
     if out is None: rec.fallback = "no label"
     return out, rec
 
@@ -176,7 +176,7 @@ def paper_judge(cm, # judge chat model
                 *, max_tokens: int = 160) -> tuple[str | None, AgentCall]:
     "The paper's one-call judge as the authors run it (stage 'judge'): (label or None if no reply; record)."
     req = agent_request(bare_label_messages(answer, gold_label, gold_judgment), stage="judge",
-                        max_tokens=max_tokens)
+                        max_tokens=max_tokens, decoding=decoding_of(cm))   # the release asks no JSON mode
     r = chat_one(cm, req)
     _, rec = read_reply(r, "judge")
     if isinstance(r, Exception) or (not r.ok and r.text is None):

@@ -17,6 +17,7 @@ from ..data import (MAX_NAME_BYTES, UsageError, append_row, jsonl_text, load_don
                        name_problem)
 from ..cache import as_cache
 from ..llm import ChatModel, PARSE_RETRIES
+from ..calls import DECODINGS
 from ..methods.baselines import (METHODS as SIMPLE_METHODS, METHOD_SPECS, SIZED, MethodSpec, make_method,
                                         method_spec, run_checked, run_batch_checked)
 from .evaluate import write_tables, read_jsonl
@@ -223,6 +224,12 @@ class ModelsConfig(BaseModel):
     grow_context: bool = Field(False, description=(
         "llama.cpp in process: a prompt longer than the context reloads the model with a larger one, up to "
         "its trained context (the paper preset sets it)"))
+    decoding: Literal[DECODINGS] = Field("greedy", description=(
+        "greedy: temperature 0, seed 0 and each structured call's JSON schema (default, the paper preset's "
+        "too); release: as the authors' release, no temperature and no seed (the backend's default "
+        "sampling), JSON mode without a schema for the views, filters and JSON judges, nothing for the "
+        "planner and the answer, replies read leniently. A cached reply answers a rerun: draw another "
+        "sample with another --cache"))
 
 # %% ../../nbs/32_run.ipynb #d51ad920
 class JudgeConfig(BaseModel):
@@ -486,8 +493,8 @@ def _own_settings(specs: dict, # {name: `MethodSpec`} of the run
     return dict(own_methods=own) if own else {}   # no key otherwise: the other runs' run.json stays as it was
 
 def _model_settings(c: RunConfig) -> dict:
-    "How the models are asked (re-asks, context growth), for `run.json`: only what is not the default."
-    d = c.models.model_dump(include={"parse_retries", "grow_context"}, exclude_defaults=True)
+    "How the models are asked (re-asks, context growth, decoding), for `run.json`: what is not the default."
+    d = c.models.model_dump(include={"parse_retries", "grow_context", "decoding"}, exclude_defaults=True)
     return dict(model_calls=d) if d else {}   # no key otherwise: the other runs' run.json stays as it was
 
 def _index_settings(c: RunConfig) -> dict:
@@ -894,7 +901,7 @@ class Run:
                    else build_model("judge", as_chat_model, m.judge, cache))
         self.emb = build_model("embedder", as_embedder, m.embedder, cache)
         for cm in {id(x): x for x in (self.cm, self.jm) if isinstance(x, ChatModel)}.values():
-            cm.max_parse_retries = m.parse_retries
+            cm.max_parse_retries, cm.decoding = m.parse_retries, m.decoding
             if hasattr(cm, "grow_context"): cm.grow_context = m.grow_context
         if self.cfg.preset == "paper" and self.jm is not None and self.jm is self.cm:
             print("pace run: --preset paper: the judge is the chat model, which grades its own answers; "

@@ -8,7 +8,7 @@ import datetime as dt, functools, itertools, json, random, re, string
 from typing import Any, Literal, NamedTuple, get_args
 from pydantic import BaseModel, Field, ValidationError
 from ..cache import Accounts, ReplayError
-from ..calls import (AgentCall, reply_json, agent_request, chat_one, read_reply, call_agent,
+from ..calls import (AgentCall, reply_json, agent_request, chat_one, read_reply, call_agent, decoding_of,
                         run_steps, run_steps_batch, prompt_asset)
 
 # %% auto #0
@@ -136,10 +136,11 @@ def plan_conflicts(cm,                         # chat model (the planner counts 
                   ):
     """The conflict planner: one request; (plan or None, record). Anchors not found verbatim in `query` are
     dropped (unless `check_anchors=False`). Fallback: no plan (counter queries then come from the request)."""
-    msgs, release = planner_messages(query, ref_date, prompts), prompts == "release"
+    msgs, release, dec = planner_messages(query, ref_date, prompts), prompts == "release", decoding_of(cm)
     schema, lenient = (ReleasePlan, ReleasePlan) if release else (ConflictPlan, _PlanAny)
-    r, = yield [agent_request(msgs, stage=stage, schema=schema, max_tokens=max_tokens)]
-    plan, rec = read_reply(r, stage, lenient)
+    # under the release's decoding no JSON mode: its planner asks for JSON in the prompt only
+    r, = yield [agent_request(msgs, stage=stage, schema=schema, max_tokens=max_tokens, decoding=dec)]
+    plan, rec = read_reply(r, stage, lenient, dec)
     if plan is None:
         rec.fallback = "no plan"
         return None, rec
@@ -224,9 +225,10 @@ def generate_views(cm,                        # chat model (unused by the steps:
     alone)."""
     sch = {"type": "object", "required": ["counter"],
            "properties": {"counter": {"type": "array", "items": {"type": "string"}, "maxItems": max_counter}}}
-    msgs = views_messages(query, ref_date, plan, max_counter, prompts, exact)
-    r, = yield [agent_request(msgs, stage=stage, schema=sch, max_tokens=max_tokens)]
-    out, rec = read_reply(r, stage, CounterQueries)
+    msgs, dec = views_messages(query, ref_date, plan, max_counter, prompts, exact), decoding_of(cm)
+    r, = yield [agent_request(msgs, stage=stage, schema=sch, max_tokens=max_tokens, decoding=dec,
+                              json_mode=True)]   # the release's views ask for JSON mode
+    out, rec = read_reply(r, stage, CounterQueries, dec)
     if out is None:
         rec.fallback = "original query only"
         return [], rec
@@ -385,6 +387,7 @@ class FilterStyle(NamedTuple):
     prompts: str = "pace"       # 'release': the release's prompt and listing
     constrained: bool = True    # schema admits only the ids shown (False: any strings, unknown ones dropped)
     dedupe: bool = True         # drop repeated ids (False: keep them as the model gave them)
+    decoding: str = "greedy"    # 'release': JSON mode and no schema (`pace.calls.agent_request`)
 
 # %% ../../nbs/20_agents.ipynb #8568252e
 def _chunk_request(query, ref_date, ch, top_n, stage, max_tokens, labels="doc_id",
@@ -393,7 +396,7 @@ def _chunk_request(query, ref_date, ch, top_n, stage, max_tokens, labels="doc_id
     shown = shown_labels(ch, labels)
     return agent_request(filter_messages(query, ref_date, shown, top_n, style.prompts), stage=stage,
                          schema=selection_schema([i for i, _ in shown], top_n, style.constrained),
-                         max_tokens=max_tokens)
+                         max_tokens=max_tokens, decoding=style.decoding, json_mode=True)
 
 def _reached_model(r) -> bool:
     """Whether a model read the request of result `r`: it replied, usable or not (not so after an exception or
@@ -406,7 +409,7 @@ def _judge_chunk(r, ch, top_n, stage, rep, how, seen, n_chunks,
     `top_n`) and the call record."""
     ids = [i for i, _ in ch]
     to_id = {lab: i for (lab, _), i in zip(shown_labels(ch, labels), ids)}
-    sel, rec = read_reply(r, stage, Selection)
+    sel, rec = read_reply(r, stage, Selection, style.decoding)
     rep.n_calls += 1
     if _reached_model(r): seen.update(ids)
     got, notes = clean_selection(sel.selected_doc_ids if sel else [], list(to_id), top_n, style.dedupe)
@@ -477,7 +480,8 @@ def select_evidence(cm,                                 # chat model (its contex
     if max_candidates is not None and len(cands) > max_candidates:
         cands, rep.note = cands[:max_candidates], f"cut to the first {max_candidates} candidates"
     texts, seen, how = dict(cands), set(), {}
-    style = FilterStyle(prompts, constrained_ids, dedupe)
+    dec = decoding_of(cm)   # under 'release' no schema is sent: no grammar keeps the ids to those shown
+    style = FilterStyle(prompts, constrained_ids and dec != "release", dedupe, dec)
     cur, recs = yield from _tournament(cm, query, ref_date, cands, top_n, stage, max_tokens, max_rounds,
                                        rep, how, seen, labels, style, chunked)
     out = [i for i, _ in cur]
@@ -569,10 +573,12 @@ def _json_string(s: str) -> str:
     except ValueError: return s.replace('\\"', '"')
 
 def read_structured_answer(r, # a chat result, or the Exception its call raised
-                           stage: str = "answer") -> tuple[str | None, str | None, AgentCall]:
+                           stage: str = "answer",
+                           decoding: str = "greedy", # how it was asked (see `pace.calls.read_reply`)
+                          ) -> tuple[str | None, str | None, AgentCall]:
     """(reply or None, decision or None, record) of a structured answer; output that is not the JSON asked for
     is salvaged."""
-    ans, rec = read_reply(r, stage, AnswerWithDecision)
+    ans, rec = read_reply(r, stage, AnswerWithDecision, decoding)
     if ans is not None and ans.reply.strip(): return ans.reply.strip(), ans.decision, rec
     text = (rec.text or '').strip()
     if not text: return None, None, rec
@@ -605,11 +611,12 @@ def generate_answer(cm,                  # chat model (its context window and to
     given = list(facts) if max_facts is None else list(facts)[:max_facts]
     kept = fit_facts(cm, query, ref_date, persona, given, max_tokens, answer_format, stage, prompts)
     schema = AnswerWithDecision if answer_format == "structured" else None
-    msgs = answer_messages(query, ref_date, persona, kept, answer_format, prompts)
-    r, = yield [agent_request(msgs, stage=stage, schema=schema, max_tokens=max_tokens)]
+    msgs, how = answer_messages(query, ref_date, persona, kept, answer_format, prompts), decoding_of(cm)
+    r, = yield [agent_request(msgs, stage=stage, schema=schema, max_tokens=max_tokens, decoding=how,
+                              json_mode=schema is not None)]   # the release's free-text answer asks no JSON
     if schema is None: (txt, rec), extra = read_reply(r, stage), {}
     else:
-        txt, dec, rec = read_structured_answer(r, stage)
+        txt, dec, rec = read_structured_answer(r, stage, how)
         extra = dict(answer_format=answer_format, decision=dec)   # as stated, even against the reply
     rec.notes |= dict(n_facts=len(facts), n_facts_used=len(kept), **extra)
     if txt is None:
