@@ -34,7 +34,8 @@ from pace.eval.judge import LABELS
 pytestmark = pytest.mark.slow
 MODEL = os.environ.get("PACE_SERVER_RUN_MODEL", "qwen2.5-0.5b")   # e.g. smollm2-135m for a quicker check
 ARGS = ["--data", "data/mini", "--methods", "pacemaker,bm25", "--limit", "2", "--preset", "paper", "--no-progress",
-        "--config", "planner_max_tokens=120,views_max_tokens=96,answer_max_tokens=96", "--judge-max-tokens", "8"]
+        "--config", "planner_max_tokens=120,views_max_tokens=96,filter_max_tokens=160,answer_max_tokens=96",
+        "--judge-max-tokens", "8"]
 SCHEMA_STAGES = ("planner", "views", "prehop", "posthop")   # the stages whose calls send a JSON schema
 
 
