@@ -240,9 +240,10 @@ def _run_requests(model, preps:list[dict]) -> list[ChatResult]:
 
 # %% ../nbs/02_llm.ipynb #beb27412
 def _was_truncated(e:Entry, prep:dict) -> bool:
-    ("Whether a recorded reply was cut by `max_tokens`: its finish reason, or for an entry recorded before "
-     "finish reasons were kept, every attempt's completion tokens at the cap.")
-    if "finish" in e.response: return e.response["finish"] == "length"
+    ("Whether a recorded reply was cut by `max_tokens`: as recorded, or for an entry recorded before that was "
+     "kept, every attempt's completion tokens at the cap.")
+    if "truncated" in e.response: return bool(e.response["truncated"])
+    if "finish" in e.response: return e.response["finish"] == "length"   # how pace 0.2's first entries say it
     cap = prep["req"]["max_tokens"]
     return cap is not None and e.completion_tokens >= max(1, int(e.response.get("attempts") or 1)) * cap
 
@@ -291,7 +292,7 @@ def _entry_for(model_id:str, p:dict, r:ChatResult) -> Entry:
      "what both hash).")
     resp = {"text": r.text, "attempts": r.attempts, **({"notes": r.notes} if r.notes else {}),
             **({"top_logprobs": r.top_logprobs} if r.top_logprobs is not None else {}),
-            **({"finish": "length"} if r.truncated else {})}
+            "truncated": r.truncated}
     if not r.ok: resp["error"] = r.error
     return Entry(key=p["key"] if r.ok else _failure_key(p), kind="chat" if r.ok else "failure",
                  model=model_id,

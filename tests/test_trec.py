@@ -182,7 +182,7 @@ def test_a_bad_run_file_is_refused_in_one_line_or_dropped(tmp_path, capsys):
 def test_depth_apart_from_the_answer_budget(tmp_path):
     "--depth 20: the metrics and <method>.trec read 20 facts, the answerer's 10 are those of a run without it."
     k = dict(dataset=TINY, methods=["bm25", "hybrid"], embedder="hash:hash", out_dir=tmp_path, limit=0, progress=False,
-             cache=False)
+             cache=False, bm25="pace")   # the project's BM25, which ranks only the facts sharing a term
     flat = run_experiment(chat=FakeChat(schema_reply, cache=False), name="flat", **k)
     deep = run_experiment(chat=FakeChat(schema_reply, cache=False), name="deep", depth=20, **k)
     a, b = read_jsonl(flat["results"]), read_jsonl(deep["results"])

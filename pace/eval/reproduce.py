@@ -322,8 +322,12 @@ def _record_or_replay(out, # folder of the cache export `cache.jsonl.gz` (record
                                   "resume it and export "
                                   "a cache that cannot replay those rows; record into a new out_dir "
                                   "(or remove the run)")
-    if export.exists() and not cache.exists(): import_cache(Cache(cache), export, embeddings=store)
-    for parent, name, kw in runs: run_experiment(out_dir=parent, cache=cache, name=name, progress=False, **kw)
+    if export.exists() and not cache.exists():   # resume a recording from its export (no vectors: no store)
+        import_cache(Cache(cache), export, embeddings=store if store.is_dir() else None)
+    try:
+        for parent, name, kw in runs: run_experiment(out_dir=parent, cache=cache, name=name, progress=False, **kw)
+    except BaseException:   # stopped (Ctrl-C, SIGTERM, a crash): what it computed is exported, and resumes
+        export_cache(Cache(cache), export, embeddings=store); raise
     return "exported", export_cache(Cache(cache), export, embeddings=store)
 
 def recorded_run(out_dir, # the run folder (committed, with its cache export `cache.jsonl.gz`)
