@@ -422,7 +422,8 @@ def test_failures_count_truncated_and_overflowed_calls():
     assert math.isclose(f.loc[("pacemaker", "answer"), "truncated"], 100 / 3) and f.loc[("pacemaker", "answer"), "overflow"] == 0.0
     assert f.loc[("pacemaker", "judge"), "truncated"] == 100.0
     w = warnings(results_frame(rows), f)
-    assert "NOTE: 2 model call(s) stopped at max_tokens with the reply cut short (`truncated` in the failures table)." in w
+    assert ("NOTE: 2 model call(s) stopped before the reply was finished, at max_tokens or (no cap sent) at the end of "
+            "the context window: `truncated` in the failures table.") in w
     assert not any("max_tokens" in l for l in warnings(results_frame(ROWS), failures(ROWS)))
     head = [c.strip() for c in to_markdown(f).splitlines()[0].strip("|").split("|")]
     assert head[:8] == ["method", "stage", "queries", "calls", "failed", "fallback", "truncated", "overflow"]
