@@ -46,7 +46,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run", choices=sorted(RUNS))
     a = ap.parse_args(argv)
-    print(record(a.run), flush=True)
+    try: print(record(a.run), flush=True)
+    except KeyboardInterrupt as e:   # Ctrl-C or SIGTERM: the rows so far and the export stay; the same command resumes
+        raise SystemExit(f"record_preset_runs: {e}; its calls are exported beside it: rerun the same command to resume")
 
 
 if __name__ == "__main__":
