@@ -240,8 +240,8 @@ def _run_requests(model, preps:list[dict]) -> list[ChatResult]:
 
 # %% ../nbs/02_llm.ipynb #beb27412
 def _was_truncated(e:Entry, prep:dict) -> bool:
-    ("Whether a recorded reply was cut by `max_tokens`: as recorded, or for an entry recorded before that was "
-     "kept, every attempt's completion tokens at the cap.")
+    ("Whether a recorded reply was cut by `max_tokens`: as recorded, or for an entry recorded before that "
+     "was kept, every attempt's completion tokens at the cap.")
     if "truncated" in e.response: return bool(e.response["truncated"])
     if "finish" in e.response: return e.response["finish"] == "length"   # how pace 0.2's first entries say it
     cap = prep["req"]["max_tokens"]

@@ -400,8 +400,9 @@ def warnings(df: pd.DataFrame, fails: pd.DataFrame | None = None) -> list[str]:
             out.append(f"NOTE: {m}/{st}: {r.failed:.0f}% of {int(r.calls)} calls failed and fell back "
                        "(see the failures table).")
         cut = round((fails.truncated.fillna(0) * fails.calls / 100).sum()) if "truncated" in fails else 0
-        if cut: out.append(f"NOTE: {cut} model call(s) stopped before the reply was finished, at max_tokens or "
-                           "(no cap sent) at the end of the context window: `truncated` in the failures table.")
+        if cut: out.append(f"NOTE: {cut} model call(s) stopped before the reply was finished, at max_tokens "
+                           "or (no cap sent) at the end of the context window: `truncated` in the failures "
+                           "table.")
     return out
 
 # %% ../../nbs/31_evaluate.ipynb #78eefb59
@@ -497,9 +498,9 @@ TITLES = {"table2": "Table 2: evidence size (facts handed to the answerer), retr
                                "what the answer prompt held (section 7.2)",
           "funnel": "Evidence funnel: facts handed to the answerer, mean gold recall (%) at each stage, "
                     "and documents per stage",
-          "failures": "Failures, fallbacks, replies cut short (at max_tokens, or at the end of the context "
-                      "when no cap is sent) and prompts over the context window per stage (% of calls; filter "
-                      "ids per query)",
+          "failures": "Failures, fallbacks, replies cut short (at max_tokens, or at the end of the "
+                      "context when no cap is sent) and prompts over the context window per stage (% of "
+                      "calls; filter ids per query)",
           "cost_per_query": "LLM calls, tokens and seconds per query"}
 RELEASE_NOTES = {   # what a title adds when the run is scored as the release scores it (`scored_as_release`)
     "table2": " (ranked lists scored as they stand: a repeated id takes a slot, as the release scores them)",

@@ -325,7 +325,8 @@ def _record_or_replay(out, # folder of the cache export `cache.jsonl.gz` (record
     if export.exists() and not cache.exists():   # resume a recording from its export (no vectors: no store)
         import_cache(Cache(cache), export, embeddings=store if store.is_dir() else None)
     try:
-        for parent, name, kw in runs: run_experiment(out_dir=parent, cache=cache, name=name, progress=False, **kw)
+        for parent, name, kw in runs:
+            run_experiment(out_dir=parent, cache=cache, name=name, progress=False, **kw)
     except BaseException:   # stopped (Ctrl-C, SIGTERM, a crash): what it computed is exported, and resumes
         export_cache(Cache(cache), export, embeddings=store); raise
     return "exported", export_cache(Cache(cache), export, embeddings=store)
