@@ -196,12 +196,16 @@ class LlamaCppChat(ChatModel):
                               or os.cpu_count(), seed=0,
                               chat_format=chat_format, verbose=verbose)
         self._llm, self._lock, self.chat_format, self._gguf = None, threading.Lock(), chat_format, None
-        self.grow_context, self.n_ctx = grow_context, n_ctx
+        self.grow_context = grow_context
         super().__init__(model_id or k.get("model_id") or self.path.stem.lower(), context_window=n_ctx, **kw)
     @property
     def llm(self):
         "The `llama_cpp.Llama` object, loaded on first use."
         with self._lock: return self._llm_unlocked()
+    @property
+    def n_ctx(self) -> int:
+        "The context llama.cpp is loaded with (larger than `context_window` once it has grown)."
+        return self._llama_kw["n_ctx"]
     def _llm_unlocked(self):
         if self._llm is None:
             from llama_cpp import Llama
@@ -217,8 +221,7 @@ class LlamaCppChat(ChatModel):
         if new is None: return False
         print(f"llamacpp: context {m.group(2)} -> {new} tokens for a prompt of {m.group(1)} "
               f"(KV cache ~{kv_cache_bytes(md, new) / 2**20:.0f} MiB)", file=sys.stderr)
-        self._llm, self.n_ctx = None, new
-        self._llama_kw["n_ctx"] = new
+        self._llm, self._llama_kw["n_ctx"] = None, new
         return True
     @classmethod
     def replay_spec(cls, d:dict) -> tuple[dict, int|None]:
