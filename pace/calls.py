@@ -7,7 +7,8 @@ from __future__ import annotations
 import json, re
 from typing import Any
 from pydantic import BaseModel, ValidationError
-from .cache import Accounts, ReplayError
+from .cache import Accounts
+from .data import UsageError
 
 # %% auto #0
 __all__ = ['DECODINGS', 'AgentCall', 'reply_json', 'release_json', 'agent_request', 'decoding_of', 'chat_one', 'read_reply',
@@ -88,7 +89,7 @@ def chat_one(cm, req: dict):
     ("The result of `req` through `cm.chat`, or the Exception it raised (a backend bug must not stop an "
      "experiment).")
     try: return cm.chat(req['messages'], **{k: v for k, v in req.items() if k != 'messages'})
-    except ReplayError: raise   # a replay that lacks a request must stop, not record a failure
+    except UsageError: raise   # a mistake of use (a replay lacking a reply) stops: not a failure
     except Exception as e: return e
 
 # %% ../nbs/03_calls.ipynb #1fdce7bb
@@ -151,7 +152,7 @@ def run_steps(cm,    # chat model
 def _chat_many(cm, reqs: list[dict]) -> list:
     "Results of `reqs` from one `cm.chat_batch` call; when the batch raises, `chat_one` for each."
     try: return cm.chat_batch(reqs)
-    except ReplayError: raise
+    except UsageError: raise
     except Exception: return [chat_one(cm, r) for r in reqs]
 
 def _tally(acc: Accounts, reqs: list[dict], results: list):

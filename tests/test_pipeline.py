@@ -65,14 +65,16 @@ def per_query(ms):
     return {'directions': [{'dimension': 'plans', 'key_anchors': [user.split()[1]]}], 'counter': [f"view {h}", "commitments that day"],
             'selected_doc_ids': ids[h % 3:][::-1][:10]}
 
-@pytest.mark.parametrize("cfg", [dict(), dict(use_planning=False), dict(use_traversal=False, no_traversal_evidence='seeds')])
-def test_stage_batching_gives_the_per_query_traces(ds, cfg):
+@pytest.mark.parametrize("name,cfg", [('pacemaker', dict()), ('pacemaker-no_planning', dict()),
+                                      ('pacemaker-no_traversal', dict(no_traversal_evidence='seeds'))])
+def test_stage_batching_gives_the_per_query_traces(ds, name, cfg):
     from pace.runfolder import split_volatile
     qs = ds.queries[:8]; insts = [ds.instances[q.instance_id] for q in qs]; kbs = [ds.facts(q.instance_id) for q in qs]
     s = {st: per_query for st in ('planner', 'views', 'prehop', 'posthop')} | {'answer': lambda ms: "No." if len(ms[-1]['content']) % 3 else RuntimeError("down")}
     store = {q.instance_id: ToyIndex(ds.facts(q.instance_id)) for q in qs}
     idx = lambda iid, kb: store[iid]
-    conf = PaceMakerConfig(**cfg)
+    from pace.methods.pipeline import pipeline
+    conf = pipeline(name, PaceMakerConfig(**cfg))
     one, many = BatchLog(s, context_window=900), BatchLog(s, context_window=900)   # a small window: post-hop tournaments of several rounds
     singles = [PaceMaker(one, idx, conf).run(q, i, kb) for q, i, kb in zip(qs, insts, kbs)]
     batched = PaceMaker(many, idx, conf).run_batch(qs, insts, kbs)
@@ -80,8 +82,8 @@ def test_stage_batching_gives_the_per_query_traces(ds, cfg):
     assert many.log == one.log or sorted(map(str, many.log)) == sorted(map(str, one.log))   # the same requests
     assert set(one.sizes) == {1} and max(many.sizes) == len(qs) and len(many.sizes) < len(one.sizes) / 3
     calls = [c for t in batched for c in t.calls]
-    if cfg == {}: assert any(c.error and 'server busy' in c.error for c in calls) and any(c.error and ('structured' in c.error or 'schema' in c.error) for c in calls)
-    if cfg == {}: assert max(t.selection['posthop'].rounds for t in batched) >= 2
+    if name == 'pacemaker': assert any(c.error and 'server busy' in c.error for c in calls) and any(c.error and ('structured' in c.error or 'schema' in c.error) for c in calls)
+    if name == 'pacemaker': assert max(t.selection['posthop'].rounds for t in batched) >= 2
 
 
 # --- the anchors are the Hybrid baseline's list, whatever PaceMaker's own settings
@@ -97,13 +99,13 @@ class Crossed:
 
 def crossed_run(base, **script_kw):
     from types import SimpleNamespace as NS
-    from pace.methods.pipeline import pacemaker_config
+    from pace.methods.pipeline import pipeline
     from pace.methods.baselines import make_method
     idx = Crossed(); kb = [NS(doc_id=i, text=idx.text(i)) for i in idx.ids]
     q = NS(query_id='q', query='Book the Old Duke on Friday', ref_date='2026-04-14'); inst = NS(instance_id='x', ego={'name': 'Maya'})
     last = lambda ms: {'selected_doc_ids': ids_in(ms, 50)[::-1][:5]}    # disagrees with the order shown
     s = script() | {'planner': {'directions': [{'dimension': 'Friday plans', 'key_anchors': ['Friday']}]}, 'prehop': last, 'posthop': last}
-    tr = PaceMaker(ScriptedChat(s | script_kw), idx, pacemaker_config('pacemaker-small', base)).run(q, inst, kb=kb)
+    tr = PaceMaker(ScriptedChat(s | script_kw), idx, pipeline('pacemaker-small', base)).run(q, inst, kb=kb)
     hybrid = make_method('hybrid', None, idx, base).run(q, inst, kb, answer=False)
     return idx, tr, hybrid
 
@@ -145,25 +147,34 @@ def test_answer_format_reaches_pacemaker_and_the_baselines(ds):
     cm = ScriptedChat(script())
     r = make_method('pacemaker', cm, ToyIndex(kb), PaceMakerConfig()).run(q, inst, kb)
     assert cm.calls('answer')[0]['schema'] is None and 'decision' not in r.trace['calls'][-1]['notes']
-    assert 'answer_format' not in r.trace['config'] and r.trace['config'] == PaceMakerConfig().model_dump()
+    assert r.trace['config'] == {}   # the defaults: nothing recorded
 
-def test_default_config_dumps_as_the_reference_run_recorded_it():
-    "Settings and traces of a paper-default run stay as the reference run wrote them; a non-default answer format is recorded."
-    import json
+def test_the_recorded_settings_are_what_differs_from_the_defaults_and_read_back():
+    "A trace records the settings that differ from their defaults; read back, they give the same settings (a new setting with a default changes no record)."
+    from pace.methods.pipeline import pipeline
+    p = pipeline('pacemaker-small-no_anchors', PaceMakerConfig(answer_format='structured', hops=5))
+    rec = p.settings.changed()
+    assert rec == dict(n_filter=15, n_final=15, max_pool_candidates=40, counter_weighting='overlap', answer_format='structured')
+    assert PaceMakerConfig(**rec) == p.settings
+
+def test_a_format_1_run_folder_is_refused_with_its_format_named(tmp_path):
+    "A run folder written before run format 2 (the reference run of tests/fixtures) is not resumed: the error names the format."
+    import shutil
     from pathlib import Path
+    from pace.eval.run import run_experiment
+    from pace.runfolder import RunMismatchError
     ref = Path(__file__).parents[1] / "tests/fixtures/old-run/mini-qwen2.5-0.5b-n6"
-    settings = json.loads((ref / "run.json").read_text())["settings"]["pacemaker"]
-    row = next(json.loads(l) for l in (ref / "results.jsonl").read_text().splitlines() if '"method": "pacemaker"' in l)
-    assert PaceMakerConfig().model_dump() == settings == row["trace"]["config"]
-    assert PaceMakerConfig(answer_format='structured').model_dump() == settings | dict(answer_format='structured')
-    assert PaceMakerConfig(**row["trace"]["config"]).answer_format == 'free_text'
+    shutil.copytree(ref, tmp_path / "old")
+    with pytest.raises(RunMismatchError, match="run format 1"):
+        run_experiment(dataset=str(Path(__file__).parents[1] / "data/mini"), out_dir=tmp_path, name="old", chat=None, judge=None,
+                       embedder="hash:hash", methods=["bm25"], limit=1, retrieval_only=True, cache=False, progress=False)
 
 
 # --- PaceMaker as a declared list of stages
 
 def stage_names(name, base=None):
-    from pace.methods.pipeline import pacemaker_config
-    return [s.name for s in PaceMaker(None, None, pacemaker_config(name, base)).stages]
+    from pace.methods.pipeline import pipeline
+    return [s.name for s in PaceMaker(None, None, pipeline(name, base)).stages]
 
 def test_methods_are_lists_of_stages():
     assert stage_names('pacemaker') == ['plan', 'views', 'retrieve', 'prehop', 'traverse', 'posthop', 'answer']
@@ -174,18 +185,15 @@ def test_methods_are_lists_of_stages():
     assert stage_names('pacemaker-small-no_anchors') == stage_names('pacemaker')
     assert stage_names('pacemaker-score') == ['request', 'entities', 'dates', 'pool', 'score', 'fuse', 'answer']
     assert stage_names('pacemaker-score-no_scores-no_dates') == ['request', 'entities', 'pool', 'fuse', 'answer']
-    from pace.methods.pacemaker_score import PaceMakerScore
-    from pace.methods.pipeline import pacemaker_config
-    pm, ps = PaceMaker(None, None), PaceMakerScore(None, None)
+    pm, ps = PaceMaker(None, None), PaceMaker(None, None, 'pacemaker-score')
     assert pm.stages[-1] is ps.stages[-1]                         # one answer stage, not a copy
-    assert PaceMaker(None, None, pacemaker_config('pacemaker-score')).stages == ps.stages
 
 def test_pacemaker_score_resolves_without_registration_by_import():
     "pipeline alone knows pacemaker-score's name (the old code knew it only once pacemaker_score had been imported)."
     import subprocess, sys
     code = ("import sys; from pace.methods import pipeline as p; assert 'pace.methods.pacemaker_score' not in sys.modules\n"
-            "before = dict(p.PACEMAKER_METHODS); c = p.pacemaker_config('pacemaker-score-no_dates')\n"
-            "print(type(c).__name__, c.name, c.date_seeds, dict(p.PACEMAKER_METHODS) == before)")
+            "before = dict(p.VARIANTS); m = p.pipeline('pacemaker-score-no_dates')\n"
+            "print(type(m.settings).__name__, m.name, 'dates' in [s.name for s in m.stages], dict(p.VARIANTS) == before)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ['ScoreConfig', 'pacemaker-score-no_dates', 'False', 'True']
@@ -200,7 +208,8 @@ def test_a_stage_of_ones_own_reaches_the_trace(ds):
         st.tr.seeds = [i for i in st.tr.seeds if word not in st.idx.text(i)]
         return st.tr.seeds
     mine = insert_after(PACEMAKER_STAGES, 'prehop', StageSpec('no_word', no_word, evidence='no_word', timing='no_word'))
-    cm = ScriptedChat(script()); tr = PaceMaker(cm, idx, stages=mine).run(q, inst, kb=kb)
+    from pace.methods.pipeline import pipeline
+    cm = ScriptedChat(script()); tr = PaceMaker(cm, idx, pipeline('pacemaker')._replace(name='pacemaker-no_word', stages=mine)).run(q, inst, kb=kb)
     dropped = [i for i in plain.seeds if word in idx.text(i)]
     assert dropped and tr.evidence['prehop'] == plain.seeds
     assert tr.evidence['no_word'] == [i for i in plain.seeds if i not in dropped]
@@ -210,4 +219,4 @@ def test_a_stage_of_ones_own_reaches_the_trace(ds):
     assert [c['stage'] for c in cm.log] == ['planner', 'views', 'prehop', 'posthop', 'answer']
     shown = ids_in(cm.calls('posthop')[0]['messages'], 1000)
     assert shown == tr.pool_order and shown[:len(tr.seeds)] == tr.seeds    # the post-hop filter sees the pool grown from what is left
-    assert tr.config == plain.config and tr.method == plain.method == 'pacemaker'
+    assert tr.config == plain.config and (tr.method, plain.method) == ('pacemaker-no_word', 'pacemaker')

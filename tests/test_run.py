@@ -552,7 +552,7 @@ def test_max_rps_bounds_the_models_request_starts(tmp_path, capsys):
     assert "--max-rps: the fake backend is not served over HTTP" in capsys.readouterr().err
 
 
-def test_bm25_release_is_the_default_reaches_the_index_and_run_json_names_it(tmp_path):
+def test_bm25_release_is_the_default_reaches_the_index_and_run_json_names_the_other(tmp_path):
     from pace.data import load_pace_dataset
     from pace.index import release_tokens
     from rank_bm25 import BM25Okapi
@@ -560,8 +560,8 @@ def test_bm25_release_is_the_default_reaches_the_index_and_run_json_names_it(tmp
     a = run_experiment(name="pace", bm25="pace", **base)
     b = run_experiment(name="release", **base)                   # the default
     man = lambda r: json.loads((r["run_dir"] / "run.json").read_text())["settings"]
-    # the project's BM25 (the committed runs') writes no key: their run.json stays as it was
-    assert "index" not in man(a) and man(b)["index"] == {"bm25": "release"}
+    # run.json names what differs from the defaults: the project's BM25, not the default release one
+    assert man(a)["index"] == {"bm25": "pace"} and "index" not in man(b)
     assert sorted(p.name for p in (b["run_dir"] / "index").iterdir()) == ["@bm25-release"]
     assert "@bm25-release" not in [p.name for p in (a["run_dir"] / "index").iterdir()]
     assert "(shared index)" in (b["run_dir"] / "index_cost.csv").read_text()
@@ -574,5 +574,5 @@ def test_bm25_release_is_the_default_reaches_the_index_and_run_json_names_it(tmp
         assert r["retrieved_ids"] == top
     pm = [r for r in read_jsonl(b["run_dir"] / "results.jsonl") if r["method"] == "pacemaker"]
     assert pm and all(r["retrieved_ids"] for r in pm)            # PaceMaker searches the same release index
-    with pytest.raises(RunMismatchError, match=r"index: null -> \{\"bm25\": \"release\"\}"):   # one folder, one BM25
+    with pytest.raises(RunMismatchError, match=r"index: \{\"bm25\": \"pace\"\} -> null"):   # one folder, one BM25
         run_experiment(name="pace", **base)

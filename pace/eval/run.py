@@ -26,7 +26,7 @@ from .judge import JUDGE_MODES, PAPER_PROMPTS, judge_answer
 from ..metrics import funnel
 from ..index import BM25_MODES, index_seconds
 from ..shards import MergeError, check_parts, gap_check, merged_rows, parse_shard, shard_ids
-from ..methods.pipeline import PaceMakerConfig, pacemaker_config, SMALL_SWITCHES, RELEASE_SETTINGS
+from ..methods.pipeline import PaceMakerConfig, pipeline, RELEASE_SETTINGS
 from ..methods.agents import RELEASE_PROMPTS
 from ..runfolder import (VOLATILE, split_volatile, dataset_sha256, model_fingerprint, settings_diff,
                             RunMismatchError, check_settings, build_model, RunLocked, RunLock, JobFolder,
@@ -39,11 +39,11 @@ from ..atomic import write_text
 
 # %% auto #0
 __all__ = ['DEFAULT_DATA', 'DEFAULT_CHAT', 'DEFAULT_METHODS', 'RETRIEVAL_METHODS', 'DEFAULT_LIMIT', 'STRUCTURED_METHODS',
-           'METHODS', 'METHODS_HELP', 'RETRIEVAL_ONLY_HELP', 'RUN_PRESETS', 'select_queries', 'build_method',
-           'prompt_hashes', 'hipporag_settings', 'chat_name', 'default_run_name', 'check_run_name', 'ScopeConfig',
-           'ModelsConfig', 'JudgeConfig', 'ExecutionConfig', 'IndexConfig', 'RunConfig', 'track_given', 'public_query',
-           'public_facts', 'public_kb', 'round_floats', 'RunInterrupted', 'stop_on_sigterm', 'check_run_files',
-           'deeper_methods', 'Run', 'run_experiment', 'merge_runs', 'add_cli']
+           'METHODS', 'METHODS_HELP', 'RETRIEVAL_ONLY_HELP', 'RUN_PRESETS', 'RUN_FORMAT', 'select_queries',
+           'build_method', 'prompt_hashes', 'hipporag_settings', 'chat_name', 'default_run_name', 'check_run_name',
+           'ScopeConfig', 'ModelsConfig', 'JudgeConfig', 'ExecutionConfig', 'IndexConfig', 'RunConfig', 'track_given',
+           'public_query', 'public_facts', 'public_kb', 'round_floats', 'RunInterrupted', 'stop_on_sigterm',
+           'check_run_files', 'deeper_methods', 'Run', 'run_experiment', 'merge_runs', 'add_cli']
 
 # %% ../../nbs/32_run.ipynb #45bcaae8
 DEFAULT_DATA = "data/mini"
@@ -460,7 +460,7 @@ def _check_pacemaker_names(specs: dict, cfg):
     "Refuse a PaceMaker method name that the --config settings contradict (pacemaker-small, anchor_keep=0)."
     for m, s in specs.items():
         if s.config == "pacemaker":
-            try: pacemaker_config(m, cfg)
+            try: pipeline(m, cfg)
             except ValueError as e: raise UsageError(f"--methods {m} with --config: {e}") from None
 
 # %% ../../nbs/32_run.ipynb #354f242a
@@ -469,8 +469,8 @@ def _run_folder(out_dir, name: str) -> JobFolder:
     out, run_dir = Path(out_dir), Path(out_dir) / check_run_name(name)
     for p, what in ((out, "--out"), (run_dir, "the run folder")):
         if p.exists() and not p.is_dir(): raise UsageError(f"{what} {p} is a file, not a folder")
-    # an edited file of a method of your own is named in one line
-    return JobFolder(run_dir, explain=lambda old, new: _own_change(old, new))
+    # an older run format, or an edited file of a method of your own, is named in one line
+    return JobFolder(run_dir, explain=lambda old, new: _run_change(old, new))
 
 def _open_cache(cache, run_dir: Path):
     "The run's cache, opened once for all its models: `<run>/cache.sqlite` by default; False: none."
@@ -490,27 +490,29 @@ def _own_settings(specs: dict, # {name: `MethodSpec`} of the run
     "What makes the rows of methods of your own, for `run.json`: spec, source sha256, imports' ({} for none)."
     own = {m: dict(spec=s.spec, sha256=s.sha256) | _own_imports(s)
            for m, s in specs.items() if s.kind == "own"}
-    return dict(own_methods=own) if own else {}   # no key otherwise: the other runs' run.json stays as it was
+    return dict(own_methods=own) if own else {}
 
 def _model_settings(c: RunConfig) -> dict:
     "How the models are asked (re-asks, context growth, decoding), for `run.json`: what is not the default."
     d = c.models.model_dump(include={"parse_retries", "grow_context", "decoding"}, exclude_defaults=True)
-    return dict(model_calls=d) if d else {}   # no key otherwise: the other runs' run.json stays as it was
+    return dict(model_calls=d) if d else {}
 
 def _index_settings(c: RunConfig) -> dict:
-    ("The index settings for `run.json`: none for the BM25 that runs were recorded with before `release` "
-     "became the default ('pace'), so their run.json stays as it was; {'index': {'bm25': ...}} otherwise.")
-    return {} if c.index.bm25 == "pace" else dict(index=dict(bm25=c.index.bm25))
+    "How the index is built, for `run.json`: what is not the default."
+    d = c.index.model_dump(exclude_defaults=True)
+    return dict(index=d) if d else {}
 
 def _preset_settings(c) -> dict:
     """The preset, and the sha256 (first 16 hex) of the release's prompts and the paper judge's when the run
-    uses them; {} for a run under the defaults, whose run.json stays as it was."""
+    uses them; {} for a run under the defaults."""
     digest = lambda ps: {k: hashlib.sha256(v.encode()).hexdigest()[:16] for k, v in sorted(ps.items())}
     out = dict(preset=c.preset) if c.preset != "pace" else {}
     if c.pacemaker.agent_prompts == "release": out["release_prompts"] = digest(RELEASE_PROMPTS)
     if c.judge.mode == "paper" and not c.scope.retrieval_only:
         out["paper_judge_prompts"] = digest(PAPER_PROMPTS)
     return out
+
+RUN_FORMAT = 2   # 2: settings written as what differs from their defaults (1: PaceMaker's in full)
 
 def _settings(run) -> dict:
     "What the opened `run` is, for `run.json`; a folder resumes only under the same settings."
@@ -521,15 +523,12 @@ def _settings(run) -> dict:
                 judge=model_fingerprint(run.jm), judge_mode=None if ro else c.judge.mode,
                 judge_is_agent=run.jm is not None and run.jm is run.cm,
                 judge_max_tokens=None if ro else c.judge.max_tokens, embedder=model_fingerprint(run.emb),
-                pacemaker=c.pacemaker.model_dump(),
-                small_preset={n: sw.on for n, sw in SMALL_SWITCHES.items()}, seed=c.scope.seed,
-                retrieval_only=ro,
-                # only what differs from the defaults: runs made before the option still resume
+                pacemaker=c.pacemaker.changed(), seed=c.scope.seed, retrieval_only=ro,
                 graphrag=c.graphrag.model_dump(exclude_defaults=True) or None,
                 hipporag=hipporag_settings() if "hipporag2" in run.methods else None,
                 **_own_settings(run.specs), **_index_settings(c), **_model_settings(c),
-                **({'depth': c.scope.depth} if c.scope.depth else {}),   # no key: old runs resume
-                **_preset_settings(c))
+                **({'depth': c.scope.depth} if c.scope.depth else {}),
+                **_preset_settings(c), run_format=RUN_FORMAT)
 
 # %% ../../nbs/32_run.ipynb #31f35e81
 def _own_imports(s) -> dict:
@@ -546,8 +545,11 @@ def _own_imports(s) -> dict:
             out[where if given is not None and name == given.__name__ else name] = h
     return dict(imports=dict(sorted(out.items()))) if out else {}
 
-def _own_change(old: dict, new: dict) -> tuple | None:
-    "(`_own_file_change` in words, 'own_methods'), or None: `check_settings`' explanation."
+def _run_change(old: dict, new: dict) -> tuple | None:
+    "(why in words, the key) for `check_settings`: a run of another format, a changed file of yours; or None."
+    if old.get("run_format", 1) != new.get("run_format", 1):
+        return (f"a run written in run format {old.get('run_format', 1)} (this pace writes "
+                f"{new.get('run_format', 1)}; `pace reproduce` replays committed runs)", "run_format")
     why = _own_file_change(old, new)
     return None if why is None else (why, "own_methods")
 

@@ -11,8 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tqdm.auto import tqdm
 from ..calls import AgentCall, reply_json
-from ..cache import ReplayError
-from ..data import append_row, load_done
+from ..data import UsageError, append_row, load_done
 
 # %% auto #0
 __all__ = ['PAPER_FIELDS', 'SITUATION_TYPES', 'LABELS', 'CELLS', 'MAX_TEXT', 'TIME12_RE', 'TIME24_RE', 'DURATION_RE',
@@ -191,7 +190,7 @@ def ask_many(cm, conversations: list[list[dict]], schema, *, stage: str, max_tok
     reqs = [dict(messages=m, schema=s, temperature=temperature, max_tokens=max_tokens, seed=seed)
             for m, s in zip(conversations, schemas)]
     try: results = cm.chat_batch(reqs, stage=stage)
-    except ReplayError: raise   # a replay that lacks a reply stops, never becomes a recorded failure
+    except UsageError: raise   # a mistake of use (a replay lacking a reply) stops: not a failure
     except Exception as e:   # a backend bug must not stop a long run: each request is a recorded failure
         return [(None, AgentCall(stage=stage, ok=False, error=f"{type(e).__name__}: {e}")) for _ in reqs]
     out = []

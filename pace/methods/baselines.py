@@ -13,10 +13,8 @@ from pydantic import BaseModel
 from ..calls import AgentCall
 from .agents import generate_answer, fit_facts, as_date, persona_name
 from ..data import UsageError
-from .pipeline import (PaceMaker, PaceMakerConfig, MethodTrace, resolve_index, pacemaker_config,
-                                   hybrid_ranking, HYBRID_K,
-                           SMALL_SWITCHES, SMALL_SIZES, ABLATIONS)
-from .pacemaker_score import SCORE_SWITCHES
+from .pipeline import (PaceMaker, PaceMakerConfig, MethodTrace, resolve_index, pipeline, variant,
+                                   hybrid_ranking, HYBRID_K, SMALL_SIZES)
 
 # %% auto #0
 __all__ = ['ANSWER_SETTINGS', 'METHOD_SPECS', 'SIZED', 'METHODS', 'LLM_FREE', 'RUN_PREFIXES', 'MethodResult', 'Method',
@@ -229,9 +227,8 @@ class PaceMakerMethod:
     ranked, retrieves = True, True
     def __init__(self, chat_model, # the agents' model
                  index, # an index, `IndexStore` or callable
-                 config: PaceMakerConfig | None = None):
-        # the config's name says the method's list of stages (`pace.methods.pipeline.method_stages`)
-        self.pm = PaceMaker(chat_model, index, config)
+                 method=None): # a `pace.methods.pipeline.Pipeline` or its name (None: the paper's PaceMaker)
+        self.pm = PaceMaker(chat_model, index, method)
     @property
     def name(self): return self.pm.name
     @property
@@ -294,11 +291,12 @@ METHOD_SPECS = (
                settings=(*ANSWER_SETTINGS, "k_rrf"),
                variants=(f"hybrid@{SMALL_SIZES['n_final']}",)),
     MethodSpec("pacemaker", PaceMakerMethod, default=True, batchable=True, order=6, config="pacemaker",
-               variants=tuple(f"pacemaker-no_{s}" for s in ABLATIONS['pacemaker'])),
+               variants=tuple(f"pacemaker-no_{a}" for a in variant('pacemaker').ablations)),
     MethodSpec("pacemaker-small", PaceMakerMethod, batchable=True, config="pacemaker",
-               variants=tuple(f"pacemaker-small-no_{s}" for s in SMALL_SWITCHES)),
+               variants=tuple(f"pacemaker-small-no_{a}" for a in variant('pacemaker-small').ablations
+                             if a not in variant('pacemaker').ablations)),
     MethodSpec("pacemaker-score", PaceMakerMethod, batchable=True, config="pacemaker",
-               variants=tuple(f"pacemaker-score-no_{s}" for s in SCORE_SWITCHES)),
+               variants=tuple(f"pacemaker-score-no_{a}" for a in variant('pacemaker-score').ablations)),
     MethodSpec("hipporag2", "pace.methods.hipporag:HippoRAG2", kind="structured", alone=True,
                settings=("answer_max_tokens",)),
     MethodSpec("graphrag", "pace.methods.graphrag:GraphRAG", kind="structured", alone=True, config="graphrag",
@@ -462,7 +460,7 @@ def make_method(name: str | MethodSpec, # a name `method_spec` knows ('hybrid@20
                 **kw): # options of the method's class (k, k_rrf, answer_max_tokens, answer_format, policy)
     "A `Method` from its name or `MethodSpec` (see `METHOD_SPECS`), named as its rows will be."
     s = name if isinstance(name, MethodSpec) else method_spec(name)
-    if s.config == "pacemaker": return s.cls()(chat_model, index, pacemaker_config(s.name, config))
+    if s.config == "pacemaker": return s.cls()(chat_model, index, pipeline(s.name, config))
     if config is not None:
         for k in s.settings: kw.setdefault(k, getattr(config, k))
     if s.config == "graphrag": kw["config"] = graphrag_config

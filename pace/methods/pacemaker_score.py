@@ -5,19 +5,18 @@
 # %% ../../nbs/21b_pacemaker_score.ipynb #95a785de
 from __future__ import annotations
 import datetime as dt, math, re
-from typing import Literal
 from pydantic import BaseModel, Field
 from ..calls import AgentCall, agent_request
 from .agents import as_date
-from .pipeline import (PaceMaker, PaceMakerConfig, Trace, View, ViewCandidates, Switch, RunState,
-                                   StageSpec, STEPS, MethodStages, drop)
+from .pipeline import (PaceMakerConfig, Trace, View, ViewCandidates, RunState, StageSpec, STEPS,
+                                   Variant, without)
 from ..retrieve import hybrid_search, wrrf
 
 # %% auto #0
-__all__ = ['SCORE_SYSTEM', 'SCORE_SWITCHES', 'SCORE_SIZES', 'SCORE_STEPS', 'PACEMAKER_SCORE', 'request_dates', 'date_facts',
-           'request_names', 'entity_view', 'score_messages', 'yes_probability', 'read_score', 'score_steps',
-           'score_ranking', 'ScoreConfig', 'score_config', 'ScoreTrace', 'request_candidates', 'entity_candidates',
-           'date_candidates', 'score_pool', 'score_facts', 'fuse_runs', 'PaceMakerScore']
+__all__ = ['SCORE_SYSTEM', 'SCORE_SIZES', 'SCORE_STEPS', 'PACEMAKER_SCORE', 'request_dates', 'date_facts', 'request_names',
+           'entity_view', 'score_messages', 'yes_probability', 'read_score', 'score_steps', 'score_ranking',
+           'ScoreConfig', 'ScoreTrace', 'request_candidates', 'entity_candidates', 'date_candidates', 'score_pool',
+           'score_facts', 'fuse_runs']
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #31dede7a
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -181,51 +180,16 @@ def score_ranking(scores: dict, # doc_id -> score or None
 class ScoreConfig(PaceMakerConfig):
     """pacemaker-score: the request's Hybrid ranking, its date facts, a view of its names and dates, and
     yes/no scores, fused by WRRF."""
-    variant: Literal['paper', 'small', 'score'] = 'score'
     score_depth: int = Field(20, ge=1)          # the request's dense and BM25 top N (fused as Hybrid does)
-    date_seeds: bool = True                     # 'dates': facts naming the request's dates (or day before)
     date_days_before: int = Field(1, ge=0)      # also the days before each named date
     max_date_facts: int = Field(5, ge=0)        # at most this many, the most similar to the request first
     w_date: float = Field(0.25, ge=0)           # weight of the date facts' run in the fusion
-    entity_view: bool = True                    # 'entities': a view of the request's names and dates
     entity_depth: int = Field(10, ge=1)         # its dense and BM25 top N
     w_entity: float = Field(1.0, ge=0)          # its weight in the fusion
-    use_scores: bool = True                     # 'scores': one yes/no call per candidate, P(yes) ranks them
     w_score: float = Field(0.25, ge=0)          # weight of that ranking in the fusion
     score_top_logprobs: int = Field(8, ge=1)    # log-probabilities asked for per call
 
-    @property
-    def name(self) -> str:
-        "'pacemaker-score', then '-no_<switch>' for each switch of `SCORE_SWITCHES` that is off."
-        offs = [n for n, sw in SCORE_SWITCHES.items() if not sw.is_on(self)]
-        return 'pacemaker-score' + ''.join(f'-no_{n}' for n in offs)
-
-SCORE_SWITCHES = {
-    'dates': Switch(dict(date_seeds=True), dict(date_seeds=False)),
-    'entities': Switch(dict(entity_view=True), dict(entity_view=False)),
-    'scores': Switch(dict(use_scores=True), dict(use_scores=False)),
-}
 SCORE_SIZES = dict(n_final=15)   # the facts handed on: against Hybrid's top 15 (the first 10 against its 10)
-
-# %% ../../nbs/21b_pacemaker_score.ipynb #b0a6cfd2
-def score_config(name: str, # 'pacemaker-score', then any '-no_<switch>' of `SCORE_SWITCHES`
-                 base: PaceMakerConfig | None = None, # the run's settings (`--config`)
-                ) -> ScoreConfig:
-    """The config a pacemaker-score method name stands for; settings given explicitly in `base` win over the
-    preset sizes."""
-    base = base or PaceMakerConfig()
-    head, *offs = name.split('-no_')
-    if head != 'pacemaker-score': raise ValueError(f"not a pacemaker-score method: {name!r}")
-    upd = dict(variant='score') | {k: v for k, v in SCORE_SIZES.items() if k not in base.model_fields_set}
-    for o in offs:
-        if o not in SCORE_SWITCHES:
-            raise ValueError(f"unknown switch {o!r} in {name!r}; switches: {', '.join(SCORE_SWITCHES)}")
-        upd |= SCORE_SWITCHES[o].off
-    cfg = ScoreConfig(**(base.model_dump() | upd))
-    if cfg.name.split('-no_')[1:] != [o for o in SCORE_SWITCHES if o in offs]:
-        raise ValueError(f"the settings given make {name!r} into {cfg.name!r}: run that method, or change "
-                         "the settings")
-    return cfg
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #6acd1597
 class ScoreTrace(Trace):
@@ -318,19 +282,6 @@ SCORE_STEPS = dict(   # pacemaker-score's stages, by name
     score=StageSpec('score', score_facts),
     fuse=StageSpec('fuse', fuse_runs, evidence='final', rule=_fusion_rule),
 )
-PACEMAKER_SCORE = MethodStages(
-    'pacemaker-score', (*SCORE_STEPS.values(), STEPS['answer']), score_config,
-    edits={'dates': lambda s, c: drop(s, 'dates'), 'entities': lambda s, c: drop(s, 'entities'),
-           'scores': lambda s, c: drop(s, 'score')},
-    trace=ScoreTrace)
-
-# %% ../../nbs/21b_pacemaker_score.ipynb #ee549595
-class PaceMakerScore(PaceMaker):
-    """pacemaker-score: score, don't pick. The request's Hybrid candidates, its date facts and its entity
-    view's, each judged yes/no, fused by WRRF."""
-    def __init__(self, chat_model, # the scoring model (`pace.llm`; log-probabilities where it has them)
-                 index, # an `InstanceIndex`, `IndexStore` or callable (`pace.methods.pipeline.resolve_index`)
-                 config: ScoreConfig | None = None, # `score_config('pacemaker-score')` when None
-                 stages=None, # `StageSpec`s to run in place of the config's (see `PaceMaker`)
-                ):
-        super().__init__(chat_model, index, config or score_config('pacemaker-score'), stages)
+PACEMAKER_SCORE = Variant((*SCORE_STEPS.values(), STEPS['answer']), SCORE_SIZES,
+                          dict(dates=without('dates'), entities=without('entities'), scores=without('score')),
+                          config=ScoreConfig, trace=ScoreTrace)
