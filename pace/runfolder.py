@@ -375,18 +375,18 @@ def _option_type(f) -> tuple:
 def add_options(parser: argparse.ArgumentParser, # the job's (sub)parser
                 cls, # the job's settings model
                ) -> argparse.ArgumentParser:
-    "An option on `parser` for every setting of `cls` with one: name, type, default and help from the field."
+    "An option on `parser` for every setting of `cls` with one: name, type and help from the field."
     for path, f, opt in option_fields(cls):
         if opt is None: continue
         x, d = f.json_schema_extra or {}, (None if f.default is PydanticUndefined else f.default)
         g = parser.add_mutually_exclusive_group() if "every" in x else parser
-        text = f.description or ""
-        if f.annotation is bool: g.add_argument(opt, action="store_true", help=text)
+        text, absent = f.description or "", dict(default=argparse.SUPPRESS)   # not typed: absent
+        if f.annotation is bool: g.add_argument(opt, action="store_true", help=text, **absent)
         else:
             kind, choices = _option_type(f)
             if d is not None and "default" not in text: text += f" (default {d})"
-            g.add_argument(opt, type=kind, choices=choices, default=d, help=text)
-        if "every" in x: g.add_argument(x["every"][0], action="store_true", help=x["every"][2])
+            g.add_argument(opt, type=kind, choices=choices, help=text, **absent)
+        if "every" in x: g.add_argument(x["every"][0], action="store_true", help=x["every"][2], **absent)
     return parser
 
 # %% ../nbs/06_runfolder.ipynb #c4cfe81d
@@ -394,13 +394,15 @@ def _dest(opt: str) -> str: return opt.lstrip("-").replace("-", "_")
 
 def option_values(args, # the namespace `add_options`' parser gave
                   cls) -> dict:
-    "The nested settings of `cls` the options say (those without an option are left out)."
-    out = {}
+    "The nested settings of `cls` the typed options say (an option not typed is not in `args`: left out)."
+    out, typed = {}, vars(args)
     for path, f, opt in option_fields(cls):
         if opt is None: continue
-        x, v = f.json_schema_extra or {}, getattr(args, _dest(opt))
+        x = f.json_schema_extra or {}
+        if "every" in x and typed.get(_dest(x["every"][0])): v = x["every"][1]
+        elif _dest(opt) in typed: v = typed[_dest(opt)]
+        else: continue
         if f.annotation is bool and opt.startswith("--no-"): v = not v
-        if "every" in x and getattr(args, _dest(x["every"][0])): v = x["every"][1]
         d = out
         for k in path[:-1]: d = d.setdefault(k, {})
         d[path[-1]] = v

@@ -41,9 +41,9 @@ from ..atomic import write_text
 __all__ = ['DEFAULT_DATA', 'DEFAULT_CHAT', 'DEFAULT_METHODS', 'RETRIEVAL_METHODS', 'DEFAULT_LIMIT', 'STRUCTURED_METHODS',
            'METHODS', 'METHODS_HELP', 'RETRIEVAL_ONLY_HELP', 'RUN_PRESETS', 'RUN_FORMAT', 'select_queries',
            'build_method', 'prompt_hashes', 'hipporag_settings', 'chat_name', 'default_run_name', 'check_run_name',
-           'ScopeConfig', 'ModelsConfig', 'JudgeConfig', 'ExecutionConfig', 'IndexConfig', 'RunConfig', 'track_given',
-           'public_query', 'public_facts', 'public_kb', 'round_floats', 'RunInterrupted', 'stop_on_sigterm',
-           'check_run_files', 'deeper_methods', 'Run', 'run_experiment', 'merge_runs', 'add_cli']
+           'ScopeConfig', 'ModelsConfig', 'JudgeConfig', 'ExecutionConfig', 'IndexConfig', 'RunConfig', 'public_query',
+           'public_facts', 'public_kb', 'round_floats', 'RunInterrupted', 'stop_on_sigterm', 'check_run_files',
+           'deeper_methods', 'Run', 'run_experiment', 'merge_runs', 'add_cli']
 
 # %% ../../nbs/32_run.ipynb #45bcaae8
 DEFAULT_DATA = "data/mini"
@@ -360,43 +360,10 @@ class RunConfig(BaseModel):
 
     @classmethod
     def from_args(cls, args) -> RunConfig:
-        """The checked settings from `pace run`'s parsed options (`add_cli`); under a preset, only the options
-        given on the command line (the parser records them in `_given`) count as given."""
-        vals, given = option_values(args, cls), getattr(args, "_given", None)
-        if given is not None and (vals.get("preset") or "pace") != "pace":
-            vals = _only_given(vals, given, cls)
-        return cls.checked(**vals)
-
-# %% ../../nbs/32_run.ipynb #0f26b97e
-_TRACKING = {}   # argparse action class -> its subclass that records the option as given
-
-def track_given(parser: argparse.ArgumentParser, # a parser made by `add_options`
-               ) -> argparse.ArgumentParser:
-    "Make `parser` record the destination of every option given on the command line in `namespace._given`."
-    for a in parser._actions:
-        if not a.option_strings or a.dest == "help": continue
-        base = type(a)
-        if base not in _TRACKING:
-            def call(self, parser, namespace, values, option_string=None, _base=base):
-                if getattr(namespace, "_given", None) is None: namespace._given = set()
-                namespace._given.add(self.dest)
-                return _base.__call__(self, parser, namespace, values, option_string)
-            _TRACKING[base] = type(f"Given{base.__name__}", (base,), {"__call__": call})
-        a.__class__ = _TRACKING[base]
-    return parser
-
-def _only_given(vals: dict, given: set, cls) -> dict:
-    "The nested settings `vals` (`option_values`) with only the options in `given` (destinations) kept."
-    out = {}
-    for path, f, opt in option_fields(cls):
-        every = (f.json_schema_extra or {}).get("every")
-        dests = {opt.lstrip("-").replace("-", "_")} if opt else set()
-        if every: dests.add(every[0].lstrip("-").replace("-", "_"))
-        if not dests & given: continue
-        d, v = out, vals
-        for k in path[:-1]: d, v = d.setdefault(k, {}), v[k]
-        d[path[-1]] = v[path[-1]]
-    return out
+        """The checked settings from `pace run`'s parsed options (`add_cli`): the namespace holds only the
+        options typed (`add_options`), so under a preset those alone win over it, even when they name the
+        default."""
+        return cls.checked(**option_values(args, cls))
 
 # %% ../../nbs/32_run.ipynb #06fbb589
 def public_query(q, # a `pace.data.Query`
@@ -991,7 +958,7 @@ def _resume_command(a) -> str:
     return shlex.join(["pace", *(sys.argv[1:] if argv is None else argv)])
 
 def _run_cmd(a) -> int:
-    if a.methods == []: raise UsageError("--methods is empty")
+    if getattr(a, "methods", None) == []: raise UsageError("--methods is empty")   # typed, and empty
     try:
         with stop_on_sigterm(): res = Run(RunConfig.from_args(a)).execute()
     except RunInterrupted as e:
@@ -1013,6 +980,6 @@ def add_cli(subparsers, # the `pace` parser's sub-parsers
         "run", help="run methods on a dataset, judge the answers, write results and tables",
         description="Run methods on a PACE dataset (offline defaults), judge every answer and write "
                     "results/<name>/.")
-    track_given(add_options(p, RunConfig))
+    add_options(p, RunConfig)
     p.set_defaults(func=_run_cmd)
     return p

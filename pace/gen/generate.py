@@ -514,19 +514,20 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
                                           "atomization and KB assembly, resumable per stage and instance.")
     add_options(p, GenerateJob)
     for act in p._actions:
-        if act.dest in ("out", "personas"): act.required, act.default = True, None
+        if act.dest in ("out", "personas"): act.required = True
     p.set_defaults(func=_generate_cmd)
     return p
 
 # %% ../../nbs/48_generate.ipynb #8a708ca3
 def _generate_cmd(a) -> int:
     job = GenerateJob.checked(**option_values(a, GenerateJob))
-    c = job.config
-    sets = ",".join(f"{k}={v}" for k, v in a.set.items()) if a.set else ""
-    cmd = (f"pace generate --out {a.out} --personas {a.personas}" + (f" --chat '{a.chat}'" if a.chat else "")
-           + (f" --instances {a.instances}" if a.instances else "")
+    c, sets_typed = job.config, getattr(a, "set", None)   # an option not typed is not in `a` (`add_options`)
+    sets = ",".join(f"{k}={v}" for k, v in sets_typed.items()) if sets_typed else ""
+    cmd = (f"pace generate --out {a.out} --personas {a.personas}"
+           + (f" --chat '{job.chat}'" if job.chat else "")
+           + (f" --instances {job.instances}" if job.instances else "")
            + f" --cases-per-cell {c.cases_per_cell} --facts {c.facts} --seed {c.seed} --recipe {c.recipe}"
-           + (f" --set '{sets}'" if a.set else ""))
+           + (f" --set '{sets}'" if sets_typed else ""))
     try: res = generate_dataset(job.model_copy(update=dict(command=cmd)))
     except GenerationError as e:
         print(f"pace: {e}", file=sys.stderr); return 1
