@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 from ..calls import AgentCall, run_steps, run_steps_batch
-from .agents import (ConflictPlan, ReleasePlan, SelectionReport, plan_conflicts, generate_views,
-                                 select_evidence,
-                                 generate_answer,
+from .agents import (ConflictPlan, ReleasePlan, SelectionReport, Planner, ViewGenerator,
+                                 EvidenceFilter,
+                                 AnswerGenerator,
                                  as_date, persona_name, STAGE_ORDER, EVIDENCE_STAGES)
 from ..retrieve import hybrid_search, wrrf
 from ..traverse import bfs_expand
@@ -245,9 +245,9 @@ def plan(st: RunState, # the query's state
          c: PaceMakerConfig, # the settings
         ):
     "Steps: the conflict planner; its plan (or None) goes into the trace."
-    st.tr.plan, rec = yield from plan_conflicts.steps(st.cm, st.q, st.ref, max_directions=c.max_directions,
-                                                      stage='planner', max_tokens=c.planner_max_tokens,
-                                                      prompts=c.agent_prompts, check_anchors=c.check_anchors)
+    planner = Planner(prompts=c.agent_prompts, max_directions=c.max_directions,
+                      max_tokens=c.planner_max_tokens, check_anchors=c.check_anchors)
+    st.tr.plan, rec = yield from planner.steps(st.cm, st.q, st.ref)
     st.tr.calls.append(rec)
 
 # %% ../../nbs/21_pipeline.ipynb #2a5a8b5e
@@ -255,10 +255,9 @@ def views(st: RunState, # the query's state (its plan)
           c: PaceMakerConfig, # the settings
          ):
     "Steps: the multi-view generator; its counter queries join `tr.views`, weighted."
-    counters, rec = yield from generate_views.steps(st.cm, st.q, st.ref, st.tr.plan,
-                                                    max_counter=c.max_counter_queries, stage='views',
-                                                    max_tokens=c.views_max_tokens, prompts=c.agent_prompts,
-                                                    exact=c.exact_counter_queries, clean=c.clean_counters)
+    gen = ViewGenerator(prompts=c.agent_prompts, max_counter=c.max_counter_queries,
+                        max_tokens=c.views_max_tokens, exact=c.exact_counter_queries, clean=c.clean_counters)
+    counters, rec = yield from gen.steps(st.cm, st.q, st.ref, st.tr.plan)
     st.tr.calls.append(rec)
     share = (lambda t: view_specificity(t, st.q)) if c.counter_weighting == 'overlap' else (lambda t: 1.0)
     st.tr.views += [View(text=t, kind='counter', weight=c.w_counter * share(t)) for t in counters]
@@ -288,17 +287,15 @@ def filter_ids(st: RunState, # the query's state (its anchors)
                stage: str, # 'prehop' or 'posthop'
                ids: list[str], # the candidates, in the order shown
                n: int, # how many to keep, anchors included
-               **kw): # more options of `select_evidence` (max_candidates, chunked)
+               **kw): # more options of `EvidenceFilter.steps` (max_candidates, chunked)
     "Steps: one filter stage over `ids`; the anchors first (not shown), then the filter's picks."
     kept = st.tr.anchors
     slots = n - len(kept)
     if slots <= 0: return kept[:n]
     cands = [(i, st.idx.text(i)) for i in ids if i not in kept]
-    out, recs, rep = yield from select_evidence.steps(st.cm, st.q, st.ref, cands, slots, stage=stage,
-                                                      max_tokens=c.filter_max_tokens, pad=c.pad_filters,
-                                                      labels=c.filter_labels, prompts=c.agent_prompts,
-                                                      constrained_ids=c.constrained_ids,
-                                                      dedupe=c.dedupe_selection, **kw)
+    flt = EvidenceFilter(prompts=c.agent_prompts, labels=c.filter_labels, max_tokens=c.filter_max_tokens,
+                         pad=c.pad_filters, constrained_ids=c.constrained_ids, dedupe=c.dedupe_selection)
+    out, recs, rep = yield from flt.steps(st.cm, st.q, st.ref, cands, slots, stage=stage, **kw)
     st.tr.calls += recs; st.tr.selection[stage] = rep
     return kept + out
 
@@ -363,10 +360,9 @@ def answer(st: RunState, # the query's state (its final evidence)
     "Steps: the answer generator over the final evidence; the ids that fitted its prompt."
     tr = st.tr
     facts = [st.idx.text(i) for i in tr.final_ids]
-    tr.answer, rec = yield from generate_answer.steps(st.cm, st.q, st.ref, persona_name(st.instance), facts,
-                                                      stage='answer', max_tokens=c.answer_max_tokens,
-                                                      answer_format=c.answer_format, prompts=c.agent_prompts,
-                                                      tidy=c.tidy_answers, max_facts=c.answer_max_facts)
+    gen = AnswerGenerator(prompts=c.agent_prompts, answer_format=c.answer_format,
+                          max_tokens=c.answer_max_tokens, tidy=c.tidy_answers, max_facts=c.answer_max_facts)
+    tr.answer, rec = yield from gen.steps(st.cm, st.q, st.ref, persona_name(st.instance), facts)
     tr.calls.append(rec); tr.answer_facts_used = rec.notes.get('n_facts_used', 0)
     return tr.final_ids[:tr.answer_facts_used]
 
