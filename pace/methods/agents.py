@@ -9,7 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, get_args
 from pydantic import BaseModel, Field, ValidationError
-from ..cache import Accounts, ReplayError
 from ..calls import (AgentCall, reply_json, agent_request, chat_one, read_reply, call_agent, decoding_of,
                         run_steps, run_steps_batch, prompt_asset)
 
