@@ -14,7 +14,7 @@ from ..calls import AgentCall
 from .agents import generate_answer, fit_facts, as_date, persona_name
 from ..data import UsageError
 from .pipeline import (PaceMaker, PaceMakerConfig, MethodTrace, resolve_index, pipeline, variant,
-                                   hybrid_ranking, HYBRID_K, SMALL_SIZES)
+                                   hybrid_ranking, HYBRID_K, SMALL_SIZES, VARIANTS)
 
 # %% auto #0
 __all__ = ['ANSWER_SETTINGS', 'METHOD_SPECS', 'SIZED', 'METHODS', 'LLM_FREE', 'RUN_PREFIXES', 'MethodResult', 'Method',
@@ -435,6 +435,14 @@ def method_size(name: str, # a method name, e.g. 'hybrid' or 'hybrid@15'
                          "as a whole number >= 1 (e.g. 'hybrid@15')")
     return base, int(n)
 
+# %% ../../nbs/22_baselines.ipynb #9f3a2ce7
+def _variant_spec(name: str, # a method name without a size
+                 ) -> MethodSpec | None:
+    "The spec of a method of a PaceMaker variant the registry does not list (`VARIANTS`); else None."
+    head, *offs = name.split('-no_')
+    if head not in VARIANTS or any(o not in variant(head).ablations for o in offs): return None
+    return MethodSpec(name, PaceMakerMethod, batchable=True, config="pacemaker")
+
 # %% ../../nbs/22_baselines.ipynb #96829546
 def method_spec(name: str, # a registered name or variant, a sized retriever ('hybrid@20'), or 'file.py:Class'
                ) -> MethodSpec:
@@ -442,7 +450,8 @@ def method_spec(name: str, # a registered name or variant, a sized retriever ('h
     if name.startswith(tuple(RUN_PREFIXES)): return run_method(name)
     if ":" in name: return _buildable(own_method(name))
     base, n = method_size(name)
-    s = next((s for s in METHOD_SPECS if base in (s.name, *s.variants)), None) or _entry_point(name)
+    s = (next((s for s in METHOD_SPECS if base in (s.name, *s.variants)), None) or _variant_spec(base)
+         or _entry_point(name))
     if s is None:
         raise ValueError(f"unknown method {name!r}; choose from {', '.join(_names(bool))}, a sized retriever "
                                    f"such as 'hybrid@20' ({', '.join(SIZED)}), or a class of your own "

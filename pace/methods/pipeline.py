@@ -515,8 +515,9 @@ def pipeline(name: str, # 'pacemaker', 'pacemaker-small' or 'pacemaker-score', t
     base = base or PaceMakerConfig()
     over = {k: x for k, x in v.settings.items() if k not in base.model_fields_set}
     p = Pipeline(head, v.stages, v.config(**(base.model_dump() | over)), v.trace)
-    for a, edit in v.ablations.items():   # an ablation not named must change something
-        if a not in offs and edit(p) == p:
+    own = Pipeline(head, v.stages, v.config(**v.settings), v.trace)   # the variant under its own settings
+    for a, edit in v.ablations.items():   # one not named that the given settings (not the variant) make moot
+        if a not in offs and edit(p) == p and edit(own) != own:
             into = head + ''.join(f'-no_{x}' for x in v.ablations if x in offs or x == a)
             raise ValueError(f"the settings given make {name!r} into {into!r}: run that method, or change "
                              "the settings")
