@@ -7,11 +7,12 @@ Format 1 wrote PaceMaker's settings in full (`run.json` `pacemaker`, every PaceM
 ablations as settings (`use_planning`, `use_traversal`, `use_selection`, pacemaker-score's `date_seeds`,
 `entity_view`, `use_scores`), the variant as a setting (`variant`) and pacemaker-small's overlay (`small_preset`).
 Format 2 writes only the settings that differ from their defaults (the ablation is the method's name), the index
-settings only when they differ from the default BM25 ('release'), and `run_format: 2`.
+settings only when they differ from the default BM25 ('release'), a filter's count of the ids it hands on as `n_out`
+(format 1: `n_final`, a name the post-hop setting also has), and `run_format: 2`.
 
-The rows are rewritten with the same serializer `pace run` uses, and only their PaceMaker traces' `config` changes:
-`pace reproduce --all` then checks every row byte for byte against a replay by the new code. A folder already in
-format 2 is left alone.
+The rows are rewritten with the same serializer `pace run` uses, and only their PaceMaker traces' `config` and
+filter reports change: `pace reproduce --all` then checks every row byte for byte against a replay by the new code.
+Each step is idempotent: a folder already migrated is left as it is.
 """
 import json, sys
 from pathlib import Path
@@ -39,7 +40,9 @@ def migrate_rows(path: Path) -> int:
         try: cls = variant(r["method"]).config
         except ValueError: continue   # not a PaceMaker method
         new = settings_now(cls, tr["config"])
-        if new != tr["config"]: tr["config"], n = new, n + 1
+        reps = [rep for rep in (tr.get("selection") or {}).values() if "n_final" in rep]
+        for rep in reps: rep["n_out"] = rep.pop("n_final")
+        if new != tr["config"] or reps: tr["config"], n = new, n + 1
     if n:
         path.write_text(jsonl_text(rows))
         if digests_path(path).exists(): write_digests(path, rows)
@@ -69,10 +72,8 @@ def migrate_manifest(path: Path) -> bool:
 def main(roots):
     runs = sorted({p.parent for r in roots for p in Path(r).rglob("run.json") if (p.parent / "results.jsonl").exists()})
     for run in runs:
-        if json.loads((run / "run.json").read_text())["settings"].get("run_format", 1) >= FORMAT: continue
-        n = migrate_rows(run / "results.jsonl")
-        migrate_manifest(run / "run.json")
-        print(f"{run}: run.json and {n} PaceMaker rows in format {FORMAT}")
+        n, m = migrate_rows(run / "results.jsonl"), migrate_manifest(run / "run.json")
+        if n or m: print(f"{run}: {'run.json and ' if m else ''}{n} PaceMaker rows in format {FORMAT}")
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ def test_filter_drops_repeats_and_counts_the_padding():
     got, recs, rep = select_evidence(cm, Q, "2026-04-14", cands, 4, stage='prehop')
     assert got == ['m05', 'm07', 'm00', 'm01']
     assert recs[0].notes['invalid_ids'] == [] and recs[0].notes['duplicates'] == 1 and recs[0].notes['n_chosen'] == 2
-    assert (rep.n_chosen, rep.n_padded, rep.n_invalid, rep.n_final) == (2, 2, 0, 4)
+    assert (rep.n_chosen, rep.n_padded, rep.n_invalid, rep.n_out) == (2, 2, 0, 4)
     got, _, rep = select_evidence(cm, Q, "2026-04-14", cands, 4, stage='prehop', pad=False)
     assert got == ['m05', 'm07'] and rep.n_padded == 0
 
@@ -116,7 +116,7 @@ def shown_in(ms):
     return [l.split(']')[0][1:] for l in ms[1]['content'].splitlines() if l.startswith('[')]
 
 def adds_up(rep):
-    return rep.n_chosen + rep.n_fallback + rep.n_bye + rep.n_padded + rep.n_passed_uncalled == rep.n_final
+    return rep.n_chosen + rep.n_fallback + rep.n_bye + rep.n_padded + rep.n_passed_uncalled == rep.n_out
 
 def test_filter_call_that_never_reached_a_model_leaves_its_chunk_unseen():
     "A transport error shows nobody the chunk: it counts as unseen (the old report called all 12 shown with the server down)."
@@ -160,7 +160,7 @@ def test_filter_counters_add_up(reply, window):
     cands = [(f"m{i:02d}", f"fact number {i} " + "word " * (i % 7)) for i in range(30)]
     script = {'prehop': (lambda ms: {'selected_doc_ids': shown_in(ms)[::-1][:4]}) if reply == "last" else reply}
     got, recs, rep = select_evidence(ScriptedChat(script, context_window=window), Q, "2026-04-14", cands, 4, stage='prehop', max_tokens=60)
-    assert adds_up(rep) and rep.n_final == len(got) == 4
+    assert adds_up(rep) and rep.n_out == len(got) == 4
     assert rep.n_shown + rep.n_unseen_dropped <= rep.n_candidates
 
 def test_filter_keeps_first_occurrence_order_with_non_adjacent_duplicates():

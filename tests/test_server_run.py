@@ -29,6 +29,7 @@ import pytest
 from pace.cli import main
 from pace.cache import Cache, export_cache
 from pace.backends.llamacpp import LlamaServer
+from pace.methods.pipeline import PaceMakerConfig
 from pace.eval.judge import LABELS
 
 pytestmark = pytest.mark.slow
@@ -83,7 +84,7 @@ def test_same_pairs_schema_stages_and_settings(runs):
     sa, sb = map(settings, runs)
     for r in a + b:   # no post-hop call only where the pool fits the final list
         if r["method"] == "pacemaker" and "posthop" not in [c["stage"] for c in r["trace"]["calls"]]:
-            assert len(r["trace"]["pool"]) <= sa["pacemaker"]["n_final"], len(r["trace"]["pool"])
+            assert len(r["trace"]["pool"]) <= PaceMakerConfig(**sa["pacemaker"]).n_final, len(r["trace"]["pool"])
     diff = {k for k in sa if sa[k] != sb.get(k)}
     assert diff <= {"chat", "judge"}, diff   # only the models' fingerprints (backend, endpoint) differ
     assert (sa["preset"], sa["judge_mode"], sa["judge_is_agent"], sa["pacemaker"]["posthop"]) == ("paper", "paper", False, "one_call")

@@ -480,7 +480,7 @@ class SelectionReport(BaseModel):
     n_failed_calls: int = 0
     rounds: int = 0
     n_invalid: int = 0          # ids the model returned that were not among those shown (all calls)
-    n_final: int = 0            # = n_chosen + n_fallback + n_bye + n_padded + n_passed_uncalled
+    n_out: int = 0              # ids handed on: n_chosen + n_fallback + n_bye + n_padded + n_passed_uncalled
     n_chosen: int = 0           # final ids the model chose
     n_fallback: int = 0         # final ids kept because a call failed (first of the chunk)
     n_bye: int = 0              # final ids kept without a call (too few in their chunk to choose from)
@@ -607,7 +607,7 @@ class Tournament:
             for i in order:
                 if len(out) >= min(top_n, len(cands)): break
                 if i not in out and i in texts: out.append(i); how[i] = 'pad'
-        rep.n_shown, rep.n_final = len(self.seen), len(out)
+        rep.n_shown, rep.n_out = len(self.seen), len(out)
         fates = dict(chosen='model', fallback='fallback', bye='bye', padded='pad', passed_uncalled='passed')
         for k, v in fates.items(): setattr(rep, f"n_{k}", sum(how.get(i) == v for i in out))
         rep.n_unseen_dropped = len(set(order) - set(self.seen) - set(out))
