@@ -437,7 +437,7 @@ def test_a_replay_answers_like_the_cache_replays_failures_and_stops_at_a_miss(tm
     from pace.cache import ReplayMissError
     from pace.llm import ReplayChat
     from pace.calls import chat_one, run_steps_batch
-    from pace.methods.agents import plan_conflicts
+    from pace.methods.agents import Planner
     def answer(m, js):
         if "fail" in m[-1]["content"]: raise TimeoutError("server busy")
         return json.dumps({"conflict": True, "reason": m[-1]["content"]}) if js else "said " + m[-1]["content"]
@@ -459,7 +459,7 @@ def test_a_replay_answers_like_the_cache_replays_failures_and_stops_at_a_miss(tm
     with pytest.raises(ReplayMissError, match=r"no cached reply for a 'judge' call of fake \(key [0-9a-f]{8}\.\.\., and 1 more\)"):
         rep.chat_batch([dict(messages=msgs("new"), stage="judge"), dict(messages=msgs("newer"), stage="judge")])
     with pytest.raises(ReplayMissError, match="'answer' call"): chat_one(rep, dict(messages=msgs("new"), stage="answer"))
-    with pytest.raises(ReplayMissError, match="'planner' call"): run_steps_batch(rep, [plan_conflicts.steps(None, "Book a table", "2026-04-14")])
+    with pytest.raises(ReplayMissError, match="'planner' call"): run_steps_batch(rep, [Planner().steps(None, "Book a table", "2026-04-14")])
     class MissingBackend(FakeChat):   # a backend that raises a replay miss itself: not a recorded failure either
         def _complete(self, reqs): raise pace.llm.replay_miss("reply", reqs[0]["stage"], self.model_id, "0" * 64)
     with pytest.raises(ReplayMissError): MissingBackend(cache=False).chat(msgs("x"), stage="views")

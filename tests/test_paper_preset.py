@@ -7,8 +7,8 @@ import json, re
 from pathlib import Path
 import pytest
 from pace.testing import ScriptedChat, ToyIndex
-from pace.methods.agents import (RELEASE_PROMPTS, ReleasePlan, planner_messages, views_messages, filter_messages,
-                                 answer_messages, select_evidence, generate_views, plan_conflicts)
+from pace.methods.agents import (RELEASE_PROMPTS, ReleasePlan, Planner, ViewGenerator, EvidenceFilter,
+                                 AnswerGenerator)
 from pace.methods.pipeline import PaceMaker, PaceMakerConfig, RELEASE_SETTINGS
 from pace.eval.judge import PAPER_PROMPTS, bare_label_messages, judge_answer
 from pace.eval.run import RunConfig, prompt_hashes
@@ -119,10 +119,10 @@ JUDGE_RULES = [
 
 def _rendered():
     return dict(
-        planner=text(planner_messages(Q, DATE, "release")),
-        views=text(views_messages(Q, DATE, PLAN, 3, "release", exact=True)),
-        prehop=text(filter_messages(Q, DATE, CANDS, 10, "release")),
-        answer=text(answer_messages(Q, DATE, "Priya Shah", ["Priya is vegan.", "Harbour Kitchen is closed on Fridays."], prompts="release")),
+        planner=text(Planner(prompts="release").messages(Q, DATE)),
+        views=text(ViewGenerator(prompts="release", max_counter=3, exact=True).messages(Q, DATE, PLAN)),
+        prehop=text(EvidenceFilter(prompts="release").messages(Q, DATE, CANDS, 10)),
+        answer=text(AnswerGenerator(prompts="release").messages(Q, DATE, "Priya Shah", ["Priya is vegan.", "Harbour Kitchen is closed on Fridays."])),
         judge=text(bare_label_messages("Sure, booked.", "conflict", "She is vegan.")))
 
 RULES = [("planner", r, p) for r, p in PLANNER_RULES] + [("views", r, p) for r, p in VIEWS_RULES] + \
@@ -138,30 +138,30 @@ def test_posthop_filter_is_the_same_prompt_over_the_whole_pool():
     "The release's post-hop filter is the pre-hop agent again, shown the whole pool in one call and asked for n_final."
     pool = [(f"p{i}", f"pool fact {i}") for i in range(150)]
     cm = ScriptedChat({"posthop": lambda ms: {"selected_doc_ids": ["p149", "p3"]}}, context_window=2048)
-    got, recs, rep = select_evidence(cm, Q, DATE, pool, 10, stage="posthop", prompts="release", constrained_ids=False,
-                                     dedupe=False, pad=False, chunked=False)
+    flt = EvidenceFilter(prompts="release", constrained_ids=False, dedupe=False, pad=False)
+    got, recs, rep = flt(cm, Q, DATE, pool, 10, stage="posthop", chunked=False)
     sent = cm.calls("posthop")
     assert len(sent) == 1 and "(150 in all)" in sent[0]["messages"][0]["content"] and "[150] (doc_id=p149)" in sent[0]["messages"][0]["content"]
-    assert text(sent[0]["messages"]) == text(filter_messages(Q, DATE, pool, 10, "release"))
+    assert text(sent[0]["messages"]) == text(EvidenceFilter(prompts="release").messages(Q, DATE, pool, 10))
     assert got == ["p149", "p3"] and rep.n_padded == 0
 
 def test_the_release_planner_and_views_without_the_projects_cleaning():
     "No anchor check, no de-duplication of counter queries: as the release."
     rel = {"conflict_dimensions": [{"dimension": "d", "description": "why", "key_anchors": ["Saturday"]}], "risk_summary": "r"}
-    plan, _ = plan_conflicts(ScriptedChat({"planner": rel}), Q, DATE, prompts="release", check_anchors=False)
+    plan, _ = Planner(prompts="release", check_anchors=False)(ScriptedChat({"planner": rel}), Q, DATE)
     assert plan.directions[0].key_anchors == ["Saturday"]              # not in the request, kept
-    assert plan_conflicts(ScriptedChat({"planner": rel}), Q, DATE, prompts="release")[0] is None   # the check drops it
+    assert Planner(prompts="release")(ScriptedChat({"planner": rel}), Q, DATE)[0] is None   # the check drops it
     reply = {"counter": ["Priya Friday", "priya friday?", Q]}
-    assert generate_views(ScriptedChat({"views": reply}), Q, DATE, plan, prompts="release", clean=False)[0] == ["Priya Friday", "priya friday?", Q]
-    assert generate_views(ScriptedChat({"views": reply}), Q, DATE, plan)[0] == ["Priya Friday"]   # the default cleans
+    assert ViewGenerator(prompts="release", clean=False)(ScriptedChat({"views": reply}), Q, DATE, plan)[0] == ["Priya Friday", "priya friday?", Q]
+    assert ViewGenerator()(ScriptedChat({"views": reply}), Q, DATE, plan)[0] == ["Priya Friday"]   # the default cleans
 
 def test_default_prompts_are_untouched():
     "The project's prompts hash as in the committed runs' run.json, and the release's prompts are not among them."
     committed = json.loads(Path("results/main_results/mini-qwen2.5-0.5b-n6/run.json").read_text())["settings"]["prompts"]
     assert prompt_hashes() == committed
     assert set(RELEASE_PROMPTS) and not any(v in committed for v in RELEASE_PROMPTS)
-    assert planner_messages(Q, DATE) != planner_messages(Q, DATE, "release")
-    assert [m["role"] for m in answer_messages(Q, DATE, "P", ["f"])] == ["system", "user"]
+    assert Planner().messages(Q, DATE) != Planner(prompts="release").messages(Q, DATE)
+    assert [m["role"] for m in AnswerGenerator().messages(Q, DATE, "P", ["f"])] == ["system", "user"]
 
 # ---- behaviour under the preset, against scripted models, next to the defaults
 
@@ -178,14 +178,14 @@ FILTER_CASES = {   # name -> (reply, what the release keeps, what the defaults k
     "no id shown": (lambda ms: {"selected_doc_ids": ["zz1"]}, ["d0", "d1", "d2"], ["d0", "d1", "d2"]),
     "failed call": (RuntimeError("server down"), ["d0", "d1", "d2"], ["d0", "d1", "d2"]),
 }
-RELEASE = dict(prompts="release", constrained_ids=False, dedupe=False, pad=False, chunked=False)
+RELEASE = dict(prompts="release", constrained_ids=False, dedupe=False, pad=False)   # the filter's settings; chunked=False per call
 
 @pytest.mark.parametrize("case", FILTER_CASES)
 def test_filter_replies_under_the_preset_and_the_defaults(case):
     reply, want_release, want_default = FILTER_CASES[case]
-    got, _, rep = select_evidence(ScriptedChat({"prehop": reply}), Q, DATE, CANDS, 3, stage="prehop", **RELEASE)
+    got, _, rep = EvidenceFilter(**RELEASE)(ScriptedChat({"prehop": reply}), Q, DATE, CANDS, 3, stage="prehop", chunked=False)
     assert got == want_release and rep.n_padded == 0
-    got, _, rep = select_evidence(ScriptedChat({"prehop": reply}), Q, DATE, CANDS, 3, stage="prehop")
+    got, _, rep = EvidenceFilter()(ScriptedChat({"prehop": reply}), Q, DATE, CANDS, 3, stage="prehop")
     assert got == want_default
 
 def test_pipeline_under_the_preset_failed_posthop_keeps_the_first_of_the_pool():
@@ -399,7 +399,7 @@ def test_release_decoding_a_reply_without_json_takes_the_release_fallbacks():
 def test_release_decoding_filters_drop_unknown_ids_even_with_constrained_ids():
     "No schema is sent under 'release', so no grammar keeps the ids to those shown: they are checked after, as the release does."
     cm = ScriptedChat({"prehop": lambda ms: chatty(ms, {"selected_doc_ids": ["zz9", "zz8"]})}); cm.decoding = "release"
-    got, recs, rep = select_evidence(cm, Q, DATE, CANDS, 3, stage="prehop", pad=False)   # constrained_ids=True, the default
+    got, recs, rep = EvidenceFilter(pad=False)(cm, Q, DATE, CANDS, 3, stage="prehop")   # constrained_ids=True, the default
     assert recs[0].ok is False and recs[0].error == "no id from the list" and got == ["d0", "d1", "d2"]
 
 def test_greedy_agent_requests_and_cache_keys_are_those_of_the_old_code():

@@ -4,24 +4,21 @@
 
 # %% ../../nbs/20_agents.ipynb #0dd268db
 from __future__ import annotations
-import datetime as dt, functools, itertools, json, random, re, string
+import datetime as dt, itertools, json, random, re, string
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, get_args
-from pydantic import BaseModel, Field, ValidationError
-from ..calls import (AgentCall, reply_json, agent_request, chat_one, read_reply, call_agent, decoding_of,
-                        run_steps, run_steps_batch, prompt_asset)
+from typing import Literal, NamedTuple, get_args
+from pydantic import BaseModel, Field
+from ..calls import AgentCall, agent_request, read_reply, decoding_of, run_steps, prompt_asset
 
 # %% auto #0
 __all__ = ['STAGES', 'STAGE_ORDER', 'EVIDENCE_STAGES', 'PLANNER_SYSTEM', 'AGENT_PROMPTS', 'RELEASE_PROMPTS', 'VIEWS_SYSTEM',
            'FILTER_SYSTEM', 'ANSWER_SYSTEM', 'ANSWER_FORMATS', 'ANSWER_JSON_SYSTEM', 'PROMPT_SETS',
-           'UNCAPPED_REPLY_ROOM', 'LABEL_CODES', 'Stage', 'one_call', 'persona_name', 'as_date', 'date_hints',
-           'Direction', 'ConflictPlan', 'ReleaseDirection', 'ReleasePlan', 'CounterQueries', 'Selection',
-           'AnswerWithDecision', 'PromptSet', 'prompt_set', 'planner_messages', 'views_messages', 'filter_messages',
-           'answer_messages', 'Agent', 'Planner', 'plan_conflicts', 'ViewGenerator', 'generate_views',
-           'selection_schema', 'clean_selection', 'token_counts', 'prompt_budget', 'shown_labels', 'SelectionReport',
-           'Tournament', 'EvidenceFilter', 'select_evidence', 'tidy_answer', 'read_structured_answer',
-           'AnswerGenerator', 'fit_facts', 'generate_answer']
+           'UNCAPPED_REPLY_ROOM', 'LABEL_CODES', 'Stage', 'persona_name', 'as_date', 'date_hints', 'Direction',
+           'ConflictPlan', 'ReleaseDirection', 'ReleasePlan', 'CounterQueries', 'Selection', 'AnswerWithDecision',
+           'PromptSet', 'prompt_set', 'Agent', 'Planner', 'ViewGenerator', 'selection_schema', 'clean_selection',
+           'token_counts', 'prompt_budget', 'shown_labels', 'SelectionReport', 'Tournament', 'EvidenceFilter',
+           'tidy_answer', 'read_structured_answer', 'AnswerGenerator']
 
 # %% ../../nbs/20_agents.ipynb #33bad9a2
 class Stage(NamedTuple):
@@ -36,15 +33,6 @@ STAGES = (Stage("planner", True, False), Stage("views", True, False), Stage("fus
 # the model's stages, in the order they are served
 STAGE_ORDER = tuple(s.name for s in STAGES if s.calls)
 EVIDENCE_STAGES = tuple(s.name for s in STAGES if s.evidence)  # the funnel, in order
-
-# %% ../../nbs/20_agents.ipynb #e22e7e5d
-def one_call(steps):
-    """The agent `steps(cm, ...)` as one call: `agent(cm, ...)` runs it through `run_steps`; `agent.steps` is
-    `steps`."""
-    @functools.wraps(steps)
-    def agent(cm, *args, **kw): return run_steps(cm, steps(cm, *args, **kw))
-    agent.steps = steps
-    return agent
 
 # %% ../../nbs/20_agents.ipynb #7426a3de
 def persona_name(instance, # a `pace.data.Instance`, or anything with `ego`
@@ -245,49 +233,6 @@ def prompt_set(name: str, # a key of `PROMPT_SETS` ('pace' or 'release')
     if name not in PROMPT_SETS: raise ValueError(f"prompts must be one of {AGENT_PROMPTS}, got {name!r}")
     return PROMPT_SETS[name]
 
-# %% ../../nbs/20_agents.ipynb #c5d7aedf
-def planner_messages(query: str, # the request
-                     ref_date, # the date it is made
-                     prompts: str = "pace", # the prompt set (`PROMPT_SETS`)
-                    ) -> list[dict]:
-    "Chat messages for the conflict planner."
-    return prompt_set(prompts).planner(query, ref_date)
-
-# %% ../../nbs/20_agents.ipynb #9a3a6be3
-def views_messages(query: str, # the request
-                   ref_date, # the date it is made
-                   plan: ConflictPlan | ReleasePlan | None, # the planner's output (None: no analysis)
-                   max_counter: int = 3, # how many counter queries to ask for
-                   prompts: str = "pace", # the prompt set (`PROMPT_SETS`)
-                   exact: bool = False, # ask for exactly `max_counter` (default: up to)
-                  ) -> list[dict]:
-    "Chat messages for the multi-view generator."
-    return prompt_set(prompts).views(query, ref_date, plan, max_counter, exact)
-
-# %% ../../nbs/20_agents.ipynb #ef1183c7
-def filter_messages(query: str, # the request
-                    ref_date, # the date it is made
-                    candidates: list[tuple[str, str]], # (label, text) to choose from, in the order shown
-                    top_n: int, # how many to select
-                    prompts: str = "pace", # the prompt set (`PROMPT_SETS`): its prompt and listing
-                   ) -> list[dict]:
-    "Chat messages for one selection over `candidates` [(label, text)]."
-    ps = prompt_set(prompts)
-    return ps.filter(query, ref_date, ps.listing(candidates), len(candidates), top_n)
-
-# %% ../../nbs/20_agents.ipynb #8a02a253
-def answer_messages(query: str, # the request
-                    ref_date, # the date it is made
-                    persona: str, # the ego's name
-                    facts: list[str], # the evidence, in the order given
-                    answer_format: str = "free_text", # 'free_text' (the paper's) or 'structured' (JSON)
-                    prompts: str = "pace", # the prompt set (`PROMPT_SETS`; the release's is free text only)
-                   ) -> list[dict]:
-    "Chat messages for the answer generator."
-    if answer_format not in ANSWER_FORMATS:
-        raise ValueError(f"answer_format must be one of {ANSWER_FORMATS}: {answer_format!r}")
-    return prompt_set(prompts).answer(query, ref_date, persona, facts, answer_format)
-
 # %% ../../nbs/20_agents.ipynb #b901d5d4
 class Agent:
     "An agent built once from its settings: `steps(cm, ...)` asks for one query; calling it runs the steps."
@@ -308,11 +253,15 @@ class Planner(Agent):
     check_anchors: bool = True   # drop anchors not in the request, and directions with none
     stage: str = "planner"
 
+    def messages(self, query: str, ref_date) -> list[dict]:
+        "The chat messages of the planner's call."
+        return prompt_set(self.prompts).planner(query, ref_date)
+
     def steps(self, cm, # chat model (the planner counts no tokens: None will do)
               query: str, ref_date):
         ps, dec, stage, check = prompt_set(self.prompts), decoding_of(cm), self.stage, self.check_anchors
         # under the release's decoding no JSON mode: its planner asks for JSON in the prompt only
-        r, = yield [agent_request(ps.planner(query, ref_date), stage=stage, schema=ps.plan_schema,
+        r, = yield [agent_request(self.messages(query, ref_date), stage=stage, schema=ps.plan_schema,
                                   max_tokens=self.max_tokens, decoding=dec)]
         plan, rec = read_reply(r, stage, ps.plan_reply, dec)
         if plan is None:
@@ -331,16 +280,6 @@ class Planner(Agent):
             rec.ok, rec.error, rec.fallback = False, "no usable direction", "no plan"
             return None, rec
         return ps.plan(plan, dirs), rec
-
-# %% ../../nbs/20_agents.ipynb #f1fd0939
-@one_call
-def plan_conflicts(cm, # chat model (the planner counts no tokens: None will do)
-                   query: str, # the request
-                   ref_date, # the date it is made
-                   **settings, # of `Planner`: prompts, max_directions, max_tokens, check_anchors, stage
-                  ):
-    "`Planner(**settings)` for one request: (plan or None, record)."
-    return (yield from Planner(**settings).steps(cm, query, ref_date))
 
 # %% ../../nbs/20_agents.ipynb #8c4ffc9c
 def _norm(s: str) -> str: return ' '.join(re.sub(r'[^\w\s]', ' ', s.lower()).split())
@@ -365,12 +304,18 @@ class ViewGenerator(Agent):
     clean: bool = True        # drop copies of the request, near-duplicates (False: as given)
     stage: str = "views"
 
+    def messages(self, query: str, ref_date,
+                 plan: ConflictPlan | ReleasePlan | None, # the planner's output (None: no analysis)
+                ) -> list[dict]:
+        "The chat messages of the view generator's call."
+        return prompt_set(self.prompts).views(query, ref_date, plan, self.max_counter, self.exact)
+
     def steps(self, cm, # chat model (unused by the steps: None is fine)
               query: str, ref_date, plan: ConflictPlan | ReleasePlan | None):
         n, stage = self.max_counter, self.stage
         sch = {"type": "object", "required": ["counter"],
                "properties": {"counter": {"type": "array", "items": {"type": "string"}, "maxItems": n}}}
-        msgs, dec = prompt_set(self.prompts).views(query, ref_date, plan, n, self.exact), decoding_of(cm)
+        msgs, dec = self.messages(query, ref_date, plan), decoding_of(cm)
         r, = yield [agent_request(msgs, stage=stage, schema=sch, max_tokens=self.max_tokens, decoding=dec,
                                   json_mode=True)]   # the release's views ask for JSON mode
         out, rec = read_reply(r, stage, CounterQueries, dec)
@@ -382,17 +327,6 @@ class ViewGenerator(Agent):
         rec.notes |= dict(n_returned=len(out.counter), n_kept=len(cs))
         if not cs: rec.fallback = "original query only"
         return cs, rec
-
-# %% ../../nbs/20_agents.ipynb #387a7d40
-@one_call
-def generate_views(cm, # chat model (unused by the steps: None is fine)
-                   query: str, # the request
-                   ref_date, # the date it is made
-                   plan: ConflictPlan | ReleasePlan | None, # the planner's output
-                   **settings, # of `ViewGenerator`: prompts, max_counter, max_tokens, exact, clean, stage
-                  ):
-    "`ViewGenerator(**settings)` for one request: (counter queries, record)."
-    return (yield from ViewGenerator(**settings).steps(cm, query, ref_date, plan))
 
 # %% ../../nbs/20_agents.ipynb #f28bd983
 def selection_schema(ids: list[str], # the candidate ids shown
@@ -514,7 +448,7 @@ class Tournament:
     def chunks(self, cands: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
         "Greedy split of `cands` into consecutive chunks whose filter prompt fits the token budget."
         cm, labels, stage = self.cm, self.flt.labels, self.stage
-        empty = filter_messages(self.query, self.ref_date, [], self.top_n, self.flt.prompts)
+        empty = self.flt.messages(self.query, self.ref_date, [], self.top_n)
         base = sum(token_counts(cm, [m['content'] for m in empty], stage))
         # the `k`-th candidate of a chunk (from 0), as listed
         line = lambda k, c: self.ps.counted(k + 1, _label(labels, k % len(LABEL_CODES), c[0]), c[1])
@@ -534,8 +468,7 @@ class Tournament:
     def request(self, chunk: list[tuple[str, str]]) -> dict:
         "The request of one call over a chunk of candidates."
         shown, f = shown_labels(chunk, self.flt.labels), self.flt
-        return agent_request(filter_messages(self.query, self.ref_date, shown, self.top_n, f.prompts),
-                             stage=self.stage,
+        return agent_request(f.messages(self.query, self.ref_date, shown, self.top_n), stage=self.stage,
                              schema=selection_schema([i for i, _ in shown], self.top_n, self.constrained),
                              max_tokens=f.max_tokens, decoding=self.decoding, json_mode=True)
 
@@ -627,6 +560,13 @@ class EvidenceFilter(Agent):
     dedupe: bool = True                 # False: repeated ids kept (in the candidates too)
     max_rounds: int | None = None       # bound on rounds (None: a call sees all winners)
 
+    def messages(self, query: str, ref_date,
+                 shown: list[tuple[str, str]], # (label, text) of one call, in the order shown
+                 top_n: int) -> list[dict]:
+        "The chat messages of one call over the candidates `shown`."
+        ps = prompt_set(self.prompts)
+        return ps.filter(query, ref_date, ps.listing(shown), len(shown), top_n)
+
     def steps(self, cm, # chat model (its context window and token counter)
               query: str, ref_date,
               candidates: list[tuple[str, str]], # (doc_id, text), in the order the model sees them
@@ -645,22 +585,6 @@ class EvidenceFilter(Agent):
             cands, t.report.note = cands[:max_candidates], f"cut to the first {max_candidates} candidates"
         cur, recs = yield from t.rounds(cands, chunked)
         return t.result(cur, recs, order, cands)
-
-# %% ../../nbs/20_agents.ipynb #81fc64fe
-@one_call
-def select_evidence(cm, # chat model (its context window and token counter)
-                    query: str, # the request
-                    ref_date, # the date it is made
-                    candidates: list[tuple[str, str]], # (doc_id, text), in the order the model sees them
-                    top_n: int, # how many to keep
-                    *, stage: str = "filter", # 'prehop' or 'posthop' in PaceMaker
-                    max_candidates: int | None = None, # cut the candidates first (counted as unseen drops)
-                    chunked: bool = True, # False: one call over all candidates, whatever fits
-                    **settings, # of `EvidenceFilter`: prompts, labels, max_tokens, pad, constrained_ids, ...
-                   ):
-    "`EvidenceFilter(**settings)` for one query: (ids, call records, report)."
-    return (yield from EvidenceFilter(**settings).steps(cm, query, ref_date, candidates, top_n, stage=stage,
-                                                        max_candidates=max_candidates, chunked=chunked))
 
 # %% ../../nbs/20_agents.ipynb #67ae8893
 def tidy_answer(text: str, # the model's reply
@@ -708,12 +632,22 @@ class AnswerGenerator(Agent):
     max_facts: int | None = None        # give at most this many facts (the release: 8)
     stage: str = "answer"               # the stage its calls and token counts are for
 
+    def __post_init__(self):
+        super().__post_init__()
+        if self.answer_format not in ANSWER_FORMATS:
+            raise ValueError(f"answer_format must be one of {ANSWER_FORMATS}: {self.answer_format!r}")
+
+    def messages(self, query: str, ref_date, persona: str,
+                 facts: list[str]) -> list[dict]: # the evidence, in the order given
+        "The chat messages of the answer's call."
+        return prompt_set(self.prompts).answer(query, ref_date, persona, facts, self.answer_format)
+
     def fit(self, cm, # chat model (its context window and token counter)
             query: str, ref_date, persona: str,
             facts: list[str]) -> list[str]: # the evidence, most important first
         "The longest prefix of `facts` whose answer prompt fits `cm.context_window`."
         budget = prompt_budget(cm, self.max_tokens)
-        empty = answer_messages(query, ref_date, persona, [], self.answer_format, self.prompts)
+        empty = self.messages(query, ref_date, persona, [])
         used = sum(token_counts(cm, [m['content'] for m in empty], self.stage))
         out = []
         for f, n in zip(facts, _lazy_counts(cm, (f"- {f}" for f in facts), self.stage)):
@@ -729,7 +663,7 @@ class AnswerGenerator(Agent):
         given = list(facts) if self.max_facts is None else list(facts)[:self.max_facts]
         kept = self.fit(cm, query, ref_date, persona, given)
         schema = AnswerWithDecision if fmt == "structured" else None
-        msgs, how = answer_messages(query, ref_date, persona, kept, fmt, self.prompts), decoding_of(cm)
+        msgs, how = self.messages(query, ref_date, persona, kept), decoding_of(cm)
         # the release's free-text answer asks for no JSON
         r, = yield [agent_request(msgs, stage=stage, schema=schema, max_tokens=self.max_tokens, decoding=how,
                                   json_mode=schema is not None)]
@@ -745,27 +679,3 @@ class AnswerGenerator(Agent):
         out = tidy_answer(txt)
         rec.notes['tidied'] = out != ' '.join(txt.split())
         return out, rec
-
-# %% ../../nbs/20_agents.ipynb #37305b18
-def fit_facts(cm, # chat model (its context window and token counter)
-              query: str, ref_date, persona: str,
-              facts: list[str], # the evidence, most important first
-              max_tokens: int = 200, # room kept for the answer
-              answer_format: str = "free_text", # the prompt the facts go into (see `answer_messages`)
-              **settings, # more of `AnswerGenerator`: prompts, stage
-             ) -> list[str]:
-    "The longest prefix of `facts` whose answer prompt fits `cm.context_window` (`AnswerGenerator.fit`)."
-    gen = AnswerGenerator(max_tokens=max_tokens, answer_format=answer_format, **settings)
-    return gen.fit(cm, query, ref_date, persona, facts)
-
-# %% ../../nbs/20_agents.ipynb #9f36975d
-@one_call
-def generate_answer(cm, # chat model (its context window and token counter)
-                    query: str, # the request
-                    ref_date, # the date it is made
-                    persona: str, # the ego's name
-                    facts: list[str], # the evidence, most important first (cut to what fits)
-                    **settings, # of `AnswerGenerator`: prompts, answer_format, max_tokens, tidy, max_facts
-                   ):
-    "`AnswerGenerator(**settings)` for one request: (answer, record)."
-    return (yield from AnswerGenerator(**settings).steps(cm, query, ref_date, persona, facts))

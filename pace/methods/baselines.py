@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 from pydantic import BaseModel
 from ..calls import AgentCall
-from .agents import generate_answer, fit_facts, as_date, persona_name
+from .agents import AnswerGenerator, as_date, persona_name
 from ..data import UsageError
 from .pipeline import (PaceMaker, PaceMakerConfig, MethodTrace, resolve_index, pipeline, variant,
                                    hybrid_ranking, HYBRID_K, SMALL_SIZES, VARIANTS)
@@ -108,6 +108,12 @@ class _Base:
         self.answer_max_tokens, self.answer_format = answer_max_tokens, answer_format
         self.agent_prompts, self.answer_max_facts = agent_prompts, answer_max_facts
         self.tidy_answers = tidy_answers
+    @property
+    def answerer(self) -> AnswerGenerator:
+        "The shared answer generator, built from this method's answer settings."
+        return AnswerGenerator(prompts=self.agent_prompts, answer_format=self.answer_format,
+                               max_tokens=self.answer_max_tokens, tidy=self.tidy_answers,
+                               max_facts=self.answer_max_facts)
     def select(self, query, instance, kb, tr: BaselineTrace) -> list[str]: raise NotImplementedError
     def run(self, query, # the request (a `pace.data.Query`, or its public part)
             instance, # its instance
@@ -123,11 +129,8 @@ class _Base:
         tr.timings['retrieval'] = time.perf_counter() - t0
         tr.context_ids, ev, ans = ids, dict(final=list(ids)), None
         if answer:
-            ans, rec = generate_answer(self.cm, query.query, query.ref_date, persona_name(instance),
-                                       [texts[i] for i in ids], stage='answer',
-                                       max_tokens=self.answer_max_tokens, answer_format=self.answer_format,
-                                       prompts=self.agent_prompts, tidy=self.tidy_answers,
-                                       max_facts=self.answer_max_facts)
+            ans, rec = self.answerer(self.cm, query.query, query.ref_date, persona_name(instance),
+                                     [texts[i] for i in ids])
             tr.calls.append(rec); tr.answer_facts_used = rec.notes.get('n_facts_used', 0)
             ev['answer'] = ids[:tr.answer_facts_used]
             tr.stages = self.cm.accounts.since(snap)
@@ -163,8 +166,7 @@ class FullKB(_Base):
             ids = [i for i, _ in idx.dense([query.query], len(ids))[0]]
         texts = {f.doc_id: f.text for f in kb}
         facts = [texts[i] for i in ids]
-        n = len(fit_facts(self.cm, query.query, query.ref_date, persona_name(instance), facts,
-                          self.answer_max_tokens, self.answer_format, prompts=self.agent_prompts))
+        n = len(self.answerer.fit(self.cm, query.query, query.ref_date, persona_name(instance), facts))
         order = "sorted by dense similarity to the request" if self.policy == "dense-fit" else "in KB order"
         tr.policy = (f"{self.policy}: the first {n} of {len(ids)} facts {order} fit the context window of "
                      f"{self.cm.context_window} tokens")

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from ..calls import AgentCall
-from .agents import generate_answer, persona_name
+from .agents import AnswerGenerator, persona_name
 from .baselines import MethodResult, BaselineTrace
 from ..atomic import write_text
 from ..index import facts_sha256, check_facts, embedder_fingerprint
@@ -515,8 +515,8 @@ def _answer_from(cm, query, instance, kb, response: str | None, ids: list[str], 
     use_resp = cfg.answer_context == "response"
     texts = {f.doc_id: f.text for f in kb}
     ctx_facts = ([response] if response else []) if use_resp else [texts[i] for i in ids[:cfg.top_k]]
-    ans, arec = generate_answer(cm, query.query, query.ref_date, persona_name(instance), ctx_facts,
-                                stage="answer", max_tokens=cfg.answer_max_tokens)
+    ans, arec = AnswerGenerator(max_tokens=cfg.answer_max_tokens)(cm, query.query, query.ref_date,
+                                                                  persona_name(instance), ctx_facts)
     tr.calls.append(arec); tr.answer_facts_used = arec.notes.get("n_facts_used", 0)
     return ans, None if use_resp else ids[:tr.answer_facts_used]
 

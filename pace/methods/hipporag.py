@@ -11,7 +11,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 from ..calls import AgentCall, call_agent, prompt_asset
-from .agents import generate_answer, persona_name
+from .agents import AnswerGenerator, persona_name
 from .baselines import MethodResult, BaselineTrace
 from ..atomic import write_text
 from ..index import facts_sha256, check_facts, embedder_fingerprint
@@ -664,9 +664,8 @@ def _answer_from(cm, query, instance, kb, ids: list[str], tr: BaselineTrace,
     """(answer, ids used): the shared generator's answer to `query` from the facts `ids` of `kb`; its call
     goes into `tr`."""
     texts = {f.doc_id: f.text for f in kb}
-    ans, rec = generate_answer(cm, query.query, query.ref_date, persona_name(instance), [texts[i]
-                                                                                         for i in ids],
-                               stage="answer", max_tokens=max_tokens)
+    ans, rec = AnswerGenerator(max_tokens=max_tokens)(cm, query.query, query.ref_date, persona_name(instance),
+                                                      [texts[i] for i in ids])
     tr.calls.append(rec); tr.answer_facts_used = rec.notes.get("n_facts_used", 0)
     return ans, ids[:tr.answer_facts_used]
 
