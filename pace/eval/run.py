@@ -860,18 +860,24 @@ class Run:
         return default_run_name(s.dataset, chat, n, s.retrieval_only)
 
     def build_models(self):
-        "Open the cache once; build the chat model, the judge (the chat model unless given) and the embedder."
-        from pace.llm import as_chat_model
+        """Open the cache once; build the chat model, the judge (the chat model unless given) and the
+        embedder, and set, here only, how they are asked: re-asks, decoding, context, concurrency, rate,
+        failures."""
+        from pace.llm import as_chat_model, set_failure_policy
         from pace.embed import as_embedder
-        m, cache = self.cfg.models, _open_cache(self.cfg.execution.cache, self.run_dir)
+        m, x = self.cfg.models, self.cfg.execution
+        cache = _open_cache(x.cache, self.run_dir)
         self.cm = build_model("chat", as_chat_model, m.chat, cache) if self.needs_chat else None
         same = m.judge is None or m.judge == m.chat
         self.jm = (None if self.cfg.scope.retrieval_only else self.cm if same
                    else build_model("judge", as_chat_model, m.judge, cache))
         self.emb = build_model("embedder", as_embedder, m.embedder, cache)
-        for cm in {id(x): x for x in (self.cm, self.jm) if isinstance(x, ChatModel)}.values():
+        for cm in {id(c): c for c in (self.cm, self.jm) if isinstance(c, ChatModel)}.values():
             cm.max_parse_retries, cm.decoding = m.parse_retries, m.decoding
             if hasattr(cm, "grow_context"): cm.grow_context = m.grow_context
+        _fit_concurrency(x.batch, self.cm, self.jm)
+        limit_rate(x.max_rps, self.cm, self.jm)
+        set_failure_policy("retry_once" if x.retry_failed else "reuse", self.cm, self.jm)
         if self.cfg.preset == "paper" and self.jm is not None and self.jm is self.cm:
             print("pace run: --preset paper: the judge is the chat model, which grades its own answers; "
                   "the paper uses a separate judge (--judge SPEC)", file=sys.stderr)
@@ -893,13 +899,9 @@ class Run:
     def execute(self) -> dict:
         "`open`; then, holding the folder's lock: resume, `run` the `pending`, `finish` (a stop: partial)."
         from pace.index import IndexStore
-        from pace.llm import set_failure_policy
         self.open()
         with self.lock:   # held until the tables are written: no other run reads or writes the folder
             x = self.cfg.execution
-            _fit_concurrency(x.batch, self.cm, self.jm)
-            limit_rate(x.max_rps, self.cm, self.jm)
-            set_failure_policy("retry_once" if x.retry_failed else "reuse", self.cm, self.jm)
             done = _resume(self.job)
             self.scope = _scope(self, done.values())
             self.job.write("running", self.scope)
