@@ -19,12 +19,12 @@ from ..traverse import bfs_expand
 from ..index import bm25_tokens
 
 # %% auto #0
-__all__ = ['CONFIG_GROUPS', 'RELEASE_SETTINGS', 'HYBRID_K', 'SMALL_SETTINGS', 'SMALL_SIZES', 'STEPS', 'PACEMAKER_STAGES',
+__all__ = ['CONFIG_GROUPS', 'RELEASE_SETTINGS', 'HYBRID_K', 'STEPS', 'PACEMAKER_STAGES', 'SMALL_SETTINGS', 'SMALL_SIZES',
            'PAPER_ABLATIONS', 'SMALL_ABLATIONS', 'VARIANTS', 'PaceMakerConfig', 'MethodTrace', 'View', 'ViewCandidates',
-           'PoolDoc', 'Trace', 'pool_order', 'resolve_index', 'hybrid_ranking', 'view_specificity', 'RunState', 'plan',
-           'views', 'retrieve', 'filter_ids', 'prehop', 'traverse', 'posthop', 'whole_pool', 'fused_top', 'seeds_final',
-           'answer', 'StageSpec', 'run_stages', 'drop', 'swap', 'insert_after', 'Pipeline', 'without', 'paper_value',
-           'Variant', 'variant', 'pipeline', 'PaceMaker']
+           'PoolDoc', 'Trace', 'pool_order', 'resolve_index', 'hybrid_ranking', 'RunState', 'plan', 'views', 'retrieve',
+           'filter_ids', 'prehop', 'traverse', 'posthop', 'whole_pool', 'fused_top', 'seeds_final', 'answer',
+           'StageSpec', 'run_stages', 'drop', 'swap', 'insert_after', 'Pipeline', 'without', 'paper_value',
+           'view_specificity', 'Variant', 'variant', 'pipeline', 'PaceMaker']
 
 # %% ../../nbs/21_pipeline.ipynb #456dbf3e
 class PaceMakerConfig(BaseModel):
@@ -204,25 +204,6 @@ def hybrid_ranking(idx, # the instance's index
     """The Hybrid baseline's ranking: the request's dense and BM25 top `k`, fused by WRRF (weight 1), first
     `k`."""
     return hybrid_search(idx, [(query, 1.0)], top_k=k, k_rrf=k_rrf).fused[:k]
-
-# %% ../../nbs/21_pipeline.ipynb #1d0045e9
-def view_specificity(view: str, # a counter query
-                     query: str, # the request
-                    ) -> float:
-    """Share of the view's distinct BM25 tokens (stemmed, no stopwords) that also occur in the request; 0 for
-    a view with no token."""
-    v, q = (set(t) for t in bm25_tokens([view, query]))
-    return len(v & q) / len(v) if v else 0.0
-
-# %% ../../nbs/21_pipeline.ipynb #13143856
-SMALL_SETTINGS = {   # '-no_<name>' -> what pacemaker-small sets (the ablation puts the paper's value back)
-    'weighting': dict(counter_weighting='overlap'),
-    'anchors': dict(anchor_keep=10),
-    'poolcap': dict(max_pool_candidates=40),
-}
-
-# %% ../../nbs/21_pipeline.ipynb #64d92e52
-SMALL_SIZES = dict(n_filter=15, n_final=15)   # pacemaker-small's filters add 5 to the anchors
 
 # %% ../../nbs/21_pipeline.ipynb #283c5025
 @dataclass
@@ -460,6 +441,25 @@ def paper_value(*keys: str, # settings an ablation puts back
                ) -> Callable:
     "An ablation that puts the settings `keys` back to their defaults (the paper's values)."
     return lambda p: p.with_settings(**{k: type(p.settings).model_fields[k].default for k in keys})
+
+# %% ../../nbs/21_pipeline.ipynb #1d0045e9
+def view_specificity(view: str, # a counter query
+                     query: str, # the request
+                    ) -> float:
+    """Share of the view's distinct BM25 tokens (stemmed, no stopwords) that also occur in the request; 0 for
+    a view with no token."""
+    v, q = (set(t) for t in bm25_tokens([view, query]))
+    return len(v & q) / len(v) if v else 0.0
+
+# %% ../../nbs/21_pipeline.ipynb #13143856
+SMALL_SETTINGS = {   # '-no_<name>' -> what pacemaker-small sets (the ablation puts the paper's value back)
+    'weighting': dict(counter_weighting='overlap'),
+    'anchors': dict(anchor_keep=10),
+    'poolcap': dict(max_pool_candidates=40),
+}
+
+# %% ../../nbs/21_pipeline.ipynb #64d92e52
+SMALL_SIZES = dict(n_filter=15, n_final=15)   # pacemaker-small's filters add 5 to the anchors
 
 # %% ../../nbs/21_pipeline.ipynb #882bee64
 def _no_traversal(p: Pipeline) -> Pipeline:
