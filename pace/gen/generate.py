@@ -698,12 +698,13 @@ def _run_stages(out: Path, cm, emb, cfg: GenConfig, ids: list[str], seed_of: dic
 
 # %% ../../nbs/48_generate.ipynb #ee3fa013
 def _write_outputs(out: Path, cfg: GenConfig, settings: dict, ids: list[str], alive: list[str], s: dict,
-                   manifest, command, card_note: str, workers: int = 1, shards: int = 1) -> tuple:
-    "Write the surviving instances' dataset, report and card: (dataset, report); GenerationError if none."
+                   manifest, command, card_note: str, scale: dict | None = None) -> tuple:
+    ("Write the surviving instances' dataset, report and card: (dataset, report); GenerationError if none. "
+     "`scale`: the workers and shards of `project_paper_scale` (one of each by default).")
     parts = [assemble_instance(cfg, s[1][i], s[2][i], s[4][i]["kept"], s[6][i], s[7][i]["everyday"])
              for i in alive if not s[7][i]["dropped_instance"]]
     report = generation_report(out, ids)
-    report["projection"] = project_paper_scale(report, cfg, workers=workers, shards=shards)
+    report["projection"] = project_paper_scale(report, cfg, **(scale or {}))
     if not parts:
         _write_report(out, report, cfg, settings, None)
         manifest("empty")
@@ -756,7 +757,7 @@ def _generate_in(folder: JobFolder, j: GenerateJob, cm, emb, seeds: list, shard)
     if 7 not in s:
         manifest("partial", stopped_after=j.stop_after); return dict(summary, n_queries=0, status="partial")
     ds, report = _write_outputs(out, cfg, settings, ids, alive, s, manifest, command, card_note,
-                                workers or 1, shard.count if shard else 1)
+                                dict(workers=workers or 1, shards=shard.count if shard else 1))
     manifest("complete", n_queries=len(ds.queries), n_facts=sum(map(len, ds.kb.values())))
     return dict(summary, status="complete", n_queries=len(ds.queries), report=report, dataset=ds)
 
@@ -847,7 +848,7 @@ def rebuild_outputs(root, card_note: str | None = None,
     manifest = _manifest(_gen_folder(root), head)
     cfg = GenConfig.of_settings(settings["config"])
     ds, report = _write_outputs(root, cfg, settings, ids, alive, s, manifest, man.get("command"), card_note,
-                                workers, shards)
+                                dict(workers=workers, shards=shards))
     n_facts = sum(map(len, ds.kb.values()))
     manifest("complete", n_queries=len(ds.queries), n_facts=n_facts)
     return dict(n_queries=len(ds.queries), n_facts=n_facts, report=report, dataset=ds)
