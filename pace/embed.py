@@ -13,6 +13,7 @@ from tqdm.auto import tqdm
 from .cache import (Cache, Entry, Accounts, as_cache, request_key, canonical_json, log_calls, ReplayError,
                         replay_enabled, replay_miss, recorded_model, recorded_fingerprints)
 from .llm import parse_spec, build_from_spec, file_identity, dir_identity, need
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .backends.openai import normalise_base_url
 from .backends.vllm import vllm_settings
 
@@ -20,8 +21,8 @@ from .backends.vllm import vllm_settings
 __all__ = ['QUERY_KEYS', 'ASSETS', 'MINILM_TOKENIZER', 'KNOWN_ST', 'ST_CONFIG', 'QUERY_PROMPT_NAME', 'MODEL_QUERY_PROMPT',
            'DEFAULT_EMBEDDER', 'EMBED_BACKENDS', 'EMBED_REPLAY_SPECS', 'encode_vec', 'decode_vec', 'inner_products',
            'l2_normalise', 'EmbeddingError', 'Embedder', 'HashEmbedder', 'OnnxEmbedder', 'st_model_path',
-           'package_model_identity', 'st_prompts', 'st_query_prompt', 'STEmbedder', 'OpenAIEmbedder', 'VLLMEmbedder',
-           'get_embedder', 'as_embedder', 'ReplayEmbedder', 'replay_embedder']
+           'package_model_identity', 'st_prompts', 'st_query_prompt', 'STEmbedder', 'OpenAIEmbedOptions',
+           'OpenAIEmbedder', 'VLLMEmbedder', 'get_embedder', 'as_embedder', 'ReplayEmbedder', 'replay_embedder']
 
 # %% ../nbs/04_embed.ipynb #3ab7c075
 def encode_vec(v:np.ndarray) -> dict:
@@ -421,34 +422,48 @@ def _pool(e) -> np.ndarray:
     if a.ndim != 1: raise ValueError(f"unexpected embedding shape {a.shape}")
     return a
 
+# %% ../nbs/04_embed.ipynb #83bc94a3
+class OpenAIEmbedOptions(BaseModel):
+    "How an `OpenAIEmbedder` reaches its server and what it asks for."
+    model_config = ConfigDict(extra="forbid")
+    base_url: str | None = None      # default $OPENAI_BASE_URL (None: api.openai.com)
+    api_key: str | None = None       # default $OPENAI_API_KEY; local servers get a dummy key
+    model_id: str | None = None      # the model's name in the cache (default: the model, '@dimensions' added)
+    dim: int | None = Field(None, ge=1)          # embedding size; probed with one request if None
+    dimensions: int | None = Field(None, ge=1)   # ask the server for truncated vectors (where supported)
+    batch_size: int = Field(64, ge=1)            # texts per request
+    concurrency: int = Field(4, ge=1)            # requests in flight
+    timeout: float = Field(120.0, gt=0)          # seconds per HTTP request
+    max_retries: int = Field(4, ge=0)            # the client's retries of a failed request
+    query_prompt: str | None = None  # an instruction put before each query only (Qwen3-Embedding)
+
 # %% ../nbs/04_embed.ipynb #f1d5422d
 class OpenAIEmbedder(Embedder):
     "Embeddings through the official openai client (OpenAI or any compatible server)."
     backend = "openai"
     def __init__(self, model:str, # model name the server knows
-                 *, base_url:str|None=None, # default $OPENAI_BASE_URL (None: api.openai.com)
-                 api_key:str|None=None, # default $OPENAI_API_KEY; local servers get a dummy key
-                 model_id:str|None=None,
-                 dim:int|None=None, # embedding size; probed with one request if None
-                 dimensions:int|None=None, # ask the server for truncated vectors (models that support it)
-                 batch_size:int=64, concurrency:int=4, timeout:float=120.0, max_retries:int=4,
-                 client=None,
-                 query_prompt:str|None=None, # an instruction put before each query only (Qwen3-Embedding)
-                 **kw):
+                 options:OpenAIEmbedOptions|dict|None=None, # the backend's options; keywords override them
+                 *, client=None, # an openai client to send through (default: one built from the options)
+                 **kw): # fields of `OpenAIEmbedOptions`, then `Embedder`'s (cache, accounts)
         import openai
-        base_url = base_url or os.environ.get("OPENAI_BASE_URL")
-        api_key = api_key or os.environ.get("OPENAI_API_KEY") or ("sk-no-key" if base_url else None)
+        given = {k: kw.pop(k) for k in list(kw) if k in OpenAIEmbedOptions.model_fields}
+        try: o = OpenAIEmbedOptions.model_validate(dict(options or {}) | given)
+        except ValidationError as e:
+            raise ValueError("openai embedder options: " + "; ".join(
+                f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())) from None
+        base_url = o.base_url or os.environ.get("OPENAI_BASE_URL")
+        api_key = o.api_key or os.environ.get("OPENAI_API_KEY") or ("sk-no-key" if base_url else None)
         if client is None and api_key is None:
             raise ValueError("openai embedder needs an API key: set OPENAI_API_KEY (or api_key), or a "
                              "base_url for a local server")
-        self.client = client or openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout,
-                                              max_retries=max_retries)
-        self.model, self.dimensions, self.base_url = model, dimensions, base_url or getattr(self.client,
-                                                                                            "base_url", None)
-        self.query_prompt = query_prompt
-        if dim is None: dim = dimensions or len(self._embed(["dimension probe"])[0][0])
-        super().__init__(model_id or (model if dimensions is None else f"{model}@{dimensions}"), dim,
-                         batch_size=batch_size, concurrency=concurrency, **kw)
+        self.client = client or openai.OpenAI(base_url=base_url, api_key=api_key, timeout=o.timeout,
+                                              max_retries=o.max_retries)
+        self.model, self.dimensions = model, o.dimensions
+        self.base_url = base_url or getattr(self.client, "base_url", None)
+        self.query_prompt = o.query_prompt
+        dim = o.dim or o.dimensions or len(self._embed(["dimension probe"])[0][0])
+        super().__init__(o.model_id or (model if o.dimensions is None else f"{model}@{o.dimensions}"), dim,
+                         batch_size=o.batch_size, concurrency=o.concurrency, **kw)
 
     def fingerprint(self) -> dict:
         return {**super().fingerprint(), "model": self.model, "base_url": normalise_base_url(self.base_url),
