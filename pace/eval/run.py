@@ -77,7 +77,7 @@ METHODS = SIMPLE_METHODS + STRUCTURED_METHODS
 def build_method(name: str | MethodSpec, # one of `METHODS`, a sized retriever, 'file.py:Class', or its spec
                  chat_model, # the agents' and answer model
                  index, # an index or `IndexStore`
-                 config: PaceMakerConfig | None = None, # PaceMaker's base config
+                 config=None, # the base `PaceMakerConfig`, or a PaceMaker method built (`Pipeline`)
                  graphrag_config=None, # a `GraphRAGConfig` or its settings as a dict (graphrag only)
                  **kw): # options of the method's class
     "A `Method` from its name or spec (`make_method`); GraphRAG's settings are checked here."
@@ -423,12 +423,15 @@ def _check_scope(methods, # names as given to --methods
                                 "retrieval-only run")
     return specs
 
-def _check_pacemaker_names(specs: dict, cfg):
-    "Refuse a PaceMaker method name that the --config settings contradict (pacemaker-small, anchor_keep=0)."
+def _pacemaker_methods(specs: dict, cfg) -> dict:
+    """{name: `Pipeline`} of the run's PaceMaker methods, built once from their names and the --config
+    settings; a name the settings contradict (pacemaker-small, anchor_keep=0) is refused."""
+    out = {}
     for m, s in specs.items():
-        if s.config == "pacemaker":
-            try: pipeline(m, cfg)
-            except ValueError as e: raise UsageError(f"--methods {m} with --config: {e}") from None
+        if s.config != "pacemaker": continue
+        try: out[m] = pipeline(m, cfg)
+        except ValueError as e: raise UsageError(f"--methods {m} with --config: {e}") from None
+    return out
 
 # %% ../../nbs/32_run.ipynb #354f242a
 def _run_folder(out_dir, name: str) -> JobFolder:
@@ -828,7 +831,7 @@ class Run:
         self.specs = _check_scope(s.methods or (RETRIEVAL_METHODS if s.retrieval_only else DEFAULT_METHODS),
                                   s.retrieval_only)
         self.methods = list(self.specs)
-        _check_pacemaker_names(self.specs, self.cfg.pacemaker)
+        self.pipelines = _pacemaker_methods(self.specs, self.cfg.pacemaker)
         self.ds = load_pace_dataset(s.dataset)
         self.specs = check_run_files(self.specs, self.ds)   # run files: checked against the dataset
         _warn_dataset(self.ds)
@@ -909,7 +912,8 @@ class Run:
                 c = self.cfg
                 store = IndexStore(self.run_dir / "index", self.emb, knn_k=c.pacemaker.knn_k,
                                    bm25=c.index.bm25)
-                self.ms = {m: build_method(self.specs[m], self.cm, store, c.pacemaker, c.graphrag)
+                base = lambda m: self.pipelines.get(m, c.pacemaker)   # a PaceMaker method: built in `open`
+                self.ms = {m: build_method(self.specs[m], self.cm, store, base(m), c.graphrag)
                            for m in self.methods}
                 self.ms = deeper_methods(self.ms, c.scope.depth)   # --depth: a deeper list for the metrics
                 todo = self.pending(done)

@@ -14,7 +14,7 @@ from ..calls import AgentCall
 from .agents import AnswerGenerator, as_date, persona_name
 from ..data import UsageError
 from .pipeline import (PaceMaker, PaceMakerConfig, MethodTrace, resolve_index, pipeline, variant,
-                                   hybrid_ranking, HYBRID_K, SMALL_SIZES, VARIANTS)
+                                   hybrid_ranking, HYBRID_K, SMALL_SIZES, VARIANTS, Pipeline)
 
 # %% auto #0
 __all__ = ['ANSWER_SETTINGS', 'METHOD_SPECS', 'SIZED', 'METHODS', 'LLM_FREE', 'RUN_PREFIXES', 'MethodResult', 'Method',
@@ -466,12 +466,14 @@ def method_spec(name: str, # a registered name or variant, a sized retriever ('h
 def make_method(name: str | MethodSpec, # a name `method_spec` knows ('hybrid@20', 'my.py:Mine'), or its spec
                 chat_model, # the agents' and answer model
                 index, # an index, `IndexStore` or callable
-                config: PaceMakerConfig | None = None, # PaceMaker's base config (answer settings, k_rrf)
+                config: PaceMakerConfig | Pipeline | None = None, # the base settings, or the PaceMaker built
                 graphrag_config=None, # GraphRAG's settings (a `GraphRAGConfig`)
                 **kw): # options of the method's class (k, k_rrf, answer_max_tokens, answer_format, policy)
     "A `Method` from its name or `MethodSpec` (see `METHOD_SPECS`), named as its rows will be."
     s = name if isinstance(name, MethodSpec) else method_spec(name)
-    if s.config == "pacemaker": return s.cls()(chat_model, index, pipeline(s.name, config))
+    if s.config == "pacemaker":
+        built = config if isinstance(config, Pipeline) else pipeline(s.name, config)
+        return s.cls()(chat_model, index, built)
     if config is not None:
         for k in s.settings: kw.setdefault(k, getattr(config, k))
     if s.config == "graphrag": kw["config"] = graphrag_config
