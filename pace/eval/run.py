@@ -819,8 +819,8 @@ def deeper_methods(ms: dict, # {name: built method}
     return {m: Deeper(x, depth) if deep(x) else x for m, x in ms.items()}
 
 # %% ../../nbs/32_run.ipynb #caeb334a
-class Run:
-    "One `pace run` on its folder, in steps: `open`, the `pending` pairs, `run` them, `finish` (`execute`)."
+class _OpenRun:
+    "A `pace run` opened: scope checked, queries picked, folder made and locked, models built."
     def __init__(self, cfg: RunConfig, # the checked settings
                 ): self.cfg, self.lock, self.scope = cfg, None, None
 
@@ -885,6 +885,9 @@ class Run:
             print("pace run: --preset paper: the judge is the chat model, which grades its own answers; "
                   "the paper uses a separate judge (--judge SPEC)", file=sys.stderr)
 
+# %% ../../nbs/32_run.ipynb #03dbbc59
+class Run(_OpenRun):
+    "One `pace run` on its folder, in steps: `open`, the `pending` pairs, `run` them, `finish` (`execute`)."
     def pending(self, done: dict) -> list[tuple]:
         "(query, method, old row to judge again or None) of each pair still to run, at most `max_pairs`."
         x = self.cfg.execution

@@ -431,8 +431,8 @@ def _reached_model(r) -> bool:
     transport error)."""
     return not isinstance(r, Exception) and (bool(r.ok) or r.text is not None or r.usage.prompt_tokens > 0)
 
-class Tournament:
-    "One filter stage over one query's candidates: rounds of chunked calls, and what they did."
+class _ChunkCalls:
+    "A filter stage's calls over chunks of candidates: the chunks, each call's request, its reply read."
     def __init__(self, flt, # the `EvidenceFilter` (its settings)
                  cm, query: str, ref_date, top_n: int,
                  stage: str): # 'prehop' or 'posthop' in PaceMaker
@@ -496,6 +496,9 @@ class Tournament:
                          n_chunks=n_chunks)
         return got, rec
 
+# %% ../../nbs/20_agents.ipynb #b6f855de
+class Tournament(_ChunkCalls):
+    "One filter stage over one query's candidates: rounds of chunked calls, and what they did."
     def rounds(self, cands: list[tuple[str, str]],
                chunked: bool = True): # False: one call over all candidates, whatever fits
         """Steps: rounds of chunked selection until at most `top_n` candidates remain (or `max_rounds` ran
