@@ -532,6 +532,9 @@ class PaceMaker:
                  index, # an `InstanceIndex`, an `IndexStore` or a callable (see `resolve_index`)
                  method: Pipeline | str | PaceMakerConfig | None = None, # the paper's PaceMaker when None
                 ):
+        if isinstance(method, PaceMakerConfig) and type(method) is not PaceMakerConfig:
+            raise TypeError(f"{type(method).__name__} holds another variant's settings: pass its method, "
+                            "e.g. pipeline('pacemaker-score', settings)")
         if method is None or isinstance(method, PaceMakerConfig): method = pipeline('pacemaker', method)
         self.cm, self.index = chat_model, index
         self.method = pipeline(method) if isinstance(method, str) else method
