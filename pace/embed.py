@@ -13,8 +13,8 @@ from tqdm.auto import tqdm
 from .cache import (Cache, Entry, Accounts, as_cache, request_key, canonical_json, log_calls, ReplayError,
                         replay_enabled, replay_miss, recorded_model, recorded_fingerprints)
 from .llm import parse_spec, build_from_spec, file_identity, dir_identity, need
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from .backends.openai import normalise_base_url
+from pydantic import BaseModel, ConfigDict, Field
+from .backends.openai import normalise_base_url, _options
 from .backends.vllm import vllm_settings
 
 # %% auto #0
@@ -446,11 +446,8 @@ class OpenAIEmbedder(Embedder):
                  *, client=None, # an openai client to send through (default: one built from the options)
                  **kw): # fields of `OpenAIEmbedOptions`, then `Embedder`'s (cache, accounts)
         import openai
-        given = {k: kw.pop(k) for k in list(kw) if k in OpenAIEmbedOptions.model_fields}
-        try: o = OpenAIEmbedOptions.model_validate(dict(options or {}) | given)
-        except ValidationError as e:
-            raise ValueError("openai embedder options: " + "; ".join(
-                f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())) from None
+        o = _options(options, {k: kw.pop(k) for k in list(kw) if k in OpenAIEmbedOptions.model_fields},
+                     OpenAIEmbedOptions, "openai embedder options")
         base_url = o.base_url or os.environ.get("OPENAI_BASE_URL")
         api_key = o.api_key or os.environ.get("OPENAI_API_KEY") or ("sk-no-key" if base_url else None)
         if client is None and api_key is None:

@@ -164,16 +164,18 @@ class OpenAIOptions(BaseModel):
     context_window: int = Field(128000, ge=1) # tokens
     extra_body: dict | None = None # more fields of the request body, as the server knows them
 
-def _options(options, # an `OpenAIOptions`, a dict of its fields, or None (the defaults)
+def _options(options, # an options model of `cls`, a dict of its fields, or None (the defaults)
              fields:dict, # fields given as keywords: they win
-            ) -> OpenAIOptions:
+             cls=OpenAIOptions, # the options' class (`pace.embed.OpenAIEmbedOptions` for the embedder)
+             what:str="openai options", # how the error names them
+            ):
     "The options with `fields` over them; a bad one is a one-line ValueError naming each field and why."
     try:
-        o = OpenAIOptions.model_validate(options or {})
-        return OpenAIOptions.model_validate(o.model_dump(exclude_unset=True) | fields) if fields else o
+        o = cls.model_validate(options or {})
+        return cls.model_validate(o.model_dump(exclude_unset=True) | fields) if fields else o
     except ValidationError as e:
         why = [f"{'.'.join(map(str, x['loc']))}: {x['msg']} (got {x['input']!r})" for x in e.errors()]
-        raise ValueError("openai options: " + "; ".join(why)) from None
+        raise ValueError(f"{what}: " + "; ".join(why)) from None
 
 # %% ../../nbs/02b_openai.ipynb #695d6f33
 _RETRY_STATUS = (408, 409, 429)
