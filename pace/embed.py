@@ -14,7 +14,7 @@ from .cache import (Cache, Entry, Accounts, as_cache, request_key, canonical_jso
                         replay_enabled, replay_miss, recorded_model, recorded_fingerprints)
 from .llm import parse_spec, build_from_spec, file_identity, dir_identity, need
 from pydantic import BaseModel, ConfigDict, Field
-from .backends.openai import normalise_base_url, _options
+from .backends.openai import normalise_base_url, checked_options
 from .backends.vllm import vllm_settings
 
 # %% auto #0
@@ -446,7 +446,7 @@ class OpenAIEmbedder(Embedder):
                  *, client=None, # an openai client to send through (default: one built from the options)
                  **kw): # fields of `OpenAIEmbedOptions`, then `Embedder`'s (cache, accounts)
         import openai
-        o = _options(options, {k: kw.pop(k) for k in list(kw) if k in OpenAIEmbedOptions.model_fields},
+        o = checked_options(options, {k: kw.pop(k) for k in list(kw) if k in OpenAIEmbedOptions.model_fields},
                      OpenAIEmbedOptions, "openai embedder options")
         base_url = o.base_url or os.environ.get("OPENAI_BASE_URL")
         api_key = o.api_key or os.environ.get("OPENAI_API_KEY") or ("sk-no-key" if base_url else None)

@@ -14,7 +14,7 @@ _log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['OPENAI_BASE_URL', 'MAX_RETRY_AFTER', 'response_format', 'normalise_base_url', 'RequestLimiter', 'retry_after_seconds',
-           'backoff_seconds', 'OpenAIOptions', 'OpenAIChat']
+           'backoff_seconds', 'OpenAIOptions', 'checked_options', 'OpenAIChat']
 
 # %% ../../nbs/02b_openai.ipynb #3d1d587d
 _JSON_MODES = ("json_schema", "json_object_schema", "json_object", "prompt")
@@ -164,11 +164,12 @@ class OpenAIOptions(BaseModel):
     context_window: int = Field(128000, ge=1) # tokens
     extra_body: dict | None = None # more fields of the request body, as the server knows them
 
-def _options(options, # an options model of `cls`, a dict of its fields, or None (the defaults)
-             fields:dict, # fields given as keywords: they win
-             cls=OpenAIOptions, # the options' class (`pace.embed.OpenAIEmbedOptions` for the embedder)
-             what:str="openai options", # how the error names them
-            ):
+# %% ../../nbs/02b_openai.ipynb #ac8a517d
+def checked_options(options, # an options model of `cls`, a dict of its fields, or None (the defaults)
+                    fields:dict, # fields given as keywords: they win
+                    cls=OpenAIOptions, # the options' class (`pace.embed.OpenAIEmbedOptions` for the embedder)
+                    what:str="openai options", # how the error names them
+                   ):
     "The options with `fields` over them; a bad one is a one-line ValueError naming each field and why."
     try:
         o = cls.model_validate(options or {})
@@ -189,7 +190,7 @@ class OpenAIChat(ChatModel):
                  *, client=None, # an openai client to send through (default: one built from the options)
                  **kw): # fields of `OpenAIOptions`, then `ChatModel`'s (cache, accounts, ...)
         import openai
-        o = _options(options, {k: kw.pop(k) for k in list(kw) if k in OpenAIOptions.model_fields})
+        o = checked_options(options, {k: kw.pop(k) for k in list(kw) if k in OpenAIOptions.model_fields})
         base_url = o.base_url or os.environ.get("OPENAI_BASE_URL")
         api_key = o.api_key or os.environ.get("OPENAI_API_KEY") or ("sk-no-key" if base_url else None)
         if client is None and api_key is None:
