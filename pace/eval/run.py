@@ -26,7 +26,7 @@ from .judge import JUDGE_MODES, PAPER_PROMPTS, judge_answer
 from ..metrics import funnel
 from ..index import BM25_MODES, index_seconds
 from ..shards import MergeError, check_parts, gap_check, merged_rows, parse_shard, shard_ids
-from ..methods.pipeline import PaceMakerConfig, pipeline, RELEASE_SETTINGS
+from ..methods.pipeline import PaceMakerConfig, RELEASE_SETTINGS
 from ..methods.agents import RELEASE_PROMPTS
 from ..runfolder import (VOLATILE, split_volatile, dataset_sha256, model_fingerprint, settings_diff,
                             RunMismatchError, check_settings, build_model, RunLocked, RunLock, JobFolder,
@@ -80,10 +80,14 @@ def build_method(name: str | MethodSpec, # one of `METHODS`, a sized retriever, 
                  config=None, # the base `PaceMakerConfig`, or a PaceMaker method built (`Pipeline`)
                  graphrag_config=None, # a `GraphRAGConfig` or its settings as a dict (graphrag only)
                  **kw): # options of the method's class
-    "A `Method` from its name or spec (`make_method`); GraphRAG's settings are checked here."
+    """A `Method` from its name or spec (`make_method`); GraphRAG's settings are checked here, and a PaceMaker
+    name its settings contradict (pacemaker-small with anchor_keep=0) is a `UsageError`."""
     s = name if isinstance(name, MethodSpec) else method_spec(name)
     gcfg = _graphrag_config(graphrag_config) if s.config == "graphrag" else None
-    return make_method(s, chat_model, index, config, gcfg, **kw)
+    try: return make_method(s, chat_model, index, config, gcfg, **kw)
+    except ValueError as e:
+        if s.config != "pacemaker" or isinstance(e, UsageError): raise
+        raise UsageError(f"--methods {s.name} with --config: {e}") from None
 
 # %% ../../nbs/32_run.ipynb #d3cd1dd0
 def _prompt_digests(mod) -> dict[str, str]:
@@ -422,16 +426,6 @@ def _check_scope(methods, # names as given to --methods
         if no: raise UsageError(f"{', '.join(no)} retrieve nothing: drop them from --methods in a "
                                 "retrieval-only run")
     return specs
-
-def _pacemaker_methods(specs: dict, cfg) -> dict:
-    """{name: `Pipeline`} of the run's PaceMaker methods, built once from their names and the --config
-    settings; a name the settings contradict (pacemaker-small, anchor_keep=0) is refused."""
-    out = {}
-    for m, s in specs.items():
-        if s.config != "pacemaker": continue
-        try: out[m] = pipeline(m, cfg)
-        except ValueError as e: raise UsageError(f"--methods {m} with --config: {e}") from None
-    return out
 
 # %% ../../nbs/32_run.ipynb #354f242a
 def _run_folder(out_dir, name: str) -> JobFolder:
@@ -825,13 +819,13 @@ class _OpenRun:
                 ): self.cfg, self.lock, self.scope = cfg, None, None
 
     def open(self) -> Run:
-        "Check the scope, load the dataset, pick queries, make and lock the folder, build models, check them."
+        """Check the scope, load the dataset, pick queries, make and lock the folder, build the models and the
+        methods, check the settings."""
         from pace.data import load_pace_dataset
         s = self.cfg.scope
         self.specs = _check_scope(s.methods or (RETRIEVAL_METHODS if s.retrieval_only else DEFAULT_METHODS),
                                   s.retrieval_only)
         self.methods = list(self.specs)
-        self.pipelines = _pacemaker_methods(self.specs, self.cfg.pacemaker)
         self.ds = load_pace_dataset(s.dataset)
         self.specs = check_run_files(self.specs, self.ds)   # run files: checked against the dataset
         _warn_dataset(self.ds)
@@ -846,6 +840,7 @@ class _OpenRun:
         self.results, self.timings = self.run_dir / "results.jsonl", self.run_dir / "timings.jsonl"
         with self.job.opening():   # made and locked; a failure below lets go and removes what was made
             self.build_models()
+            self.ms = self.build_methods()
             self.settings = self.job.check(_settings(self))
         self.lock = self.job.lock
         return self
@@ -861,6 +856,14 @@ class _OpenRun:
         chat = chat_name(self.cfg.models.chat) if self.needs_chat else None
         n = n if n < self.n_dataset else 0   # 0: every query (e.g. --limit 1000 of 72)
         return default_run_name(s.dataset, chat, n, s.retrieval_only)
+
+    def build_methods(self) -> dict:
+        "{name: `Method`}: each method of the run built once, on the run's index store (`build_method`)."
+        from pace.index import IndexStore
+        c = self.cfg
+        store = IndexStore(self.run_dir / "index", self.emb, knn_k=c.pacemaker.knn_k, bm25=c.index.bm25)
+        ms = {m: build_method(self.specs[m], self.cm, store, c.pacemaker, c.graphrag) for m in self.methods}
+        return deeper_methods(ms, c.scope.depth)   # --depth: a deeper list for the metrics
 
     def build_models(self):
         """Open the cache once; build the chat model, the judge (the chat model unless given) and the
@@ -904,7 +907,6 @@ class Run(_OpenRun):
 
     def execute(self) -> dict:
         "`open`; then, holding the folder's lock: resume, `run` the `pending`, `finish` (a stop: partial)."
-        from pace.index import IndexStore
         self.open()
         with self.lock:   # held until the tables are written: no other run reads or writes the folder
             x = self.cfg.execution
@@ -912,13 +914,6 @@ class Run(_OpenRun):
             self.scope = _scope(self, done.values())
             self.job.write("running", self.scope)
             try:
-                c = self.cfg
-                store = IndexStore(self.run_dir / "index", self.emb, knn_k=c.pacemaker.knn_k,
-                                   bm25=c.index.bm25)
-                base = lambda m: self.pipelines.get(m, c.pacemaker)   # a PaceMaker method: built in `open`
-                self.ms = {m: build_method(self.specs[m], self.cm, store, base(m), c.graphrag)
-                           for m in self.methods}
-                self.ms = deeper_methods(self.ms, c.scope.depth)   # --depth: a deeper list for the metrics
                 todo = self.pending(done)
                 self.workers = _workers(x.workers, self.cm, self.jm)
                 return self.finish(*self.run(todo))
