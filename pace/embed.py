@@ -82,9 +82,8 @@ class _EmbedderBase:
                  concurrency:int=1, # backend calls in flight (HTTP backends)
                  accounts:Accounts|None=None):
         self.model_id, self.dim = model_id, _positive_int("dim", dim)
-        self.batch_size, self.concurrency = _positive_int("batch_size",
-                                                          batch_size), _positive_int("concurrency",
-                                                                                     concurrency)
+        self.batch_size = _positive_int("batch_size", batch_size)
+        self.concurrency = _positive_int("concurrency", concurrency)
         self.cache, self.accounts = as_cache(cache), accounts if accounts is not None else Accounts()
     def __repr__(self): return f"{type(self).__name__}({self.model_id!r}, dim={self.dim})"
     def _embed(self, texts:list[str]) -> tuple[np.ndarray, int]:
@@ -116,13 +115,12 @@ class _EmbedderBase:
                                  f"{(len(batch), self.dim)}")
         return l2_normalise(vecs), int(ntok), time.perf_counter() - t
     def _store(self, batch:list[str], vecs, ntok:int, secs:float, fp:dict, stage:str):
-        "Cache the vectors of one computed batch (tokens and seconds shared out per text) and count it."
+        "Cache the vectors of one computed batch (tokens and seconds shared out per text)."
         if self.cache is not None:
             self.cache.put_many([Entry(key=self._key(t, fp), kind="embed", model=self.model_id, stage=stage,
                                        request={"fingerprint": fp, "text": t},
                                        response=encode_vec(v), prompt_tokens=ntok // len(batch),
                                        seconds=secs / len(batch)) for t, v in zip(batch, vecs)])
-        self.accounts.record(stage, n=len(batch), prompt_tokens=ntok, seconds=secs, model_seconds=secs)
 
 # %% ../nbs/04_embed.ipynb #77f59093
 QUERY_KEYS = ("query_prompt", "query_prompt_name")   # fingerprint keys that decide query vectors only
@@ -178,8 +176,8 @@ class Embedder(_EmbedderBase):
                                                   disable=not show_progress, desc=f"embed {self.model_id}"):
                 for t, v in zip(batch, vecs): out[where[t]] = v
                 if cache: self._store(batch, vecs, ntok, secs, fp, stage)
-                else: self.accounts.record(stage, n=len(batch), prompt_tokens=ntok, seconds=secs,
-                                           model_seconds=secs)
+                self.accounts.record(stage, n=len(batch), prompt_tokens=ntok, seconds=secs,
+                                     model_seconds=secs)
         finally:
             if ex: ex.shutdown(wait=True)
         return out
