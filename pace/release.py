@@ -586,11 +586,11 @@ class Source(NamedTuple):
     name: str     # the hub id or the folder
     license: str | None  # as the source's card gives it
 
-def _table_rows(t, config: str) -> list[Row]:
-    return [Row(f"{config} row {i}", "", r) for i, r in enumerate(t.to_list())]
-
-def _licence(tables) -> str | None:
-    return next((t.info.license for t in tables if getattr(t.info, "license", None)), None)
+def _loaded(ts: dict, kind: str, name: str) -> Source:
+    "The `Source` of loaded tables: row i of table c is 'c row i'; the licence is the first a card gives."
+    rows = {c: [Row(f"{c} row {i}", "", r) for i, r in enumerate(t.to_list())] for c, t in ts.items()}
+    licence = next((t.info.license for t in ts.values() if getattr(t.info, "license", None)), None)
+    return Source(rows, kind, name, licence)
 
 # %% ../nbs/08_release.ipynb #f0ac44c7
 def read_release(source, # the hub id, a local copy of it, or the authors' layout
@@ -606,8 +606,7 @@ def read_release(source, # the hub id, a local copy of it, or the authors' layou
                              f"and profile/ (`pace data import {p.parent} OUT`)")
         if kind == "hub" or _card_configs(p):
             with quiet_datasets(): ts = {c: local_table(p, c, cache_dir) for c in CONFIGS}
-            rows = {c: _table_rows(t, c) for c, t in ts.items()}
-            return Source(rows, "local copy", str(p), _licence(ts.values()))
+            return _loaded(ts, "local copy", str(p))
         what = "a PACE folder already (nothing to import)" if (p / "instances.jsonl").exists() else \
             "neither the authors' layout (kb/<case_id>/corpus.json) nor a copy of the hub dataset"
         raise UsageError(f"{p}: {what}")
@@ -624,7 +623,7 @@ def read_release(source, # the hub id, a local copy of it, or the authors' layou
                 "HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on") else ""
             raise UsageError(f"{source}: no such folder, and the hub dataset's {c!r} table cannot be loaded "
                              f"({type(e).__name__}: {why}){offline}") from e
-    return Source({c: _table_rows(t, c) for c, t in ts.items()}, "hub", str(source), _licence(ts.values()))
+    return _loaded(ts, "hub", str(source))
 
 # %% ../nbs/08_release.ipynb #d3a62397
 def check_new_folder(out, # the folder a command is to write
