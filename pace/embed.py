@@ -99,7 +99,7 @@ class _EmbedderBase:
         "Hook called with the texts the cache lacks, before they are embedded (a replay raises here)."
     def _run_batch(self, batch:list[str], stage:str="embed", query:bool=False,
                    logged:bool=True): # False: a recomputed vector, no model call to log
-        "Unit vectors, tokens, seconds of one logged backend call; `EmbeddingError` on failure or a bad shape."
+        "Unit vectors, tokens, seconds of one logged backend call; `EmbeddingError` on failure or bad shape."
         if logged: log_calls("embed", self.model_id, stage, len(batch))
         t = time.perf_counter()
         try: vecs, ntok = (self._embed_query if query else self._embed)(batch)
