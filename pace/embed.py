@@ -129,12 +129,12 @@ class Embedder(_EmbedderBase):
         hits = self.cache.get_many(keys) if self.cache is not None else {}
         for i, k in enumerate(keys):
             if k in hits: out[i] = decode_vec(hits[k].response)
-        nhit = sum(k in hits for k in keys)
-        if nhit:
-            self.accounts.record(stage, cached=True, n=nhit,
-                                 prompt_tokens=sum(hits[k].prompt_tokens for k in keys if k in hits),
-                                      seconds=time.perf_counter() - t0,
-                                      model_seconds=sum(hits[k].seconds for k in keys if k in hits))
+        found = [hits[k] for k in keys if k in hits]
+        nhit = len(found)
+        if found:
+            self.accounts.record(stage, cached=True, n=nhit, seconds=time.perf_counter() - t0,
+                                 prompt_tokens=sum(h.prompt_tokens for h in found),
+                                 model_seconds=sum(h.seconds for h in found))
         todo = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in hits))
         # repeats within the call
         if todo and len(texts) - nhit > len(todo):

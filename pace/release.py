@@ -9,8 +9,9 @@ from collections import Counter
 from pathlib import Path
 from typing import NamedTuple
 from .atomic import atomic_folder
-from .data import (DatasetError, Fact, Instance, Problem, Query, UsageError, load_pace_dataset,
-                       loads_unique, name_problem, release_layout, stats_markdown, validate_object)
+from .data import (DatasetError, Fact, Instance, Problem, Query, UsageError, jsonl_text,
+                       load_pace_dataset, loads_unique, name_problem, release_layout, stats_markdown,
+                       validate_object)
 
 # %% auto #0
 __all__ = ['HUB_ID', 'CONFIGS', 'SPLIT', 'TIMELINE', 'QUERY_COLUMNS', 'CORPUS_COLUMNS', 'EMPTY_GOLD', 'ALTER_KEYS',
@@ -687,18 +688,14 @@ def new_folder(out): # a folder `check_new_folder` accepts
         (tmp / MARK).unlink()
 
 # %% ../nbs/08_release.ipynb #1730762f
-def _jsonl(rows) -> str:
-    "JSON lines as the bundled datasets write them: keys in their order, UTF-8 kept."
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-
 def write_pace(folder: Path, # an empty folder
                imp: Imported):
     "The files of a PACE folder: instances.jsonl, kb/<instance_id>.jsonl, queries.jsonl."
     (folder / "kb").mkdir()
-    (folder / "instances.jsonl").write_text(_jsonl(imp.instances), encoding="utf-8")
+    (folder / "instances.jsonl").write_text(jsonl_text(imp.instances, sort_keys=False), encoding="utf-8")
     for iid, facts in imp.kb.items():
-        (folder / "kb" / f"{iid}.jsonl").write_text(_jsonl(facts), encoding="utf-8")
-    (folder / "queries.jsonl").write_text(_jsonl(imp.queries), encoding="utf-8")
+        (folder / "kb" / f"{iid}.jsonl").write_text(jsonl_text(facts, sort_keys=False), encoding="utf-8")
+    (folder / "queries.jsonl").write_text(jsonl_text(imp.queries, sort_keys=False), encoding="utf-8")
 
 # %% ../nbs/08_release.ipynb #927c7ceb
 def _changes(rep: dict) -> list[str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib, json, math, re
 from collections import Counter
 from pathlib import Path
-from .data import UsageError, load_pace_dataset
+from .data import UsageError, jsonl_text, load_pace_dataset
 from .atomic import write_text
 
 # %% auto #0
@@ -86,7 +86,6 @@ TREC_LAYOUTS = ("trec", "beir")
 def beir_files(ds, # a `pace.data.PaceDataset`
               ) -> dict[str, str]:
     "{relative path: text} of the dataset in BEIR's layout: corpus.jsonl, queries.jsonl, qrels/test.tsv."
-    js = lambda rows: "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     corpus = [dict(_id=trec_docno(i, f.doc_id), title="", text=f.text)
               for i in sorted(ds.kb) for f in ds.kb[i]]
     meta = lambda q: dict(instance_id=q.instance_id, ref_date=str(q.ref_date), label=q.label,
@@ -94,7 +93,8 @@ def beir_files(ds, # a `pace.data.PaceDataset`
     queries = [dict(_id=q.query_id, text=q.query, metadata=meta(q)) for q in ds.queries]
     qrels = "".join(f"{q}\t{d}\t{r}\n" for q, rel in dataset_qrels(ds).items() for d, r in rel.items())
     qrels = "query-id\tcorpus-id\tscore\n" + qrels
-    return {"corpus.jsonl": js(corpus), "queries.jsonl": js(queries), "qrels/test.tsv": qrels}
+    return {"corpus.jsonl": jsonl_text(corpus, sort_keys=False),
+            "queries.jsonl": jsonl_text(queries, sort_keys=False), "qrels/test.tsv": qrels}
 
 # %% ../nbs/09_trec.ipynb #f574d8d7
 def export_trec(dataset, # a PACE folder
