@@ -11,16 +11,15 @@ from pathlib import Path
 __all__ = ['USER_ERRORS', 'CLI_MODULES', 'data_check', 'merge_folders', 'build_parser', 'main', 'UsageError']
 
 # %% ../nbs/90_cli.ipynb #d3fb7e34
-def data_check(path: str, out=None) -> int:
+def data_check(path: str) -> int:
     "Validate the dataset at `path`; print its problems (return 1) or its warnings and statistics (return 0)."
     from pace.data import load_pace_dataset, DatasetError, stats_markdown
-    out = out or sys.stdout
     try: ds = load_pace_dataset(path)
     except DatasetError as e:
-        print(e.one_line(), file=out); return 1
+        print(e.one_line()); return 1
     warnings = "".join(f"\n  warning: {w}" for w in ds.warnings)
-    print(f"{path}: OK ({len(ds.instances)} instances, {len(ds.queries)} queries){warnings}\n", file=out)
-    print(stats_markdown(ds.stats()), file=out)
+    print(f"{path}: OK ({len(ds.instances)} instances, {len(ds.queries)} queries){warnings}\n")
+    print(stats_markdown(ds.stats()))
     return 0
 
 def _add_data(sub):

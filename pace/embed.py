@@ -5,7 +5,7 @@
 # %% ../nbs/04_embed.ipynb #adbe6b72
 from __future__ import annotations
 import base64, functools, hashlib, importlib.resources, importlib.util, json, os, re, threading, time
-import warnings
+import contextlib, warnings
 from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 import numpy as np
@@ -165,9 +165,8 @@ class Embedder(_EmbedderBase):
         if cache: self._on_miss(todo, fp, stage)
         batches, where = [todo[i:i+self.batch_size] for i in range(0, len(todo), self.batch_size)], {}
         for i, t in enumerate(texts): where.setdefault(t, []).append(i)
-        ex = ThreadPoolExecutor(self.concurrency) if self.concurrency > 1 else None
-        try:
-            run = functools.partial(self._run_batch, stage=stage, query=query, logged=cache)
+        run = functools.partial(self._run_batch, stage=stage, query=query, logged=cache)
+        with ThreadPoolExecutor(self.concurrency) if self.concurrency > 1 else contextlib.nullcontext() as ex:
             it = ex.map(run, batches) if ex else map(run, batches)
             for batch, (vecs, ntok, secs) in tqdm(zip(batches, it), total=len(batches),
                                                   disable=not show_progress, desc=f"embed {self.model_id}"):
@@ -175,8 +174,6 @@ class Embedder(_EmbedderBase):
                 if cache: self._store(batch, vecs, ntok, secs, fp, stage)
                 self.accounts.record(stage, n=len(batch), prompt_tokens=ntok, seconds=secs,
                                      model_seconds=secs)
-        finally:
-            if ex: ex.shutdown(wait=True)
         return out
     def embed_queries(self, texts:list[str], *, stage:str="embed_query",
                       show_progress:bool=False) -> np.ndarray:
