@@ -11,16 +11,15 @@ from pathlib import Path
 __all__ = ['USER_ERRORS', 'CLI_MODULES', 'data_check', 'merge_folders', 'build_parser', 'main', 'UsageError']
 
 # %% ../nbs/90_cli.ipynb #d3fb7e34
-def data_check(path: str, out=None) -> int:
+def data_check(path: str) -> int:
     "Validate the dataset at `path`; print its problems (return 1) or its warnings and statistics (return 0)."
     from pace.data import load_pace_dataset, DatasetError, stats_markdown
-    out = out or sys.stdout
     try: ds = load_pace_dataset(path)
     except DatasetError as e:
-        print(e.one_line(), file=out); return 1
+        print(e.one_line()); return 1
     warnings = "".join(f"\n  warning: {w}" for w in ds.warnings)
-    print(f"{path}: OK ({len(ds.instances)} instances, {len(ds.queries)} queries){warnings}\n", file=out)
-    print(stats_markdown(ds.stats()), file=out)
+    print(f"{path}: OK ({len(ds.instances)} instances, {len(ds.queries)} queries){warnings}\n")
+    print(stats_markdown(ds.stats()))
     return 0
 
 def _add_data(sub):
@@ -152,12 +151,6 @@ def _reader_gone() -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 141
 
-def _new_out(args) -> Path | None:
-    "The topmost folder that a command's `--out` names and that does not exist yet (None when there is none)."
-    out = getattr(args, "out", None)
-    if not isinstance(out, str) or not out: return None
-    return first_missing(out)
-
 def _drop_if_empty(p: Path | None):
     "Remove folder `p` if it holds no file (only empty folders): what a failed command made of --out."
     if p is not None and p.is_dir() and not any(not f.is_dir() for f in p.rglob("*")):
@@ -171,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pace: interrupted", file=sys.stderr); return 130
     args.argv = argv   # the command as given (`pace run` prints it to resume an interrupted run)
-    fresh = _new_out(args)
+    out = getattr(args, "out", None)   # the topmost folder of --out that does not exist yet, if any
+    fresh = first_missing(out) if isinstance(out, str) and out else None
     try:
         rc = args.func(args) or 0
         sys.stdout.flush()   # here, not at exit: a closed pipe is then caught below

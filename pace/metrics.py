@@ -5,12 +5,11 @@
 # %% ../nbs/13_metrics.ipynb #4b500ec9
 from __future__ import annotations
 from collections import Counter
-from statistics import fmean
 import numpy as np
 
 # %% auto #0
-__all__ = ['MEASURES', 'trec_measures', 'retrieval_metrics', 'mean_metrics', 'evaluate_rankings', 'coverage_class',
-           'evidence_coverage', 'funnel', 'stage_coverage', 'bootstrap_ci']
+__all__ = ['MEASURES', 'trec_measures', 'retrieval_metrics', 'coverage_class', 'evidence_coverage', 'funnel', 'stage_coverage',
+           'bootstrap_ci']
 
 # %% ../nbs/13_metrics.ipynb #da3a5913
 MEASURES = ("nDCG@10", "R@100", "AP", "P@10", "RR", "Success@10")   # the tables' trec_eval measures
@@ -67,25 +66,6 @@ def retrieval_metrics(ranked_ids: list[str], # retrieved doc_ids, best first
     out |= {f"mrr@{k}": lib.get(f"RR@{k}", 0.0) for k in ks if k != max(ks)}
     out["mrr"] = lib.get("RR", 0.0)
     return out
-
-# %% ../nbs/13_metrics.ipynb #4c546857
-def mean_metrics(rows: list[dict]) -> dict:
-    "Mean of each metric over per-query dicts (all must have the same keys), plus `n`."
-    if not rows: raise ValueError("no per-query metrics to average")
-    keys = list(rows[0])
-    if any(list(r) != keys for r in rows): raise ValueError("per-query metric dicts have different keys")
-    return {k: fmean(r[k] for r in rows) for k in keys} | {"n": len(rows)}
-
-# %% ../nbs/13_metrics.ipynb #8402938e
-def evaluate_rankings(ranked: list[list[str]], # one ranking per query
-                      gold: list[list[str]], # the gold ids of the same queries
-                      ks=(5, 10),
-                      repeats: str = "drop", # 'drop' or 'keep' (`retrieval_metrics`)
-                     ) -> tuple[list[dict], dict]:
-    "Per-query metrics and their means for aligned lists of rankings and gold ids."
-    if len(ranked) != len(gold): raise ValueError(f"{len(ranked)} rankings but {len(gold)} gold lists")
-    rows = [retrieval_metrics(r, g, ks, repeats) for r, g in zip(ranked, gold)]
-    return rows, mean_metrics(rows)
 
 # %% ../nbs/13_metrics.ipynb #302a476a
 def coverage_class(m: dict, k: int = 10) -> str:

@@ -9,14 +9,15 @@ from collections import Counter
 from pathlib import Path
 from typing import NamedTuple
 from .atomic import atomic_folder
-from .data import (DatasetError, Fact, Instance, Problem, Query, UsageError, load_pace_dataset,
-                       loads_unique, name_problem, release_layout, stats_markdown, validate_object)
+from .data import (DatasetError, Fact, Instance, Problem, Query, UsageError, jsonl_text,
+                       load_pace_dataset, loads_unique, name_problem, release_layout, stats_markdown,
+                       validate_object)
 
 # %% auto #0
 __all__ = ['HUB_ID', 'CONFIGS', 'SPLIT', 'TIMELINE', 'QUERY_COLUMNS', 'CORPUS_COLUMNS', 'EMPTY_GOLD', 'ALTER_KEYS',
            'MAX_PROBLEMS', 'MARK', 'LAYOUTS', 'Row', 'normalise_label', 'normalise_type', 'safe_case_name',
            'drop_nulls', 'lenient_date', 'extra_meta', 'persona_full_name', 'profile_alters', 'Imported',
-           'release_to_pace', 'load_table', 'quiet_datasets', 'local_table', 'read_official', 'Source', 'read_release',
+           'release_to_pace', 'quiet_datasets', 'local_table', 'read_official', 'Source', 'read_release',
            'check_new_folder', 'remove_stale', 'new_folder', 'write_pace', 'import_card', 'import_release',
            'pace_to_release', 'write_official', 'write_hub', 'export_card', 'export_release']
 
@@ -209,7 +210,7 @@ def _lenient(r: Row, field: str, refusal: str, change: str, problems: list, repo
 
 def _release_timelines(rows: list[Row], problems: list, report: dict) -> dict[str, dict]:
     "{case id: its timeline as the release's loader takes it (the last row's)}; disagreements counted."
-    last, seen, dates = {}, {}, set()
+    seen, dates = {}, set()
     for r in rows:
         case = _case(r, problems)
         if case is None or all(r.data.get(k) is None for k in TIMELINE): continue   # a row without one
@@ -220,15 +221,15 @@ def _release_timelines(rows: list[Row], problems: list, report: dict) -> dict[st
                 dates.add((case, k, v))
                 _lenient(r, k, "", f"{v!r} read as {tl[k]} (every row of the case that gives it)", problems,
                          report)
-        last[case] = (tl, r)
         seen.setdefault(case, []).append((tl, r))
     for case, rs in seen.items():
-        other = [r for tl, r in rs if tl != last[case][0]]
+        last, at = rs[-1]
+        other = [r for tl, r in rs if tl != last]
         if other:
             report["timelines"][case] = (f"{len(other)} of {len(rs)} rows give another timeline (first: "
-                                         f"{_where(other[0])}); the case's is the last row's "
-                                         f"({_where(last[case][1])}): {last[case][0]}")
-    return {c: tl for c, (tl, _) in last.items()}
+                                         f"{_where(other[0])}); the case's is the last row's ({_where(at)}): "
+                                         f"{last}")
+    return {c: rs[-1][0] for c, rs in seen.items()}
 
 def _timelines(corpus: list[Row], problems: list) -> dict[str, dict]:
     "{case id: the timeline its corpus rows repeat}; a problem (once per case) where they disagree."
@@ -452,14 +453,6 @@ def release_to_pace(tables: dict[str, list[Row]], # {config: its rows}, for each
     kb = {instances[c]["instance_id"]: facts for c, facts in kb.items()}
     return Imported(list(instances.values()), kb, queries, report)
 
-# %% ../nbs/08_release.ipynb #08fe7015
-def load_table(path: str, # a hub id, a folder with a dataset card, or 'parquet'
-               config: str | None = None, # the config (table) to read
-               **kw): # `data_files`, `cache_dir` ...
-    "The `test` split of one table: `datasets.load_dataset(path, config, split='test', **kw)`."
-    import datasets
-    return datasets.load_dataset(path, config, split=SPLIT, **kw)
-
 # %% ../nbs/08_release.ipynb #f3a53cff
 @contextlib.contextmanager
 def quiet_datasets():
@@ -526,10 +519,12 @@ def local_table(p: Path, # a local copy of the hub dataset
         raise UsageError(f"{d}: a saved DatasetDict without a {SPLIT!r} split (it holds "
                          f"{', '.join(sorted(t))})")
     if config in _card_configs(p):
-        return _read(p / "README.md", lambda: load_table(str(p), config, cache_dir=cache_dir), config)
+        def card(): return datasets.load_dataset(str(p), config, split=SPLIT, cache_dir=cache_dir)
+        return _read(p / "README.md", card, config)
     if files:
         what = files[0] + (f" (and {len(files) - 1} more)" if len(files) > 1 else "")
-        def load(): return load_table("parquet", data_files={SPLIT: files}, cache_dir=cache_dir)
+        def load(): return datasets.load_dataset("parquet", data_files={SPLIT: files}, split=SPLIT,
+                                                 cache_dir=cache_dir)
         return _read(what, load, config)
     raise UsageError(f"{p}: no {config!r} table (looked for {config}/ written by save_to_disk, a README.md "
                      f"naming the config, {config}.parquet, data/{config}.parquet, data/{config}/*.parquet)")
@@ -592,11 +587,11 @@ class Source(NamedTuple):
     name: str     # the hub id or the folder
     license: str | None  # as the source's card gives it
 
-def _table_rows(t, config: str) -> list[Row]:
-    return [Row(f"{config} row {i}", "", r) for i, r in enumerate(t.to_list())]
-
-def _licence(tables) -> str | None:
-    return next((t.info.license for t in tables if getattr(t.info, "license", None)), None)
+def _loaded(ts: dict, kind: str, name: str) -> Source:
+    "The `Source` of loaded tables: row i of table c is 'c row i'; the licence is the first a card gives."
+    rows = {c: [Row(f"{c} row {i}", "", r) for i, r in enumerate(t.to_list())] for c, t in ts.items()}
+    licence = next((t.info.license for t in ts.values() if getattr(t.info, "license", None)), None)
+    return Source(rows, kind, name, licence)
 
 # %% ../nbs/08_release.ipynb #f0ac44c7
 def read_release(source, # the hub id, a local copy of it, or the authors' layout
@@ -612,24 +607,24 @@ def read_release(source, # the hub id, a local copy of it, or the authors' layou
                              f"and profile/ (`pace data import {p.parent} OUT`)")
         if kind == "hub" or _card_configs(p):
             with quiet_datasets(): ts = {c: local_table(p, c, cache_dir) for c in CONFIGS}
-            rows = {c: _table_rows(t, c) for c, t in ts.items()}
-            return Source(rows, "local copy", str(p), _licence(ts.values()))
+            return _loaded(ts, "local copy", str(p))
         what = "a PACE folder already (nothing to import)" if (p / "instances.jsonl").exists() else \
             "neither the authors' layout (kb/<case_id>/corpus.json) nor a copy of the hub dataset"
         raise UsageError(f"{p}: {what}")
     if p.exists(): raise UsageError(f"{p}: a file; give the hub id, a copy of it or the authors' layout")
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", str(source)):
         raise UsageError(f"{source}: no such folder, and not a hub dataset id (owner/name)")
+    import datasets
     ts = {}
     for c in CONFIGS:
-        try: ts[c] = load_table(str(source), c)
+        try: ts[c] = datasets.load_dataset(str(source), c, split=SPLIT)
         except Exception as e:   # offline, not found, gated ...: one line, with its type
             why = (str(e).strip().splitlines() or [""])[0][:200]
             offline = "; HF_HUB_OFFLINE is set, so only the Hugging Face cache is read" if os.environ.get(
                 "HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on") else ""
             raise UsageError(f"{source}: no such folder, and the hub dataset's {c!r} table cannot be loaded "
                              f"({type(e).__name__}: {why}){offline}") from e
-    return Source({c: _table_rows(t, c) for c, t in ts.items()}, "hub", str(source), _licence(ts.values()))
+    return _loaded(ts, "hub", str(source))
 
 # %% ../nbs/08_release.ipynb #d3a62397
 def check_new_folder(out, # the folder a command is to write
@@ -669,19 +664,15 @@ def remove_stale(parent, # the folder an OUT is to be written in
     return gone
 
 # %% ../nbs/08_release.ipynb #2f34157d
-class _Stop(BaseException):
-    "A SIGTERM, raised where the process is, so that the blocks around it clean up."
-
 @contextlib.contextmanager
 def _sigterm_raises(out: Path):
-    "Inside the block a SIGTERM raises `_Stop`; the process then ends with status 143, the block cleaned up."
+    "Inside the block a SIGTERM raises `SystemExit(143)` where the process is: the blocks around it clean up."
     if threading.current_thread() is not threading.main_thread(): yield; return
-    def stop(*_): raise _Stop()
+    def stop(*_):
+        print(f"pace: terminated (SIGTERM): {out} was not written", file=sys.stderr)
+        raise SystemExit(143)
     old = signal.signal(signal.SIGTERM, stop)
     try: yield
-    except _Stop:
-        print(f"pace: terminated (SIGTERM): {out} was not written", file=sys.stderr)
-        raise SystemExit(143) from None
     finally: signal.signal(signal.SIGTERM, old if old is not None else signal.SIG_DFL)
 
 # %% ../nbs/08_release.ipynb #0edd1bd2
@@ -697,18 +688,14 @@ def new_folder(out): # a folder `check_new_folder` accepts
         (tmp / MARK).unlink()
 
 # %% ../nbs/08_release.ipynb #1730762f
-def _jsonl(rows) -> str:
-    "JSON lines as the bundled datasets write them: keys in their order, UTF-8 kept."
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-
 def write_pace(folder: Path, # an empty folder
                imp: Imported):
     "The files of a PACE folder: instances.jsonl, kb/<instance_id>.jsonl, queries.jsonl."
     (folder / "kb").mkdir()
-    (folder / "instances.jsonl").write_text(_jsonl(imp.instances), encoding="utf-8")
+    (folder / "instances.jsonl").write_text(jsonl_text(imp.instances, sort_keys=False), encoding="utf-8")
     for iid, facts in imp.kb.items():
-        (folder / "kb" / f"{iid}.jsonl").write_text(_jsonl(facts), encoding="utf-8")
-    (folder / "queries.jsonl").write_text(_jsonl(imp.queries), encoding="utf-8")
+        (folder / "kb" / f"{iid}.jsonl").write_text(jsonl_text(facts, sort_keys=False), encoding="utf-8")
+    (folder / "queries.jsonl").write_text(jsonl_text(imp.queries, sort_keys=False), encoding="utf-8")
 
 # %% ../nbs/08_release.ipynb #927c7ceb
 def _changes(rep: dict) -> list[str]:
@@ -853,9 +840,8 @@ def pace_to_release(ds, # a `pace.data.PaceDataset`
     flat = _flat(metas, QUERY_COLUMNS)
     for q, m in zip(ds.queries, metas):
         tl = tl_of[q.instance_id]
-        row = {"case_id": case_of[q.instance_id], "window_start": tl["window_start"],
-               "ref_date": tl["ref_date"], "window_end": tl["window_end"],
-               "query_id": source.get(q.query_id, q.query_id), "query": q.query,
+        row = {"case_id": case_of[q.instance_id], **tl, "query_id": source.get(q.query_id, q.query_id),
+               "query": q.query,
                "gold_doc_ids": list(q.gold_doc_ids), "label": q.label, "judgment": q.judgment,
                "situation_type": q.situation_type}
         if q.context is not None: row["context"] = q.context

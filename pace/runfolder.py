@@ -13,11 +13,11 @@ from .atomic import write_text
 from .data import RunFileError, UsageError, first_missing, jsonl_lines, load_done, name_problem
 
 # %% auto #0
-__all__ = ['VOLATILE', 'NOT_COMPARED', 'split_volatile', 'dataset_sha256', 'comparable', 'model_fingerprint', 'module_sources',
-           'settings_diff', 'RunMismatchError', 'check_settings', 'build_model', 'limit_rate', 'RunLocked', 'RunLock',
-           'take_lock', 'nonnegative_int', 'positive_int', 'positive_float', 'key_values', 'comma_list',
-           'option_fields', 'add_options', 'option_values', 'usage_error', 'read_manifest', 'write_manifest',
-           'row_digest', 'digests_path', 'write_digests', 'append_digest', 'RowEditedError', 'check_rows', 'JobFolder']
+__all__ = ['VOLATILE', 'split_volatile', 'dataset_sha256', 'comparable', 'model_fingerprint', 'module_sources', 'settings_diff',
+           'RunMismatchError', 'check_settings', 'build_model', 'limit_rate', 'RunLocked', 'RunLock', 'nonnegative_int',
+           'positive_int', 'positive_float', 'key_values', 'comma_list', 'option_fields', 'add_options',
+           'option_values', 'usage_error', 'read_manifest', 'write_manifest', 'row_digest', 'digests_path',
+           'write_digests', 'append_digest', 'RowEditedError', 'check_rows', 'JobFolder']
 
 # %% ../nbs/06_runfolder.ipynb #5a31be6f
 VOLATILE = frozenset({"seconds", "model_seconds", "model_calls", "cache_hits", "cached", "timings",
@@ -58,18 +58,11 @@ def dataset_sha256(path, # a dataset folder
     return h.hexdigest()
 
 # %% ../nbs/06_runfolder.ipynb #c104615c
-NOT_COMPARED = (("dataset", "name"),)   # settings recorded for the reader, never compared
-
 def comparable(settings: dict, # a job's settings, as its manifest holds them
               ) -> dict:
-    "`settings` without the `NOT_COMPARED` keys (a copy: the caller's dict stays whole)."
-    out = dict(settings)
-    for *head, last in NOT_COMPARED:
-        d = out
-        for k in head:
-            if not isinstance(d.get(k), dict): break
-            d[k] = dict(d[k]); d = d[k]
-        else: d.pop(last, None)
+    "`settings` without the dataset's name (recorded for the reader, never compared), as a copy."
+    out, ds = dict(settings), settings.get("dataset")
+    if isinstance(ds, dict): out["dataset"] = {k: v for k, v in ds.items() if k != "name"}
     return out
 
 # %% ../nbs/06_runfolder.ipynb #dd935bb7
@@ -266,17 +259,6 @@ class RunLock:
         if self.fd is None: return
         with contextlib.suppress(FileNotFoundError): os.unlink(self.path)
         os.close(self.fd); self.fd = None
-
-# %% ../nbs/06_runfolder.ipynb #10ed5b1b
-def take_lock(run_dir: Path, # the folder to lock
-              prog: str = "pace run", # who says so on stderr
-              elsewhere: str = "use another --name", # how to start afresh, for the message
-             ) -> RunLock:
-    "The run folder's `RunLock`, taken (saying so when a dead run's lock file is taken over)."
-    lock = RunLock(run_dir, elsewhere); old = lock.acquire()
-    if old: print(f"{prog}: {run_dir} was left locked by {_who(old)}, which has ended; the lock is taken "
-                  "over", file=sys.stderr)
-    return lock
 
 # %% ../nbs/06_runfolder.ipynb #4acda979
 def nonnegative_int(s: str) -> int:
@@ -506,7 +488,11 @@ class JobFolder:
             except OSError as e:
                 raise UsageError(f"--out {self.path.parent}: cannot make {self.what} {self.path}: "
                                  f"{e.strerror}") from None
-            if lock: self.lock = take_lock(self.path, self.prog, self.elsewhere.split(",")[0])
+            if lock:
+                self.lock = RunLock(self.path, self.elsewhere.split(",")[0])
+                old = self.lock.acquire()
+                if old: print(f"{self.prog}: {self.path} was left locked by {_who(old)}, which has ended; "
+                              "the lock is taken over", file=sys.stderr)
             yield self
         except BaseException:
             self.release()

@@ -258,7 +258,7 @@ def test_a_closed_stdout_pipe_ends_quietly(tmp_path):
 def test_ctrl_c_outside_a_run_is_one_line_and_130(tmp_path, capsys, monkeypatch):
     import pace.cli
     def interrupted(a): raise KeyboardInterrupt
-    monkeypatch.setattr(pace.cli, "data_check", lambda path, out=None: interrupted(path))
+    monkeypatch.setattr(pace.cli, "data_check", lambda path: interrupted(path))
     assert main(["data", "check", str(TINY)]) == 130
     err = capsys.readouterr().err
     assert err.strip() == "pace data: interrupted"

@@ -335,7 +335,7 @@ PAPER = dict(settings=dict(preset="paper"))
 
 def test_retrieval_metrics_keep_repeats_when_asked():
     "x, x, y, y, z, g1, g2 with gold g1, g2, g3: de-duplicated the gold are at ranks 4 and 5; as it stands at 6 and 7."
-    from pace.metrics import retrieval_metrics, evaluate_rankings
+    from pace.metrics import retrieval_metrics
     ids, gold = ["x", "x", "y", "y", "z", "g1", "g2"], ["g1", "g2", "g3"]
     keep, drop = retrieval_metrics(ids, gold, repeats="keep"), retrieval_metrics(ids, gold)
     assert (keep["recall@5"], keep["hit@5"], keep["gold@5"], keep["release_precision@5"], keep["mrr@5"]) == (0, 0, 0, 0, 0)
@@ -344,8 +344,7 @@ def test_retrieval_metrics_keep_repeats_when_asked():
     assert math.isclose(drop["recall@5"], 2 / 3) and math.isclose(drop["mrr"], 1 / 4) and math.isclose(drop["release_precision@5"], 2 / 5)
     assert list(keep) == list(drop)
     assert retrieval_metrics(["g", "g", "x"], ["g", "h"], repeats="keep")["release_precision@5"] == 1 / 3   # 1 gold in 3 slots
-    _, agg = evaluate_rankings([ids, ["g1"]], [gold, ["g1"]], repeats="keep")
-    assert math.isclose(agg["mrr"], (1 / 6 + 1) / 2)
+    assert retrieval_metrics(["g1"], ["g1"], repeats="keep")["mrr"] == 1.0
     with pytest.raises(ValueError, match="repeats"): retrieval_metrics(ids, gold, repeats="first")
 
 def test_results_frame_keeps_repeats_for_the_paper_preset_only():

@@ -9,7 +9,13 @@ from pace.eval.evaluate import read_jsonl
 from pace.eval.run import run_experiment, RunMismatchError
 from pace.metrics import retrieval_metrics
 from pace.testing import FakeChat, schema_reply
-from pace.trec import read_qrels, read_run, run_text, trec_docno, split_docno, write_runs
+from pace.trec import read_run, run_text, trec_docno, split_docno, write_runs
+
+def read_qrels(path) -> dict[str, dict[str, int]]:
+    "{query id: {docno: relevance}} of a qrels file, as ir_measures reads it."
+    out = {}
+    for q in ir_measures.read_trec_qrels(str(path)): out.setdefault(q.query_id, {})[q.doc_id] = q.relevance
+    return out
 
 ROOT = Path(__file__).parents[1]
 TINY = "tests/fixtures/tiny"
