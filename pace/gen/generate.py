@@ -276,11 +276,8 @@ def _after_lines(v: dict) -> list[str]:
 def report_markdown(report: dict) -> str:
     "The generation report as Markdown."
     acc, v = report["accounts"], report["validation"]
-    stage_rows = [dict(stage=st, **{k: acc[st][k] for k in ("instances", *ACCOUNT_FIELDS)},
-                       wall_seconds=round(acc[st]["wall_seconds"], 1)) for st in STAGES]
+    stage_rows = [dict(stage=st, **acc[st]) for st in STAGES]   # `_md_table` shows seconds to one decimal
     tag_rows = [dict(stage=st, tag=t, **a) for st in STAGES for t, a in acc[st]["by_tag"].items()]
-    for r in tag_rows: r["model_seconds"] = round(r["model_seconds"], 1)
-    for r in stage_rows: r["model_seconds"] = round(r["model_seconds"], 1)
     n = v["decided"]
     L = ["# Generation report", ""]
     ds = report.get("dataset")
@@ -420,12 +417,8 @@ def dataset_card(report: dict, cfg: GenConfig, settings: dict, ds, command: str 
     L += _card_outcomes(report)
     L += ["## Cost", "", "Model calls, tokens and model seconds per stage are in `report.md` "
           "(with the projection to the paper's scale):", ""]
-    acc, cols = report["accounts"], ["stage", "calls", "prompt_tokens", "completion_tokens", "model_seconds"]
-    rows = [dict(stage=st, calls=acc[st]["calls"], prompt_tokens=acc[st]["prompt_tokens"],
-                 completion_tokens=acc[st]["completion_tokens"],
-                 model_seconds=round(acc[st]["model_seconds"], 1))
-            for st in STAGES]
-    L += [_md_table(rows, cols), ""]
+    cols = ["stage", "calls", "prompt_tokens", "completion_tokens", "model_seconds"]
+    L += [_md_table([dict(stage=st, **report["accounts"][st]) for st in STAGES], cols), ""]
     L += ["## Quality", ""]
     if note: L += [note, ""]
     L += ["The checks above are what code and the generator itself can verify. Quality depends on the "
@@ -788,7 +781,6 @@ def _drop_in_atoms(row: dict, cases) -> dict:
 # %% ../../nbs/48_generate.ipynb #653f42b7
 def drop_cases(root, drops: dict[str, tuple[str, str]]) -> None:
     "Drop kept cases, {query_id: (check, message)}, from the stage files 4 to 6 of a finished generation."
-    from pace.data import append_row
     root, by = Path(root), {}
     ids = json.loads((root / "generate.json").read_text())["instances"]
     for qid, why in drops.items():

@@ -339,10 +339,6 @@ def duplicate_drivers(cases: list[dict], # alive cases: case_id, driver, review_
 # %% ../../nbs/47b_gen_paper.ipynb #b00bc0be
 def _names(inst: dict) -> set[str]:
     return {w for p in [inst["ego"], *inst["alters"]] for w in _words(p["name"])}
-
-def _review_of(reviews, k: int):
-    return next((r for r in reviews if r.case == k), None)
-
 REVIEW_MAX_TOKENS_PER_CASE, REWRITE_MAX_TOKENS = 90, 600
 
 # %% ../../nbs/47b_gen_paper.ipynb #8d0fbd12
@@ -375,7 +371,7 @@ def validate_case_set(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict
         reviews = rv.reviews if rv is not None else []
     state = {}
     for k, c in enumerate(live, 1):
-        r, probs = _review_of(reviews, k), set_case_problems(c, win, cfg)
+        r, probs = next((r for r in reviews if r.case == k), None), set_case_problems(c, win, cfg)
         verdict = r.verdict if r else "keep"
         issue = probs[0][1] if probs else (r.reason if r and verdict == "rewrite" else None)
         asked = ["validator"] if verdict == "rewrite" else []   # a rewrite only the validator asked for

@@ -344,16 +344,15 @@ def case_problems(case: dict, situation_type: str, label: str, ref_date: str,
     if copied:
         out.append(("copies_example",
                     f"the case copies the example's world ({', '.join(copied)}): write one about this user"))
-    for k, t in fields.items():
+    for k, t in fields.items():   # sorted by CHECK_ORDER below
         out += [("date_invalid_or_outside", f"{k}: {p}") for p in date_problems(t, window)]
+        out += [("weekday_mismatch", f"{k}: {p}") for p in weekday_problems(t, window)]
     out += [("date_invalid_or_outside", f"date: {p}") for p in date_problems(case.get("date", ""), window)]
     try:
         if dt.date.fromisoformat(case.get("date", "")) < dt.date.fromisoformat(str(ref_date)):
             out.append(("date_before_request",
                         f"the requested day {case['date']} is before the request date {ref_date}"))
     except ValueError: pass
-    for k, t in fields.items():
-        out += [("weekday_mismatch", f"{k}: {p}") for p in weekday_problems(t, window)]
     if situation_type == "temporal":
         a = case.get("arithmetic")
         if not isinstance(a, dict): out.append(("arithmetic_label", "a temporal case needs its arithmetic"))
