@@ -60,8 +60,7 @@ def _stage_accounts(root, ids) -> dict[str, dict]:
     acc, out = read_accounts(root), {}
     for st in STAGES:
         rows = [acc[(st, i)] for i in ids if (st, i) in acc]
-        d = dict.fromkeys(ACCOUNT_FIELDS, 0)
-        d["wall_seconds"] = 0.0; d["instances"] = len(rows); d["by_tag"] = {}
+        d = dict(dict.fromkeys(ACCOUNT_FIELDS, 0), wall_seconds=0.0, instances=len(rows), by_tag={})
         for r in rows:
             d["wall_seconds"] += r["wall_seconds"]
             for tag, a in r["accounts"].items():
@@ -94,7 +93,7 @@ def generation_report(root, ids: list[str]) -> dict:
     cases = [c for r in get("3_cases") for c in r["cases"]]
     dist_cases = sum(len(r["distractors"]) for r in get("5_distractors"))
     atoms, fills = get("6_atomize"), get("7_kb")
-    out = dict(
+    return dict(
         instances=dict(seeds=len(ids), dropped=inst_drops),
         accounts=_stage_accounts(root, ids),
         cases=dict(planned=len(cases), malformed=sum(c["draft"] is None for c in cases),
@@ -110,7 +109,6 @@ def generation_report(root, ids: list[str]) -> dict:
         fill=dict(**{k: sum(r["fill"][k] for r in fills) for k in ("calls", "asked", "returned", "kept")},
                   dropped=add_counts(*[r["dropped"] for r in fills])),
     )
-    return out
 
 # %% ../../nbs/48_generate.ipynb #e51e3e7a
 class GenerationError(RuntimeError):

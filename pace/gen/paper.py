@@ -8,8 +8,8 @@ import datetime as dt, math, re
 from typing import Literal
 from pydantic import BaseModel, Field
 from ..calls import prompt_asset
-from .base import (GenConfig, Text, ask_many, calendar_text, case_id, count, rng_for, split_sentences,
-                           states_time, truncated)
+from .base import (CELLS, GenConfig, Text, ask_many, calendar_text, case_id, count, rng_for,
+                           split_sentences, states_time, truncated)
 from .persona import PersonaSeed
 from .profile import (EGO_MAX_TOKENS, AlterProfile, EgoProfile, M, S, clean_alters, clean_ego,
                               make_timeline, ego_messages, profile_text)
@@ -96,7 +96,6 @@ def paper_profile(cm, cfg: GenConfig, instance_id: str, persona: str, seeds: lis
 def set_plan(inst: dict, # a stage 2 row (ego, alters, reference_dates)
              cfg: GenConfig) -> list[dict]:
     "The planned cases of an instance (case_id, situation_type, label, involves, ref_date): 6 per cell count."
-    from pace.gen.base import CELLS
     alters, refs = [a["name"] for a in inst["alters"]], inst["reference_dates"]
     plan, who = [], 0
     for k in range(cfg.cases_per_cell):

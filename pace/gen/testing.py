@@ -6,6 +6,7 @@
 from __future__ import annotations
 import datetime as dt, hashlib, json, re
 from .base import case_id, split_sentences, to_minutes
+from .profile import toy_ego
 
 # %% auto #0
 __all__ = ['toy_reply', 'toy_chat']
@@ -31,18 +32,15 @@ def _toy_persona(u: str) -> dict:
 
 # %% ../../nbs/40a_gen_testing.ipynb #c172652f
 def _toy_ego(u: str) -> dict:
-    name = _find(r"Persona description:\n(\S+ \S+)", u, "Ana Ortega")
-    ref = _d(_find(r"Today is (\d{4}-\d{2}-\d{2})", u))
-    on = lambda k: (ref + dt.timedelta(days=k)).isoformat()
-    return dict(name=name, age=40, gender="female", country="Mexico", city="Mexico City",
-                neighbourhood="Roma Norte", household=["lives alone"],
-                occupation="designer", workplace="Estudio Norte", work_schedule="weekdays 09:00-17:00",
+    "`pace.gen.profile.toy_ego` of the persona's name and the prompt's today, with more to build cases on."
+    ref = _find(r"Today is (\d{4}-\d{2}-\d{2})", u)
+    on = lambda k: (_d(ref) + dt.timedelta(days=k)).isoformat()
+    return dict(toy_ego(_find(r"Persona description:\n(\S+ \S+)", u, "Ana Ortega"), ref), age=40,
+                occupation="designer", health_conditions=["mild asthma"],
                 weekly_routine=["Tuesday 18:30 yoga at Casa Prana",
                                 "Saturday 10:00 market at Mercado Medellin"],
-                health_conditions=["mild asthma"],
                 medications=[dict(name="salbutamol inhaler", purpose="asthma")],
-                diet=["vegetarian"], mobility=["Metro Line 1"], devices=["Pixel 8"],
-                hobbies=["climbing"], food_likes=["tacos"], food_dislikes=["olives"], values=["punctuality"],
+                diet=["vegetarian"], mobility=["Metro Line 1"],
                 places=[dict(name="Casa Prana", kind="yoga studio", detail="a 10-minute walk from home"),
                         dict(name="Rocodromo Roma", kind="climbing gym", detail="open 07:00-22:00")],
                 commitments=[dict(date=on(8), time="10:00", what="client workshop", place="Estudio Norte"),

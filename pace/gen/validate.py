@@ -463,10 +463,8 @@ def _ask_reviews(cm, cfg: GenConfig, open_: dict, clean: list[str], probs: dict)
     "Review the `clean` open cases: store each review, update `probs` (enforce mode); the ids that failed."
     convs = [review_messages(open_[c]["draft"], open_[c]["slot"]["ref_date"]) for c in clean]
     got = ask_many(cm, convs, Review, stage="gen.validate", max_tokens=REVIEW_MAX_TOKENS)
-    reviews = dict(zip(clean, got))
     failed_review = []
-    for cid in clean:
-        rv, _ = reviews[cid]
+    for cid, (rv, _) in zip(clean, got):
         if rv is None: failed_review.append(cid); continue
         open_[cid]["review"] = rv.model_dump()
         if cfg.llm_validator == "enforce": probs[cid] = review_problems(rv, open_[cid]["slot"]["label"])
@@ -629,7 +627,7 @@ def _leak_findings(q, names: set[str], coverage: Counter) -> list[tuple[str, str
     if q.meta.get("hidden_reason"):
         coverage["request leak: hidden_reason words only"] += 1
         ov = _hidden_overlap(q.query, q.meta["hidden_reason"], names)
-        hints = [p for p in HINT_PHRASES if re.search(rf"\b{p}\b", " ".join(_words(q.query)))]
+        hints = leaked_terms(q.query, [])   # the hint phrases alone
         if not (ov or hints): return []
         shared = ", ".join(repr(w) for w in ov + hints)
         return [("warn", "request_shares_reason_words",
