@@ -7,8 +7,8 @@ from __future__ import annotations
 import datetime as dt, functools, json, re
 from pydantic import BaseModel, Field, create_model
 from ..calls import prompt_asset
-from .base import (CELLS, GenConfig, Text, ask_many, by_cell, calendar_text, case_id, count, hhmm,
-                            rng_for, split_sentences, states_time, to_minutes)
+from .base import (CELLS, LABELS, SITUATION_TYPES, GenConfig, Text, ask_many, by_cell, calendar_text,
+                            case_id, count, hhmm, rng_for, split_sentences, states_time, to_minutes)
 from .profile import DATE_PATTERN, TIME_PATTERN, profile_text
 
 # %% auto #0
@@ -103,16 +103,13 @@ def focus_candidates(inst: dict, situation_type: str) -> list[str]:
 def pick_focuses(inst: dict, cfg: GenConfig) -> dict[str, str]:
     "{case_id: focus} for every case of an instance."
     out = {}
-    for t in ("temporal", "personal", "state"):
-        cands = focus_candidates(inst, t)
-        order = sorted(cands); rng_for(cfg.seed, inst["instance_id"], "focus", t).shuffle(order)
+    for t in SITUATION_TYPES:
+        order = sorted(focus_candidates(inst, t))
+        rng_for(cfg.seed, inst["instance_id"], "focus", t).shuffle(order)
         conds = list(STATE_CONDITIONS); rng_for(cfg.seed, inst["instance_id"], "conditions").shuffle(conds)
-        i = 0
-        for l in ("conflict", "non_conflict"):
-            for k in range(1, cfg.cases_per_cell + 1):
-                f = order[i % len(order)]
-                out[case_id(t, l, k)] = f + (f"; condition: {conds[i % len(conds)]}" if t == "state" else "")
-                i += 1
+        for i, (l, k) in enumerate((l, k) for l in LABELS for k in range(1, cfg.cases_per_cell + 1)):
+            cond = f"; condition: {conds[i % len(conds)]}" if t == "state" else ""
+            out[case_id(t, l, k)] = order[i % len(order)] + cond
     return out
 
 # %% ../../nbs/43_gen_cases.ipynb #73e84ef1
