@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from tqdm.auto import tqdm
 from ..data import UsageError, append_row, jsonl_text, load_done
 from ..atomic import write_text
-from ..runfolder import JobFolder, add_options, limit_rate, option_values, positive_float, usage_error
+from ..runfolder import (JobFolder, add_options, key_values, limit_rate, option_values, positive_float,
+                            usage_error)
 from ..shards import check_parts, gap_check, merge_file, parse_shard, shard_ids
 from .base import (CELLS, STAGES, GenConfig, accounts_since, add_counts, count, read_accounts,
                            read_stage, run_stage, stage_path)
@@ -426,17 +427,6 @@ def dataset_card(report: dict, cfg: GenConfig, settings: dict, ds, command: str 
           "## Licence", "", "Apache-2.0, like the code. Synthetic: no real person is described.", ""]
     return "\n".join(L)
 
-# %% ../../nbs/48_generate.ipynb #35271a01
-def _setting_arg(s: str) -> dict:
-    "'key=value,...' for other GenConfig fields (validated by generate_dataset)."
-    out = {}
-    for kv in filter(None, s.split(",")):
-        k, sep, v = kv.partition("=")
-        if not sep or not k.strip(): raise argparse.ArgumentTypeError(f"bad item {kv!r}: use key=value")
-        try: out[k.strip()] = json.loads(v)
-        except ValueError: out[k.strip()] = v.strip()
-    return out
-
 # %% ../../nbs/48_generate.ipynb #a0277b70
 class GenerateJob(BaseModel):
     "Every setting of a `pace generate`, checked once: a mistake is one `UsageError` naming the option."
@@ -454,7 +444,7 @@ class GenerateJob(BaseModel):
     settings: dict | None = Field(None, description="other GenConfig settings, e.g. "
                                   "'max_rewrites=1,temporal_form=timed' or, with --recipe pace, "
                                   "'rewrite_mode=fresh,llm_validator=record'",
-                                  json_schema_extra=dict(cli="--set", type=_setting_arg))
+                                  json_schema_extra=dict(cli="--set", type=key_values))
     card_note: str = Field("", description="a paragraph for the dataset card (e.g. about the generator's "
                            "quality; default: none)")
     command: str | None = Field(None, json_schema_extra=dict(cli=""))   # the command line, for the card
