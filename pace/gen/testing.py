@@ -106,13 +106,10 @@ def _toy_paper(title: str, sys_: str, u: str, h: int) -> dict | None:
     if title == "PaperAlters":
         return _toy_alters(len(re.findall(r"^Seed of person \d+:", u, re.M)), ego, knows=True)
     plan = re.findall(r"^Case \d+: (\w+) / (\w+) / involves (.+?) / asked on \w+ (\S+)$", u, re.M)
-    if title == "CaseSet":
-        seen = {}
-        out = []
-        for t, l, who, ref in plan:
-            k = seen[(t, l)] = seen.get((t, l), 0) + 1
-            out.append(_toy_set_case(case_id(t, l, k), t, l, who, ref, ego))
-        return {"cases": out}
+    if title == "CaseSet":   # a plan line is case k of its cell: k - 1 lines of that cell come before it
+        cells = [(t, l) for t, l, _, _ in plan]
+        return {"cases": [_toy_set_case(case_id(t, l, cells[:n].count((t, l)) + 1), t, l, who, ref, ego)
+                          for n, (t, l, who, ref) in enumerate(plan)]}
     block = re.findall(r"^Case (\d+) \((\S+)\): (\w+) / (\w+) / involves (.+?) / asked on \w+ (\S+)$",
                        u, re.M)
     if title == "SetReview":
