@@ -571,16 +571,14 @@ def _sort_stage(root, stage: str, order: list[str]):
     pos = lambda i: rank.get(i, len(order))
     rows = read_stage(root, stage)
     write_text(stage_path(root, stage), jsonl_text(rows[i] for i in sorted(rows, key=pos)))
-    acc_p = Path(root) / "stages" / "accounts.jsonl"
-    acc = {(r["stage"], r["instance_id"]): r for r in load_done(acc_p)}
+    acc = read_accounts(root)
     key = lambda k: (STAGES.index(k[0]) if k[0] in STAGES else len(STAGES), pos(k[1]))
-    write_text(acc_p, jsonl_text(acc[k] for k in sorted(acc, key=key)))
+    write_text(Path(root) / "stages" / "accounts.jsonl", jsonl_text(acc[k] for k in sorted(acc, key=key)))
 
 # %% ../../nbs/48_generate.ipynb #8f48aab6
 def _drop_failed(root) -> dict[str, str]:
     "Drop each instance's lines from its first stage with a failed call on; {instance: that stage}."
-    acc_p = Path(root) / "stages" / "accounts.jsonl"
-    acc = {(r["stage"], r["instance_id"]): r for r in load_done(acc_p)}
+    acc = read_accounts(root)
     first = {}
     for (st, iid), r in acc.items():
         if st in STAGES and any(a.get("failures", 0) for a in r["accounts"].values()):
@@ -591,7 +589,8 @@ def _drop_failed(root) -> dict[str, str]:
         if stage_path(root, st).exists():
             write_text(stage_path(root, st),
                          jsonl_text(r for i, r in read_stage(root, st).items() if not late(st, i)))
-    write_text(acc_p, jsonl_text(r for k, r in acc.items() if not late(*k)))
+    write_text(Path(root) / "stages" / "accounts.jsonl",
+               jsonl_text(r for k, r in acc.items() if not late(*k)))
     return first
 
 # %% ../../nbs/48_generate.ipynb #94b652f3
