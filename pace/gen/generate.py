@@ -88,9 +88,8 @@ def generation_report(root, ids: list[str]) -> dict:
     "Accounts and outcomes per stage (what was kept, rewritten and dropped, by reason) of instances `ids`."
     s = {st: read_stage(root, st) for st in STAGES}
     get = lambda st: [s[st][i] for i in ids if i in s[st]]
-    dropped = [(st, r["dropped_instance"]) for st in ("1_persona", "2_profile", "7_kb")
-               for r in get(st) if r.get("dropped_instance")]
-    inst_drops = add_counts(*[{f"{st}:{why}": 1} for st, why in dropped])
+    inst_drops = count(f"{st}:{r['dropped_instance']}" for st in ("1_persona", "2_profile", "7_kb")
+                       for r in get(st) if r.get("dropped_instance"))
     cases = [c for r in get("3_cases") for c in r["cases"]]
     dist_cases = sum(len(r["distractors"]) for r in get("5_distractors"))
     atoms, fills = get("6_atomize"), get("7_kb")

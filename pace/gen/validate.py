@@ -11,7 +11,8 @@ from pydantic import BaseModel
 from ..calls import prompt_asset
 from .base import (DURATION_RE, TIME12_RE, TIME24_RE, WORD_DURATIONS, GenConfig, Text, ask_many,
                            count, hhmm, to_minutes, truncated)
-from .cases import (CASE_MAX_TOKENS, CONTEXT_CHARS, EXAMPLE_MARKERS, JUDGMENT_CHARS,
+# CASE_SYSTEM is not used here, but `gen_prompt_hashes` hashes it as this module's (generate.json stores it)
+from .cases import (CASE_MAX_TOKENS, CASE_SYSTEM, CONTEXT_CHARS, EXAMPLE_MARKERS, JUDGMENT_CHARS,
                             REQUEST_CHARS, arithmetic_text, case_messages, chain_names, recompute, slot_draft,
                             slot_schema)
 
