@@ -691,10 +691,10 @@ def _write_outputs(out: Path, cfg: GenConfig, settings: dict, ids: list[str], al
     return ds, report
 
 # %% ../../nbs/48_generate.ipynb #b7bdcf91
-def _generate(j: GenerateJob) -> dict:
-    "Run (or resume) the seven stages of job `j` into its folder; write the dataset, its card and the report."
-    cfg, personas = j.config, "4" if j.personas is None else j.personas
-    seeds, shard = load_personas(personas, j.instances), parse_shard(j.shard)
+def _generate(job: GenerateJob) -> dict:
+    "Run (or resume) the seven stages of `job` into its folder; write the dataset, its card and the report."
+    j, personas = job, "4" if job.personas is None else job.personas
+    cfg, seeds, shard = j.config, load_personas(personas, j.instances), parse_shard(j.shard)
     if not str(j.out).strip():   # '' would be the cwd
         raise UsageError(f"--out {str(j.out)!r}: give a folder")
     out = Path(j.out) if shard is None else Path(j.out).with_name(Path(j.out).name + shard.suffix)
