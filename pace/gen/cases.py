@@ -7,18 +7,18 @@ from __future__ import annotations
 import datetime as dt, functools, json, re
 from pydantic import BaseModel, Field, create_model
 from ..calls import prompt_asset
-from .base import (CELLS, GenConfig, Text, ask_many, by_cell, calendar_text, case_id, count, hhmm,
-                            rng_for, split_sentences, states_time, to_minutes)
+from .base import (CELLS, LABELS, SITUATION_TYPES, GenConfig, Text, ask_many, by_cell, calendar_text,
+                            case_id, count, hhmm, rng_for, split_sentences, states_time, to_minutes)
 from .profile import DATE_PATTERN, TIME_PATTERN, profile_text
 
 # %% auto #0
 __all__ = ['CONTEXT_CHARS', 'REQUEST_CHARS', 'JUDGMENT_CHARS', 'STATE_CONDITIONS', 'CASE_EXAMPLES', 'EXAMPLE_MARKERS',
            'CASE_SYSTEM', 'TYPE_RULES', 'LABEL_RULES', 'CHAIN_MINUTES', 'TIME_IN_TEXT', 'FIXED_CONTEXT_CHARS',
            'CHAIN_CONTEXT_EXAMPLES', 'CHAIN_RULES', 'CASE_MAX_TOKENS', 'Step', 'Arithmetic', 'recompute',
-           'arithmetic_text', 'CaseHead', 'CaseDraft', 'TemporalCase', 'case_schema', 'focus_candidates',
+           'arithmetic_text', 'CaseHead', 'CaseDraft', 'TemporalCase', 'slot_schema', 'focus_candidates',
            'pick_focuses', 'pick_examples', 'case_messages', 'plan_chain', 'ChainNames', 'FixedTemporalCase',
            'fixed_temporal_schema', 'without_times', 'chain_text', 'chain_judgment', 'fill_chain', 'chain_names',
-           'chain_rules', 'plan_cases', 'slot_schema', 'slot_draft', 'generate_cases']
+           'chain_rules', 'plan_cases', 'slot_draft', 'generate_cases']
 
 # %% ../../nbs/43_gen_cases.ipynb #d2310f10
 class Step(BaseModel):
@@ -75,12 +75,10 @@ class TemporalCase(CaseHead):
     judgment: Text(JUDGMENT_CHARS)
 
 # %% ../../nbs/43_gen_cases.ipynb #48fe2fe5
-def case_schema(situation_type: str, chain: dict | None = None) -> type[BaseModel]:
-    """The schema a case of this type is written in (a temporal case whose times code chose, `chain`:
-    see `fixed_temporal_schema` below)."""
-    if situation_type == "temporal":
-        return fixed_temporal_schema(len(chain["minutes"])) if chain else TemporalCase
-    return CaseDraft
+def slot_schema(slot: dict) -> type[BaseModel]:
+    "The schema the case of `slot` (situation_type, and chain if code chose its times) is written in."
+    if slot["situation_type"] != "temporal": return CaseDraft
+    return fixed_temporal_schema(len(slot["chain"]["minutes"])) if slot.get("chain") else TemporalCase
 
 # %% ../../nbs/43_gen_cases.ipynb #fbebe47b
 STATE_CONDITIONS = tuple(prompt_asset("gen/cases/STATE_CONDITIONS.json"))
@@ -105,16 +103,13 @@ def focus_candidates(inst: dict, situation_type: str) -> list[str]:
 def pick_focuses(inst: dict, cfg: GenConfig) -> dict[str, str]:
     "{case_id: focus} for every case of an instance."
     out = {}
-    for t in ("temporal", "personal", "state"):
-        cands = focus_candidates(inst, t)
-        order = sorted(cands); rng_for(cfg.seed, inst["instance_id"], "focus", t).shuffle(order)
+    for t in SITUATION_TYPES:
+        order = sorted(focus_candidates(inst, t))
+        rng_for(cfg.seed, inst["instance_id"], "focus", t).shuffle(order)
         conds = list(STATE_CONDITIONS); rng_for(cfg.seed, inst["instance_id"], "conditions").shuffle(conds)
-        i = 0
-        for l in ("conflict", "non_conflict"):
-            for k in range(1, cfg.cases_per_cell + 1):
-                f = order[i % len(order)]
-                out[case_id(t, l, k)] = f + (f"; condition: {conds[i % len(conds)]}" if t == "state" else "")
-                i += 1
+        for i, (l, k) in enumerate((l, k) for l in LABELS for k in range(1, cfg.cases_per_cell + 1)):
+            cond = f"; condition: {conds[i % len(conds)]}" if t == "state" else ""
+            out[case_id(t, l, k)] = order[i % len(order)] + cond
     return out
 
 # %% ../../nbs/43_gen_cases.ipynb #73e84ef1
@@ -288,11 +283,6 @@ def plan_cases(inst: dict, cfg: GenConfig) -> list[dict]:
             slot["chain"] = plan_chain(l, fs[cid], rng_for(cfg.seed, inst["instance_id"], "chain", cid))
         out.append(slot)
     return out
-
-# %% ../../nbs/43_gen_cases.ipynb #6d398a3b
-def slot_schema(slot: dict) -> type[BaseModel]:
-    "The schema the case of `slot` is written in."
-    return case_schema(slot["situation_type"], slot.get("chain"))
 
 # %% ../../nbs/43_gen_cases.ipynb #959f6308
 def slot_draft(slot: dict, reply: BaseModel) -> dict:

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/48_generate.ipynb #7b5abafa
 from __future__ import annotations
-import argparse, contextlib, datetime as dt, hashlib, json, math, os, re, shutil, sys, threading, time
+import argparse, contextlib, hashlib, json, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Literal
@@ -12,10 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from tqdm.auto import tqdm
 from ..data import UsageError, append_row, jsonl_text, load_done
 from ..atomic import write_text
-from ..runfolder import JobFolder, add_options, limit_rate, option_values, positive_float, usage_error
+from ..runfolder import (JobFolder, add_options, key_values, limit_rate, option_values, positive_float,
+                            usage_error)
 from ..shards import check_parts, gap_check, merge_file, parse_shard, shard_ids
-from .base import (CELLS, STAGES, GenConfig, accounts_since, add_counts, count, hhmm, read_accounts,
-                           read_stage, run_stage, split_sentences, stage_path, to_minutes)
+from .base import (CELLS, STAGES, GenConfig, accounts_since, add_counts, count, read_accounts,
+                           read_stage, run_stage, stage_path)
 from .persona import expand_personas, instance_id_of, load_personas, persona_source
 from .profile import synthesize_profile
 from .cases import generate_cases
@@ -28,9 +29,9 @@ from .paper import (alter_seeds, generate_case_set, paper_atomize, paper_kb_row,
 
 # %% auto #0
 __all__ = ['GEN_MODULES', 'PAPER_MODULES', 'ACCOUNT_FIELDS', 'PAPER_SCALE', 'AFTER_CHECKS', 'gen_prompt_hashes',
-           'generation_report', 'GenerationError', 'check_generation_settings', 'project_paper_scale',
-           'report_markdown', 'dataset_card', 'GenerateJob', 'add_cli', 'generate_dataset', 'drop_cases',
-           'rebuild_outputs', 'merge_generations', 'drop_failing_cases']
+           'generation_report', 'GenerationError', 'project_paper_scale', 'report_markdown', 'dataset_card',
+           'GenerateJob', 'add_cli', 'generate_dataset', 'drop_cases', 'rebuild_outputs', 'merge_generations',
+           'drop_failing_cases']
 
 # %% ../../nbs/48_generate.ipynb #4f5f3cd0
 GEN_MODULES = ("pace.gen.persona", "pace.gen.profile", "pace.gen.cases", "pace.gen.validate",
@@ -60,8 +61,7 @@ def _stage_accounts(root, ids) -> dict[str, dict]:
     acc, out = read_accounts(root), {}
     for st in STAGES:
         rows = [acc[(st, i)] for i in ids if (st, i) in acc]
-        d = dict.fromkeys(ACCOUNT_FIELDS, 0)
-        d["wall_seconds"] = 0.0; d["instances"] = len(rows); d["by_tag"] = {}
+        d = dict(dict.fromkeys(ACCOUNT_FIELDS, 0), wall_seconds=0.0, instances=len(rows), by_tag={})
         for r in rows:
             d["wall_seconds"] += r["wall_seconds"]
             for tag, a in r["accounts"].items():
@@ -88,13 +88,12 @@ def generation_report(root, ids: list[str]) -> dict:
     "Accounts and outcomes per stage (what was kept, rewritten and dropped, by reason) of instances `ids`."
     s = {st: read_stage(root, st) for st in STAGES}
     get = lambda st: [s[st][i] for i in ids if i in s[st]]
-    dropped = [(st, r["dropped_instance"]) for st in ("1_persona", "2_profile", "7_kb")
-               for r in get(st) if r.get("dropped_instance")]
-    inst_drops = add_counts(*[{f"{st}:{why}": 1} for st, why in dropped])
+    inst_drops = count(f"{st}:{r['dropped_instance']}" for st in ("1_persona", "2_profile", "7_kb")
+                       for r in get(st) if r.get("dropped_instance"))
     cases = [c for r in get("3_cases") for c in r["cases"]]
     dist_cases = sum(len(r["distractors"]) for r in get("5_distractors"))
     atoms, fills = get("6_atomize"), get("7_kb")
-    out = dict(
+    return dict(
         instances=dict(seeds=len(ids), dropped=inst_drops),
         accounts=_stage_accounts(root, ids),
         cases=dict(planned=len(cases), malformed=sum(c["draft"] is None for c in cases),
@@ -110,7 +109,6 @@ def generation_report(root, ids: list[str]) -> dict:
         fill=dict(**{k: sum(r["fill"][k] for r in fills) for k in ("calls", "asked", "returned", "kept")},
                   dropped=add_counts(*[r["dropped"] for r in fills])),
     )
-    return out
 
 # %% ../../nbs/48_generate.ipynb #e51e3e7a
 class GenerationError(RuntimeError):
@@ -125,10 +123,6 @@ def _gen_folder(out) -> JobFolder:
     "A generation's `JobFolder`: generate.json its manifest, --out the way to start afresh."
     return JobFolder(out, "generate.json", "a generation", "use another --out", "pace generate",
                      "the generation folder")
-
-def check_generation_settings(out, settings: dict):
-    "Refuse (`RunMismatchError`) to resume a folder whose generate.json holds other settings: what differs."
-    _gen_folder(out).check(settings)
 
 # %% ../../nbs/48_generate.ipynb #3b7c4073
 def _spec_of(spec, kind: str):
@@ -280,11 +274,8 @@ def _after_lines(v: dict) -> list[str]:
 def report_markdown(report: dict) -> str:
     "The generation report as Markdown."
     acc, v = report["accounts"], report["validation"]
-    stage_rows = [dict(stage=st, **{k: acc[st][k] for k in ("instances", *ACCOUNT_FIELDS)},
-                       wall_seconds=round(acc[st]["wall_seconds"], 1)) for st in STAGES]
+    stage_rows = [dict(stage=st, **acc[st]) for st in STAGES]   # `_md_table` shows seconds to one decimal
     tag_rows = [dict(stage=st, tag=t, **a) for st in STAGES for t, a in acc[st]["by_tag"].items()]
-    for r in tag_rows: r["model_seconds"] = round(r["model_seconds"], 1)
-    for r in stage_rows: r["model_seconds"] = round(r["model_seconds"], 1)
     n = v["decided"]
     L = ["# Generation report", ""]
     ds = report.get("dataset")
@@ -424,12 +415,8 @@ def dataset_card(report: dict, cfg: GenConfig, settings: dict, ds, command: str 
     L += _card_outcomes(report)
     L += ["## Cost", "", "Model calls, tokens and model seconds per stage are in `report.md` "
           "(with the projection to the paper's scale):", ""]
-    acc, cols = report["accounts"], ["stage", "calls", "prompt_tokens", "completion_tokens", "model_seconds"]
-    rows = [dict(stage=st, calls=acc[st]["calls"], prompt_tokens=acc[st]["prompt_tokens"],
-                 completion_tokens=acc[st]["completion_tokens"],
-                 model_seconds=round(acc[st]["model_seconds"], 1))
-            for st in STAGES]
-    L += [_md_table(rows, cols), ""]
+    cols = ["stage", "calls", "prompt_tokens", "completion_tokens", "model_seconds"]
+    L += [_md_table([dict(stage=st, **report["accounts"][st]) for st in STAGES], cols), ""]
     L += ["## Quality", ""]
     if note: L += [note, ""]
     L += ["The checks above are what code and the generator itself can verify. Quality depends on the "
@@ -438,17 +425,6 @@ def dataset_card(report: dict, cfg: GenConfig, settings: dict, ds, command: str 
           "which this one was not.", "",
           "## Licence", "", "Apache-2.0, like the code. Synthetic: no real person is described.", ""]
     return "\n".join(L)
-
-# %% ../../nbs/48_generate.ipynb #35271a01
-def _setting_arg(s: str) -> dict:
-    "'key=value,...' for other GenConfig fields (validated by generate_dataset)."
-    out = {}
-    for kv in filter(None, s.split(",")):
-        k, sep, v = kv.partition("=")
-        if not sep or not k.strip(): raise argparse.ArgumentTypeError(f"bad item {kv!r}: use key=value")
-        try: out[k.strip()] = json.loads(v)
-        except ValueError: out[k.strip()] = v.strip()
-    return out
 
 # %% ../../nbs/48_generate.ipynb #a0277b70
 class GenerateJob(BaseModel):
@@ -467,7 +443,7 @@ class GenerateJob(BaseModel):
     settings: dict | None = Field(None, description="other GenConfig settings, e.g. "
                                   "'max_rewrites=1,temporal_form=timed' or, with --recipe pace, "
                                   "'rewrite_mode=fresh,llm_validator=record'",
-                                  json_schema_extra=dict(cli="--set", type=_setting_arg))
+                                  json_schema_extra=dict(cli="--set", type=key_values))
     card_note: str = Field("", description="a paragraph for the dataset card (e.g. about the generator's "
                            "quality; default: none)")
     command: str | None = Field(None, json_schema_extra=dict(cli=""))   # the command line, for the card
@@ -540,13 +516,12 @@ def _generate_cmd(a) -> int:
     return 0
 
 # %% ../../nbs/48_generate.ipynb #8d8f4202
-def _check_out(out: Path) -> bool:
-    "Refuse an `out` that is a file, or a non-empty folder without generate.json; True when `out` is new."
+def _check_out(out: Path):
+    "Refuse an `out` that is a file, or a non-empty folder without generate.json."
     if out.exists() and not out.is_dir(): raise UsageError(f"--out {out} is a file")
     if out.exists() and any(out.iterdir()) and not (out / "generate.json").exists():
         raise UsageError(f"--out {out} is not empty and holds no generation (generate.json): "
                          "choose another folder")
-    return not out.exists()
 
 # %% ../../nbs/48_generate.ipynb #065cd3c1
 def _gen_models(out: Path, chat, embedder, cache, cfg: GenConfig, personas) -> tuple:
@@ -595,16 +570,14 @@ def _sort_stage(root, stage: str, order: list[str]):
     pos = lambda i: rank.get(i, len(order))
     rows = read_stage(root, stage)
     write_text(stage_path(root, stage), jsonl_text(rows[i] for i in sorted(rows, key=pos)))
-    acc_p = Path(root) / "stages" / "accounts.jsonl"
-    acc = {(r["stage"], r["instance_id"]): r for r in load_done(acc_p)}
+    acc = read_accounts(root)
     key = lambda k: (STAGES.index(k[0]) if k[0] in STAGES else len(STAGES), pos(k[1]))
-    write_text(acc_p, jsonl_text(acc[k] for k in sorted(acc, key=key)))
+    write_text(Path(root) / "stages" / "accounts.jsonl", jsonl_text(acc[k] for k in sorted(acc, key=key)))
 
 # %% ../../nbs/48_generate.ipynb #8f48aab6
 def _drop_failed(root) -> dict[str, str]:
     "Drop each instance's lines from its first stage with a failed call on; {instance: that stage}."
-    acc_p = Path(root) / "stages" / "accounts.jsonl"
-    acc = {(r["stage"], r["instance_id"]): r for r in load_done(acc_p)}
+    acc = read_accounts(root)
     first = {}
     for (st, iid), r in acc.items():
         if st in STAGES and any(a.get("failures", 0) for a in r["accounts"].values()):
@@ -615,7 +588,8 @@ def _drop_failed(root) -> dict[str, str]:
         if stage_path(root, st).exists():
             write_text(stage_path(root, st),
                          jsonl_text(r for i, r in read_stage(root, st).items() if not late(st, i)))
-    write_text(acc_p, jsonl_text(r for k, r in acc.items() if not late(*k)))
+    write_text(Path(root) / "stages" / "accounts.jsonl",
+               jsonl_text(r for k, r in acc.items() if not late(*k)))
     return first
 
 # %% ../../nbs/48_generate.ipynb #94b652f3
@@ -720,46 +694,42 @@ def _write_outputs(out: Path, cfg: GenConfig, settings: dict, ids: list[str], al
 def _generate(job: GenerateJob) -> dict:
     "Run (or resume) the seven stages of `job` into its folder; write the dataset, its card and the report."
     j, personas = job, "4" if job.personas is None else job.personas
-    seeds, shard = load_personas(personas, j.instances), parse_shard(j.shard)
-    out = j.out
-    if not str(out).strip(): raise UsageError(f"--out {str(out)!r}: give a folder")   # '' would be the cwd
-    out = Path(out) if shard is None else Path(out).with_name(Path(out).name + shard.suffix)
+    cfg, seeds, shard = j.config, load_personas(personas, j.instances), parse_shard(j.shard)
+    if not str(j.out).strip():   # '' would be the cwd
+        raise UsageError(f"--out {str(j.out)!r}: give a folder")
+    out = Path(j.out) if shard is None else Path(j.out).with_name(Path(j.out).name + shard.suffix)
     _check_out(out)
     folder = _gen_folder(out)
     with folder.opening():   # made and locked; a failure below lets go and removes what was made
-        cm, emb, settings = _gen_models(out, j.chat, j.embedder, j.cache, j.config, personas)
+        cm, emb, settings = _gen_models(out, j.chat, j.embedder, j.cache, cfg, personas)
         folder.check(settings)
-    with folder.lock: return _generate_in(folder, j, cm, emb, seeds, shard)
-
-def _generate_in(folder: JobFolder, j: GenerateJob, cm, emb, seeds: list, shard) -> dict:
-    "`_generate` in its opened folder, holding its lock: the stages run or resumed, the outputs written."
-    cfg, out, settings = j.config, folder.path, folder.settings
-    personas = "4" if j.personas is None else j.personas
-    chat, embedder, card_note, command, workers = j.chat, j.embedder, j.card_note, j.command, j.workers
-    every = [instance_id_of(s) for s in seeds]
-    ids = shard_ids(every, shard)
-    # the model specs: how to rebuild the models (a rerun needs them)
-    head = dict(settings=settings, instances=ids, command=command, chat_spec=_spec_of(chat, "chat"),
-                embedder_spec=_spec_of(embedder, "embed"), card_note=card_note)
-    if shard: head["shard"] = dict(index=shard.index, count=shard.count, of=dict(instances=every))
-    manifest = _manifest(folder, head)
-    manifest("running")
-    again = _drop_failed(out) if j.retry_failed else {}
-    if again:
-        print(f"pace generate: --retry-failed: {len(again)} instance(s) run again from their first stage "
-              f"with a failed call ({', '.join(f'{i}: {st}' for i, st in again.items())})", file=sys.stderr)
-    t0 = time.perf_counter()
-    at_once = _gen_workers(workers, cm, len(ids))
-    limit_rate(j.max_rps, cm, prog="pace generate")
-    s, alive = _run_stages(out, cm, emb, cfg, ids, dict(zip(every, seeds)), j.stop_after, j.progress,
-                       at_once, persona_source(personas) if cfg.recipe == "paper" else ())
-    summary = dict(out=out, instances=ids, seconds=time.perf_counter() - t0, chat=cm, embedder=emb)
-    if 7 not in s:
-        manifest("partial", stopped_after=j.stop_after); return dict(summary, n_queries=0, status="partial")
-    ds, report = _write_outputs(out, cfg, settings, ids, alive, s, manifest, command, card_note,
-                                dict(workers=workers or 1, shards=shard.count if shard else 1))
-    manifest("complete", n_queries=len(ds.queries), n_facts=sum(map(len, ds.kb.values())))
-    return dict(summary, status="complete", n_queries=len(ds.queries), report=report, dataset=ds)
+    with folder.lock:
+        every = [instance_id_of(s) for s in seeds]
+        ids = shard_ids(every, shard)
+        # the model specs: how to rebuild the models (a rerun needs them)
+        head = dict(settings=settings, instances=ids, command=j.command, chat_spec=_spec_of(j.chat, "chat"),
+                    embedder_spec=_spec_of(j.embedder, "embed"), card_note=j.card_note)
+        if shard: head["shard"] = dict(index=shard.index, count=shard.count, of=dict(instances=every))
+        manifest = _manifest(folder, head)
+        manifest("running")
+        again = _drop_failed(out) if j.retry_failed else {}
+        if again:
+            which = ", ".join(f"{i}: {st}" for i, st in again.items())
+            print(f"pace generate: --retry-failed: {len(again)} instance(s) run again from their first stage "
+                  f"with a failed call ({which})", file=sys.stderr)
+        t0 = time.perf_counter()
+        at_once = _gen_workers(j.workers, cm, len(ids))
+        limit_rate(j.max_rps, cm, prog="pace generate")
+        s, alive = _run_stages(out, cm, emb, cfg, ids, dict(zip(every, seeds)), j.stop_after, j.progress,
+                               at_once, persona_source(personas) if cfg.recipe == "paper" else ())
+        summary = dict(out=out, instances=ids, seconds=time.perf_counter() - t0, chat=cm, embedder=emb)
+        if 7 not in s:
+            manifest("partial", stopped_after=j.stop_after)
+            return dict(summary, n_queries=0, status="partial")
+        ds, report = _write_outputs(out, cfg, settings, ids, alive, s, manifest, j.command, j.card_note,
+                                    dict(workers=j.workers or 1, shards=shard.count if shard else 1))
+        manifest("complete", n_queries=len(ds.queries), n_facts=sum(map(len, ds.kb.values())))
+        return dict(summary, status="complete", n_queries=len(ds.queries), report=report, dataset=ds)
 
 def generate_dataset(out=None, # the folder to write (a generation folder is resumed), or a `GenerateJob`
                      personas=None, # a seed file, or N for the first N bundled seeds (default 4)
@@ -797,7 +767,6 @@ def _drop_in_atoms(row: dict, cases) -> dict:
 # %% ../../nbs/48_generate.ipynb #653f42b7
 def drop_cases(root, drops: dict[str, tuple[str, str]]) -> None:
     "Drop kept cases, {query_id: (check, message)}, from the stage files 4 to 6 of a finished generation."
-    from pace.data import append_row
     root, by = Path(root), {}
     ids = json.loads((root / "generate.json").read_text())["instances"]
     for qid, why in drops.items():
@@ -820,13 +789,6 @@ def drop_cases(root, drops: dict[str, tuple[str, str]]) -> None:
             with open(stage_path(root, st), "a") as f: append_row(f, row)
 
 # %% ../../nbs/48_generate.ipynb #12574314
-def _card_note_of(path) -> str:
-    "The note paragraph of a card written by `dataset_card` ('' when it has none or there is no card)."
-    p = Path(path)
-    card = p.read_text() if p.exists() else ""
-    m = re.search(r"\n## Quality\n\n(.*?)\n\nThe checks above are what code", card, re.S)
-    return m.group(1) if m else ""
-
 def rebuild_outputs(root, card_note: str | None = None,
                     workers: int = 1, shards: int = 1, # of the run, for the projection's wall time
                    ) -> dict:
@@ -840,8 +802,7 @@ def rebuild_outputs(root, card_note: str | None = None,
     s = {k: read_stage(root, st) for k, st in enumerate(STAGES, 1)}
     alive = [i for i in ids
              if i in s[2] and not s[1][i]["dropped_instance"] and not s[2][i]["dropped_instance"]]
-    if card_note is None:
-        card_note = man["card_note"] if "card_note" in man else _card_note_of(root / "README.md")
+    if card_note is None: card_note = man.get("card_note", "")
     head = {k: v for k, v in man.items()
             if k not in ("status", "n_queries", "n_facts", "stopped_after", "card_note")}
     head["card_note"] = card_note

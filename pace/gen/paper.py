@@ -8,16 +8,13 @@ import datetime as dt, math, re
 from typing import Literal
 from pydantic import BaseModel, Field
 from ..calls import prompt_asset
-from .base import (GenConfig, Text, ask_many, calendar_text, case_id, count, rng_for, split_sentences,
-                           states_time, truncated)
+from .base import (CELLS, GenConfig, Text, ask_many, calendar_text, case_id, count, rng_for,
+                           split_sentences, states_time, truncated)
 from .persona import PersonaSeed
-from .profile import (EGO_MAX_TOKENS, EgoProfile, M, S, L, clean_alters, clean_ego, make_timeline,
-                              ego_messages, profile_text)
-from .validate import (date_mentions, date_problems, fix_weekdays, term_hits, verdict_words,
-                               weekday_problems, word_key)
-
-_STOP = set("a an the of to in on at for and or with by from is are be it its this that as about into than "
-            "then".split())
+from .profile import (EGO_MAX_TOKENS, AlterProfile, EgoProfile, M, S, clean_alters, clean_ego,
+                              make_timeline, ego_messages, profile_text)
+from .validate import (STOP_WORDS, date_mentions, date_problems, fix_weekdays, term_hits,
+                               verdict_words, weekday_problems, word_key)
 
 def _words(text: str) -> list[str]: return word_key(text).split()   # lower-case words and numbers
 from .distractors import FACT_CHARS, fact_drop_reason
@@ -52,15 +49,7 @@ class PaperEgo(EgoProfile):
     technology: list[M] = Field(min_length=1, max_length=4)   # devices, apps and accounts the ego relies on
 
 # %% ../../nbs/47b_gen_paper.ipynb #8905ac7e
-class PaperAlter(BaseModel):
-    name: S
-    relation: S
-    age: int = Field(ge=0, le=110)
-    city: S
-    occupation: M
-    traits: list[S] = Field(min_length=1, max_length=4)
-    constraints: list[M] = Field(min_length=1, max_length=3)
-    shared_context: list[M] = Field(min_length=1, max_length=3)   # shared history with the ego
+class PaperAlter(AlterProfile):
     ego_knows: list[M] = Field(min_length=1, max_length=3)        # knowledge bridges: what the ego knows, how
 
 class PaperAlters(BaseModel):
@@ -107,7 +96,6 @@ def paper_profile(cm, cfg: GenConfig, instance_id: str, persona: str, seeds: lis
 def set_plan(inst: dict, # a stage 2 row (ego, alters, reference_dates)
              cfg: GenConfig) -> list[dict]:
     "The planned cases of an instance (case_id, situation_type, label, involves, ref_date): 6 per cell count."
-    from pace.gen.base import CELLS
     alters, refs = [a["name"] for a in inst["alters"]], inst["reference_dates"]
     plan, who = [], 0
     for k in range(cfg.cases_per_cell):
@@ -322,7 +310,7 @@ def rewrite_case_messages(inst: dict, case: dict, issue: str) -> list[dict]:
 # %% ../../nbs/47b_gen_paper.ipynb #c79f6793
 def driver_words(driver: str, names: set[str] = frozenset()) -> set[str]:
     "The content words of a driver (stemmed, names and stop words aside)."
-    return {w[:5] for w in _words(driver) if len(w) > 2 and w not in _STOP and w not in names}
+    return {w[:5] for w in _words(driver) if len(w) > 2 and w not in STOP_WORDS and w not in names}
 
 # %% ../../nbs/47b_gen_paper.ipynb #05817ce0
 def same_driver(a: str, b: str, names: set[str] = frozenset(), at: float = 0.5) -> bool:
@@ -350,10 +338,6 @@ def duplicate_drivers(cases: list[dict], # alive cases: case_id, driver, review_
 # %% ../../nbs/47b_gen_paper.ipynb #b00bc0be
 def _names(inst: dict) -> set[str]:
     return {w for p in [inst["ego"], *inst["alters"]] for w in _words(p["name"])}
-
-def _review_of(reviews, k: int):
-    return next((r for r in reviews if r.case == k), None)
-
 REVIEW_MAX_TOKENS_PER_CASE, REWRITE_MAX_TOKENS = 90, 600
 
 # %% ../../nbs/47b_gen_paper.ipynb #8d0fbd12
@@ -386,7 +370,7 @@ def validate_case_set(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict
         reviews = rv.reviews if rv is not None else []
     state = {}
     for k, c in enumerate(live, 1):
-        r, probs = _review_of(reviews, k), set_case_problems(c, win, cfg)
+        r, probs = next((r for r in reviews if r.case == k), None), set_case_problems(c, win, cfg)
         verdict = r.verdict if r else "keep"
         issue = probs[0][1] if probs else (r.reason if r and verdict == "rewrite" else None)
         asked = ["validator"] if verdict == "rewrite" else []   # a rewrite only the validator asked for
@@ -499,7 +483,7 @@ def atom_messages(text: str) -> list[dict]:
 def carries_decision(atom: str, case: dict, names: set[str]) -> bool:
     "Whether a non-gold `atom` states the hidden reason (driver) of `case`: most of its content words."
     terms = sorted({w for w in _words(case["draft"]["hidden_reason"])
-                    if len(w) > 3 and w not in _STOP and w not in names})
+                    if len(w) > 3 and w not in STOP_WORDS and w not in names})
     if not terms: return False
     hits = term_hits(atom, terms)
     return len(hits) >= max(1, math.ceil(0.6 * len(terms)))

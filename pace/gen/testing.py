@@ -5,7 +5,8 @@
 # %% ../../nbs/40a_gen_testing.ipynb #260a2ed8
 from __future__ import annotations
 import datetime as dt, hashlib, json, re
-from .base import split_sentences, to_minutes
+from .base import case_id, split_sentences, to_minutes
+from .profile import toy_ego
 
 # %% auto #0
 __all__ = ['toy_reply', 'toy_chat']
@@ -31,30 +32,28 @@ def _toy_persona(u: str) -> dict:
 
 # %% ../../nbs/40a_gen_testing.ipynb #c172652f
 def _toy_ego(u: str) -> dict:
-    name = _find(r"Persona description:\n(\S+ \S+)", u, "Ana Ortega")
-    ref = _d(_find(r"Today is (\d{4}-\d{2}-\d{2})", u))
-    on = lambda k: (ref + dt.timedelta(days=k)).isoformat()
-    return dict(name=name, age=40, gender="female", country="Mexico", city="Mexico City",
-                neighbourhood="Roma Norte", household=["lives alone"],
-                occupation="designer", workplace="Estudio Norte", work_schedule="weekdays 09:00-17:00",
+    "`pace.gen.profile.toy_ego` of the persona's name and the prompt's today, with more to build cases on."
+    ref = _find(r"Today is (\d{4}-\d{2}-\d{2})", u)
+    on = lambda k: (_d(ref) + dt.timedelta(days=k)).isoformat()
+    return dict(toy_ego(_find(r"Persona description:\n(\S+ \S+)", u, "Ana Ortega"), ref), age=40,
+                occupation="designer", health_conditions=["mild asthma"],
                 weekly_routine=["Tuesday 18:30 yoga at Casa Prana",
                                 "Saturday 10:00 market at Mercado Medellin"],
-                health_conditions=["mild asthma"],
                 medications=[dict(name="salbutamol inhaler", purpose="asthma")],
-                diet=["vegetarian"], mobility=["Metro Line 1"], devices=["Pixel 8"],
-                hobbies=["climbing"], food_likes=["tacos"], food_dislikes=["olives"], values=["punctuality"],
+                diet=["vegetarian"], mobility=["Metro Line 1"],
                 places=[dict(name="Casa Prana", kind="yoga studio", detail="a 10-minute walk from home"),
                         dict(name="Rocodromo Roma", kind="climbing gym", detail="open 07:00-22:00")],
                 commitments=[dict(date=on(8), time="10:00", what="client workshop", place="Estudio Norte"),
                              dict(date=on(12), time="19:00", what="dinner with Sara Kim", place="Casa Lupe")])
 
 # %% ../../nbs/40a_gen_testing.ipynb #138ce44a
-def _toy_alters(sys_: str, u: str) -> dict:
-    n, ego = int(_find(r"Invent (\d+) people", sys_, "2")), _find(r"Profile of (.*?):", u, "Ana Ortega")
+def _toy_alters(n: int, ego: str, knows: bool = False) -> dict:
+    "`n` alters of `ego`; with `knows`, each with what the ego knows about them (the paper's bridges)."
     relations = ["friend", "brother", "colleague", "neighbour"]
     needs = ["severe peanut allergy", "uses a wheelchair", "works night shifts", "vegan"]
     al = [dict(name=_FRIENDS[i], relation=relations[i], age=30 + i, city="Mexico City", occupation="nurse",
-               traits=["calm"], constraints=[needs[i]], shared_context=[f"climbs with {ego} on Thursdays"])
+               traits=["calm"], constraints=[needs[i]], shared_context=[f"climbs with {ego} on Thursdays"],
+               **({"ego_knows": [f"{ego} heard about the {needs[i]} at a Sunday lunch"]} if knows else {}))
           for i in range(n)]
     return {"alters": al}
 
@@ -105,22 +104,12 @@ def _toy_paper(title: str, sys_: str, u: str, h: int) -> dict | None:
     if title == "PaperEgo":
         return dict(_toy_ego(u), technology=["Pixel 8 with Google Calendar and WhatsApp"])
     if title == "PaperAlters":
-        n = len(re.findall(r"^Seed of person \d+:", u, re.M))
-        needs = ["severe peanut allergy", "uses a wheelchair", "works night shifts", "vegan"]
-        return {"alters": [dict(name=_FRIENDS[i], relation=["friend", "brother", "colleague", "neighbour"][i],
-                                age=30 + i, city="Mexico City", occupation="nurse", traits=["calm"],
-                                constraints=[needs[i]], shared_context=[f"climbs with {ego} on Thursdays"],
-                                ego_knows=[f"{ego} heard about the {needs[i]} at a Sunday lunch"])
-                           for i in range(n)]}
+        return _toy_alters(len(re.findall(r"^Seed of person \d+:", u, re.M)), ego, knows=True)
     plan = re.findall(r"^Case \d+: (\w+) / (\w+) / involves (.+?) / asked on \w+ (\S+)$", u, re.M)
-    if title == "CaseSet":
-        seen = {}
-        out = []
-        for t, l, who, ref in plan:
-            k = seen[(t, l)] = seen.get((t, l), 0) + 1
-            cid = f"{t[0].upper()}-{'C' if l == 'conflict' else 'N'}{k}"
-            out.append(_toy_set_case(cid, t, l, who, ref, ego))
-        return {"cases": out}
+    if title == "CaseSet":   # a plan line is case k of its cell: k - 1 lines of that cell come before it
+        cells = [(t, l) for t, l, _, _ in plan]
+        return {"cases": [_toy_set_case(case_id(t, l, cells[:n].count((t, l)) + 1), t, l, who, ref, ego)
+                          for n, (t, l, who, ref) in enumerate(plan)]}
     block = re.findall(r"^Case (\d+) \((\S+)\): (\w+) / (\w+) / involves (.+?) / asked on \w+ (\S+)$",
                        u, re.M)
     if title == "SetReview":
@@ -153,7 +142,9 @@ def toy_reply(messages: list[dict], schema: dict | None) -> str:
     paper = _toy_paper(title, sys_, u, h)
     if paper is not None: return json.dumps(paper)
     if title == "EgoProfile": return json.dumps(_toy_ego(u))
-    if title == "AlterList": return json.dumps(_toy_alters(sys_, u))
+    if title == "AlterList":
+        return json.dumps(_toy_alters(int(_find(r"Invent (\d+) people", sys_, "2")),
+                                      _find(r"Profile of (.*?):", u, "Ana Ortega")))
     if title in ("TemporalCase", "FixedTemporalCase", "CaseDraft"):
         return json.dumps(_toy_case(u, title != "CaseDraft", h))
     if title == "Review":

@@ -6,21 +6,21 @@
 from __future__ import annotations
 import datetime as dt, json, re
 from collections import Counter
-from pathlib import Path
 from typing import Literal
 from pydantic import BaseModel
 from ..calls import prompt_asset
-from .base import (DURATION_RE, TIME12_RE, TIME24_RE, WORD_DURATIONS, GenConfig, Text, add_counts,
-                           ask_many, count, hhmm, truncated)
+from .base import (DURATION_RE, TIME12_RE, TIME24_RE, WORD_DURATIONS, GenConfig, Text, ask_many,
+                           count, hhmm, to_minutes, truncated)
+# CASE_SYSTEM is not used here, but `gen_prompt_hashes` hashes it as this module's (generate.json stores it)
 from .cases import (CASE_MAX_TOKENS, CASE_SYSTEM, CONTEXT_CHARS, EXAMPLE_MARKERS, JUDGMENT_CHARS,
                             REQUEST_CHARS, arithmetic_text, case_messages, chain_names, recompute, slot_draft,
                             slot_schema)
 
 # %% auto #0
-__all__ = ['VERDICT_WORDS', 'REPAIRED_FIELDS', 'HINT_PHRASES', 'CHECK_ORDER', 'VALIDATOR_SYSTEM', 'REWRITE_NOTE', 'FRESH_NOTE',
-           'REWRITE_HINTS', 'FRESH_DETAILS', 'REVIEW_MAX_TOKENS', 'PRONOUN_START', 'RELATIVE_DATE', 'verdict_words',
-           'date_mentions', 'date_problems', 'weekday_problems', 'fix_weekdays', 'repair_draft', 'text_chains',
-           'arithmetic_problems', 'times_in', 'duration_counts', 'durations_in', 'numbers_missing', 'term_hits',
+__all__ = ['VERDICT_WORDS', 'REPAIRED_FIELDS', 'HINT_PHRASES', 'STOP_WORDS', 'CHECK_ORDER', 'VALIDATOR_SYSTEM', 'REWRITE_NOTE',
+           'FRESH_NOTE', 'REWRITE_HINTS', 'FRESH_DETAILS', 'REVIEW_MAX_TOKENS', 'PRONOUN_START', 'RELATIVE_DATE',
+           'verdict_words', 'date_mentions', 'date_problems', 'weekday_problems', 'fix_weekdays', 'repair_draft',
+           'text_chains', 'arithmetic_problems', 'times_in', 'duration_counts', 'numbers_missing', 'term_hits',
            'leaked_terms', 'clock_times', 'chain_times', 'request_time_problems', 'case_problems', 'Review',
            'review_messages', 'review_problems', 'fresh_problem_lines', 'rewrite_messages', 'word_key',
            'validate_cases', 'fact_problems', 'verify_dataset', 'verify_markdown', 'data_verify']
@@ -145,10 +145,6 @@ _TOK = re.compile(r"(?P<date>\b\d{4}-\d{2}-\d{2}\b)|(?P<time>\b\d{1,2}:\d{2}\b)"
                   r"|(?P<dur>\+\s*~?\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>min|minutes|mins|h|hrs|hours|hour)\b)"
                   r"|(?P<eq>=)|(?P<op><=|>=|<|(?<!-)>)|(?P<about>\babout\b|~)")
 
-# %% ../../nbs/44_gen_validate.ipynb #a7fcd806
-def _min(t: str) -> int:
-    h, m = t.split(":"); return int(h) * 60 + int(m)
-
 # %% ../../nbs/44_gen_validate.ipynb #d518215c
 def text_chains(s: str) -> tuple[list[dict], list[str]]:
     "(chains read from arithmetic text: start, minutes, result, op, deadline, ok flags; clauses left unread)."
@@ -163,7 +159,7 @@ def text_chains(s: str) -> tuple[list[dict], list[str]]:
                 for i in cmp:
                     a, op, b = toks[i - 1][1].group(0), toks[i][1].group(0), toks[i + 1][1].group(0)
                     chains.append(dict(start=None, minutes=[], result=a, op=op, deadline=b, sum_ok=True,
-                                       cmp_ok=_cmp(_min(a), op, _min(b))))
+                                       cmp_ok=_cmp(to_minutes(a), op, to_minutes(b))))
             elif clause.strip(): unread.append(clause.strip())
             continue
         first = kinds.index("dur")
@@ -176,13 +172,13 @@ def text_chains(s: str) -> tuple[list[dict], list[str]]:
         res = next((i for i in range(eq + 1, len(kinds)) if kinds[i] == "time"), None)
         if res is None: unread.append(clause.strip()); continue
         about = any(k == "about" for k in kinds[eq:res]) or "~" in clause
-        got = (_min(start) + int(sum(mins))) % 1440
+        got = (to_minutes(start) + int(sum(mins))) % 1440
         result = toks[res][1].group(0)
         c = dict(start=start, minutes=mins, result=result, op=None, deadline=None, about=about,
-                 sum_ok=abs(got - _min(result)) <= (5 if about else 0), cmp_ok=True)
+                 sum_ok=abs(got - to_minutes(result)) <= (5 if about else 0), cmp_ok=True)
         if res + 2 < len(kinds) and kinds[res + 1] == "op" and kinds[res + 2] == "time":
             c["op"], c["deadline"] = toks[res + 1][1].group(0), toks[res + 2][1].group(0)
-            c["cmp_ok"] = _cmp(_min(result), c["op"], _min(c["deadline"]))
+            c["cmp_ok"] = _cmp(to_minutes(result), c["op"], to_minutes(c["deadline"]))
         chains.append(c)
     return chains, unread
 
@@ -231,16 +227,11 @@ def duration_counts(text: str) -> Counter:
         if k in low: out[WORD_DURATIONS[k]] += low.count(k); low = low.replace(k, " ")
     return out
 
-# %% ../../nbs/44_gen_validate.ipynb #7edd2680
-def durations_in(text: str) -> set[int]:
-    "Durations written in `text`, in minutes."
-    return set(duration_counts(text))
-
 # %% ../../nbs/44_gen_validate.ipynb #d4c42065
 def numbers_missing(arith: dict, text: str) -> list[str]:
     "The numbers of a structured chain that `text` does not state; a duration two steps share counts twice."
     ts, ds = times_in(text), duration_counts(text)
-    miss = [arith[k] for k in ("start", "deadline") if _min(arith[k]) not in ts]
+    miss = [arith[k] for k in ("start", "deadline") if to_minutes(arith[k]) not in ts]
     need = Counter(s["minutes"] for s in arith["steps"])
     return miss + [f"{m} min" + (f" (x{k})" if k > 1 else "") for m, k in need.items() if ds[m] < k]
 
@@ -249,8 +240,8 @@ HINT_PHRASES = ("despite", "even though", "although", "regardless of", "check wh
                 "make sure", "in case")
 
 # %% ../../nbs/44_gen_validate.ipynb #985c46c0
-_STOP = set("a an the of to in on at for and or with by from is are be it its this that as about into than "
-            "then".split())
+STOP_WORDS = set("a an the of to in on at for and or with by from is are be it its this that as about into "
+                 "than then".split())
 
 def _stem(w: str) -> str: return w if len(w) <= 4 else w[:max(4, len(w) - 2)]
 
@@ -263,7 +254,8 @@ def term_hits(text: str, terms: list[str]) -> list[str]:
     tw = _words(text)
     hit = []
     for t in terms:
-        ws = [w for w in _words(t) if w not in _STOP and len(w) > 2]   # "no", "of": never a term on their own
+        # "no", "of": never a term on their own
+        ws = [w for w in _words(t) if w not in STOP_WORDS and len(w) > 2]
         if ws and all(any(x == w or (len(w) > 4 and x.startswith(_stem(w))) for x in tw) for w in ws):
             hit.append(t)
     return hit
@@ -296,10 +288,10 @@ def clock_times(text: str) -> list[dict]:
 def chain_times(arith) -> list[tuple[int, str]]:
     "(minute of the day, what happens then) for each time of a chain: a structured dict, or text (its times)."
     if isinstance(arith, dict):
-        t = _min(arith["start"]); out = [(t, arith["start_what"])]
+        t = to_minutes(arith["start"]); out = [(t, arith["start_what"])]
         for s in arith["steps"]:
             t += s["minutes"]; out.append((t % 1440, f"after {s['what']}"))
-        return out + [(_min(arith["deadline"]), arith["deadline_what"])]
+        return out + [(to_minutes(arith["deadline"]), arith["deadline_what"])]
     return [(m, "") for c in clock_times(arith if isinstance(arith, str) else "") for m in c["minutes"]]
 
 # %% ../../nbs/44_gen_validate.ipynb #346bd7c2
@@ -309,7 +301,7 @@ _EVENT_VERBS = {"starts", "start", "begins", "opens", "kicks", "off", "due", "de
 def _names_event(request: str, span: tuple[int, int], what: str) -> bool:
     "Whether the time at `span` stands as 'the 18:00 <event>': a word of `what` (verbs aside) in the next 5."
     if not re.search(r"\b(?:the|a|an|my|our|your)\s+$", request[:span[0]], re.I): return False
-    names = [w for w in _words(what) if w not in _STOP and w not in _EVENT_VERBS and len(w) > 2]
+    names = [w for w in _words(what) if w not in STOP_WORDS and w not in _EVENT_VERBS and len(w) > 2]
     after = _words(re.split(r"[,.;:!?](?:\s|$)", request[span[1]:], maxsplit=1)[0])[:5]
     return any(x == w or (len(w) > 4 and x.startswith(_stem(w))) for w in names for x in after)
 
@@ -326,7 +318,7 @@ def request_time_problems(request: str, arith, context: str = "") -> list[str]:
         if not have & set(c["minutes"]):
             out.append(f"the request says {t}, which is no time of the chain ({listing}) "
                        "and none the context states")
-        elif (isinstance(arith, dict) and _min(arith["deadline"]) not in c["minutes"]
+        elif (isinstance(arith, dict) and to_minutes(arith["deadline"]) not in c["minutes"]
               and _names_event(request, c["span"], arith["deadline_what"])):
             out.append(f"the request puts {t} on what the chain has at {arith['deadline']} "
                        f"({arith['deadline_what']})")
@@ -353,16 +345,15 @@ def case_problems(case: dict, situation_type: str, label: str, ref_date: str,
     if copied:
         out.append(("copies_example",
                     f"the case copies the example's world ({', '.join(copied)}): write one about this user"))
-    for k, t in fields.items():
+    for k, t in fields.items():   # sorted by CHECK_ORDER below
         out += [("date_invalid_or_outside", f"{k}: {p}") for p in date_problems(t, window)]
+        out += [("weekday_mismatch", f"{k}: {p}") for p in weekday_problems(t, window)]
     out += [("date_invalid_or_outside", f"date: {p}") for p in date_problems(case.get("date", ""), window)]
     try:
         if dt.date.fromisoformat(case.get("date", "")) < dt.date.fromisoformat(str(ref_date)):
             out.append(("date_before_request",
                         f"the requested day {case['date']} is before the request date {ref_date}"))
     except ValueError: pass
-    for k, t in fields.items():
-        out += [("weekday_mismatch", f"{k}: {p}") for p in weekday_problems(t, window)]
     if situation_type == "temporal":
         a = case.get("arithmetic")
         if not isinstance(a, dict): out.append(("arithmetic_label", "a temporal case needs its arithmetic"))
@@ -473,10 +464,8 @@ def _ask_reviews(cm, cfg: GenConfig, open_: dict, clean: list[str], probs: dict)
     "Review the `clean` open cases: store each review, update `probs` (enforce mode); the ids that failed."
     convs = [review_messages(open_[c]["draft"], open_[c]["slot"]["ref_date"]) for c in clean]
     got = ask_many(cm, convs, Review, stage="gen.validate", max_tokens=REVIEW_MAX_TOKENS)
-    reviews = dict(zip(clean, got))
     failed_review = []
-    for cid in clean:
-        rv, _ = reviews[cid]
+    for cid, (rv, _) in zip(clean, got):
         if rv is None: failed_review.append(cid); continue
         open_[cid]["review"] = rv.model_dump()
         if cfg.llm_validator == "enforce": probs[cid] = review_problems(rv, open_[cid]["slot"]["label"])
@@ -503,16 +492,15 @@ def _ask_rewrites(cm, inst: dict, open_: dict, probs: dict, redo: list[str], rnd
 # %% ../../nbs/44_gen_validate.ipynb #785ab866
 def _validation_row(inst: dict, cases: list[dict], decisions: dict, drafts: dict) -> dict:
     "The stage 4 row from the decisions and the final drafts of the kept cases, by case id."
-    decisions_by = decisions
-    decisions = [decisions[c["case_id"]] for c in cases if c["case_id"] in decisions]
     kept = [{**{k: v for k, v in c.items() if k != "error"}, "draft": drafts[c["case_id"]],
-             "action": decisions_by[c["case_id"]]["action"], "review": decisions_by[c["case_id"]]["review"]}
+             "action": decisions[c["case_id"]]["action"], "review": decisions[c["case_id"]]["review"]}
             for c in cases if c["case_id"] in drafts]
-    return dict(instance_id=inst["instance_id"], decisions=decisions, kept=kept,
-                actions=count(d["action"] for d in decisions),
-                dropped=count(d["reason"] for d in decisions if d["action"] == "drop"),
-                rewrite_reasons=count(c for d in decisions for h in d["history"][:d["rounds"]] for c in h),
-                repaired=count("weekday" for d in decisions if d.get("repairs")))
+    ordered = [decisions[c["case_id"]] for c in cases if c["case_id"] in decisions]
+    return dict(instance_id=inst["instance_id"], decisions=ordered, kept=kept,
+                actions=count(d["action"] for d in ordered),
+                dropped=count(d["reason"] for d in ordered if d["action"] == "drop"),
+                rewrite_reasons=count(c for d in ordered for h in d["history"][:d["rounds"]] for c in h),
+                repaired=count("weekday" for d in ordered if d.get("repairs")))
 
 # %% ../../nbs/44_gen_validate.ipynb #00161cf3
 def validate_cases(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict:
@@ -581,7 +569,7 @@ def fact_problems(text: str, window: dict) -> list[tuple[str, str, str]]:
 def _hidden_overlap(request: str, reason: str, names: set[str]) -> list[str]:
     rw = set(_words(request))
     return sorted({w for w in _words(reason) if len(w) > 3 and w in rw
-                   and w not in _STOP and w not in names and w not in _WD and w not in _MONTHS})
+                   and w not in STOP_WORDS and w not in names and w not in _WD and w not in _MONTHS})
 
 # %% ../../nbs/44_gen_validate.ipynb #c06cf76e
 def _kb_findings(ds) -> tuple[list[dict], dict]:
@@ -640,7 +628,7 @@ def _leak_findings(q, names: set[str], coverage: Counter) -> list[tuple[str, str
     if q.meta.get("hidden_reason"):
         coverage["request leak: hidden_reason words only"] += 1
         ov = _hidden_overlap(q.query, q.meta["hidden_reason"], names)
-        hints = [p for p in HINT_PHRASES if re.search(rf"\b{p}\b", " ".join(_words(q.query)))]
+        hints = leaked_terms(q.query, [])   # the hint phrases alone
         if not (ov or hints): return []
         shared = ", ".join(repr(w) for w in ov + hints)
         return [("warn", "request_shares_reason_words",
