@@ -22,7 +22,7 @@ __all__ = ['KS', 'MRR', 'METRIC_COLS', 'ORDER', 'FUNNEL_STAGES', 'CALL_STAGES', 
            'reference_method', 'paired_tests', 'paired_marks', 'paired_note', 'retrieval_table', 'per_case_table',
            'rate_by', 'table3', 'coverage', 'funnel_table', 'is_context_overflow', 'calls_frame', 'failures', 'cost',
            'warnings', 'to_markdown', 'header', 'evidence_warning', 'scores', 'write_tables', 'paper_metrics',
-           'label_outcomes', 'side_by_side', 'flat_columns', 'config_label', 'run_note']
+           'label_outcomes', 'side_by_side', 'config_label', 'run_note']
 
 # %% ../../nbs/31_evaluate.ipynb #50dc8deb
 KS = (5, 10)
@@ -482,8 +482,7 @@ def evidence_warning(df: pd.DataFrame, # the results frame
 
 # %% ../../nbs/31_evaluate.ipynb #e3307370
 TITLES = {"table2": "Table 2: evidence size (facts handed to the answerer), retrieval metrics (%), "
-                    "judge rates (%) "
-                    "and decision accuracy (%) per method",
+                    "judge rates (%) and decision accuracy (%) per method",
           "retrieval": "Retrieval at depth: facts handed to the answerer, depth of the ranked list the "
                        "metrics score, and trec_eval's measures (%, by ir_measures) per method",
           "per_case": "Per-case and per-query means: retrieval metrics (%) per ranked method as the "
@@ -619,14 +618,6 @@ def side_by_side(tables: dict, # configuration -> a table, methods as rows (`pap
     "One table: every table's methods as rows (paper order), each configuration a group of columns."
     t = pd.concat(tables, axis=1)
     return t.reindex(_method_order(t.index)).rename_axis("method")
-
-# %% ../../nbs/31_evaluate.ipynb #de47bb83
-def flat_columns(t: pd.DataFrame, # a table with MultiIndex columns
-                 sep: str = " ", # between the levels' names
-                ) -> pd.DataFrame:
-    "`t` with each column named by its levels joined by `sep` (('qwen', 'R@5') -> 'qwen R@5')."
-    if not isinstance(t.columns, pd.MultiIndex): return t
-    return t.set_axis([sep.join(map(str, c)) for c in t.columns], axis=1)
 
 # %% ../../nbs/31_evaluate.ipynb #8488207e
 def _short_model(m: dict | None) -> str:

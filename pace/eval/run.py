@@ -13,27 +13,24 @@ from types import SimpleNamespace
 from typing import Any, Literal
 from tqdm.auto import tqdm
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from ..data import (MAX_NAME_BYTES, UsageError, append_row, jsonl_text, load_done,
-                       name_problem)
+from ..data import MAX_NAME_BYTES, UsageError, append_row, jsonl_text, load_done, name_problem
 from ..cache import as_cache
 from ..llm import ChatModel, PARSE_RETRIES
 from ..calls import DECODINGS
 from ..methods.baselines import (METHODS as SIMPLE_METHODS, METHOD_SPECS, SIZED, MethodSpec, make_method,
                                         method_spec, run_checked, run_batch_checked)
-from .evaluate import write_tables, read_jsonl
+from .evaluate import write_tables
 from .index_cost import write_index_costs
 from .judge import JUDGE_MODES, PAPER_PROMPTS, judge_answer
 from ..metrics import funnel
 from ..index import BM25_MODES, index_seconds
-from ..shards import MergeError, check_parts, gap_check, merged_rows, parse_shard, shard_ids
+from ..shards import check_parts, gap_check, merged_rows, parse_shard, shard_ids
 from ..methods.pipeline import PaceMakerConfig, RELEASE_SETTINGS
 from ..methods.agents import RELEASE_PROMPTS
-from ..runfolder import (VOLATILE, split_volatile, dataset_sha256, model_fingerprint, settings_diff,
-                            RunMismatchError, check_settings, build_model, RunLocked, RunLock, JobFolder,
-                            nonnegative_int, positive_int, positive_float, key_values, add_options,
-                            option_fields, limit_rate,
-                            option_values, usage_error, read_manifest, write_manifest, append_digest,
-                            digests_path, write_digests)
+from ..runfolder import (split_volatile, dataset_sha256, model_fingerprint, RunMismatchError,
+                            check_settings, build_model, JobFolder, positive_float, key_values, add_options,
+                            option_fields, limit_rate, option_values, usage_error, read_manifest,
+                            append_digest, digests_path, write_digests)
 from ..trec import write_runs
 from ..atomic import write_text
 
@@ -190,9 +187,8 @@ class ScopeConfig(BaseModel):
     seed: int = Field(0, description="seed of the query subset")
     retrieval_only: bool = Field(False, description=RETRIEVAL_ONLY_HELP)
     depth: int | None = Field(None, ge=1, description="rank this deep for the retrieval metrics and "
-                              "<method>.trec "
-                              "(bm25, dense, hybrid and retrievers of your own); the answerer still gets the "
-                              "method's own facts (default: the facts it gets)")
+                              "<method>.trec (bm25, dense, hybrid and retrievers of your own); the answerer "
+                              "still gets the method's own facts (default: the facts it gets)")
     name: str | None = Field(None, description="run name, a folder inside --out "
                              "(default: <dataset>-<model>-n<queries>, or -all)")
     shard: str | None = Field(None, description="run only part K of N of the instances (K from 0, e.g. "
@@ -684,13 +680,9 @@ def _rewrite_sorted(res_p: Path, tim_p: Path) -> list[dict]:
     last = {(r["query_id"], r["method"]): r for r in load_done(res_p)}          # a pair's newest line wins
     rows = [last[k] for k in sorted(last)]
     tims = {(t["query_id"], t["method"]): t for t in load_done(tim_p) if (t["query_id"], t["method"]) in last}
-    for p, rs in ((res_p, rows), (tim_p, [tims[k] for k in sorted(tims)])): _write_rows(p, rs)
+    for p, rs in ((res_p, rows), (tim_p, [tims[k] for k in sorted(tims)])): write_text(p, jsonl_text(rs))
     write_digests(res_p, rows)   # after the rows: until then the old digests hold every row kept
     return rows
-
-def _write_rows(p: Path, rows: list[dict]):
-    "Write `rows` as JSON lines (sorted keys), atomically: how a run's results and timings files look."
-    write_text(p, jsonl_text(rows))
 
 # %% ../../nbs/32_run.ipynb #11549ee7
 def _fit_concurrency(batch: int, *models):
@@ -890,20 +882,12 @@ class _OpenRun:
 
 # %% ../../nbs/32_run.ipynb #03dbbc59
 class Run(_OpenRun):
-    "One `pace run` on its folder, in steps: `open`, the `pending` pairs, `run` them, `finish` (`execute`)."
+    "One `pace run` on its folder, in steps: `open`, the `pending` pairs, run them, finish (`execute`)."
     def pending(self, done: dict) -> list[tuple]:
         "(query, method, old row to judge again or None) of each pair still to run, at most `max_pairs`."
         x = self.cfg.execution
         todo = _todo(self.queries, self.methods, done, x.retry_failed)
         return todo if x.max_pairs is None else todo[:x.max_pairs]
-
-    def run(self, todo: list) -> tuple[int, int]:
-        "Run, judge and append the pairs of `todo`: (new lines, pairs judged again)."
-        return _run_pairs(self, todo)
-
-    def finish(self, new: int, retried: int) -> dict:
-        "Sort the files, write the manifest's final status and the tables: the run's summary."
-        return _finish_run(self, new, retried)
 
     def execute(self) -> dict:
         "`open`; then, holding the folder's lock: resume, `run` the `pending`, `finish` (a stop: partial)."
@@ -916,7 +900,7 @@ class Run(_OpenRun):
             try:
                 todo = self.pending(done)
                 self.workers = _workers(x.workers, self.cm, self.jm)
-                return self.finish(*self.run(todo))
+                return _finish_run(self, *_run_pairs(self, todo))
             except KeyboardInterrupt as e:   # Ctrl-C, or SIGTERM (`stop_on_sigterm`: e.args names it)
                 why = f"interrupted ({e.args[0] if e.args else 'Ctrl-C'})"
                 raise RunInterrupted(self.run_dir, _mark_stopped(self, why)) from None
@@ -945,7 +929,8 @@ def merge_runs(out, # the folder to write (new, or empty)
     rows = merged_rows(files("results.jsonl"), key, known=pairs)   # read only: a part is never changed
     gap_check(sorted(pairs), map(key, rows), "pair(s) of the whole run")
     tims = merged_rows(files("timings.jsonl"), key, known=pairs)   # checked too, before anything is written
-    for name, rs in (("results.jsonl", rows), ("timings.jsonl", tims)): _write_rows(out / name, rs)
+    for f, rs in (("results.jsonl", rows), ("timings.jsonl", tims)):
+        write_text(out / f, jsonl_text(rs))
     write_digests(out / "results.jsonl", rows)
     held = [r for r in rows if key(r) in pairs]
     n_failed = sum(bool(r["failed"]["agent"] or r["failed"]["judge"]) for r in held)
