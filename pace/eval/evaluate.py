@@ -58,9 +58,8 @@ def stated_decision(r: dict, # a result row
 # %% ../../nbs/31_evaluate.ipynb #f3f629af
 def _judge_cols(j: dict | None) -> dict:
     "A verdict's indicators: pass, wrong_rationale, fail, judge_error (NaN if not judged), decision_correct."
-    if j is None:
-        cols = ["pass", "wrong_rationale", "fail", "judge_error", "decision_correct"]
-        nan = dict.fromkeys(cols, float("nan"))
+    if j is None:   # not judged
+        nan = dict.fromkeys([*LABEL_COLS.values(), "judge_error", "decision_correct"], float("nan"))
         return nan | dict(judge=None, judge_mode=None)
     lab = j.get("label")
     d = {c: float(lab == l) for l, c in LABEL_COLS.items()}

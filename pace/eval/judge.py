@@ -14,7 +14,7 @@ from ..calls import AgentCall, agent_request, call_agent, chat_one, decoding_of,
 from ..atomic import write_text
 from ..data import (DatasetError, PaceDataset, Problem, UsageError, load_pace_dataset,
                        validate_object, read_jsonl_objects)
-from ..runfolder import JobFolder
+from ..runfolder import JobFolder, positive_int
 
 # %% auto #0
 __all__ = ['JUDGE_MODES', 'LABELS', 'DECISIONS', 'RATIONALE_LABEL', 'REASON_CHARS', 'DECISION_SYSTEM', 'RATIONALE_SYSTEM',
@@ -23,9 +23,9 @@ __all__ = ['JUDGE_MODES', 'LABELS', 'DECISIONS', 'RATIONALE_LABEL', 'REASON_CHAR
            'decision_messages', 'rationale_messages', 'paper_messages', 'bare_label_messages', 'read_bare_label',
            'paper_judge', 'judge_answer', 'PassLabel', 'SecondPassLine', 'CalibrationLine', 'CalibrationItem',
            'decision_status', 'calibration_files', 'load_calibration', 'confusion', 'cohen_kappa', 'wilson',
-           'agreement', 'pass_agreement', 'judge_figures', 'between_judges', 'label_rates', 'calibration_report',
-           'calibrate', 'calibration_summary', 'calibration_markdown', 'write_calibration', 'JudgeSpecError',
-           'calibration_dir', 'select_items', 'run_calibration', 'rescore_calibration', 'add_cli']
+           'agreement', 'pass_agreement', 'judge_figures', 'label_rates', 'calibration_report', 'calibrate',
+           'calibration_summary', 'calibration_markdown', 'write_calibration', 'JudgeSpecError', 'calibration_dir',
+           'select_items', 'run_calibration', 'rescore_calibration', 'add_cli']
 
 # %% ../../nbs/30_judge.ipynb #225892f7
 JUDGE_MODES = ("blind", "paper", "paper_json")
@@ -466,13 +466,6 @@ def judge_figures(items: list[CalibrationItem], # the calibration items (referen
         out["decision_confusion"] = confusion(df.reference_decision, df.decision, DECISIONS)
     return out
 
-# %% ../../nbs/30_judge.ipynb #5590b0a4
-def between_judges(a: list[Verdict], # one judge's verdicts
-                   b: list[Verdict], # another judge's, on the same items
-                  ) -> dict:
-    "`agreement` of two judges' labels over the items both gave a label to."
-    return agreement([v.label for v in a], [v.label for v in b], names=("judge", "judge2"))
-
 # %% ../../nbs/30_judge.ipynb #66509f12
 def label_rates(items: list[CalibrationItem], # the calibration items (their gold labels)
                 raters: dict[str, list], # rater name -> labels, in item order
@@ -508,11 +501,11 @@ def calibration_report(items: list[CalibrationItem], # the calibration items
                  reference_verdict=it.verdict, note=it.note,
                  **{k: vs[n].model_dump() for k, vs in verdicts.items()})
             for n, it in enumerate(items)]
-    raters = {"reference": [i.verdict for i in items]}
-    raters |= {names[k]: [v.label for v in vs] for k, vs in verdicts.items()}
+    labels = {k: [v.label for v in vs] for k, vs in verdicts.items()}
+    raters = {"reference": [i.verdict for i in items]} | {names[k]: ls for k, ls in labels.items()}
+    two = [labels[k] for k in ("judge", "judge2") if k in labels]
     return dict(mode=mode, n_items=len(items), judges=figs, rates=label_rates(items, raters), verdicts=rows,
-                between=(between_judges(verdicts["judge"], verdicts["judge2"]) if "judge2" in verdicts
-                         else None))
+                between=agreement(*two, names=("judge", "judge2")) if len(two) == 2 else None)
 
 # %% ../../nbs/30_judge.ipynb #68b0d32a
 def calibrate(judge_cm,                  # judge chat model
@@ -718,11 +711,6 @@ def rescore_calibration(run_dir,                 # a calibration run's folder: v
     return rep
 
 # %% ../../nbs/30_judge.ipynb #bfb842ea
-def _positive(s: str) -> int:
-    n = int(s)
-    if n < 1: raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
-
 def _calibrate_cmd(a) -> int:
     "`pace judge calibrate`: foreseeable mistakes are a `UsageError`: one line and exit status 2."
     if not Path(a.set).exists():
@@ -765,27 +753,22 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
                    help="blind (two steps, no gold in step 1; default) "
                         "or paper (one call that sees the gold, a bare label as the authors' code reads it) "
                         "or paper_json (the same rubric answered as JSON with a reason)")
-    c.add_argument("--set", default=DEFAULT_SET,
-                   help=f"calibration .jsonl file or folder of them (default {DEFAULT_SET})")
-    c.add_argument("--data", default=DEFAULT_DATA,
-                   help=f"dataset folder the replies answer (default {DEFAULT_DATA})")
-    c.add_argument("--limit", type=_positive, default=None,
-                   help="judge only N replies, spread over the kinds")
+    c.add_argument("--limit", type=positive_int, help="judge only N replies, spread over the kinds")
     c.add_argument("--cache", default=None, help="cache file (default: <out>/cache.sqlite)")
-    c.add_argument("--out", default=None,
-                   help="output folder (default: results/judge_calibration/<judge>-<mode>/)")
+    c.add_argument("--out", help="output folder (default: results/judge_calibration/<judge>-<mode>/)")
     c.add_argument("--no-progress", action="store_true")
     c.set_defaults(func=_calibrate_cmd)
     r = sub.add_parser("rescore", help="rebuild calibration runs' figures from their verdicts.jsonl",
                        description="Measure the verdicts of past calibration runs again against the set's "
-                                   "current "
-                                   "reference verdicts and rewrite report.md, summary.json, confusion.csv "
-                                   "and verdicts.jsonl in each folder; no judge model is called.")
+                                   "current reference verdicts and rewrite report.md, summary.json, "
+                                   "confusion.csv and verdicts.jsonl in each folder; no judge model is "
+                                   "called.")
     r.add_argument("run_dirs", nargs="+", metavar="DIR",
                    help="calibration run folders (each has a verdicts.jsonl)")
-    r.add_argument("--set", default=DEFAULT_SET,
-                   help=f"calibration .jsonl file or folder (default {DEFAULT_SET})")
-    r.add_argument("--data", default=DEFAULT_DATA,
-                   help=f"dataset folder the replies answer (default {DEFAULT_DATA})")
     r.set_defaults(func=_rescore_cmd)
+    for q in (c, r):
+        q.add_argument("--set", default=DEFAULT_SET,
+                       help=f"calibration .jsonl file or folder of them (default {DEFAULT_SET})")
+        q.add_argument("--data", default=DEFAULT_DATA,
+                       help=f"dataset folder the replies answer (default {DEFAULT_DATA})")
     return p

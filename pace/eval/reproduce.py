@@ -70,8 +70,7 @@ def _checkout_of(start: Path) -> Path | None:
 
 def experiments_dir(root=None, # a folder of experiment notebooks (default: nbs/experiments of the checkout)
                    ) -> Path:
-    ("The folder of the experiment notebooks: of the checkout the working folder is in, else of the one pace "
-     "was installed from; a UsageError when there is none (a wheel install has no nbs/).")
+    "The experiment notebooks' folder, of the checkout here or else of pace's own; a UsageError if none."
     here = _checkout_of(Path.cwd().resolve())
     d = (Path(root) if root is not None else
          (here or Path(__file__).resolve().parents[2]) / "nbs" / "experiments")
@@ -208,8 +207,7 @@ def _quiet_on_interrupt():
 
 # %% ../../nbs/34_reproduce.ipynb #4171eaa9
 def _quiet_kernels():
-    ("A kernel manager whose kernels' own stderr (their log: at a Ctrl-C, tracebacks of closing sockets) "
-     "is dropped; what a cell prints and raises comes back in the notebook.")
+    "A kernel manager that drops its kernels' own log (at a Ctrl-C, tracebacks of closing sockets) on stderr."
     import subprocess
     from jupyter_client.manager import AsyncKernelManager
     class QuietKernelManager(AsyncKernelManager):
@@ -489,17 +487,13 @@ def reproduce(names=(), # notebook numbers or names (empty: all)
         committed = "out_dir" in ps and ps in extra.get(e.name, [])
         missing = [m for m in ps.get("needs", []) if importlib.util.find_spec(m) is None]
         if missing: rows.append(dict(notebook=e.name, seconds=None, model_calls=None, status="skipped",
-                                     saved=None,
-                                     error=f"needs {', '.join(missing)} (not installed here)"))
+                                     saved=None, error=f"needs {', '.join(missing)} (not installed here)"))
         else: rows.append(run_notebook(e, {k: v for k, v in ps.items() if k != "needs"}, record=record,
                                        accept_rows=accept_rows))
         if committed: rows[-1]["notebook"] = f"{e.name} ({Path(ps['out_dir']).name})"
-        if rows[-1]["status"] == "skipped":
-            tqdm.write(f"pace reproduce: {rows[-1]['notebook']} skipped: {rows[-1]['error']}",
-                                                       file=sys.stderr)
-        elif rows[-1]["status"] != "ok":
-            tqdm.write(f"pace reproduce: {rows[-1]['notebook']} failed: {rows[-1]['error']}", file=sys.stderr)
-            if fail_fast: break
+        if (r := rows[-1])["status"] != "ok":   # skipped or failed
+            tqdm.write(f"pace reproduce: {r['notebook']} {r['status']}: {r['error']}", file=sys.stderr)
+            if fail_fast and r["status"] == "failed": break
     rows += [dict(notebook=e.name, seconds=None, model_calls=None, status="not run", saved=None)
              for e, _ in jobs[len(rows):]]
     df = pd.DataFrame(rows)[["notebook", "seconds", "model_calls", "status", "saved"]]

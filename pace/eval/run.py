@@ -39,8 +39,8 @@ __all__ = ['DEFAULT_DATA', 'DEFAULT_CHAT', 'DEFAULT_METHODS', 'RETRIEVAL_METHODS
            'METHODS', 'METHODS_HELP', 'RETRIEVAL_ONLY_HELP', 'RUN_PRESETS', 'RUN_FORMAT', 'select_queries',
            'build_method', 'prompt_hashes', 'hipporag_settings', 'chat_name', 'default_run_name', 'check_run_name',
            'ScopeConfig', 'ModelsConfig', 'JudgeConfig', 'ExecutionConfig', 'IndexConfig', 'RunConfig', 'public_query',
-           'public_facts', 'public_kb', 'round_floats', 'RunInterrupted', 'stop_on_sigterm', 'check_run_files',
-           'deeper_methods', 'Run', 'run_experiment', 'merge_runs', 'add_cli']
+           'public_kb', 'round_floats', 'RunInterrupted', 'stop_on_sigterm', 'check_run_files', 'deeper_methods', 'Run',
+           'run_experiment', 'merge_runs', 'add_cli']
 
 # %% ../../nbs/32_run.ipynb #45bcaae8
 DEFAULT_DATA = "data/mini"
@@ -372,20 +372,16 @@ def public_query(q, # a `pace.data.Query`
     return SimpleNamespace(query_id=q.query_id, instance_id=q.instance_id, query=q.query, ref_date=q.ref_date)
 
 # %% ../../nbs/32_run.ipynb #98eaed61
-def public_facts(kb, # an instance's `pace.data.Fact`s
-                ) -> list:
-    "KB facts with only `doc_id` and `text` (no `meta`)."
-    return [SimpleNamespace(doc_id=f.doc_id, text=f.text) for f in kb]
-
 _KBS = weakref.WeakKeyDictionary()   # dataset -> {instance_id: its public facts}
 
 # %% ../../nbs/32_run.ipynb #6a83a129
 def public_kb(ds, # a `pace.data.PaceDataset`
               instance_id: str) -> tuple:
-    "`public_facts` of one instance as a tuple made once per dataset: every pair of it gets the same object."
+    "An instance's KB facts with only `doc_id` and `text` (no `meta`), one tuple made once per dataset."
+    facts = lambda: tuple(SimpleNamespace(doc_id=f.doc_id, text=f.text) for f in ds.facts(instance_id))
     try: kbs = _KBS.setdefault(ds, {})
-    except TypeError: return tuple(public_facts(ds.facts(instance_id)))   # a stand-in without weak references
-    if instance_id not in kbs: kbs[instance_id] = tuple(public_facts(ds.facts(instance_id)))
+    except TypeError: return facts()   # a stand-in without weak references
+    if instance_id not in kbs: kbs[instance_id] = facts()
     return kbs[instance_id]
 
 def _failed(trace: dict, judge: dict | None) -> dict:
@@ -445,22 +441,18 @@ def _warn_dataset(ds):
     if ws: print(f"pace run: warning: {ds.path}: {len(ws)} warning(s), the first: {ws[0]} "
                  f"(`pace data check {ds.path}` lists them)", file=sys.stderr)
 
-def _own_settings(specs: dict, # {name: `MethodSpec`} of the run
-                 ) -> dict:
-    "What makes the rows of methods of your own, for `run.json`: spec, source sha256, imports' ({} for none)."
+def _changed_settings(c: RunConfig, # the run's settings
+                      specs: dict, # {name: `MethodSpec`} of the run
+                     ) -> dict:
+    "The settings below, for `run.json`, each only where it is away from its default (else no key)."
     own = {m: dict(spec=s.spec, sha256=s.sha256) | _own_imports(s)
            for m, s in specs.items() if s.kind == "own"}
-    return dict(own_methods=own) if own else {}
-
-def _model_settings(c: RunConfig) -> dict:
-    "How the models are asked (re-asks, context growth, decoding), for `run.json`: what is not the default."
-    d = c.models.model_dump(include={"parse_retries", "grow_context", "decoding"}, exclude_defaults=True)
-    return dict(model_calls=d) if d else {}
-
-def _index_settings(c: RunConfig) -> dict:
-    "How the index is built, for `run.json`: what is not the default."
-    d = c.index.model_dump(exclude_defaults=True)
-    return dict(index=d) if d else {}
+    calls = c.models.model_dump(include={"parse_retries", "grow_context", "decoding"}, exclude_defaults=True)
+    d = dict(own_methods=own,   # what makes the rows of methods of your own: spec, source sha256, imports'
+             index=c.index.model_dump(exclude_defaults=True),   # how the index is built
+             model_calls=calls,   # how the models are asked: re-asks, context growth, decoding
+             depth=c.scope.depth)   # --depth
+    return {k: v for k, v in d.items() if v}
 
 def _preset_settings(c) -> dict:
     """The preset, and the sha256 (first 16 hex) of the release's prompts and the paper judge's when the run
@@ -486,9 +478,7 @@ def _settings(run) -> dict:
                 pacemaker=c.pacemaker.changed(), seed=c.scope.seed, retrieval_only=ro,
                 graphrag=c.graphrag.model_dump(exclude_defaults=True) or None,
                 hipporag=hipporag_settings() if "hipporag2" in run.methods else None,
-                **_own_settings(run.specs), **_index_settings(c), **_model_settings(c),
-                **({'depth': c.scope.depth} if c.scope.depth else {}),
-                **_preset_settings(c), run_format=RUN_FORMAT)
+                **_changed_settings(c, run.specs), **_preset_settings(c), run_format=RUN_FORMAT)
 
 # %% ../../nbs/32_run.ipynb #31f35e81
 def _own_imports(s) -> dict:
@@ -811,8 +801,7 @@ class _OpenRun:
                 ): self.cfg, self.lock, self.scope = cfg, None, None
 
     def open(self) -> Run:
-        """Check the scope, load the dataset, pick queries, make and lock the folder, build the models and the
-        methods, check the settings."""
+        "Check the scope, load the dataset, pick queries, make and lock the folder, build models and methods."
         from pace.data import load_pace_dataset
         s = self.cfg.scope
         self.specs = _check_scope(s.methods or (RETRIEVAL_METHODS if s.retrieval_only else DEFAULT_METHODS),
@@ -941,18 +930,14 @@ def merge_runs(out, # the folder to write (new, or empty)
     return dict(run_dir=out, n_rows=len(held), n_parts=len(parts), n_failed=n_failed, tables=tabs)
 
 # %% ../../nbs/32_run.ipynb #111c5e6a
-def _resume_command(a) -> str:
-    "The command that resumes an interrupted run: the one given (`pace.cli.main` records it as `a.argv`)."
-    argv = getattr(a, "argv", None)
-    return shlex.join(["pace", *(sys.argv[1:] if argv is None else argv)])
-
 def _run_cmd(a) -> int:
     if getattr(a, "methods", None) == []: raise UsageError("--methods is empty")   # typed, and empty
     try:
         with stop_on_sigterm(): res = Run(RunConfig.from_args(a)).execute()
-    except RunInterrupted as e:
+    except RunInterrupted as e:   # the command given (`pace.cli.main` keeps `a.argv`) resumes it
+        again = shlex.join(["pace", *(sys.argv[1:] if getattr(a, "argv", None) is None else a.argv)])
         print(f"pace run: interrupted; {e.n_rows} result rows kept in {e.run_dir} (status partial); "
-              f"resume with: {_resume_command(a)}", file=sys.stderr)
+              f"resume with: {again}", file=sys.stderr)
         return 130
     rest = (f"; {res['n_scope'] - res['n_rows']} of the folder's {res['n_scope']} pairs still to run"
             if res["n_rows"] < res["n_scope"] else "")
