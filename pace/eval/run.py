@@ -606,7 +606,6 @@ def _batch_pairs(run, todo: list):
 # %% ../../nbs/32_run.ipynb #9df170d3
 def _workers(n: int, *models) -> int:
     "Pairs to run at once: `n`, or 1 (saying why on stderr) when a model serves one request at a time here."
-    _whole(n, "--workers")
     slow = [m for m in models if m is not None and not getattr(m, "concurrent", False)]
     if n > 1 and slow:
         backend = getattr(slow[0], 'backend', type(slow[0]).__name__)
