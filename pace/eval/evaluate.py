@@ -537,21 +537,18 @@ def scores(df: pd.DataFrame, # a results frame
 # %% ../../nbs/31_evaluate.ipynb #14057100
 def write_tables(results_path, # a run's results.jsonl
                  out_dir=None, # where the tables go (default: beside the results)
-                 timings_path=None, # default: timings.jsonl beside the results
                  meta: dict | None = None, # default: run.json beside the results
-                 pairs: set | None = None, # the (query_id, method) pairs to use (default: run.json's)
                 ) -> dict[str, pd.DataFrame]:
-    "Every table of a run as CSV and Markdown, and `tables.md`, from its results.jsonl (its own pairs)."
+    "Every table of a run as CSV and Markdown, and `tables.md`, from its results.jsonl and timings.jsonl."
     results_path = Path(results_path)
     out = Path(out_dir or results_path.parent); out.mkdir(parents=True, exist_ok=True)
     if meta is None and (results_path.parent / "run.json").exists():
         meta = json.loads((results_path.parent / "run.json").read_text())
-    if pairs is None and meta and meta.get("query_ids") and meta.get("methods"):
-        pairs = {(q, m) for q in meta["query_ids"] for m in meta["methods"]}
+    pairs = ({(q, m) for q in meta["query_ids"] for m in meta["methods"]}   # the run's own pairs
+             if meta and meta.get("query_ids") and meta.get("methods") else None)
     rows = [r for r in read_jsonl(results_path) if pairs is None or (r["query_id"], r["method"]) in pairs]
-    tp = Path(timings_path) if timings_path else results_path.with_name("timings.jsonl")
     release = scored_as_release(meta)   # the paper preset: repeats kept, per-case means beside
-    df = results_frame(rows, read_jsonl(tp) or None, meta=meta)
+    df = results_frame(rows, read_jsonl(results_path.with_name("timings.jsonl")) or None, meta=meta)
     fails = failures(rows)
     judged = df.judge_mode.notna().any()
     tabs = {"table2": table2(df), "funnel": funnel_table(df), "failures": fails, "cost_per_query": cost(df)}
