@@ -488,7 +488,7 @@ def test_cli_fake_backend_runs_and_counts_judge_errors(tmp_path, capsys):
 
 def test_cli_limit_must_be_positive(capsys):
     with pytest.raises(SystemExit) as e: main(["judge", "calibrate", "--judge", "fake:x", "--limit", "0"])
-    assert e.value.code == 2 and "at least 1" in capsys.readouterr().err
+    assert e.value.code == 2 and "--limit: must be >= 1, got 0" in capsys.readouterr().err
 
 def test_run_calibration_accepts_model_objects(tmp_path):
     rep = run_calibration(FakeChat(reference_respond, model="h", cache=False), FIX, TINY, limit=3, out=tmp_path / "r", progress=False)

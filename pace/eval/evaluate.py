@@ -22,7 +22,7 @@ __all__ = ['KS', 'MRR', 'METRIC_COLS', 'ORDER', 'FUNNEL_STAGES', 'CALL_STAGES', 
            'reference_method', 'paired_tests', 'paired_marks', 'paired_note', 'retrieval_table', 'per_case_table',
            'rate_by', 'table3', 'coverage', 'funnel_table', 'is_context_overflow', 'calls_frame', 'failures', 'cost',
            'warnings', 'to_markdown', 'header', 'evidence_warning', 'scores', 'write_tables', 'paper_metrics',
-           'label_outcomes', 'side_by_side', 'flat_columns', 'config_label', 'run_note']
+           'label_outcomes', 'side_by_side', 'config_label', 'run_note']
 
 # %% ../../nbs/31_evaluate.ipynb #50dc8deb
 KS = (5, 10)
@@ -58,9 +58,8 @@ def stated_decision(r: dict, # a result row
 # %% ../../nbs/31_evaluate.ipynb #f3f629af
 def _judge_cols(j: dict | None) -> dict:
     "A verdict's indicators: pass, wrong_rationale, fail, judge_error (NaN if not judged), decision_correct."
-    if j is None:
-        cols = ["pass", "wrong_rationale", "fail", "judge_error", "decision_correct"]
-        nan = dict.fromkeys(cols, float("nan"))
+    if j is None:   # not judged
+        nan = dict.fromkeys([*LABEL_COLS.values(), "judge_error", "decision_correct"], float("nan"))
         return nan | dict(judge=None, judge_mode=None)
     lab = j.get("label")
     d = {c: float(lab == l) for l, c in LABEL_COLS.items()}
@@ -482,8 +481,7 @@ def evidence_warning(df: pd.DataFrame, # the results frame
 
 # %% ../../nbs/31_evaluate.ipynb #e3307370
 TITLES = {"table2": "Table 2: evidence size (facts handed to the answerer), retrieval metrics (%), "
-                    "judge rates (%) "
-                    "and decision accuracy (%) per method",
+                    "judge rates (%) and decision accuracy (%) per method",
           "retrieval": "Retrieval at depth: facts handed to the answerer, depth of the ranked list the "
                        "metrics score, and trec_eval's measures (%, by ir_measures) per method",
           "per_case": "Per-case and per-query means: retrieval metrics (%) per ranked method as the "
@@ -539,21 +537,18 @@ def scores(df: pd.DataFrame, # a results frame
 # %% ../../nbs/31_evaluate.ipynb #14057100
 def write_tables(results_path, # a run's results.jsonl
                  out_dir=None, # where the tables go (default: beside the results)
-                 timings_path=None, # default: timings.jsonl beside the results
                  meta: dict | None = None, # default: run.json beside the results
-                 pairs: set | None = None, # the (query_id, method) pairs to use (default: run.json's)
                 ) -> dict[str, pd.DataFrame]:
-    "Every table of a run as CSV and Markdown, and `tables.md`, from its results.jsonl (its own pairs)."
+    "Every table of a run as CSV and Markdown, and `tables.md`, from its results.jsonl and timings.jsonl."
     results_path = Path(results_path)
     out = Path(out_dir or results_path.parent); out.mkdir(parents=True, exist_ok=True)
     if meta is None and (results_path.parent / "run.json").exists():
         meta = json.loads((results_path.parent / "run.json").read_text())
-    if pairs is None and meta and meta.get("query_ids") and meta.get("methods"):
-        pairs = {(q, m) for q in meta["query_ids"] for m in meta["methods"]}
+    pairs = ({(q, m) for q in meta["query_ids"] for m in meta["methods"]}   # the run's own pairs
+             if meta and meta.get("query_ids") and meta.get("methods") else None)
     rows = [r for r in read_jsonl(results_path) if pairs is None or (r["query_id"], r["method"]) in pairs]
-    tp = Path(timings_path) if timings_path else results_path.with_name("timings.jsonl")
     release = scored_as_release(meta)   # the paper preset: repeats kept, per-case means beside
-    df = results_frame(rows, read_jsonl(tp) or None, meta=meta)
+    df = results_frame(rows, read_jsonl(results_path.with_name("timings.jsonl")) or None, meta=meta)
     fails = failures(rows)
     judged = df.judge_mode.notna().any()
     tabs = {"table2": table2(df), "funnel": funnel_table(df), "failures": fails, "cost_per_query": cost(df)}
@@ -619,14 +614,6 @@ def side_by_side(tables: dict, # configuration -> a table, methods as rows (`pap
     "One table: every table's methods as rows (paper order), each configuration a group of columns."
     t = pd.concat(tables, axis=1)
     return t.reindex(_method_order(t.index)).rename_axis("method")
-
-# %% ../../nbs/31_evaluate.ipynb #de47bb83
-def flat_columns(t: pd.DataFrame, # a table with MultiIndex columns
-                 sep: str = " ", # between the levels' names
-                ) -> pd.DataFrame:
-    "`t` with each column named by its levels joined by `sep` (('qwen', 'R@5') -> 'qwen R@5')."
-    if not isinstance(t.columns, pd.MultiIndex): return t
-    return t.set_axis([sep.join(map(str, c)) for c in t.columns], axis=1)
 
 # %% ../../nbs/31_evaluate.ipynb #8488207e
 def _short_model(m: dict | None) -> str:

@@ -184,8 +184,7 @@ def method_bars(frames: dict, # setting (a model, an embedder) -> its per-query 
     long["metric"] = long["metric"].map(metrics)
     order = list(dict.fromkeys(m for d in frames.values() for m in table2(d).index))   # the tables' order
     g = sns.catplot(data=long, x="method", y="%", order=order, hue=hue, col="metric", kind="bar",
-                    errorbar=("ci", 95),
-                    seed=0, palette="colorblind", height=3.2, aspect=aspect)
+                    errorbar=("ci", 95), seed=0, palette="colorblind", height=3.2, aspect=aspect)
     g.set(ylim=(0, 100)); g.set_titles("{col_name}")
     for ax in g.axes.flat:   # every panel's axis says what it counts; method names slanted, not overlapping
         ax.set_ylabel(f"{ax.get_title()} (%)", visible=True); ax.tick_params(labelleft=True)

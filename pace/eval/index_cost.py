@@ -13,16 +13,14 @@ __all__ = ['COLUMNS', 'index_costs', 'project', 'write_index_costs']
 
 # %% ../../nbs/33_index_cost.ipynb #e120ce4d
 COLUMNS = ["method", "instance", "n_facts", "index_seconds", "llm_calls", "prompt_tokens",
-           "completion_tokens",
-           "embed_texts", "wall_seconds"]
+           "completion_tokens", "embed_texts", "wall_seconds"]
 
 # %% ../../nbs/33_index_cost.ipynb #bc718667
 def _shared_row(man: dict, inst: str) -> dict:
     t = man.get("timings") or {}
     secs = sum(float(t.get(k, 0.0)) for k in ("embed_s", "faiss_s", "bm25_s", "graph_s"))
     return dict(method="pacemaker/bm25/dense/hybrid (shared index)", instance=inst,
-                n_facts=man.get("n_facts"),
-                index_seconds=round(secs, 3),
+                n_facts=man.get("n_facts"), index_seconds=round(secs, 3),
                 llm_calls=0, prompt_tokens=0, completion_tokens=0, embed_texts=t.get("n_embedded", 0),
                 wall_seconds=round(secs, 3))
 
@@ -33,8 +31,7 @@ def _cost_row(method: str, man: dict, inst: str) -> dict:
     return dict(method=method, instance=inst, n_facts=c.get("n_facts"), index_seconds=round(float(secs), 3),
                 llm_calls=c.get("llm_calls", 0),
                 prompt_tokens=c.get("prompt_tokens", 0), completion_tokens=c.get("completion_tokens", 0),
-                embed_texts=c.get("embed_texts", 0),
-                wall_seconds=c.get("wall_seconds"))
+                embed_texts=c.get("embed_texts", 0), wall_seconds=c.get("wall_seconds"))
 
 # %% ../../nbs/33_index_cost.ipynb #83fe2c0b
 def index_costs(index_root) -> pd.DataFrame:
@@ -60,8 +57,7 @@ def project(df: pd.DataFrame, n_facts: int = 2000) -> pd.DataFrame:
         n = g.n_facts.sum()
         f = n_facts / n if n else float("nan")
         out.append(dict(method=m, instances=len(g), n_facts=int(n), index_seconds=g.index_seconds.sum(),
-                        llm_calls=int(g.llm_calls.sum()),
-                        prompt_tokens=int(g.prompt_tokens.sum()),
+                        llm_calls=int(g.llm_calls.sum()), prompt_tokens=int(g.prompt_tokens.sum()),
                         completion_tokens=int(g.completion_tokens.sum()),
                         **{f"seconds@{n_facts}": g.index_seconds.sum() * f,
                            f"llm_calls@{n_facts}": g.llm_calls.sum() * f,

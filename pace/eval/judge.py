@@ -4,7 +4,7 @@
 
 # %% ../../nbs/30_judge.ipynb #8dd81418
 from __future__ import annotations
-import argparse, hashlib, json, math, os, re, shutil, sys
+import argparse, hashlib, json, math, os, re, sys
 from pathlib import Path
 from typing import Literal
 import pandas as pd
@@ -14,19 +14,18 @@ from ..calls import AgentCall, agent_request, call_agent, chat_one, decoding_of,
 from ..atomic import write_text
 from ..data import (DatasetError, PaceDataset, Problem, UsageError, load_pace_dataset,
                        validate_object, read_jsonl_objects)
-from ..runfolder import JobFolder
+from ..runfolder import JobFolder, positive_int
 
 # %% auto #0
 __all__ = ['JUDGE_MODES', 'LABELS', 'DECISIONS', 'RATIONALE_LABEL', 'REASON_CHARS', 'DECISION_SYSTEM', 'RATIONALE_SYSTEM',
            'PAPER_SYSTEM', 'PAPER_PROMPTS', 'KINDS', 'SECOND_PASS', 'ERROR', 'DEFAULT_SET', 'DEFAULT_DATA', 'Verdict',
            'expected_decision', 'DecisionOutput', 'RationaleOutput', 'PaperOutput', 'capped_schema',
-           'decision_messages', 'classify_decision', 'rationale_messages', 'grade_rationale', 'paper_messages',
-           'paper_label', 'bare_label_messages', 'read_bare_label', 'paper_judge', 'judge_answer', 'PassLabel',
-           'SecondPassLine', 'CalibrationLine', 'CalibrationItem', 'decision_status', 'calibration_files',
-           'load_calibration', 'confusion', 'cohen_kappa', 'wilson', 'agreement', 'pass_agreement', 'judge_figures',
-           'between_judges', 'label_rates', 'calibration_report', 'calibrate', 'calibration_summary',
-           'calibration_markdown', 'write_calibration', 'JudgeSpecError', 'calibration_dir', 'select_items',
-           'run_calibration', 'rescore_calibration', 'add_cli']
+           'decision_messages', 'rationale_messages', 'paper_messages', 'bare_label_messages', 'read_bare_label',
+           'paper_judge', 'judge_answer', 'PassLabel', 'SecondPassLine', 'CalibrationLine', 'CalibrationItem',
+           'decision_status', 'calibration_files', 'load_calibration', 'confusion', 'cohen_kappa', 'wilson',
+           'agreement', 'pass_agreement', 'judge_figures', 'label_rates', 'calibration_report', 'calibrate',
+           'calibration_summary', 'calibration_markdown', 'write_calibration', 'JudgeSpecError', 'calibration_dir',
+           'select_items', 'run_calibration', 'rescore_calibration', 'add_cli']
 
 # %% ../../nbs/30_judge.ipynb #225892f7
 JUDGE_MODES = ("blind", "paper", "paper_json")
@@ -102,13 +101,6 @@ def _judge_call(cm, messages: list[dict], stage: str, model: type[BaseModel], ma
     if out is None: rec.fallback = "no label"
     return out, rec
 
-def classify_decision(cm, # judge chat model
-                      query: str, # the user's request
-                      answer: str, # the reply to read
-                      *, max_tokens: int = 160) -> tuple[DecisionOutput | None, AgentCall]:
-    "Step 1 (stage 'judge_decision'): the decision `answer` takes on `query`, judged from these texts alone."
-    return _judge_call(cm, decision_messages(query, answer), "judge_decision", DecisionOutput, max_tokens)
-
 # %% ../../nbs/30_judge.ipynb #11bf0420
 RATIONALE_SYSTEM = prompt_asset("judge/RATIONALE_SYSTEM.md")
 
@@ -123,15 +115,6 @@ def rationale_messages(query: str, # the user's request
             "How does the reply's reason compare with the reference reason? Answer as JSON.")
     return [dict(role='system', content=RATIONALE_SYSTEM), dict(role='user', content=user)]
 
-# %% ../../nbs/30_judge.ipynb #c92c1f2c
-def grade_rationale(cm, # judge chat model
-                    query: str, answer: str, # the request and the reply (whose decision is right)
-                    gold_judgment: str, # the gold rationale
-                    *, max_tokens: int = 160) -> tuple[RationaleOutput | None, AgentCall]:
-    "Step 2 (stage 'judge_rationale'): the reply's reason against the gold rationale (its decision is right)."
-    msgs = rationale_messages(query, answer, gold_judgment)
-    return _judge_call(cm, msgs, "judge_rationale", RationaleOutput, max_tokens)
-
 # %% ../../nbs/30_judge.ipynb #c674cfaf
 PAPER_SYSTEM = prompt_asset("judge/PAPER_SYSTEM.md")
 
@@ -143,14 +126,6 @@ def paper_messages(answer: str, # the reply to grade
     user = (f"Gold label: {gold_label}\nGold rationale: {gold_judgment}\nReply to grade: {answer}\n\n"
             "Grade the reply as JSON.")
     return [dict(role='system', content=PAPER_SYSTEM), dict(role='user', content=user)]
-
-# %% ../../nbs/30_judge.ipynb #6c672e86
-def paper_label(cm, # judge chat model
-                answer: str, gold_label: str, gold_judgment: str, # the reply and the answer key
-                *, max_tokens: int = 160) -> tuple[PaperOutput | None, AgentCall]:
-    "The paper's one-call judge (stage 'judge')."
-    msgs = paper_messages(answer, gold_label, gold_judgment)
-    return _judge_call(cm, msgs, "judge", PaperOutput, max_tokens)
 
 # %% ../../nbs/30_judge.ipynb #446b037f
 PAPER_PROMPTS = dict(system=prompt_asset("judge/paper_system.md"), user=prompt_asset("judge/paper.md"))
@@ -208,19 +183,20 @@ def judge_answer(cm,                      # judge chat model
         if lab is None: return fail(rec), [rec]
         return Verdict(label=lab, mode=mode), [rec]
     if mode == "paper_json":
-        out, rec = paper_label(cm, answer, gold_label, gold_judgment, max_tokens=max_tokens)
+        msgs = paper_messages(answer, gold_label, gold_judgment)
+        out, rec = _judge_call(cm, msgs, "judge", PaperOutput, max_tokens)
         if out is None: return fail(rec), [rec]
         return Verdict(label=out.label, mode=mode, reason=out.reason.strip()), [rec]
-    d, rec1 = classify_decision(cm, query, answer, max_tokens=max_tokens)
+    d, rec1 = _judge_call(cm, decision_messages(query, answer), "judge_decision", DecisionOutput, max_tokens)
     if d is None: return fail(rec1), [rec1]
     if d.decision != want:
         v = Verdict(label="FAIL", decision=d.decision, decision_correct=False, reason=d.reason.strip())
         return v, [rec1]
-    r, rec2 = grade_rationale(cm, query, answer, gold_judgment, max_tokens=max_tokens)
+    msgs = rationale_messages(query, answer, gold_judgment)
+    r, rec2 = _judge_call(cm, msgs, "judge_rationale", RationaleOutput, max_tokens)
     if r is None: return fail(rec2, decision=d.decision, decision_correct=True), [rec1, rec2]
     return Verdict(label=RATIONALE_LABEL[r.rationale], decision=d.decision, decision_correct=True,
-                   rationale=r.rationale,
-                   reason=r.reason.strip()), [rec1, rec2]
+                   rationale=r.rationale, reason=r.reason.strip()), [rec1, rec2]
 
 # %% ../../nbs/30_judge.ipynb #5fa013f5
 class PassLabel(BaseModel):
@@ -236,8 +212,7 @@ class SecondPassLine(PassLabel):
 
 # %% ../../nbs/30_judge.ipynb #9a3f5636
 KINDS = {"pass": ("right", "PASS"), "wrong_rationale": ("right", "WRONG_RATIONALE"),
-         "fail_decision": ("wrong", "FAIL"),
-         "fail_ambiguous": ("ambiguous", "FAIL"),
+         "fail_decision": ("wrong", "FAIL"), "fail_ambiguous": ("ambiguous", "FAIL"),
          "fail_reason": ("right", "FAIL")}  # kind -> (decision vs gold, verdict)
 
 class CalibrationLine(BaseModel):
@@ -305,8 +280,7 @@ def _line_problems(line: CalibrationLine, q, rel: str, n: int) -> list[Problem]:
         out += _fit_problems(fp.decision, fp.verdict, q.label, rel, n, "first_pass")
         if (fp.decision, fp.verdict) != (line.decision, line.verdict) and not line.ruling.strip():
             out.append(Problem(rel, n, "ruling", f"the reference ({line.decision}, {line.verdict}) "
-                                                 "departs from "
-                                                 f"the first pass ({fp.decision}, {fp.verdict}) "
+                                                 f"departs from the first pass ({fp.decision}, {fp.verdict}) "
                                                  "without a ruling"))
     return out
 
@@ -346,8 +320,7 @@ def _ruling_problems(items: list, labels: dict[str, PassLabel], problems: list[P
         if s is None or (s.decision, s.verdict) == (fp.decision, fp.verdict) or it.ruling.strip(): continue
         f, n = it.source.rsplit(":", 1)
         problems.append(Problem(f, int(n), "ruling", f"the passes disagree (first {fp.decision}, "
-                                                     f"{fp.verdict}; "
-                                                     f"second {s.decision}, {s.verdict}) "
+                                                     f"{fp.verdict}; second {s.decision}, {s.verdict}) "
                                                      "and the line has no ruling"))
 
 def load_calibration(path,      # a calibration .jsonl file or a folder of them
@@ -493,13 +466,6 @@ def judge_figures(items: list[CalibrationItem], # the calibration items (referen
         out["decision_confusion"] = confusion(df.reference_decision, df.decision, DECISIONS)
     return out
 
-# %% ../../nbs/30_judge.ipynb #5590b0a4
-def between_judges(a: list[Verdict], # one judge's verdicts
-                   b: list[Verdict], # another judge's, on the same items
-                  ) -> dict:
-    "`agreement` of two judges' labels over the items both gave a label to."
-    return agreement([v.label for v in a], [v.label for v in b], names=("judge", "judge2"))
-
 # %% ../../nbs/30_judge.ipynb #66509f12
 def label_rates(items: list[CalibrationItem], # the calibration items (their gold labels)
                 raters: dict[str, list], # rater name -> labels, in item order
@@ -512,8 +478,7 @@ def label_rates(items: list[CalibrationItem], # the calibration items (their gol
             got = s if scope == "overall" else s[gold == scope]
             ok = got.dropna()
             rates = {l: 100.0 * (ok == l).mean() if len(ok) else float("nan") for l in LABELS}
-            rows.append(dict(rater=name, scope=scope, **rates,
-                             n=len(ok), errors=int(got.isna().sum())))
+            rows.append(dict(rater=name, scope=scope, **rates, n=len(ok), errors=int(got.isna().sum())))
     return pd.DataFrame(rows).set_index(["rater", "scope"])
 
 # %% ../../nbs/30_judge.ipynb #618c1ab4
@@ -536,20 +501,13 @@ def calibration_report(items: list[CalibrationItem], # the calibration items
                  reference_verdict=it.verdict, note=it.note,
                  **{k: vs[n].model_dump() for k, vs in verdicts.items()})
             for n, it in enumerate(items)]
-    raters = {"reference": [i.verdict for i in items]}
-    raters |= {names[k]: [v.label for v in vs] for k, vs in verdicts.items()}
+    labels = {k: [v.label for v in vs] for k, vs in verdicts.items()}
+    raters = {"reference": [i.verdict for i in items]} | {names[k]: ls for k, ls in labels.items()}
+    two = [labels[k] for k in ("judge", "judge2") if k in labels]
     return dict(mode=mode, n_items=len(items), judges=figs, rates=label_rates(items, raters), verdicts=rows,
-                between=(between_judges(verdicts["judge"], verdicts["judge2"]) if "judge2" in verdicts
-                         else None))
+                between=agreement(*two, names=("judge", "judge2")) if len(two) == 2 else None)
 
 # %% ../../nbs/30_judge.ipynb #68b0d32a
-def _verdicts(cm, items, mode, progress, max_tokens) -> list[Verdict]:
-    "Judge every item in turn."
-    return [judge_answer(cm, it.query, it.reply, it.label, it.judgment, mode=mode, max_tokens=max_tokens)[0]
-            for it in tqdm(items, desc=f"judge {getattr(cm, 'model_id', 'model')} [{mode}]",
-                           disable=not progress,
-                           unit="reply")]
-
 def calibrate(judge_cm,                  # judge chat model
               items: list[CalibrationItem],
               *, mode: str = "blind",    # 'blind' | 'paper'
@@ -565,7 +523,10 @@ def calibrate(judge_cm,                  # judge chat model
     vs, usage = {}, {}
     for k, cm in cms.items():
         snap = cm.accounts.snapshot()
-        vs[k] = _verdicts(cm, items, mode, progress, max_tokens)
+        bar = tqdm(items, desc=f"judge {getattr(cm, 'model_id', 'model')} [{mode}]", disable=not progress,
+                   unit="reply")
+        vs[k] = [judge_answer(cm, i.query, i.reply, i.label, i.judgment, mode=mode, max_tokens=max_tokens)[0]
+                 for i in bar]
         usage[k] = cm.accounts.since(snap)
     return calibration_report(items, vs, mode=mode, names=models, models=models, usage=usage)
 
@@ -745,41 +706,29 @@ def rescore_calibration(run_dir,                 # a calibration run's folder: v
     js = json.loads((d / "summary.json").read_text())["judges"] if (d / "summary.json").is_file() else {}
     pick = lambda key: {k: js[k][key] for k in vs if key in js.get(k, {})}
     rep = calibration_report([by_id[r["item_id"]] for r in rows], vs, mode=vs["judge"][0].mode,
-                             names=pick("name"),
-                             models=pick("model"), usage=pick("usage"))
+                             names=pick("name"), models=pick("model"), usage=pick("usage"))
     rep["out_dir"] = write_calibration(rep, d if out is None else out)
     return rep
 
 # %% ../../nbs/30_judge.ipynb #bfb842ea
-def _user_error(msg: str) -> int:
-    print(f"pace: error: {msg}", file=sys.stderr)
-    return 2
-
-def _positive(s: str) -> int:
-    n = int(s)
-    if n < 1: raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
-
 def _calibrate_cmd(a) -> int:
-    "`pace judge calibrate`: foreseeable mistakes end in one line on stderr and exit status 2."
+    "`pace judge calibrate`: foreseeable mistakes are a `UsageError`: one line and exit status 2."
     if not Path(a.set).exists():
-        return _user_error(f"no calibration set at {a.set} "
-                           "(give a .jsonl file or a folder of them with --set)")
-    if not Path(a.data).is_dir(): return _user_error(f"no dataset folder at {a.data} (--data)")
+        raise UsageError(f"no calibration set at {a.set} (give a .jsonl file or a folder of them with --set)")
+    if not Path(a.data).is_dir(): raise UsageError(f"no dataset folder at {a.data} (--data)")
     try: rep = run_calibration(a.judge, a.set, a.data, judge2=a.judge2, mode=a.mode, limit=a.limit,
-                               cache=a.cache, out=a.out,
-                               progress=not a.no_progress)
+                               cache=a.cache, out=a.out, progress=not a.no_progress)
     except JudgeSpecError as e:
         if os.environ.get("PACE_DEBUG"): raise
-        return _user_error(str(e).splitlines()[0])
+        raise UsageError(str(e).splitlines()[0]) from None
     print(calibration_markdown(rep))
     print(f"wrote summary.json, confusion.csv, verdicts.jsonl and report.md to {rep['out_dir']}")
     return 0
 
 def _rescore_cmd(a) -> int:
     "`pace judge rescore`: each run folder's figures rebuilt from its verdicts.jsonl."
-    if not Path(a.set).exists(): return _user_error(f"no calibration set at {a.set} (--set)")
-    if not Path(a.data).is_dir(): return _user_error(f"no dataset folder at {a.data} (--data)")
+    if not Path(a.set).exists(): raise UsageError(f"no calibration set at {a.set} (--set)")
+    if not Path(a.data).is_dir(): raise UsageError(f"no dataset folder at {a.data} (--data)")
     for d in a.run_dirs:
         rep = rescore_calibration(d, a.set, a.data)
         figs = [f"{f['name']} accuracy {_pct(f['accuracy'])}%, kappa {f['kappa']:.3f}"
@@ -795,10 +744,8 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="judge_cmd", required=True, metavar="COMMAND")
     c = sub.add_parser("calibrate", help="measure a judge against replies with reference verdicts",
                        description="Judge every reply of a calibration set and compare with its reference "
-                                   "verdicts: "
-                                   "accuracy, confusion matrix, Cohen's kappa, per-kind accuracy; "
-                                   "with --judge2, "
-                                   "agreement between two judges.")
+                                   "verdicts: accuracy, confusion matrix, Cohen's kappa, per-kind accuracy; "
+                                   "with --judge2, agreement between two judges.")
     c.add_argument("--judge", required=True,
                    help="judge model spec, e.g. llamacpp:qwen2.5-0.5b, openai:gpt-4.1-mini or a JSON spec")
     c.add_argument("--judge2", default=None, help="a second judge model spec to compare with")
@@ -806,28 +753,22 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
                    help="blind (two steps, no gold in step 1; default) "
                         "or paper (one call that sees the gold, a bare label as the authors' code reads it) "
                         "or paper_json (the same rubric answered as JSON with a reason)")
-    c.add_argument("--set", default=DEFAULT_SET,
-                   help=f"calibration .jsonl file or folder of them (default {DEFAULT_SET})")
-    c.add_argument("--data", default=DEFAULT_DATA,
-                   help=f"dataset folder the replies answer (default {DEFAULT_DATA})")
-    c.add_argument("--limit", type=_positive, default=None,
-                   help="judge only N replies, spread over the kinds")
+    c.add_argument("--limit", type=positive_int, help="judge only N replies, spread over the kinds")
     c.add_argument("--cache", default=None, help="cache file (default: <out>/cache.sqlite)")
-    c.add_argument("--out", default=None,
-                   help="output folder (default: results/judge_calibration/<judge>-<mode>/)")
+    c.add_argument("--out", help="output folder (default: results/judge_calibration/<judge>-<mode>/)")
     c.add_argument("--no-progress", action="store_true")
     c.set_defaults(func=_calibrate_cmd)
     r = sub.add_parser("rescore", help="rebuild calibration runs' figures from their verdicts.jsonl",
                        description="Measure the verdicts of past calibration runs again against the set's "
-                                   "current "
-                                   "reference verdicts and rewrite report.md, summary.json, confusion.csv "
-                                   "and "
-                                   "verdicts.jsonl in each folder; no judge model is called.")
+                                   "current reference verdicts and rewrite report.md, summary.json, "
+                                   "confusion.csv and verdicts.jsonl in each folder; no judge model is "
+                                   "called.")
     r.add_argument("run_dirs", nargs="+", metavar="DIR",
                    help="calibration run folders (each has a verdicts.jsonl)")
-    r.add_argument("--set", default=DEFAULT_SET,
-                   help=f"calibration .jsonl file or folder (default {DEFAULT_SET})")
-    r.add_argument("--data", default=DEFAULT_DATA,
-                   help=f"dataset folder the replies answer (default {DEFAULT_DATA})")
     r.set_defaults(func=_rescore_cmd)
+    for q in (c, r):
+        q.add_argument("--set", default=DEFAULT_SET,
+                       help=f"calibration .jsonl file or folder of them (default {DEFAULT_SET})")
+        q.add_argument("--data", default=DEFAULT_DATA,
+                       help=f"dataset folder the replies answer (default {DEFAULT_DATA})")
     return p

@@ -72,58 +72,12 @@ def fact_texts(folder, # a dataset folder (its `kb/*.jsonl`), or None
     return out
 
 # %% ../../nbs/36_report.ipynb #65231b2b
-_CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;max-width:1800px;padding:0 1em;color:#222}
-h1{font-size:1.4em} h3{margin:.2em 0} table{border-collapse:collapse;margin:.4em 0}
-table.funnel{font-size:.92em} table.funnel td:first-child{min-width:12em}
-td,th{border:1px solid #ccc;padding:2px 6px;vertical-align:top;text-align:left} th{background:#f3f3f3}
-[hidden]{display:none!important}
-#filters{position:sticky;top:0;background:#fff;padding:.5em 0;z-index:1; border-bottom:1px solid #ccc}
-#filters label{margin-right:.8em}
-section.query{border-top:2px solid #888; margin-top:1em;padding-top:.5em}
-.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(480px,1fr)); gap:.8em}
-.card{border:1px solid #bbb;border-radius:4px;padding:.5em;overflow-x:auto}
-.in{background:#cfeccf;text-align:center}
-.out{background:#f6caca;text-align:center} li.gold{font-weight:bold}
-.tag{display:inline-block;padding:0 .4em;border-radius:3px;background:#eee;margin-left:.3em}
-.PASS{background:#bfe5bf} .FAIL{background:#f2b8b8} .WRONG_RATIONALE{background:#f6dfa6}
-.request{font-size:1.1em} .answer{white-space:pre-wrap;background:#f8f8f8;padding:.3em}
-.small{color:#555}
-"""
+def _asset(name: str) -> str:
+    "The text of a file of `pace/assets/report/`, the page's style sheet and filter script."
+    from importlib.resources import files
+    return files("pace").joinpath("assets", "report", name).read_bytes().decode("utf-8")
 
-_JS = """
-let onlyQuery = null;   // one query's id (from the link), or null: all
-function applyFilters(){
-  const ms = new Set([...document.querySelectorAll('input[name=method]:checked')].map(e => e.value));
-  const v = id => document.getElementById(id).value;
-  const lab = v('f-label'), typ = v('f-type'), ver = v('f-verdict');
-  let n = 0;
-  document.querySelectorAll('section.query').forEach(s => {
-    let any = false;
-    s.querySelectorAll('.card').forEach(c => {
-      const ok = ms.has(c.dataset.method) && (ver === 'all' || c.dataset.verdict === ver);
-      c.hidden = !ok; any = any || ok;
-    });
-    const ok = any && (lab === 'all' || s.dataset.label === lab) && (typ === 'all' || s.dataset.type === typ)
-      && (!onlyQuery || s.id === 'q-' + onlyQuery);
-    s.hidden = !ok; if (ok) n++;
-  });
-  document.getElementById('shown').textContent = n + ' of ' +
-    document.querySelectorAll('section.query').length + ' queries shown';
-}
-// a link to one view: #method=bm25,dense&label=conflict&type=state&verdict=PASS&query=ID
-function fromHash(){
-  const h = new URLSearchParams(location.hash.slice(1));
-  if (h.has('method')) { const ms = h.get('method').split(',');
-    document.querySelectorAll('input[name=method]').forEach(e => { e.checked = ms.includes(e.value); }); }
-  for (const k of ['label', 'type', 'verdict'])
-    if (h.has(k)) document.getElementById('f-' + k).value = h.get(k);
-  onlyQuery = h.get('query');
-  applyFilters();
-}
-document.getElementById('filters').addEventListener('change', applyFilters);
-fromHash();
-"""
+_CSS, _JS = _asset("report.css"), _asset("report.js")
 
 # %% ../../nbs/36_report.ipynb #e4b15900
 def _e(x) -> str: return html.escape("" if x is None else str(x), quote=True)

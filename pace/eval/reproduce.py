@@ -5,6 +5,7 @@
 # %% ../../nbs/34_reproduce.ipynb #2f34f898
 from __future__ import annotations
 import argparse, ast, contextlib, importlib.util, json, os, re, sys, tempfile, time
+from unittest import mock
 from dataclasses import dataclass
 from pathlib import Path
 import pandas as pd
@@ -69,8 +70,7 @@ def _checkout_of(start: Path) -> Path | None:
 
 def experiments_dir(root=None, # a folder of experiment notebooks (default: nbs/experiments of the checkout)
                    ) -> Path:
-    ("The folder of the experiment notebooks: of the checkout the working folder is in, else of the one pace "
-     "was installed from; a UsageError when there is none (a wheel install has no nbs/).")
+    "The experiment notebooks' folder, of the checkout here or else of pace's own; a UsageError if none."
     here = _checkout_of(Path.cwd().resolve())
     d = (Path(root) if root is not None else
          (here or Path(__file__).resolve().parents[2]) / "nbs" / "experiments")
@@ -159,14 +159,9 @@ def clean_notebook(nb: dict, # an executed notebook (nbformat 4 JSON)
 @contextlib.contextmanager
 def _environ(set_: dict, unset=()):
     "os.environ with `set_` set and `unset` removed for the block (a kernel started inside inherits it)."
-    old = {k: os.environ.get(k) for k in [*set_, *unset]}
-    os.environ.update(set_)
-    for k in unset: os.environ.pop(k, None)
-    try: yield
-    finally:
-        for k, v in old.items():
-            if v is None: os.environ.pop(k, None)
-            else: os.environ[k] = v
+    with mock.patch.dict(os.environ, set_):   # the whole of os.environ as it was, after the block
+        for k in unset: os.environ.pop(k, None)
+        yield
 
 def _error_line(e: BaseException) -> str:
     "One line for a failed notebook: the cell, then `Name: message` (a message's first line)."
@@ -212,8 +207,7 @@ def _quiet_on_interrupt():
 
 # %% ../../nbs/34_reproduce.ipynb #4171eaa9
 def _quiet_kernels():
-    ("A kernel manager whose kernels' own stderr (their log: at a Ctrl-C, tracebacks of closing sockets) "
-     "is dropped; what a cell prints and raises comes back in the notebook.")
+    "A kernel manager that drops its kernels' own log (at a Ctrl-C, tracebacks of closing sockets) on stderr."
     import subprocess
     from jupyter_client.manager import AsyncKernelManager
     class QuietKernelManager(AsyncKernelManager):
@@ -318,10 +312,9 @@ def _record_or_replay(out, # folder of the cache export `cache.jsonl.gz` (record
     cache = out / "cache.sqlite"
     if not export.exists() and not cache.exists():
         made = [Path(p) / n for p, n, _ in runs if (Path(p) / n / "results.jsonl").exists()]
-        if made: raise UsageError(f"{made[0]} has result rows made without {cache}: a recording would "
-                                  "resume it and export "
-                                  "a cache that cannot replay those rows; record into a new out_dir "
-                                  "(or remove the run)")
+        if made: raise UsageError(f"{made[0]} has result rows made without {cache}: a recording would resume "
+                                  "it and export a cache that cannot replay those rows; record into a new "
+                                  "out_dir (or remove the run)")
     if export.exists() and not cache.exists():   # resume a recording from its export (no vectors: no store)
         import_cache(Cache(cache), export, embeddings=store if store.is_dir() else None)
     try:
@@ -494,17 +487,13 @@ def reproduce(names=(), # notebook numbers or names (empty: all)
         committed = "out_dir" in ps and ps in extra.get(e.name, [])
         missing = [m for m in ps.get("needs", []) if importlib.util.find_spec(m) is None]
         if missing: rows.append(dict(notebook=e.name, seconds=None, model_calls=None, status="skipped",
-                                     saved=None,
-                                     error=f"needs {', '.join(missing)} (not installed here)"))
+                                     saved=None, error=f"needs {', '.join(missing)} (not installed here)"))
         else: rows.append(run_notebook(e, {k: v for k, v in ps.items() if k != "needs"}, record=record,
                                        accept_rows=accept_rows))
         if committed: rows[-1]["notebook"] = f"{e.name} ({Path(ps['out_dir']).name})"
-        if rows[-1]["status"] == "skipped":
-            tqdm.write(f"pace reproduce: {rows[-1]['notebook']} skipped: {rows[-1]['error']}",
-                                                       file=sys.stderr)
-        elif rows[-1]["status"] != "ok":
-            tqdm.write(f"pace reproduce: {rows[-1]['notebook']} failed: {rows[-1]['error']}", file=sys.stderr)
-            if fail_fast: break
+        if (r := rows[-1])["status"] != "ok":   # skipped or failed
+            tqdm.write(f"pace reproduce: {r['notebook']} {r['status']}: {r['error']}", file=sys.stderr)
+            if fail_fast and r["status"] == "failed": break
     rows += [dict(notebook=e.name, seconds=None, model_calls=None, status="not run", saved=None)
              for e, _ in jobs[len(rows):]]
     df = pd.DataFrame(rows)[["notebook", "seconds", "model_calls", "status", "saved"]]
@@ -527,16 +516,13 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "reproduce", help="regenerate the paper's tables and figures from the experiment notebooks",
         description="Run the experiment notebooks of nbs/experiments/ with papermill, each in its own "
-                    "folder, answering "
-                    "every model call from the call caches (PACE_REPLAY=1); save each executed notebook "
-                    "beside the "
-                    "tables it wrote; exit 2 when any fails.")
+                    "folder, answering every model call from the call caches (PACE_REPLAY=1); save each "
+                    "executed notebook beside the tables it wrote; exit 2 when any fails.")
     p.add_argument("names", nargs="*", metavar="NAME",
                    help="notebooks to run, by number or name (01, dataset_statistics); default: all")
     p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
                    help="set a parameter of the notebooks that have it (JSON when it parses, else a string; "
-                        "paths are "
-                        "relative to the notebook's folder)")
+                        "paths are relative to the notebook's folder)")
     p.add_argument("--all", action="store_true", help="every notebook (what no NAME means too)")
     p.add_argument("--list", action="store_true",
                    help="list the notebooks, what they make and their parameters")

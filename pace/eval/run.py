@@ -13,27 +13,24 @@ from types import SimpleNamespace
 from typing import Any, Literal
 from tqdm.auto import tqdm
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from ..data import (MAX_NAME_BYTES, UsageError, append_row, jsonl_text, load_done,
-                       name_problem)
+from ..data import MAX_NAME_BYTES, UsageError, append_row, jsonl_text, load_done, name_problem
 from ..cache import as_cache
 from ..llm import ChatModel, PARSE_RETRIES
 from ..calls import DECODINGS
 from ..methods.baselines import (METHODS as SIMPLE_METHODS, METHOD_SPECS, SIZED, MethodSpec, make_method,
                                         method_spec, run_checked, run_batch_checked)
-from .evaluate import write_tables, read_jsonl
+from .evaluate import write_tables
 from .index_cost import write_index_costs
 from .judge import JUDGE_MODES, PAPER_PROMPTS, judge_answer
 from ..metrics import funnel
 from ..index import BM25_MODES, index_seconds
-from ..shards import MergeError, check_parts, gap_check, merged_rows, parse_shard, shard_ids
+from ..shards import check_parts, gap_check, merged_rows, parse_shard, shard_ids
 from ..methods.pipeline import PaceMakerConfig, RELEASE_SETTINGS
 from ..methods.agents import RELEASE_PROMPTS
-from ..runfolder import (VOLATILE, split_volatile, dataset_sha256, model_fingerprint, settings_diff,
-                            RunMismatchError, check_settings, build_model, RunLocked, RunLock, JobFolder,
-                            nonnegative_int, positive_int, positive_float, key_values, add_options,
-                            option_fields, limit_rate,
-                            option_values, usage_error, read_manifest, write_manifest, append_digest,
-                            digests_path, write_digests)
+from ..runfolder import (split_volatile, dataset_sha256, model_fingerprint, RunMismatchError,
+                            check_settings, build_model, JobFolder, positive_float, key_values, add_options,
+                            option_fields, limit_rate, option_values, usage_error, read_manifest,
+                            append_digest, digests_path, write_digests)
 from ..trec import write_runs
 from ..atomic import write_text
 
@@ -42,8 +39,8 @@ __all__ = ['DEFAULT_DATA', 'DEFAULT_CHAT', 'DEFAULT_METHODS', 'RETRIEVAL_METHODS
            'METHODS', 'METHODS_HELP', 'RETRIEVAL_ONLY_HELP', 'RUN_PRESETS', 'RUN_FORMAT', 'select_queries',
            'build_method', 'prompt_hashes', 'hipporag_settings', 'chat_name', 'default_run_name', 'check_run_name',
            'ScopeConfig', 'ModelsConfig', 'JudgeConfig', 'ExecutionConfig', 'IndexConfig', 'RunConfig', 'public_query',
-           'public_facts', 'public_kb', 'round_floats', 'RunInterrupted', 'stop_on_sigterm', 'check_run_files',
-           'deeper_methods', 'Run', 'run_experiment', 'merge_runs', 'add_cli']
+           'public_kb', 'round_floats', 'RunInterrupted', 'stop_on_sigterm', 'check_run_files', 'deeper_methods', 'Run',
+           'run_experiment', 'merge_runs', 'add_cli']
 
 # %% ../../nbs/32_run.ipynb #45bcaae8
 DEFAULT_DATA = "data/mini"
@@ -190,9 +187,8 @@ class ScopeConfig(BaseModel):
     seed: int = Field(0, description="seed of the query subset")
     retrieval_only: bool = Field(False, description=RETRIEVAL_ONLY_HELP)
     depth: int | None = Field(None, ge=1, description="rank this deep for the retrieval metrics and "
-                              "<method>.trec "
-                              "(bm25, dense, hybrid and retrievers of your own); the answerer still gets the "
-                              "method's own facts (default: the facts it gets)")
+                              "<method>.trec (bm25, dense, hybrid and retrievers of your own); the answerer "
+                              "still gets the method's own facts (default: the facts it gets)")
     name: str | None = Field(None, description="run name, a folder inside --out "
                              "(default: <dataset>-<model>-n<queries>, or -all)")
     shard: str | None = Field(None, description="run only part K of N of the instances (K from 0, e.g. "
@@ -376,20 +372,16 @@ def public_query(q, # a `pace.data.Query`
     return SimpleNamespace(query_id=q.query_id, instance_id=q.instance_id, query=q.query, ref_date=q.ref_date)
 
 # %% ../../nbs/32_run.ipynb #98eaed61
-def public_facts(kb, # an instance's `pace.data.Fact`s
-                ) -> list:
-    "KB facts with only `doc_id` and `text` (no `meta`)."
-    return [SimpleNamespace(doc_id=f.doc_id, text=f.text) for f in kb]
-
 _KBS = weakref.WeakKeyDictionary()   # dataset -> {instance_id: its public facts}
 
 # %% ../../nbs/32_run.ipynb #6a83a129
 def public_kb(ds, # a `pace.data.PaceDataset`
               instance_id: str) -> tuple:
-    "`public_facts` of one instance as a tuple made once per dataset: every pair of it gets the same object."
+    "An instance's KB facts with only `doc_id` and `text` (no `meta`), one tuple made once per dataset."
+    facts = lambda: tuple(SimpleNamespace(doc_id=f.doc_id, text=f.text) for f in ds.facts(instance_id))
     try: kbs = _KBS.setdefault(ds, {})
-    except TypeError: return tuple(public_facts(ds.facts(instance_id)))   # a stand-in without weak references
-    if instance_id not in kbs: kbs[instance_id] = tuple(public_facts(ds.facts(instance_id)))
+    except TypeError: return facts()   # a stand-in without weak references
+    if instance_id not in kbs: kbs[instance_id] = facts()
     return kbs[instance_id]
 
 def _failed(trace: dict, judge: dict | None) -> dict:
@@ -449,22 +441,18 @@ def _warn_dataset(ds):
     if ws: print(f"pace run: warning: {ds.path}: {len(ws)} warning(s), the first: {ws[0]} "
                  f"(`pace data check {ds.path}` lists them)", file=sys.stderr)
 
-def _own_settings(specs: dict, # {name: `MethodSpec`} of the run
-                 ) -> dict:
-    "What makes the rows of methods of your own, for `run.json`: spec, source sha256, imports' ({} for none)."
+def _changed_settings(c: RunConfig, # the run's settings
+                      specs: dict, # {name: `MethodSpec`} of the run
+                     ) -> dict:
+    "The settings below, for `run.json`, each only where it is away from its default (else no key)."
     own = {m: dict(spec=s.spec, sha256=s.sha256) | _own_imports(s)
            for m, s in specs.items() if s.kind == "own"}
-    return dict(own_methods=own) if own else {}
-
-def _model_settings(c: RunConfig) -> dict:
-    "How the models are asked (re-asks, context growth, decoding), for `run.json`: what is not the default."
-    d = c.models.model_dump(include={"parse_retries", "grow_context", "decoding"}, exclude_defaults=True)
-    return dict(model_calls=d) if d else {}
-
-def _index_settings(c: RunConfig) -> dict:
-    "How the index is built, for `run.json`: what is not the default."
-    d = c.index.model_dump(exclude_defaults=True)
-    return dict(index=d) if d else {}
+    calls = c.models.model_dump(include={"parse_retries", "grow_context", "decoding"}, exclude_defaults=True)
+    d = dict(own_methods=own,   # what makes the rows of methods of your own: spec, source sha256, imports'
+             index=c.index.model_dump(exclude_defaults=True),   # how the index is built
+             model_calls=calls,   # how the models are asked: re-asks, context growth, decoding
+             depth=c.scope.depth)   # --depth
+    return {k: v for k, v in d.items() if v}
 
 def _preset_settings(c) -> dict:
     """The preset, and the sha256 (first 16 hex) of the release's prompts and the paper judge's when the run
@@ -490,9 +478,7 @@ def _settings(run) -> dict:
                 pacemaker=c.pacemaker.changed(), seed=c.scope.seed, retrieval_only=ro,
                 graphrag=c.graphrag.model_dump(exclude_defaults=True) or None,
                 hipporag=hipporag_settings() if "hipporag2" in run.methods else None,
-                **_own_settings(run.specs), **_index_settings(c), **_model_settings(c),
-                **({'depth': c.scope.depth} if c.scope.depth else {}),
-                **_preset_settings(c), run_format=RUN_FORMAT)
+                **_changed_settings(c, run.specs), **_preset_settings(c), run_format=RUN_FORMAT)
 
 # %% ../../nbs/32_run.ipynb #31f35e81
 def _own_imports(s) -> dict:
@@ -620,7 +606,6 @@ def _batch_pairs(run, todo: list):
 # %% ../../nbs/32_run.ipynb #9df170d3
 def _workers(n: int, *models) -> int:
     "Pairs to run at once: `n`, or 1 (saying why on stderr) when a model serves one request at a time here."
-    _whole(n, "--workers")
     slow = [m for m in models if m is not None and not getattr(m, "concurrent", False)]
     if n > 1 and slow:
         backend = getattr(slow[0], 'backend', type(slow[0]).__name__)
@@ -684,13 +669,9 @@ def _rewrite_sorted(res_p: Path, tim_p: Path) -> list[dict]:
     last = {(r["query_id"], r["method"]): r for r in load_done(res_p)}          # a pair's newest line wins
     rows = [last[k] for k in sorted(last)]
     tims = {(t["query_id"], t["method"]): t for t in load_done(tim_p) if (t["query_id"], t["method"]) in last}
-    for p, rs in ((res_p, rows), (tim_p, [tims[k] for k in sorted(tims)])): _write_rows(p, rs)
+    for p, rs in ((res_p, rows), (tim_p, [tims[k] for k in sorted(tims)])): write_text(p, jsonl_text(rs))
     write_digests(res_p, rows)   # after the rows: until then the old digests hold every row kept
     return rows
-
-def _write_rows(p: Path, rows: list[dict]):
-    "Write `rows` as JSON lines (sorted keys), atomically: how a run's results and timings files look."
-    write_text(p, jsonl_text(rows))
 
 # %% ../../nbs/32_run.ipynb #11549ee7
 def _fit_concurrency(batch: int, *models):
@@ -819,8 +800,7 @@ class _OpenRun:
                 ): self.cfg, self.lock, self.scope = cfg, None, None
 
     def open(self) -> Run:
-        """Check the scope, load the dataset, pick queries, make and lock the folder, build the models and the
-        methods, check the settings."""
+        "Check the scope, load the dataset, pick queries, make and lock the folder, build models and methods."
         from pace.data import load_pace_dataset
         s = self.cfg.scope
         self.specs = _check_scope(s.methods or (RETRIEVAL_METHODS if s.retrieval_only else DEFAULT_METHODS),
@@ -890,20 +870,12 @@ class _OpenRun:
 
 # %% ../../nbs/32_run.ipynb #03dbbc59
 class Run(_OpenRun):
-    "One `pace run` on its folder, in steps: `open`, the `pending` pairs, `run` them, `finish` (`execute`)."
+    "One `pace run` on its folder, in steps: `open`, the `pending` pairs, run them, finish (`execute`)."
     def pending(self, done: dict) -> list[tuple]:
         "(query, method, old row to judge again or None) of each pair still to run, at most `max_pairs`."
         x = self.cfg.execution
         todo = _todo(self.queries, self.methods, done, x.retry_failed)
         return todo if x.max_pairs is None else todo[:x.max_pairs]
-
-    def run(self, todo: list) -> tuple[int, int]:
-        "Run, judge and append the pairs of `todo`: (new lines, pairs judged again)."
-        return _run_pairs(self, todo)
-
-    def finish(self, new: int, retried: int) -> dict:
-        "Sort the files, write the manifest's final status and the tables: the run's summary."
-        return _finish_run(self, new, retried)
 
     def execute(self) -> dict:
         "`open`; then, holding the folder's lock: resume, `run` the `pending`, `finish` (a stop: partial)."
@@ -916,7 +888,7 @@ class Run(_OpenRun):
             try:
                 todo = self.pending(done)
                 self.workers = _workers(x.workers, self.cm, self.jm)
-                return self.finish(*self.run(todo))
+                return _finish_run(self, *_run_pairs(self, todo))
             except KeyboardInterrupt as e:   # Ctrl-C, or SIGTERM (`stop_on_sigterm`: e.args names it)
                 why = f"interrupted ({e.args[0] if e.args else 'Ctrl-C'})"
                 raise RunInterrupted(self.run_dir, _mark_stopped(self, why)) from None
@@ -945,7 +917,8 @@ def merge_runs(out, # the folder to write (new, or empty)
     rows = merged_rows(files("results.jsonl"), key, known=pairs)   # read only: a part is never changed
     gap_check(sorted(pairs), map(key, rows), "pair(s) of the whole run")
     tims = merged_rows(files("timings.jsonl"), key, known=pairs)   # checked too, before anything is written
-    for name, rs in (("results.jsonl", rows), ("timings.jsonl", tims)): _write_rows(out / name, rs)
+    for f, rs in (("results.jsonl", rows), ("timings.jsonl", tims)):
+        write_text(out / f, jsonl_text(rs))
     write_digests(out / "results.jsonl", rows)
     held = [r for r in rows if key(r) in pairs]
     n_failed = sum(bool(r["failed"]["agent"] or r["failed"]["judge"]) for r in held)
@@ -956,18 +929,14 @@ def merge_runs(out, # the folder to write (new, or empty)
     return dict(run_dir=out, n_rows=len(held), n_parts=len(parts), n_failed=n_failed, tables=tabs)
 
 # %% ../../nbs/32_run.ipynb #111c5e6a
-def _resume_command(a) -> str:
-    "The command that resumes an interrupted run: the one given (`pace.cli.main` records it as `a.argv`)."
-    argv = getattr(a, "argv", None)
-    return shlex.join(["pace", *(sys.argv[1:] if argv is None else argv)])
-
 def _run_cmd(a) -> int:
     if getattr(a, "methods", None) == []: raise UsageError("--methods is empty")   # typed, and empty
     try:
         with stop_on_sigterm(): res = Run(RunConfig.from_args(a)).execute()
-    except RunInterrupted as e:
+    except RunInterrupted as e:   # the command given (`pace.cli.main` keeps `a.argv`) resumes it
+        again = shlex.join(["pace", *(sys.argv[1:] if getattr(a, "argv", None) is None else a.argv)])
         print(f"pace run: interrupted; {e.n_rows} result rows kept in {e.run_dir} (status partial); "
-              f"resume with: {_resume_command(a)}", file=sys.stderr)
+              f"resume with: {again}", file=sys.stderr)
         return 130
     rest = (f"; {res['n_scope'] - res['n_rows']} of the folder's {res['n_scope']} pairs still to run"
             if res["n_rows"] < res["n_scope"] else "")
