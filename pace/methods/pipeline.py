@@ -149,22 +149,17 @@ class Trace(MethodTrace):
     selection: dict[str, SelectionReport] = {}  # per filter stage: chosen / invalid / padded / dropped counts
 
 # %% ../../nbs/21_pipeline.ipynb #1f1fae5b
-def pool_order(pool: list[PoolDoc], # the traversal pool, in BFS order
-               how: str = "bfs", # 'bfs' or 'shuffle'
-               seed: str = "", # the shuffle's seed (the request text)
-              ) -> list[str]:
-    "The pool's doc ids in BFS order, or shuffled with a generator seeded by `seed`."
+def pool_order(pool: list[PoolDoc], how: str = "bfs", seed: str = "") -> list[str]:
+    "The pool's doc ids in BFS order (`how='bfs'`), or shuffled by a generator seeded by `seed` ('shuffle')."
     ids = [p.doc_id for p in pool]
     if how == "bfs": return ids
     if how == "shuffle": random.Random(f"pace-pool:{seed}").shuffle(ids); return ids
     raise ValueError(f"pool order must be 'bfs' or 'shuffle', got {how!r}")
 
 # %% ../../nbs/21_pipeline.ipynb #44df087f
-def resolve_index(index, # an index, an `IndexStore` (with `get`) or a callable (instance_id, kb) -> index
-                  instance_id: str, # the instance the query belongs to
-                  kb, # that instance's facts (an `IndexStore` needs them)
-                 ):
-    "The index of `instance_id` from an index, an `IndexStore` or a callable."
+def resolve_index(index, instance_id: str, kb):
+    """The index of `instance_id` from an index, an `IndexStore` (`get`, which needs the facts `kb`) or a
+    callable `(instance_id, kb) -> index`."""
     if hasattr(index, 'get'):
         if kb is None:
             raise ValueError("an IndexStore builds the index from the instance's facts: pass the kb")
@@ -175,11 +170,7 @@ def resolve_index(index, # an index, an `IndexStore` (with `get`) or a callable 
 # %% ../../nbs/21_pipeline.ipynb #ed87ef71
 HYBRID_K = 10   # facts the Hybrid baseline retrieves, and its depth per retriever
 
-def hybrid_ranking(idx, # the instance's index
-                   query: str, # the raw request
-                   k: int = HYBRID_K, # depth per retriever, and how many are kept
-                   k_rrf: float = 60, # WRRF's k
-                  ) -> list[tuple[str, float]]:
+def hybrid_ranking(idx, query: str, k: int = HYBRID_K, k_rrf: float = 60) -> list[tuple[str, float]]:
     """The Hybrid baseline's ranking: the request's dense and BM25 top `k`, fused by WRRF (weight 1), first
     `k`."""
     return hybrid_search(idx, [(query, 1.0)], top_k=k, k_rrf=k_rrf).fused[:k]
@@ -317,10 +308,7 @@ class StageSpec(NamedTuple):
     rule: Callable | None = None    # (state, settings) -> `Trace.ranking_rule`: it decides the final order
 
 # %% ../../nbs/21_pipeline.ipynb #cdfefe49
-def run_stages(stages, # the method's `StageSpec`s, in order
-               st: RunState, # the query's state: its trace is filled in
-               c, # the settings
-              ):
+def run_stages(stages, st: RunState, c):
     """Steps (see `pace.calls.run_steps`): each stage in order, with its funnel ids, its seconds and, from the
     stage that decides the final order, the final ids and ranking rule recorded; returns the trace."""
     tr = st.tr
@@ -441,8 +429,7 @@ VARIANTS = {   # name before any '-no_' -> its `Variant`, or 'module:NAME' for o
 }
 
 # %% ../../nbs/21_pipeline.ipynb #b9ad56e0
-def variant(name: str, # a PaceMaker method name, e.g. 'pacemaker-small-no_anchors'
-           ) -> Variant:
+def variant(name: str) -> Variant:
     "The `Variant` of the name's part before any '-no_' (`VARIANTS`; a later module's is imported now)."
     v = VARIANTS.get(name.split('-no_')[0])
     if v is None: raise ValueError(f"not a PaceMaker method: {name!r}")
@@ -514,13 +501,10 @@ class PaceMaker:
         tr.timings['total'] = time.perf_counter() - t_all
         return tr
 
-    def run_batch(self, queries: list, # as for `run`
-                  instances: list, # each query's instance
-                  kbs: list | None = None, # each query's facts (needed when the index is an `IndexStore`)
-                  answer: bool = True, # False stops after retrieval
-                 ) -> list[Trace]:
-        """`run` for many queries, stage by stage: each stage of all queries (each tournament round) in one
-        `chat_batch` call; the same traces."""
+    def run_batch(self, queries: list, instances: list, kbs: list | None = None,
+                  answer: bool = True) -> list[Trace]:
+        """`run` for many queries (each with its instance and facts), stage by stage: each stage of all
+        queries (each tournament round) in one `chat_batch` call; the same traces."""
         t_all, kbs = time.perf_counter(), [None] * len(queries) if kbs is None else list(kbs)
         if not len(queries) == len(instances) == len(kbs):
             raise ValueError("run_batch needs one instance (and kb) per query")
