@@ -588,9 +588,7 @@ def _json_string(s: str) -> str:
     try: return json.loads(f'"{s}"')
     except ValueError: return s.replace('\\"', '"')
 
-def read_structured_answer(r, # a chat result, or the Exception its call raised
-                           stage: str = "answer",
-                           decoding: str = "greedy", # how it was asked (see `pace.calls.read_reply`)
+def read_structured_answer(r, stage: str = "answer", decoding: str = "greedy", # as `pace.calls.read_reply`
                           ) -> tuple[str | None, str | None, AgentCall]:
     """(reply or None, decision or None, record) of a structured answer; output that is not the JSON asked for
     is salvaged."""

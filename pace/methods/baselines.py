@@ -195,10 +195,8 @@ class Dense(Retriever):
 
 class Hybrid(Retriever):
     name = "hybrid"
-    def __init__(self, chat_model, index, *, k: int = HYBRID_K,
-                 k_rrf: int = 60, # WRRF's k
-                 **kw):
-        super().__init__(chat_model, index, k=k, **kw); self.k_rrf = k_rrf
+    def __init__(self, chat_model, index, *, k_rrf: int = 60, **kw): # WRRF's k; `k` as any retriever's
+        super().__init__(chat_model, index, **kw); self.k_rrf = k_rrf
     def search(self, idx, q): return hybrid_ranking(idx, q, self.k, self.k_rrf)
 
 # %% ../../nbs/22_baselines.ipynb #be2113aa
@@ -221,8 +219,7 @@ class Deeper:
 class PaceMakerMethod:
     "`PaceMaker` behind the `Method` interface; the ranking is the final evidence order."
     ranked, retrieves = True, True
-    def __init__(self, chat_model, # the agents' model
-                 index, # an index, `IndexStore` or callable
+    def __init__(self, chat_model, index,
                  method=None): # a `pace.methods.pipeline.Pipeline` or its name (None: the paper's PaceMaker)
         self.pm = PaceMaker(chat_model, index, method)
     @property
@@ -503,8 +500,7 @@ def checked_result(r, method, kb) -> MethodResult:
     return r
 
 # %% ../../nbs/22_baselines.ipynb #5f3b9953
-def run_checked(method, # a `Method`
-                query, instance, kb, answer: bool = True) -> MethodResult:
+def run_checked(method, query, instance, kb, answer: bool = True) -> MethodResult:
     "`method.run(...)` checked (`checked_result`): a `refused_result` when it breaks the rule."
     try: return checked_result(method.run(query, instance, kb, answer=answer), method, kb)
     except OutputError as e: return refused_result(method, query, e)

@@ -5,7 +5,7 @@
 # %% ../../nbs/23_hipporag.ipynb #4fcc62e1
 from __future__ import annotations
 import difflib, hashlib, json, logging, os, re, time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Literal
 import numpy as np
@@ -197,10 +197,9 @@ def extract_openie(cm, facts, path=None, *, config: HippoRAGConfig | None = None
     done = read_openie(path) if path else {}
     if path and Path(path).exists(): _cut_partial_line(path)   # a kill mid-write, before appending
     todo = [f for f in facts if done.get(f.doc_id, {}).get("passage") != f.text]
-    f_out = open(path, "a", encoding="utf-8") if path else None
-    try:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=len(todo), disable=not progress or not todo, desc="HippoRAG 2 OpenIE", unit="fact")
+    from tqdm.auto import tqdm
+    bar = tqdm(total=len(todo), disable=not progress or not todo, desc="HippoRAG 2 OpenIE", unit="fact")
+    with (open(path, "a", encoding="utf-8") if path else nullcontext()) as f_out, bar:
         for s in range(0, len(todo), cfg.openie_batch):
             chunk = todo[s:s + cfg.openie_batch]
             for row in _extract_batch(cm, chunk, cfg):
@@ -208,9 +207,6 @@ def extract_openie(cm, facts, path=None, *, config: HippoRAGConfig | None = None
                 if f_out: f_out.write(json.dumps(row, ensure_ascii=False) + "\n")
             if f_out: f_out.flush(); os.fsync(f_out.fileno())
             bar.update(len(chunk))
-        bar.close()
-    finally:
-        if f_out: f_out.close()
     return [done[f.doc_id] for f in facts]
 
 # %% ../../nbs/23_hipporag.ipynb #ff33551e
@@ -443,9 +439,8 @@ FORMAT_VERSION = 2   # 2: vectors, synonymy edges and scores alike on every CPU 
 def model_identity(m) -> dict:
     "A model's fingerprint (backend, model id, options), or its class and id."
     fp = getattr(m, "fingerprint", None)
-    return json.loads(json.dumps(fp() if callable(fp) else dict(backend=type(m).__name__,
-                                                                model_id=getattr(m, "model_id", None)),
-                                 default=str))
+    ident = fp() if callable(fp) else dict(backend=type(m).__name__, model_id=getattr(m, "model_id", None))
+    return json.loads(json.dumps(ident, default=str))
 
 # %% ../../nbs/23_hipporag.ipynb #0982cbb7
 @contextmanager

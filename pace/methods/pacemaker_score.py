@@ -65,12 +65,9 @@ def request_dates(query: str, ref_date) -> list[dt.date]:
     return list(dict.fromkeys(out))
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #cbf8939d
-def date_facts(idx, # the instance's index (`doc_ids`, `text`)
-               dates: list[dt.date], # the request's dates (`request_dates`)
-               days_before: int = 1, # also the days before each date (a night shift, a late flight)
-              ) -> list[str]:
-    """Ids of the facts that name one of `dates`, or a day up to `days_before` before it, as an ISO date; in
-    KB order."""
+def date_facts(idx, dates: list[dt.date], days_before: int = 1) -> list[str]:
+    """Ids of the facts of `idx` that name one of `dates`, or a day up to `days_before` before it (a night
+    shift, a late flight), as an ISO date; in KB order."""
     keys = {(d - dt.timedelta(i)).isoformat() for d in dates for i in range(days_before + 1)}
     return [i for i in idx.doc_ids if any(k in idx.text(i) for k in keys)] if keys else []
 
@@ -113,10 +110,9 @@ def score_messages(query: str, ref_date, dates: list[dt.date], fact: str) -> lis
     return [dict(role="system", content=SCORE_SYSTEM), dict(role="user", content=user)]
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #ef3bc9ba
-def yes_probability(top: dict | None, # {token text: log-probability} of the first generated token
-                   ) -> float | None:
-    """P(yes) / (P(yes) + P(no)) over the tokens that read 'yes' or 'no' (any case, spaces stripped); None if
-    neither is there."""
+def yes_probability(top: dict | None) -> float | None:
+    """P(yes) / (P(yes) + P(no)) over the tokens of `top` ({token text: log-probability} of the first
+    generated token) that read 'yes' or 'no' (any case, spaces stripped); None if neither is there."""
     if not top: return None
     mass = lambda w: sum(math.exp(v) for t, v in top.items() if t.strip().lower() == w)
     y, n = mass("yes"), mass("no")
@@ -133,15 +129,10 @@ def read_score(r) -> tuple[float | None, str]:
     return None, "junk"
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #a213321b
-def score_steps(query: str, # the request
-                ref_date, # the date it is made
-                dates: list[dt.date], # the dates it names
-                candidates: list[tuple[str, str]], # (doc_id, text), in the order the calls are made
-                *, stage: str = "score", # the stage tag of the calls
-                top_logprobs: int = 8, # log-probabilities asked for per call
-               ):
-    """Steps (see `pace.calls.run_steps`): one yes/no call per candidate, all in one step; returns
-    ({doc_id: score or None}, record)."""
+def score_steps(query: str, ref_date, dates: list[dt.date], candidates: list[tuple[str, str]], *,
+                stage: str = "score", top_logprobs: int = 8):
+    """Steps (see `pace.calls.run_steps`): one yes/no call per candidate (doc_id, text), in order, all in one
+    step, `top_logprobs` asked for per call; returns ({doc_id: score or None}, record)."""
     ask = lambda t: agent_request(score_messages(query, ref_date, dates, t), stage=stage, max_tokens=1)
     reqs = [dict(ask(t), top_logprobs=top_logprobs) for _, t in candidates]
     res = (yield reqs) if reqs else []

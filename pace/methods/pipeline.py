@@ -227,13 +227,10 @@ def retrieve(st: RunState, c: PaceMakerConfig) -> list[str]:
     return tr.seed_candidates
 
 # %% ../../nbs/21_pipeline.ipynb #58d164f8
-def filter_ids(st: RunState, # the query's state (its anchors)
-               c: PaceMakerConfig, # the settings
-               stage: str, # 'prehop' or 'posthop'
-               ids: list[str], # the candidates, in the order shown
-               n: int, # how many to keep, anchors included
+def filter_ids(st: RunState, c: PaceMakerConfig, stage: str, ids: list[str], n: int,
                **kw): # more options of `EvidenceFilter.steps` (max_candidates, chunked)
-    "Steps: one filter stage over `ids`; the anchors first (not shown), then the filter's picks."
+    """Steps: the filter stage `stage` ('prehop' or 'posthop') over the candidates `ids`, in the order shown;
+    `n` ids, the anchors first (not shown), then the filter's picks."""
     kept = st.tr.anchors
     slots = n - len(kept)
     if slots <= 0: return kept[:n]
