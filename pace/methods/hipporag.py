@@ -243,14 +243,6 @@ def _triple_edges(rows: list[dict], chunk_triples: list[list[tuple]]) -> tuple[d
             edges[(f"p:{r['doc_id']}", f"e:{e}")] = 1.0
     return edges, ent_docs
 
-# %% ../../nbs/23_hipporag.ipynb #6b53d178
-def _node_vectors(embedder, entities: list[str], facts: list[tuple],
-                  passages: list[str]) -> dict[str, np.ndarray]:
-    "Unit embeddings of the phrases, the triples and the passages, by kind."
-    return dict(entity=_embed(embedder, entities, "hippo_embed_phrase"),
-                fact=_embed(embedder, [str(f) for f in facts], "hippo_embed_triple"),
-                passage=_embed(embedder, passages, "hippo_embed_passage"))
-
 # %% ../../nbs/23_hipporag.ipynb #b782c678
 def _synonymy_edges(entities: list[str], vecs: np.ndarray, cfg: HippoRAGConfig) -> dict:
     """(phrase, neighbour) -> cosine for the neighbours of each phrase at least `synonymy_threshold` similar,
@@ -320,7 +312,10 @@ class HippoGraph:
         entities = sorted({x for ts in chunk_triples for t in ts for x in (t[0], t[2])})
         facts = sorted({t for ts in chunk_triples for t in ts})
         edges, ent_docs = _triple_edges(rows, chunk_triples)
-        vecs = _node_vectors(embedder, entities, facts, [r["passage"] for r in rows])
+        # unit rows by kind of node, a triple as the official `str(tuple)`
+        vecs = dict(entity=_embed(embedder, entities, "hippo_embed_phrase"),
+                    fact=_embed(embedder, [str(f) for f in facts], "hippo_embed_triple"),
+                    passage=_embed(embedder, [r["passage"] for r in rows], "hippo_embed_passage"))
         syn = _synonymy_edges(entities, vecs["entity"], cfg) if entities else {}
         edges.update(syn)
         g = cls([r["doc_id"] for r in rows], [r["passage"] for r in rows], entities, facts, edges, ent_docs,

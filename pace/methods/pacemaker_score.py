@@ -28,13 +28,11 @@ def _month(word: str) -> int: return next(i for i, m in enumerate(_MONTHS, 1) if
 
 def _next_with_day(ref: dt.date, day: int) -> dt.date | None:
     "The first date on or after `ref` whose day of the month is `day` (None if none in the next 12 months)."
-    y, m = ref.year, ref.month
-    for _ in range(13):
-        try:
-            d = dt.date(y, m, day)
-            if d >= ref: return d
-        except ValueError: pass
-        y, m = (y + 1, 1) if m == 12 else (y, m + 1)
+    for k in range(13):   # this month and the next twelve
+        y, m = divmod(ref.month - 1 + k, 12)
+        try: d = dt.date(ref.year + y, m + 1, day)
+        except ValueError: continue   # no such day in that month
+        if d >= ref: return d
     return None
 
 def request_dates(query: str, ref_date) -> list[dt.date]:
