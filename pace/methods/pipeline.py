@@ -107,9 +107,6 @@ class MethodTrace(BaseModel):
     stages: dict[str, dict] = {}
     timings: dict[str, float] = {}        # seconds of the non-LLM steps (retrieval, traversal) and the total
 
-    @property
-    def n_llm_calls(self) -> int: return sum(s.get('calls', 0) for s in self.stages.values())
-
 # %% ../../nbs/21_pipeline.ipynb #a4f6e1ea
 class View(BaseModel):
     text: str
