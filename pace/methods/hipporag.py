@@ -614,17 +614,6 @@ def _top_ids(ranking: list[tuple[str, float]], k: int, tr: BaselineTrace) -> lis
     tr.details["scores"] = [[d, round(s, 6)] for d, s in ranking[:k]]
     return [d for d, _ in ranking[:k]]
 
-# %% ../../nbs/23_hipporag.ipynb #e91ed2ff
-def _answer_from(cm, query, instance, kb, ids: list[str], tr: BaselineTrace,
-                 max_tokens: int) -> tuple[str, list[str]]:
-    """(answer, ids used): the shared generator's answer to `query` from the facts `ids` of `kb`; its call
-    goes into `tr`."""
-    texts = {f.doc_id: f.text for f in kb}
-    ans, rec = AnswerGenerator(max_tokens=max_tokens)(cm, query.query, query.ref_date, persona_name(instance),
-                                                      [texts[i] for i in ids])
-    tr.calls.append(rec); tr.answer_facts_used = rec.notes.get("n_facts_used", 0)
-    return ans, ids[:tr.answer_facts_used]
-
 # %% ../../nbs/23_hipporag.ipynb #f188001a
 class HippoRAG2:
     "HippoRAG 2 behind the `Method` interface (index built on first use per instance)."
@@ -668,9 +657,12 @@ class HippoRAG2:
         ids = _top_ids(ranking, self.config.top_k, tr)
         tr.timings["index"], tr.timings["retrieval"] = t1 - t0, time.perf_counter() - t1
         tr.context_ids, ev, ans = ids, dict(final=list(ids)), None
-        if answer:
-            ans, ev["answer"] = _answer_from(self.cm, query, instance, kb, ids, tr,
-                                             self.config.answer_max_tokens)
+        if answer:   # the shared answer generator, from the evidence
+            texts = {f.doc_id: f.text for f in kb}
+            ans, rec = AnswerGenerator(max_tokens=self.config.answer_max_tokens)(
+                self.cm, query.query, query.ref_date, persona_name(instance), [texts[i] for i in ids])
+            tr.calls.append(rec); tr.answer_facts_used = rec.notes.get("n_facts_used", 0)
+            ev["answer"] = ids[:tr.answer_facts_used]
         tr.stages = self.cm.accounts.since(snap)
         tr.timings["total"] = time.perf_counter() - t0
         return MethodResult(retrieved_ids=ids, ranked=True, answer=ans, evidence=ev, trace=tr.model_dump())
