@@ -564,9 +564,8 @@ class HippoStore(InstanceStore):
     def key(self, facts) -> dict:
         "What the stored index must match."
         return dict(format_version=FORMAT_VERSION, facts_sha256=facts_sha256(check_facts(facts)),
-                    chat=model_identity(self.cm),
-                    embedder=embedder_fingerprint(self.embedder), prompts=prompts_sha256(),
-                    params=self.config.graph_params())
+                    chat=model_identity(self.cm), embedder=embedder_fingerprint(self.embedder),
+                    prompts=prompts_sha256(), params=self.config.graph_params())
 
     load = staticmethod(_stored_index)   # the stored index if its manifest matches, else None
 
