@@ -172,9 +172,8 @@ def _answer_pace(query, ref_date, persona, facts, answer_format) -> list[dict]:
     "The project's answer prompt: name, date, rules and facts as system message, the request as user message."
     d, fs = as_date(ref_date), "\n".join(f"- {f}" for f in facts) or "- (none)"
     system = ANSWER_SYSTEM if answer_format == "free_text" else ANSWER_JSON_SYSTEM
-    return [dict(role='system', content=system.format(name=persona, date=d.isoformat(), weekday=f"{d:%A}",
-                                                      facts=fs)),
-            dict(role='user', content=query)]
+    content = system.format(name=persona, date=d.isoformat(), weekday=f"{d:%A}", facts=fs)
+    return [dict(role='system', content=content), dict(role='user', content=query)]
 
 def _answer_release(query, ref_date, persona, facts, answer_format) -> list[dict]:
     "The release's answer prompt: one user message, facts one per line (structured: the project's prompt)."

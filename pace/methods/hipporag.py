@@ -103,9 +103,8 @@ NER_SCHEMA = {"type": "object", "required": ["named_entities"],
               "properties": {"named_entities": {"type": "array", "items": {"type": "string"},
                                                 "maxItems": 20}}}
 TRIPLE_SCHEMA = {"type": "object", "required": ["triples"],
-                 "properties": {"triples": {"type": "array", "maxItems": 20,
-                                            "items": {"type": "array", "items": {"type": "string"},
-                                                      "minItems": 3, "maxItems": 3}}}}
+                 "properties": {"triples": {"type": "array", "maxItems": 20, "items": {
+                     "type": "array", "items": {"type": "string"}, "minItems": 3, "maxItems": 3}}}}
 
 # %% ../../nbs/23_hipporag.ipynb #8150da96
 def ner_messages(passage: str) -> list[dict]:

@@ -340,9 +340,8 @@ STEPS = dict(   # PaceMaker's stages, by name
     posthop=StageSpec('posthop', posthop, evidence='final', rule=_posthop_rule),
     whole_pool=StageSpec('whole_pool', whole_pool, evidence='final',
                     rule=lambda st, c: f"the whole pool in {c.posthop_order} order (no selection)"),
-    fused_top=StageSpec('fused_top', fused_top, evidence='final',
-                   rule=lambda st, c: ("fused top n_final (no pre-hop filter, no traversal, no post-hop "
-                                       "filter)")),
+    fused_top=StageSpec('fused_top', fused_top, evidence='final', rule=lambda st, c:
+                        "fused top n_final (no pre-hop filter, no traversal, no post-hop filter)"),
     seeds_final=StageSpec('seeds_final', seeds_final, evidence='final',
                      rule=lambda st, c: "pre-hop filter order (no traversal, no post-hop filter)"),
     answer=StageSpec('answer', answer, evidence='answer'),
