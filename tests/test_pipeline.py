@@ -45,7 +45,7 @@ def test_real_index_end_to_end_with_scripted_model(ds, tmp_path):
     from pace.index import IndexStore
     store = IndexStore(tmp_path / "idx", get_embedder(cache=False))
     cm, tr = run(ds, index=store)
-    assert tr.n_llm_calls == 5 and len(tr.final_ids) == 10
+    assert sum(s['calls'] for s in tr.stages.values()) == 5 and len(tr.final_ids) == 10
     # the gold facts of this query share words with the views: the dense+sparse fusion must surface at least one
     assert set(ds.queries[0].gold_doc_ids) & set(i for i, _ in tr.fused[:20])
 
@@ -174,7 +174,7 @@ def test_a_format_1_run_folder_is_refused_with_its_format_named(tmp_path):
 
 def stage_names(name, base=None):
     from pace.methods.pipeline import pipeline
-    return [s.name for s in PaceMaker(None, None, pipeline(name, base)).stages]
+    return [s.name for s in PaceMaker(None, None, pipeline(name, base)).method.stages]
 
 def test_methods_are_lists_of_stages():
     assert stage_names('pacemaker') == ['plan', 'views', 'retrieve', 'prehop', 'traverse', 'posthop', 'answer']
@@ -186,7 +186,7 @@ def test_methods_are_lists_of_stages():
     assert stage_names('pacemaker-score') == ['request', 'entities', 'dates', 'pool', 'score', 'fuse', 'answer']
     assert stage_names('pacemaker-score-no_scores-no_dates') == ['request', 'entities', 'pool', 'fuse', 'answer']
     pm, ps = PaceMaker(None, None), PaceMaker(None, None, 'pacemaker-score')
-    assert pm.stages[-1] is ps.stages[-1]                         # one answer stage, not a copy
+    assert pm.method.stages[-1] is ps.method.stages[-1]           # one answer stage, not a copy
 
 def test_pacemaker_score_resolves_without_registration_by_import():
     "pipeline alone knows pacemaker-score's name (the old code knew it only once pacemaker_score had been imported)."

@@ -35,25 +35,21 @@ STAGE_ORDER = tuple(s.name for s in STAGES if s.calls)
 EVIDENCE_STAGES = tuple(s.name for s in STAGES if s.evidence)  # the funnel, in order
 
 # %% ../../nbs/20_agents.ipynb #7426a3de
-def persona_name(instance, # a `pace.data.Instance`, or anything with `ego`
-                ) -> str:
+def persona_name(instance) -> str:
     "The ego's name of an instance (a `pace.data.Instance`, or anything with `ego` as an object or dict)."
     ego = getattr(instance, 'ego', None)
     name = ego.get('name') if isinstance(ego, dict) else getattr(ego, 'name', None)
     return name or 'the user'
 
 # %% ../../nbs/20_agents.ipynb #0a1f7c2d
-def as_date(d, # a date, datetime or ISO string
-           ) -> dt.date:
+def as_date(d) -> dt.date:
     "A `date` from a `date`, `datetime` or ISO string."
     if isinstance(d, dt.datetime): return d.date()
     if isinstance(d, dt.date): return d
     return dt.date.fromisoformat(str(d))
 
 # %% ../../nbs/20_agents.ipynb #2564953b
-def date_hints(ref_date, # the date of the request
-               days: int = 14, # how many days the calendar covers
-              ) -> str:
+def date_hints(ref_date, days: int = 14) -> str:
     "A compact calendar starting at `ref_date`: 'today', 'tomorrow' and the next `days` days with weekdays."
     d0 = as_date(ref_date)
     lines = [f"today = {d0:%A} {d0.isoformat()}",
@@ -176,9 +172,8 @@ def _answer_pace(query, ref_date, persona, facts, answer_format) -> list[dict]:
     "The project's answer prompt: name, date, rules and facts as system message, the request as user message."
     d, fs = as_date(ref_date), "\n".join(f"- {f}" for f in facts) or "- (none)"
     system = ANSWER_SYSTEM if answer_format == "free_text" else ANSWER_JSON_SYSTEM
-    return [dict(role='system', content=system.format(name=persona, date=d.isoformat(), weekday=f"{d:%A}",
-                                                      facts=fs)),
-            dict(role='user', content=query)]
+    content = system.format(name=persona, date=d.isoformat(), weekday=f"{d:%A}", facts=fs)
+    return [dict(role='system', content=content), dict(role='user', content=query)]
 
 def _answer_release(query, ref_date, persona, facts, answer_format) -> list[dict]:
     "The release's answer prompt: one user message, facts one per line (structured: the project's prompt)."
@@ -227,9 +222,8 @@ PROMPT_SETS = {
     "release": PromptSet("release", _planner_release, ReleasePlan, ReleasePlan, _plan_release, _views_release,
                          _filter_release, _candidate_release, "\n\n", _answer_release)}
 
-def prompt_set(name: str, # a key of `PROMPT_SETS` ('pace' or 'release')
-              ) -> PromptSet:
-    "The prompt set called `name`."
+def prompt_set(name: str) -> PromptSet:
+    "The prompt set called `name` (a key of `PROMPT_SETS`)."
     if name not in PROMPT_SETS: raise ValueError(f"prompts must be one of {AGENT_PROMPTS}, got {name!r}")
     return PROMPT_SETS[name]
 
@@ -329,11 +323,9 @@ class ViewGenerator(Agent):
         return cs, rec
 
 # %% ../../nbs/20_agents.ipynb #f28bd983
-def selection_schema(ids: list[str], # the candidate ids shown
-                     top_n: int, # how many may be selected
-                     constrained: bool = True, # False: any strings (the release's JSON mode), checked after
-                    ) -> dict:
-    "JSON schema that only admits ids from `ids`, at most `top_n` of them (or, unconstrained, any strings)."
+def selection_schema(ids: list[str], top_n: int, constrained: bool = True) -> dict:
+    """JSON schema that only admits ids from `ids`, at most `top_n` of them (or, unconstrained, any strings:
+    the release's JSON mode, checked after)."""
     n = min(top_n, len(ids))
     items = {"type": "string", "enum": list(ids)} if constrained else {"type": "string"}
     size = dict(minItems=1 if n else 0, maxItems=n) if constrained else {}
@@ -341,13 +333,10 @@ def selection_schema(ids: list[str], # the candidate ids shown
             "properties": {"selected_doc_ids": {"type": "array", "items": items, **size}}}
 
 # %% ../../nbs/20_agents.ipynb #d4781793
-def clean_selection(selected: list[str], # ids the model returned
-                    shown_ids: list[str], # ids it was shown
-                    top_n: int, # how many to keep
-                    dedupe: bool = True, # drop repeated ids (False: keep them, as the release does)
-                   ) -> tuple[list[str], dict]:
-    """Keep ids that were shown, once each (unless `dedupe=False`), in the model's order, cut to `top_n`.
-    Returns (ids, notes with the invalid and repeated ids)."""
+def clean_selection(selected: list[str], shown_ids: list[str], top_n: int,
+                    dedupe: bool = True) -> tuple[list[str], dict]:
+    """Keep ids that were shown, once each (unless `dedupe=False`, as the release does), in the model's order,
+    cut to `top_n`. Returns (ids, notes with the invalid and repeated ids)."""
     known, out, invalid, dups = set(shown_ids), [], [], 0
     for i in selected:
         i = str(i).strip().strip('[]')
@@ -360,11 +349,8 @@ def clean_selection(selected: list[str], # ids the model returned
                              duplicates=dups, n_chosen=len(out[:top_n]))
 
 # %% ../../nbs/20_agents.ipynb #03366548
-def token_counts(cm, # chat model (its `count_tokens_many`; `count_tokens` one by one for objects without it)
-                 texts: list[str], # the texts to count
-                 stage: str, # the stage that needs the counts
-                ) -> list[int]:
-    "Token counts of `texts`, in one batched call where the model has one."
+def token_counts(cm, texts: list[str], stage: str) -> list[int]:
+    "Token counts of `texts`, in one batched call where the model has one (else `count_tokens` one by one)."
     many = getattr(cm, "count_tokens_many", None)
     return many(list(texts), stage=stage) if many is not None else [cm.count_tokens(t) for t in texts]
 
@@ -590,8 +576,7 @@ class EvidenceFilter(Agent):
         return t.result(cur, recs, order, cands)
 
 # %% ../../nbs/20_agents.ipynb #67ae8893
-def tidy_answer(text: str, # the model's reply
-                max_sentences: int = 4) -> str:
+def tidy_answer(text: str, max_sentences: int = 4) -> str:
     "Drop repeated sentences (small models loop) and keep at most `max_sentences`."
     sents = [s.strip() for s in re.split(r'(?<=[.!?])\s+', ' '.join(text.split())) if s.strip()]
     return ' '.join(list(dict.fromkeys(sents))[:max_sentences])
@@ -602,9 +587,7 @@ def _json_string(s: str) -> str:
     try: return json.loads(f'"{s}"')
     except ValueError: return s.replace('\\"', '"')
 
-def read_structured_answer(r, # a chat result, or the Exception its call raised
-                           stage: str = "answer",
-                           decoding: str = "greedy", # how it was asked (see `pace.calls.read_reply`)
+def read_structured_answer(r, stage: str = "answer", decoding: str = "greedy", # as `pace.calls.read_reply`
                           ) -> tuple[str | None, str | None, AgentCall]:
     """(reply or None, decision or None, record) of a structured answer; output that is not the JSON asked for
     is salvaged."""

@@ -53,18 +53,18 @@ class OutputError(ValueError):
     "A method's output that breaks the protocol: `pace run` refuses the row and records why."
 
 # %% ../../nbs/22_baselines.ipynb #65dbb859
+def _not_a_list(x) -> bool:
+    return x is None or isinstance(x, (str, bytes, dict)) or not hasattr(x, "__iter__")
+
 def _shown(x, n: int = 60) -> str:
     "`x` for a message: its repr, cut to `n` characters, and its type."
     r = repr(x)
     return f"{r[:n] + '...' if len(r) > n else r} ({type(x).__name__})"
 
-def check_ids(ids, # the method's evidence ids, in rank order
-              known, # the instance's doc ids (a set or dict)
-              k: int | None = None, # how many the method was asked for (None: no bound)
-              what: str = "ids") -> list[str]:
-    """`ids` as a list when each is a string and a known doc id, none twice and at most `k` of them; an
-    `OutputError` naming every problem otherwise."""
-    if ids is None or isinstance(ids, (str, bytes, dict)) or not hasattr(ids, "__iter__"):
+def check_ids(ids, known, k: int | None = None, what: str = "ids") -> list[str]:
+    """`ids` as a list when each is a string and a `known` doc id, none twice and at most `k` of them (None:
+    no bound); an `OutputError` naming every problem otherwise."""
+    if _not_a_list(ids):
         raise OutputError(f"{what}: got {_shown(ids)}, not a list of doc ids")
     ids = list(ids)
     bad = next(((n, i) for n, i in enumerate(ids, 1) if not isinstance(i, str)), None)
@@ -78,10 +78,9 @@ def check_ids(ids, # the method's evidence ids, in rank order
     return ids
 
 # %% ../../nbs/22_baselines.ipynb #b67a4c7c
-def search_hits(hits, # what a `Retriever.search` returned
-               ) -> tuple[list[str], list]:
-    "(doc ids, the hits as a list) of a search's output: `(doc_id, score)` pairs or bare doc ids, best first."
-    if hits is None or isinstance(hits, (str, bytes, dict)) or not hasattr(hits, "__iter__"):
+def search_hits(hits) -> tuple[list[str], list]:
+    "(doc ids, the hits as a list) of what `Retriever.search` returned: `(doc_id, score)` pairs or bare ids."
+    if _not_a_list(hits):
         raise OutputError(f"search returned {_shown(hits)}, not a list of (doc_id, score) pairs")
     hits, ids = list(hits), []
     for n, h in enumerate(hits, 1):
@@ -104,16 +103,11 @@ class _Base:
                  answer_format: str = "free_text", # 'structured': a decision field beside the reply
                  agent_prompts: str = "pace", # 'release': the answer prompt of the authors' release
                  answer_max_facts: int | None = None, tidy_answers: bool = True): # see `PaceMakerConfig`
-        self.cm, self.index = chat_model, index
-        self.answer_max_tokens, self.answer_format = answer_max_tokens, answer_format
-        self.agent_prompts, self.answer_max_facts = agent_prompts, answer_max_facts
-        self.tidy_answers = tidy_answers
-    @property
-    def answerer(self) -> AnswerGenerator:
-        "The shared answer generator, built from this method's answer settings."
-        return AnswerGenerator(prompts=self.agent_prompts, answer_format=self.answer_format,
-                               max_tokens=self.answer_max_tokens, tidy=self.tidy_answers,
-                               max_facts=self.answer_max_facts)
+        self.cm, self.index, self.answer_max_tokens = chat_model, index, answer_max_tokens
+        # the shared answer generator, built from this method's answer settings
+        self.answerer = AnswerGenerator(prompts=agent_prompts, answer_format=answer_format,
+                                        max_tokens=answer_max_tokens, tidy=tidy_answers,
+                                        max_facts=answer_max_facts)
     def select(self, query, instance, kb, tr: BaselineTrace) -> list[str]: raise NotImplementedError
     def run(self, query, # the request (a `pace.data.Query`, or its public part)
             instance, # its instance
@@ -201,10 +195,8 @@ class Dense(Retriever):
 
 class Hybrid(Retriever):
     name = "hybrid"
-    def __init__(self, chat_model, index, *, k: int = HYBRID_K,
-                 k_rrf: int = 60, # WRRF's k
-                 **kw):
-        super().__init__(chat_model, index, k=k, **kw); self.k_rrf = k_rrf
+    def __init__(self, chat_model, index, *, k_rrf: int = 60, **kw): # WRRF's k; `k` as any retriever's
+        super().__init__(chat_model, index, **kw); self.k_rrf = k_rrf
     def search(self, idx, q): return hybrid_ranking(idx, q, self.k, self.k_rrf)
 
 # %% ../../nbs/22_baselines.ipynb #be2113aa
@@ -227,8 +219,7 @@ class Deeper:
 class PaceMakerMethod:
     "`PaceMaker` behind the `Method` interface; the ranking is the final evidence order."
     ranked, retrieves = True, True
-    def __init__(self, chat_model, # the agents' model
-                 index, # an index, `IndexStore` or callable
+    def __init__(self, chat_model, index,
                  method=None): # a `pace.methods.pipeline.Pipeline` or its name (None: the paper's PaceMaker)
         self.pm = PaceMaker(chat_model, index, method)
     @property
@@ -331,12 +322,11 @@ def _import_own(where: str, # 'package.module', or 'path/to/file.py'
     if os.getcwd() not in sys.path:
         sys.path.append(os.getcwd())   # 'mypkg.mod' in the current folder, as `python -m`
     try: return importlib.import_module(where)
-    except ModuleNotFoundError as e:
-        if e.name and (where == e.name or where.startswith(e.name + ".")):
-            raise UsageError(f"--methods {spec}: no module named {e.name!r} "
-                             "(install it, or run pace from its folder)") from e
-        raise UsageError(f"--methods {spec}: importing {where} failed: {_first_line(e)}") from e
     except Exception as e:
+        missing = e.name if isinstance(e, ModuleNotFoundError) else None
+        if missing and (where == missing or where.startswith(missing + ".")):
+            raise UsageError(f"--methods {spec}: no module named {missing!r} "
+                             "(install it, or run pace from its folder)") from e
         raise UsageError(f"--methods {spec}: importing {where} failed: {_first_line(e)}") from e
 
 def _first_line(e: BaseException) -> str: return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
@@ -354,8 +344,7 @@ def own_method(spec: str, # 'package.module:Class' or 'path/to/file.py:Class'
     if cls is None: raise UsageError(f"--methods {spec}: {where} defines no {attr}")
     if not isinstance(cls, type) or not callable(getattr(cls, "run", None)):
         raise UsageError(f"--methods {spec}: {attr} is not a method: a class with run(query, instance, kb, "
-                         f"answer), "
-                         "e.g. a subclass of pace.methods.baselines.Retriever")
+                         "answer), e.g. a subclass of pace.methods.baselines.Retriever")
     own = getattr(cls, "name", None)
     # its own, not _Base's
     name = name or (own if isinstance(own, str) and own and own != _Base.name else spec)
@@ -415,9 +404,8 @@ class RunFileMethod(Retriever):
         return r.model_copy(update=dict(evidence={"ranked": ranked} | r.evidence))
 
 # %% ../../nbs/22_baselines.ipynb #5f403476
-def run_method(spec: str, # 'run:PATH' or 'run-drop:PATH'
-              ) -> MethodSpec:
-    "The `MethodSpec` of a TREC run file, named `spec`, fingerprinted by the file's sha256."
+def run_method(spec: str) -> MethodSpec:
+    "The `MethodSpec` of a TREC run file, named `spec` ('run:PATH' or 'run-drop:PATH'), with its sha256."
     from pace.trec import file_sha256
     prefix = next(p for p in RUN_PREFIXES if spec.startswith(p))
     path = spec[len(prefix):]
@@ -426,8 +414,7 @@ def run_method(spec: str, # 'run:PATH' or 'run-drop:PATH'
                       options=dict(path=path, bad=RUN_PREFIXES[prefix]))
 
 # %% ../../nbs/22_baselines.ipynb #176e2b3b
-def method_size(name: str, # a method name, e.g. 'hybrid' or 'hybrid@15'
-               ) -> tuple[str, int | None]:
+def method_size(name: str) -> tuple[str, int | None]:
     """(base name, evidence size or None) of a method name; a size on a method not in `SIZED`, or not >= 1, is
     an error."""
     base, at, n = name.partition("@")
@@ -438,8 +425,7 @@ def method_size(name: str, # a method name, e.g. 'hybrid' or 'hybrid@15'
     return base, int(n)
 
 # %% ../../nbs/22_baselines.ipynb #9f3a2ce7
-def _variant_spec(name: str, # a method name without a size
-                 ) -> MethodSpec | None:
+def _variant_spec(name: str) -> MethodSpec | None:
     "The spec of a method of a PaceMaker variant the registry does not list (`VARIANTS`); else None."
     head, *offs = name.split('-no_')
     if head not in VARIANTS or any(o not in variant(head).ablations for o in offs): return None
@@ -485,11 +471,8 @@ def make_method(name: str | MethodSpec, # a name `method_spec` knows ('hybrid@20
     return m
 
 # %% ../../nbs/22_baselines.ipynb #3b97ae7b
-def refused_result(method, # the method whose output was refused
-                   query, # the query it ran on
-                   e: Exception, # what was wrong (an `OutputError`)
-                  ) -> MethodResult:
-    "The result that stands for a refused output: no evidence, no answer, one failed call at stage 'output'."
+def refused_result(method, query, e: Exception) -> MethodResult:
+    "The result of an output refused for `e`: no evidence, no answer, one failed call at stage 'output'."
     name, qid = getattr(method, "name", type(method).__name__), getattr(query, "query_id", None)
     why = f"method {name}, query {qid}: {e}"
     print(f"pace: warning: {why}; the row is recorded as failed (stage 'output')", file=sys.stderr)
@@ -499,11 +482,9 @@ def refused_result(method, # the method whose output was refused
                         evidence=dict(final=[]), trace=tr.model_dump())
 
 # %% ../../nbs/22_baselines.ipynb #2fefda08
-def checked_result(r, # what the method's `run` returned
-                   method, # the method (its `k` and `repeats` are read)
-                   kb, # the query's instance's facts
-                  ) -> MethodResult:
-    "`r` as a `MethodResult` when it keeps the rule above; an `OutputError` saying what is wrong otherwise."
+def checked_result(r, method, kb) -> MethodResult:
+    """`r` (what `method.run` returned) as a `MethodResult` when it keeps the rule above (`method`'s `k` and
+    `repeats` are read); an `OutputError` saying what is wrong otherwise."""
     if isinstance(r, dict):
         try: r = MethodResult(**r)
         except (TypeError, ValueError) as e:
@@ -519,8 +500,7 @@ def checked_result(r, # what the method's `run` returned
     return r
 
 # %% ../../nbs/22_baselines.ipynb #5f3b9953
-def run_checked(method, # a `Method`
-                query, instance, kb, answer: bool = True) -> MethodResult:
+def run_checked(method, query, instance, kb, answer: bool = True) -> MethodResult:
     "`method.run(...)` checked (`checked_result`): a `refused_result` when it breaks the rule."
     try: return checked_result(method.run(query, instance, kb, answer=answer), method, kb)
     except OutputError as e: return refused_result(method, query, e)
@@ -531,8 +511,7 @@ def run_batch_checked(method, # a `Method` with `run_batch`
     "`method.run_batch(...)`, each result checked as `run_checked` checks one; one result per query."
     try:
         got = method.run_batch(queries, instances, kbs, answer=answer)
-        listed = got is not None and hasattr(got, "__iter__") and not isinstance(got, (str, bytes, dict))
-        rs = list(got) if listed else None
+        rs = None if _not_a_list(got) else list(got)
         if rs is None or len(rs) != len(queries):
             raise OutputError(f"run_batch returned {_shown(got)} for {len(queries)} queries, not one result "
                               "each")

@@ -49,9 +49,8 @@ def _chat_request(body: dict, max_tokens: int) -> tuple[list[dict], dict]:
     msgs = [{"role": {"developer": "system"}.get(m.get("role"), m.get("role")),
              "content": _text(m.get("content"))} for m in body.get("messages", [])]
     mt = body.get("max_completion_tokens") or body.get("max_tokens") or max_tokens
-    return msgs, dict(schema=_schema(body.get("response_format")), temperature=float(body.get("temperature")
-                                                                                     or 0.0),
-                      max_tokens=int(mt),
+    return msgs, dict(schema=_schema(body.get("response_format")),
+                      temperature=float(body.get("temperature") or 0.0), max_tokens=int(mt),
                       seed=int(body.get("seed") or 0))
 
 # %% ../../nbs/24_graphrag.ipynb #eb4c8b9c
@@ -204,9 +203,8 @@ class GraphRAGConfig(BaseModel):
 
 # %% ../../nbs/24_graphrag.ipynb #a508bff6
 GRAPHRAG_STAGES = {"extract_graph": "graphrag_extract", "summarize_descriptions": "graphrag_summarize",
-                   "extract_claims": "graphrag_claims",
-                   "community_reports": "graphrag_report", "local_search": "graphrag_search",
-                   "global_search": "graphrag_global",
+                   "extract_claims": "graphrag_claims", "community_reports": "graphrag_report",
+                   "local_search": "graphrag_search", "global_search": "graphrag_global",
                    "drift_search": "graphrag_drift", "basic_search": "graphrag_basic"}
 
 # %% ../../nbs/24_graphrag.ipynb #4e1b2198
@@ -294,8 +292,7 @@ class GraphRAGScript:
               or "community" in sys_.lower() and "report" in sys_.lower() and "---Role---" not in sys_):
             kind, out = "report", json.dumps({"title": "A community",
                                               "summary": "People and places that appear together.",
-                                              "rating": 5.0,
-                                              "rating_explanation": "scripted",
+                                              "rating": 5.0, "rating_explanation": "scripted",
                                               "findings": [{"summary": "s", "explanation": "e"}]})
         elif "---Role---" in sys_:
             kind = "search"
@@ -362,11 +359,10 @@ def _build_cost(n_facts: int, t0: float, ca, ea, n_failed: int) -> dict:
     stages, emb = _stage_cost(ca), _stage_cost(ea)
     tot = lambda f: sum(v[f] for v in stages.values())
     return dict(n_facts=n_facts, wall_seconds=round(time.perf_counter() - t0, 3), llm_calls=int(tot("calls")),
-                llm_failed_replies=n_failed,
-                prompt_tokens=int(tot("prompt_tokens")), completion_tokens=int(tot("completion_tokens")),
-                llm_seconds=round(tot("model_seconds"), 3),
-                model_calls_now=int(tot("model_calls")), embed_texts=int(sum(v["calls"]
-                                                                             for v in emb.values())),
+                llm_failed_replies=n_failed, prompt_tokens=int(tot("prompt_tokens")),
+                completion_tokens=int(tot("completion_tokens")), llm_seconds=round(tot("model_seconds"), 3),
+                model_calls_now=int(tot("model_calls")),
+                embed_texts=int(sum(v["calls"] for v in emb.values())),
                 embed_seconds=round(sum(v["model_seconds"] for v in emb.values()), 3), stages=stages)
 
 # %% ../../nbs/24_graphrag.ipynb #b82b54da
@@ -442,13 +438,11 @@ def local_search(idx: GraphRAGIndex, query: str, proxy: ModelProxy, embed_dim: i
     cfg = config or GraphRAGConfig()
     gc = _load_config(graphrag_settings(idx.root, proxy, embed_dim))
     t = idx.tables()
-    return _run_async(lambda: api.local_search(config=gc, entities=t["entities"],
-                                               communities=t["communities"],
-                                               community_reports=t["community_reports"],
-                                              text_units=t["text_units"], relationships=t["relationships"],
-                                               covariates=t["covariates"],
-                                              community_level=cfg.community_level,
-                                               response_type=cfg.response_type, query=query), cfg.timeout)
+    return _run_async(lambda: api.local_search(
+        config=gc, entities=t["entities"], communities=t["communities"],
+        community_reports=t["community_reports"], text_units=t["text_units"],
+        relationships=t["relationships"], covariates=t["covariates"],
+        community_level=cfg.community_level, response_type=cfg.response_type, query=query), cfg.timeout)
 
 # %% ../../nbs/24_graphrag.ipynb #5d059143
 def _check_runnable(store):

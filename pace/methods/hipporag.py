@@ -5,7 +5,7 @@
 # %% ../../nbs/23_hipporag.ipynb #4fcc62e1
 from __future__ import annotations
 import difflib, hashlib, json, logging, os, re, time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Literal
 import numpy as np
@@ -22,10 +22,9 @@ _log = logging.getLogger(__name__)
 # %% auto #0
 __all__ = ['NER_SYSTEM', 'TRIPLE_SYSTEM', 'NER_SCHEMA', 'TRIPLE_SCHEMA', 'FILTER_SYSTEM', 'FORMAT_VERSION', 'HippoRAGConfig',
            'text_processing', 'valid_triples', 'graph_triples', 'min_max', 'ner_messages', 'triple_messages',
-           'prompts_sha256', 'read_openie', 'extract_openie', 'chunk_id', 'to_official_openie', 'from_official_openie',
-           'HippoGraph', 'personalized_pagerank', 'FactFilter', 'link_facts', 'filter_messages', 'filter_schema',
-           'nearest_candidate', 'recognition_filter', 'dense_ranking', 'graph_ranking', 'model_identity',
-           'own_accounts', 'HippoIndex', 'InstanceStore', 'HippoStore', 'HippoRAG2']
+           'prompts_sha256', 'read_openie', 'extract_openie', 'HippoGraph', 'personalized_pagerank', 'FactFilter',
+           'link_facts', 'filter_messages', 'filter_schema', 'nearest_candidate', 'recognition_filter', 'dense_ranking',
+           'graph_ranking', 'model_identity', 'own_accounts', 'HippoIndex', 'InstanceStore', 'HippoStore', 'HippoRAG2']
 
 # %% ../../nbs/23_hipporag.ipynb #21834878
 class HippoRAGConfig(BaseModel):
@@ -94,26 +93,25 @@ TRIPLE_SYSTEM = prompt_asset("hipporag/TRIPLE_SYSTEM.md")
 _EXAMPLE_NOTE = "Dr. Lena Park moved her Tuesday clinic at Riverside Hospital to 14:00 from 3 March 2026."
 _EXAMPLE_NER = {"named_entities": ["Dr. Lena Park", "Tuesday clinic", "Riverside Hospital", "14:00",
                                    "3 March 2026"]}
-_EXAMPLE_TRIPLES = {"triples": [["Dr. Lena Park", "moved", "Tuesday clinic"], ["Tuesday clinic", "is held at",
-                                                                               "Riverside Hospital"],
-                                ["Tuesday clinic", "now starts at", "14:00"], ["Tuesday clinic", "moved from",
-                                                                               "3 March 2026"]]}
+_EXAMPLE_TRIPLES = {"triples": [["Dr. Lena Park", "moved", "Tuesday clinic"],
+                                ["Tuesday clinic", "is held at", "Riverside Hospital"],
+                                ["Tuesday clinic", "now starts at", "14:00"],
+                                ["Tuesday clinic", "moved from", "3 March 2026"]]}
 
 # %% ../../nbs/23_hipporag.ipynb #4c4e5af0
 NER_SCHEMA = {"type": "object", "required": ["named_entities"],
               "properties": {"named_entities": {"type": "array", "items": {"type": "string"},
                                                 "maxItems": 20}}}
 TRIPLE_SCHEMA = {"type": "object", "required": ["triples"],
-                 "properties": {"triples": {"type": "array", "maxItems": 20,
-                                            "items": {"type": "array", "items": {"type": "string"},
-                                                      "minItems": 3, "maxItems": 3}}}}
+                 "properties": {"triples": {"type": "array", "maxItems": 20, "items": {
+                     "type": "array", "items": {"type": "string"}, "minItems": 3, "maxItems": 3}}}}
 
 # %% ../../nbs/23_hipporag.ipynb #8150da96
 def ner_messages(passage: str) -> list[dict]:
     "Chat messages for the named-entity step."
     return [dict(role="system", content=NER_SYSTEM), dict(role="user", content=f"Note: {_EXAMPLE_NOTE}"),
-            dict(role="assistant", content=json.dumps(_EXAMPLE_NER)), dict(role="user",
-                                                                           content=f"Note: {passage}")]
+            dict(role="assistant", content=json.dumps(_EXAMPLE_NER)),
+            dict(role="user", content=f"Note: {passage}")]
 
 # %% ../../nbs/23_hipporag.ipynb #9049b87c
 def triple_messages(passage: str, entities: list[str]) -> list[dict]:
@@ -149,8 +147,8 @@ def _parsed(r, key: str) -> list:
 def _usage(r) -> dict:
     return dict(ok=bool(r.ok), error=r.error, prompt_tokens=r.usage.prompt_tokens,
                 completion_tokens=r.usage.completion_tokens,
-                seconds=round(float(getattr(r, "seconds", 0.0) or 0.0), 4), cached=bool(getattr(r, "cached",
-                                                                                                False)))
+                seconds=round(float(getattr(r, "seconds", 0.0) or 0.0), 4),
+                cached=bool(getattr(r, "cached", False)))
 
 # %% ../../nbs/23_hipporag.ipynb #293a193d
 def read_openie(path) -> dict[str, dict]:
@@ -187,8 +185,8 @@ def _extract_batch(cm, chunk, cfg: HippoRAGConfig) -> list[dict]:
                          for f, e in zip(chunk, ents)], stage="hippo_triples")
     return [dict(doc_id=f.doc_id, passage=f.text, extracted_entities=e,
                  extracted_triples=valid_triples(_parsed(rt, "triples")),
-                 usage=dict(ner=_usage(rn), triples=_usage(rt))) for f, rn, e, rt in zip(chunk, ner, ents,
-                                                                                         tri)]
+                 usage=dict(ner=_usage(rn), triples=_usage(rt)))
+            for f, rn, e, rt in zip(chunk, ner, ents, tri)]
 
 # %% ../../nbs/23_hipporag.ipynb #92faf801
 def extract_openie(cm, facts, path=None, *, config: HippoRAGConfig | None = None,
@@ -198,10 +196,9 @@ def extract_openie(cm, facts, path=None, *, config: HippoRAGConfig | None = None
     done = read_openie(path) if path else {}
     if path and Path(path).exists(): _cut_partial_line(path)   # a kill mid-write, before appending
     todo = [f for f in facts if done.get(f.doc_id, {}).get("passage") != f.text]
-    f_out = open(path, "a", encoding="utf-8") if path else None
-    try:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=len(todo), disable=not progress or not todo, desc="HippoRAG 2 OpenIE", unit="fact")
+    from tqdm.auto import tqdm
+    bar = tqdm(total=len(todo), disable=not progress or not todo, desc="HippoRAG 2 OpenIE", unit="fact")
+    with (open(path, "a", encoding="utf-8") if path else nullcontext()) as f_out, bar:
         for s in range(0, len(todo), cfg.openie_batch):
             chunk = todo[s:s + cfg.openie_batch]
             for row in _extract_batch(cm, chunk, cfg):
@@ -209,39 +206,7 @@ def extract_openie(cm, facts, path=None, *, config: HippoRAGConfig | None = None
                 if f_out: f_out.write(json.dumps(row, ensure_ascii=False) + "\n")
             if f_out: f_out.flush(); os.fsync(f_out.fileno())
             bar.update(len(chunk))
-        bar.close()
-    finally:
-        if f_out: f_out.close()
     return [done[f.doc_id] for f in facts]
-
-# %% ../../nbs/23_hipporag.ipynb #e88babb4
-def chunk_id(passage: str) -> str:
-    "The official id of a passage: 'chunk-' + md5 of its text."
-    return "chunk-" + hashlib.md5(passage.encode()).hexdigest()
-
-# %% ../../nbs/23_hipporag.ipynb #3393650b
-def to_official_openie(rows: list[dict]) -> dict:
-    "Extraction rows in the official `openie_results_ner_*.json` layout."
-    docs = [dict(idx=chunk_id(r["passage"]), passage=r["passage"], extracted_entities=r["extracted_entities"],
-                 extracted_triples=r["extracted_triples"]) for r in rows]
-    ents = [e for d in docs for e in d["extracted_entities"]]
-    avg = lambda f: round(sum(map(f, ents)) / len(ents), 4) if ents else 0
-    return dict(docs=docs, avg_ent_chars=avg(len), avg_ent_words=avg(lambda e: len(e.split())))
-
-# %% ../../nbs/23_hipporag.ipynb #4d7b00fa
-def from_official_openie(obj: dict | str | Path, facts) -> list[dict]:
-    """Rows for `facts` from an official extraction file (or its parsed dict); a fact with no entry gets empty
-    lists."""
-    if not isinstance(obj, dict): obj = json.loads(Path(obj).read_text(encoding="utf-8"))
-    by_text = {d["passage"]: d for d in obj.get("docs", [])}
-    out = []
-    for f in facts:
-        d = by_text.get(f.text, {})
-        out.append(dict(doc_id=f.doc_id, passage=f.text, extracted_entities=list(d.get("extracted_entities",
-                                                                                       [])),
-                        extracted_triples=valid_triples(d.get("extracted_triples", [])), usage={},
-                        imported=bool(d)))
-    return out
 
 # %% ../../nbs/23_hipporag.ipynb #ff33551e
 def _knn(vecs: np.ndarray, k: int, floor: float = -np.inf, batch: int = 256, slack: int = 8):
@@ -276,14 +241,6 @@ def _triple_edges(rows: list[dict], chunk_triples: list[list[tuple]]) -> tuple[d
             ent_docs.setdefault(e, set()).add(r["doc_id"])
             edges[(f"p:{r['doc_id']}", f"e:{e}")] = 1.0
     return edges, ent_docs
-
-# %% ../../nbs/23_hipporag.ipynb #6b53d178
-def _node_vectors(embedder, entities: list[str], facts: list[tuple],
-                  passages: list[str]) -> dict[str, np.ndarray]:
-    "Unit embeddings of the phrases, the triples and the passages, by kind."
-    return dict(entity=_embed(embedder, entities, "hippo_embed_phrase"),
-                fact=_embed(embedder, [str(f) for f in facts], "hippo_embed_triple"),
-                passage=_embed(embedder, passages, "hippo_embed_passage"))
 
 # %% ../../nbs/23_hipporag.ipynb #b782c678
 def _synonymy_edges(entities: list[str], vecs: np.ndarray, cfg: HippoRAGConfig) -> dict:
@@ -354,7 +311,10 @@ class HippoGraph:
         entities = sorted({x for ts in chunk_triples for t in ts for x in (t[0], t[2])})
         facts = sorted({t for ts in chunk_triples for t in ts})
         edges, ent_docs = _triple_edges(rows, chunk_triples)
-        vecs = _node_vectors(embedder, entities, facts, [r["passage"] for r in rows])
+        # unit rows by kind of node, a triple as the official `str(tuple)`
+        vecs = dict(entity=_embed(embedder, entities, "hippo_embed_phrase"),
+                    fact=_embed(embedder, [str(f) for f in facts], "hippo_embed_triple"),
+                    passage=_embed(embedder, [r["passage"] for r in rows], "hippo_embed_passage"))
         syn = _synonymy_edges(entities, vecs["entity"], cfg) if entities else {}
         edges.update(syn)
         g = cls([r["doc_id"] for r in rows], [r["passage"] for r in rows], entities, facts, edges, ent_docs,
@@ -368,8 +328,7 @@ def personalized_pagerank(graph, reset: np.ndarray, damping: float = 0.5) -> np.
     official code does."""
     reset = np.where(np.isnan(reset) | (reset < 0), 0.0, np.asarray(reset, dtype=np.float64))
     return np.asarray(graph.personalized_pagerank(vertices=range(graph.vcount()), damping=damping,
-                                                  directed=False,
-                                                   weights="weight", reset=reset.tolist(),
+                                                  directed=False, weights="weight", reset=reset.tolist(),
                                                   implementation="prpack"))
 
 # %% ../../nbs/23_hipporag.ipynb #8407777f
@@ -400,8 +359,8 @@ def filter_schema(candidates: list[tuple], n: int, matching: str = "nearest") ->
     "The filter's JSON schema: the official `Fact` (`nearest`), or at most `n` candidates (`exact`)."
     if matching == "nearest":
         triple = {"type": "array", "items": {"type": "string"}}
-        return {"type": "object", "required": ["fact"], "properties": {"fact": {"type": "array",
-                                                                                "items": triple}}}
+        return {"type": "object", "required": ["fact"],
+                "properties": {"fact": {"type": "array", "items": triple}}}
     return {"type": "object", "required": ["fact"],
             "properties": {"fact": {"type": "array", "maxItems": n,
                                     "items": {"enum": [list(c) for c in candidates]}}}}
@@ -474,9 +433,8 @@ FORMAT_VERSION = 2   # 2: vectors, synonymy edges and scores alike on every CPU 
 def model_identity(m) -> dict:
     "A model's fingerprint (backend, model id, options), or its class and id."
     fp = getattr(m, "fingerprint", None)
-    return json.loads(json.dumps(fp() if callable(fp) else dict(backend=type(m).__name__,
-                                                                model_id=getattr(m, "model_id", None)),
-                                 default=str))
+    ident = fp() if callable(fp) else dict(backend=type(m).__name__, model_id=getattr(m, "model_id", None))
+    return json.loads(json.dumps(ident, default=str))
 
 # %% ../../nbs/23_hipporag.ipynb #0982cbb7
 @contextmanager
@@ -496,19 +454,17 @@ def own_accounts(*models):
 # %% ../../nbs/23_hipporag.ipynb #838d2eb5
 def _stage_sum(acc, prefix) -> dict:
     st = {k: v for k, v in acc.by_stage().items() if k.startswith(prefix)}
-    return {f: round(sum(d[f] for d in st.values()), 4) for f in ("calls", "cache_hits", "model_calls",
-                                                                  "failures", "prompt_tokens",
-                                                                  "completion_tokens", "seconds",
-                                                                  "model_seconds")}
+    fields = ("calls", "cache_hits", "model_calls", "failures", "prompt_tokens", "completion_tokens",
+              "seconds", "model_seconds")
+    return {f: round(sum(d[f] for d in st.values()), 4) for f in fields}
 
 # %% ../../nbs/23_hipporag.ipynb #6c95c4ef
 def _save_graph(g: HippoGraph, d: Path):
     pos = {n: i for i, n in enumerate(g.names)}
     (d/"graph.json").write_text(json.dumps(dict(passages=g.passages, texts=g.texts, entities=g.entities,
                                                 facts=g.facts,
-        edges=[[pos[a], pos[b], w] for (a, b), w in g.edges.items()], synonymy=[[pos[a], pos[b]] for a,
-                                                                                b in sorted(g._syn)],
-        ent_docs=g.ent_docs), ensure_ascii=False))
+        edges=[[pos[a], pos[b], w] for (a, b), w in g.edges.items()],
+        synonymy=[[pos[a], pos[b]] for a, b in sorted(g._syn)], ent_docs=g.ent_docs), ensure_ascii=False))
     np.savez(d/"vectors.npz", **g.vecs)
 
 # %% ../../nbs/23_hipporag.ipynb #7d880570
@@ -516,9 +472,8 @@ def _load_graph(d: Path) -> HippoGraph:
     j = json.loads((d/"graph.json").read_text())
     with np.load(d/"vectors.npz", allow_pickle=False) as z: vecs = {k: z[k] for k in z.files}
     names = [f"e:{e}" for e in j["entities"]] + [f"p:{p}" for p in j["passages"]]
-    g = HippoGraph(j["passages"], j["texts"], j["entities"], j["facts"], {(names[a], names[b]): w for a, b,
-                                                                          w in j["edges"]}, j["ent_docs"],
-                   vecs)
+    edges = {(names[a], names[b]): w for a, b, w in j["edges"]}
+    g = HippoGraph(j["passages"], j["texts"], j["entities"], j["facts"], edges, j["ent_docs"], vecs)
     g._syn = {(names[a], names[b]) for a, b in j["synonymy"]}
     return g
 
@@ -608,9 +563,8 @@ class HippoStore(InstanceStore):
     def key(self, facts) -> dict:
         "What the stored index must match."
         return dict(format_version=FORMAT_VERSION, facts_sha256=facts_sha256(check_facts(facts)),
-                    chat=model_identity(self.cm),
-                    embedder=embedder_fingerprint(self.embedder), prompts=prompts_sha256(),
-                    params=self.config.graph_params())
+                    chat=model_identity(self.cm), embedder=embedder_fingerprint(self.embedder),
+                    prompts=prompts_sha256(), params=self.config.graph_params())
 
     load = staticmethod(_stored_index)   # the stored index if its manifest matches, else None
 
@@ -638,8 +592,8 @@ def _ranking_details(g: HippoGraph, qvec: np.ndarray, fs: np.ndarray, top: list[
     """(ranking, details): the candidate triples `top` with their scores `fs`, the `kept` ones, the PPR seeds,
     and the `fallback` (None for PPR)."""
     cands = [g.facts[i] for i in top]
-    det = dict(candidate_facts=[list(c) for c in cands], candidate_scores=[round(float(fs[i]), 4)
-                                                                           for i in top],
+    det = dict(candidate_facts=[list(c) for c in cands],
+               candidate_scores=[round(float(fs[i]), 4) for i in top],
                kept_facts=[list(cands[i]) for i in kept or []])
     if not cands: ranking, det["fallback"] = dense_ranking(g, qvec), "no triples in the index"
     elif kept is None: ranking, det["fallback"] = dense_ranking(g, qvec), "filter call failed"
@@ -658,17 +612,6 @@ def _top_ids(ranking: list[tuple[str, float]], k: int, tr: BaselineTrace) -> lis
     tr.details["scores"] = [[d, round(s, 6)] for d, s in ranking[:k]]
     return [d for d, _ in ranking[:k]]
 
-# %% ../../nbs/23_hipporag.ipynb #e91ed2ff
-def _answer_from(cm, query, instance, kb, ids: list[str], tr: BaselineTrace,
-                 max_tokens: int) -> tuple[str, list[str]]:
-    """(answer, ids used): the shared generator's answer to `query` from the facts `ids` of `kb`; its call
-    goes into `tr`."""
-    texts = {f.doc_id: f.text for f in kb}
-    ans, rec = AnswerGenerator(max_tokens=max_tokens)(cm, query.query, query.ref_date, persona_name(instance),
-                                                      [texts[i] for i in ids])
-    tr.calls.append(rec); tr.answer_facts_used = rec.notes.get("n_facts_used", 0)
-    return ans, ids[:tr.answer_facts_used]
-
 # %% ../../nbs/23_hipporag.ipynb #f188001a
 class HippoRAG2:
     "HippoRAG 2 behind the `Method` interface (index built on first use per instance)."
@@ -682,8 +625,8 @@ class HippoRAG2:
         if answer_max_tokens is not None:
             cfg = cfg.model_copy(update=dict(answer_max_tokens=answer_max_tokens))
         self.cm, self.embedder, self.config = chat_model, embedder, cfg
-        self.store = HippoStore(root, chat_model, embedder, cfg,
-                                progress=progress) if embedder is not None and root is not None else None
+        self.store = (HippoStore(root, chat_model, embedder, cfg, progress=progress)
+                      if embedder is not None and root is not None else None)
 
     def retrieve(self, query: str, idx: HippoIndex, tr: BaselineTrace) -> list[tuple[str, float]]:
         "The full passage ranking for `query`, with what happened recorded in `tr`."
@@ -712,9 +655,12 @@ class HippoRAG2:
         ids = _top_ids(ranking, self.config.top_k, tr)
         tr.timings["index"], tr.timings["retrieval"] = t1 - t0, time.perf_counter() - t1
         tr.context_ids, ev, ans = ids, dict(final=list(ids)), None
-        if answer:
-            ans, ev["answer"] = _answer_from(self.cm, query, instance, kb, ids, tr,
-                                             self.config.answer_max_tokens)
+        if answer:   # the shared answer generator, from the evidence
+            texts = {f.doc_id: f.text for f in kb}
+            ans, rec = AnswerGenerator(max_tokens=self.config.answer_max_tokens)(
+                self.cm, query.query, query.ref_date, persona_name(instance), [texts[i] for i in ids])
+            tr.calls.append(rec); tr.answer_facts_used = rec.notes.get("n_facts_used", 0)
+            ev["answer"] = ids[:tr.answer_facts_used]
         tr.stages = self.cm.accounts.since(snap)
         tr.timings["total"] = time.perf_counter() - t0
         return MethodResult(retrieved_ids=ids, ranked=True, answer=ans, evidence=ev, trace=tr.model_dump())

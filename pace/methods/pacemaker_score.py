@@ -28,18 +28,14 @@ def _month(word: str) -> int: return next(i for i, m in enumerate(_MONTHS, 1) if
 
 def _next_with_day(ref: dt.date, day: int) -> dt.date | None:
     "The first date on or after `ref` whose day of the month is `day` (None if none in the next 12 months)."
-    y, m = ref.year, ref.month
-    for _ in range(13):
-        try:
-            d = dt.date(y, m, day)
-            if d >= ref: return d
-        except ValueError: pass
-        y, m = (y + 1, 1) if m == 12 else (y, m + 1)
+    for k in range(13):   # this month and the next twelve
+        y, m = divmod(ref.month - 1 + k, 12)
+        try: d = dt.date(ref.year + y, m + 1, day)
+        except ValueError: continue   # no such day in that month
+        if d >= ref: return d
     return None
 
-def request_dates(query: str, # the request
-                  ref_date, # the date it is made
-                 ) -> list[dt.date]:
+def request_dates(query: str, ref_date) -> list[dt.date]:
     """The dates a request names, resolved against `ref_date`: ISO dates, 'June 14' / '14 June', 'the 12th',
     today, tomorrow, weekdays."""
     t, ref, out = query.lower(), as_date(ref_date), []
@@ -67,20 +63,16 @@ def request_dates(query: str, # the request
     return list(dict.fromkeys(out))
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #cbf8939d
-def date_facts(idx, # the instance's index (`doc_ids`, `text`)
-               dates: list[dt.date], # the request's dates (`request_dates`)
-               days_before: int = 1, # also the days before each date (a night shift, a late flight)
-              ) -> list[str]:
-    """Ids of the facts that name one of `dates`, or a day up to `days_before` before it, as an ISO date; in
-    KB order."""
+def date_facts(idx, dates: list[dt.date], days_before: int = 1) -> list[str]:
+    """Ids of the facts of `idx` that name one of `dates`, or a day up to `days_before` before it (a night
+    shift, a late flight), as an ISO date; in KB order."""
     keys = {(d - dt.timedelta(i)).isoformat() for d in dates for i in range(days_before + 1)}
     return [i for i in idx.doc_ids if any(k in idx.text(i) for k in keys)] if keys else []
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #723867b7
 _NOT_NAMES = {m.capitalize() for m in _WEEKDAYS + _MONTHS} | {"I"}
 
-def request_names(query: str, # the request
-                 ) -> list[str]:
+def request_names(query: str) -> list[str]:
     """The capitalised words of a request but the first of each sentence (its verb), weekdays, months and 'I':
     people, places, titles."""
     out = []
@@ -92,9 +84,7 @@ def request_names(query: str, # the request
     return out
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #02f8ad8d
-def entity_view(query: str, # the request
-                dates: list[dt.date], # its dates (`request_dates`)
-               ) -> str:
+def entity_view(query: str, dates: list[dt.date]) -> str:
     """A structured view of the request: its names, then each date it names as an ISO date and a weekday (''
     when it has none)."""
     return " ".join(request_names(query) + [x for d in dates for x in (d.isoformat(), f"{d:%A}")])
@@ -109,31 +99,25 @@ that could make the request impossible, late or unwise.
 Answer No if it is background that does not bear on this request.
 Answer with one word: Yes or No."""
 
-def score_messages(query: str, # the request
-                   ref_date, # the date it is made
-                   dates: list[dt.date], # the dates it names (`request_dates`)
-                   fact: str, # the one fact to judge
-                  ) -> list[dict]:
-    """Chat messages of one pointwise judgement; everything before the fact is the same for all of a request's
-    candidates."""
+def score_messages(query: str, ref_date, dates: list[dt.date], fact: str) -> list[dict]:
+    """Chat messages of one pointwise judgement of `fact`; everything before the fact is the same for all of a
+    request's candidates."""
     ref = as_date(ref_date)
     named = ", ".join(f"{d:%A} {d.isoformat()}" for d in dates) or "none"
     user = f"Request: {query}\nMade on: {ref:%A} {ref.isoformat()}\nDates it names: {named}\nFact: {fact}"
     return [dict(role="system", content=SCORE_SYSTEM), dict(role="user", content=user)]
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #ef3bc9ba
-def yes_probability(top: dict | None, # {token text: log-probability} of the first generated token
-                   ) -> float | None:
-    """P(yes) / (P(yes) + P(no)) over the tokens that read 'yes' or 'no' (any case, spaces stripped); None if
-    neither is there."""
+def yes_probability(top: dict | None) -> float | None:
+    """P(yes) / (P(yes) + P(no)) over the tokens of `top` ({token text: log-probability} of the first
+    generated token) that read 'yes' or 'no' (any case, spaces stripped); None if neither is there."""
     if not top: return None
     mass = lambda w: sum(math.exp(v) for t, v in top.items() if t.strip().lower() == w)
     y, n = mass("yes"), mass("no")
     return y / (y + n) if y + n > 0 else None
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #61503a1d
-def read_score(r, # a chat result, or the Exception its call raised
-              ) -> tuple[float | None, str]:
+def read_score(r) -> tuple[float | None, str]:
     """(score, where it came from): 'logprob' (P(yes) from the log-probabilities), 'text' (a plain yes 1.0 /
     no 0.0), 'junk' or 'failed' (None)."""
     if isinstance(r, Exception) or not r.ok: return None, "failed"
@@ -143,15 +127,10 @@ def read_score(r, # a chat result, or the Exception its call raised
     return None, "junk"
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #a213321b
-def score_steps(query: str, # the request
-                ref_date, # the date it is made
-                dates: list[dt.date], # the dates it names
-                candidates: list[tuple[str, str]], # (doc_id, text), in the order the calls are made
-                *, stage: str = "score", # the stage tag of the calls
-                top_logprobs: int = 8, # log-probabilities asked for per call
-               ):
-    """Steps (see `pace.calls.run_steps`): one yes/no call per candidate, all in one step; returns
-    ({doc_id: score or None}, record)."""
+def score_steps(query: str, ref_date, dates: list[dt.date], candidates: list[tuple[str, str]], *,
+                stage: str = "score", top_logprobs: int = 8):
+    """Steps (see `pace.calls.run_steps`): one yes/no call per candidate (doc_id, text), in order, all in one
+    step, `top_logprobs` asked for per call; returns ({doc_id: score or None}, record)."""
     ask = lambda t: agent_request(score_messages(query, ref_date, dates, t), stage=stage, max_tokens=1)
     reqs = [dict(ask(t), top_logprobs=top_logprobs) for _, t in candidates]
     res = (yield reqs) if reqs else []
@@ -169,9 +148,7 @@ def score_steps(query: str, # the request
     return scores, rec
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #353e29fa
-def score_ranking(scores: dict, # doc_id -> score or None
-                  order: list[str], # the candidates in pool order (ties keep it)
-                 ) -> list[str]:
+def score_ranking(scores: dict, order: list[str]) -> list[str]:
     "The scored candidates, highest score first (ties in pool order); those without a score are left out."
     pos = {d: k for k, d in enumerate(order)}
     return sorted((d for d in order if scores.get(d) is not None), key=lambda d: (-scores[d], pos[d]))
@@ -201,9 +178,7 @@ class ScoreTrace(Trace):
     ranking: list[tuple[str, float]] = []  # the whole fused ranking of the candidates
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #b7950e4b
-def request_candidates(st: RunState, # the query's state
-                       c: ScoreConfig, # the settings
-                      ) -> list[str]:
+def request_candidates(st: RunState, c: ScoreConfig) -> list[str]:
     "The request's Hybrid top `score_depth` and its dates; its two rankings join the runs to fuse."
     tr, q = st.tr, st.q
     hr = hybrid_search(st.idx, [(q, 1.0)], top_k=c.score_depth, k_rrf=c.k_rrf)
@@ -216,9 +191,7 @@ def request_candidates(st: RunState, # the query's state
     return [d for d, _ in tr.fused]
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #43280dcd
-def entity_candidates(st: RunState, # the query's state (its dates)
-                      c: ScoreConfig, # the settings
-                     ):
+def entity_candidates(st: RunState, c: ScoreConfig):
     "The entity view's Hybrid top `entity_depth` (nothing when the request names no entity nor date)."
     tr = st.tr
     if not (ev := entity_view(st.q, [dt.date.fromisoformat(d) for d in tr.dates])): return
@@ -231,9 +204,7 @@ def entity_candidates(st: RunState, # the query's state (its dates)
     st.runs += [(dense, w, what), (sparse, w, None)]
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #3e811ebb
-def date_candidates(st: RunState, # the query's state (its dates)
-                    c: ScoreConfig, # the settings
-                   ):
+def date_candidates(st: RunState, c: ScoreConfig):
     "The date facts, at most `max_date_facts`, the most similar to the request first; their run is added."
     tr, idx = st.tr, st.idx
     dates = [dt.date.fromisoformat(d) for d in tr.dates]
@@ -242,18 +213,14 @@ def date_candidates(st: RunState, # the query's state (its dates)
     st.runs.append((tr.date_ids, c.w_date, f"the date facts (weight {c.w_date:g})"))
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #90bd7ed3
-def score_pool(st: RunState, # the query's state (its candidates)
-               c: ScoreConfig, # the settings
-              ) -> list[str]:
+def score_pool(st: RunState, c: ScoreConfig) -> list[str]:
     "The candidates to score: the request's fused ids, the date facts, the entity view's, each once."
     tr = st.tr
     st.to_score = list(dict.fromkeys([d for d, _ in tr.fused] + tr.date_ids + tr.entity_ids))
     return st.to_score
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #773ac0d6
-def score_facts(st: RunState, # the query's state (its pool)
-                c: ScoreConfig, # the settings
-               ):
+def score_facts(st: RunState, c: ScoreConfig):
     "Steps: the yes/no scores of the pool; their ranking joins the runs."
     tr, dates = st.tr, [dt.date.fromisoformat(d) for d in st.tr.dates]
     tr.scores, rec = yield from score_steps(st.q, st.ref, dates, [(d, st.idx.text(d)) for d in st.to_score],
@@ -263,9 +230,7 @@ def score_facts(st: RunState, # the query's state (its pool)
                     f"the candidates by P(yes) (weight {c.w_score:g})"))
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #613dc25e
-def fuse_runs(st: RunState, # the query's state (its runs)
-              c: ScoreConfig, # the settings
-             ) -> list[str]:
+def fuse_runs(st: RunState, c: ScoreConfig) -> list[str]:
     "WRRF (k=`k_rrf`) of the runs; the first `n_final`."
     st.tr.ranking = wrrf([(ids, w) for ids, w, _ in st.runs], c.k_rrf)
     return [d for d, _ in st.tr.ranking[:c.n_final]]

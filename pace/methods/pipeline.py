@@ -11,17 +11,16 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 from ..calls import AgentCall, run_steps, run_steps_batch
 from .agents import (ConflictPlan, ReleasePlan, SelectionReport, Planner, ViewGenerator,
-                                 EvidenceFilter,
-                                 AnswerGenerator,
-                                 as_date, persona_name, STAGE_ORDER, EVIDENCE_STAGES)
+                                 EvidenceFilter, AnswerGenerator, as_date, persona_name, STAGE_ORDER,
+                                 EVIDENCE_STAGES)
 from ..retrieve import hybrid_search, wrrf
 from ..traverse import bfs_expand
 from ..index import bm25_tokens
 
 # %% auto #0
-__all__ = ['CONFIG_GROUPS', 'RELEASE_SETTINGS', 'HYBRID_K', 'STEPS', 'PACEMAKER_STAGES', 'SMALL_SETTINGS', 'SMALL_SIZES',
-           'PAPER_ABLATIONS', 'SMALL_ABLATIONS', 'VARIANTS', 'PaceMakerConfig', 'MethodTrace', 'View', 'ViewCandidates',
-           'PoolDoc', 'Trace', 'pool_order', 'resolve_index', 'hybrid_ranking', 'RunState', 'plan', 'views', 'retrieve',
+__all__ = ['RELEASE_SETTINGS', 'HYBRID_K', 'STEPS', 'PACEMAKER_STAGES', 'SMALL_SETTINGS', 'SMALL_SIZES', 'PAPER_ABLATIONS',
+           'SMALL_ABLATIONS', 'VARIANTS', 'PaceMakerConfig', 'MethodTrace', 'View', 'ViewCandidates', 'PoolDoc',
+           'Trace', 'pool_order', 'resolve_index', 'hybrid_ranking', 'RunState', 'plan', 'views', 'retrieve',
            'filter_ids', 'prehop', 'traverse', 'posthop', 'whole_pool', 'fused_top', 'seeds_final', 'answer',
            'StageSpec', 'run_stages', 'drop', 'swap', 'insert_after', 'Pipeline', 'without', 'paper_value',
            'view_specificity', 'Variant', 'variant', 'pipeline', 'PaceMaker']
@@ -78,26 +77,6 @@ class PaceMakerConfig(BaseModel):
         "The settings that differ from their defaults: what a run records of them."
         return self.model_dump(exclude_defaults=True)
 
-    def group(self, stage: str) -> dict:
-        "The settings of one stage (see `CONFIG_GROUPS`)."
-        return {k: getattr(self, k) for k in CONFIG_GROUPS[stage]}
-
-# %% ../../nbs/21_pipeline.ipynb #da355b07
-CONFIG_GROUPS = {   # PaceMakerConfig's fields by the stage they set, in the order the stages run
-    'index': ('knn_k',),
-    'prompts': ('agent_prompts',),
-    'planner': ('max_directions', 'planner_max_tokens', 'check_anchors'),
-    'views': ('max_counter_queries', 'views_max_tokens', 'w_original', 'w_counter', 'counter_weighting',
-              'clean_counters', 'exact_counter_queries'),
-    'retrieval': ('top_k', 'k_rrf', 'n_seed', 'anchor_keep'),
-    'filters': ('pad_filters', 'filter_labels', 'filter_max_tokens', 'constrained_ids',
-                'dedupe_selection'),   # both filters
-    'prehop': ('n_filter',),
-    'traversal': ('no_traversal_evidence', 'hops', 'm', 'pool_repeats'),
-    'posthop': ('n_final', 'posthop_order', 'max_pool_candidates', 'posthop'),
-    'answer': ('answer_max_tokens', 'answer_format', 'answer_max_facts', 'tidy_answers'),
-}
-
 # %% ../../nbs/21_pipeline.ipynb #dc399f80
 RELEASE_SETTINGS = dict(   # PaceMakerConfig as the authors' released code behaves
     agent_prompts='release',      # their prompts' rules and output shapes (planner with descriptions + risk)
@@ -127,9 +106,6 @@ class MethodTrace(BaseModel):
     # per-stage accounts delta: calls, cache_hits, failures, tokens, seconds
     stages: dict[str, dict] = {}
     timings: dict[str, float] = {}        # seconds of the non-LLM steps (retrieval, traversal) and the total
-
-    @property
-    def n_llm_calls(self) -> int: return sum(s.get('calls', 0) for s in self.stages.values())
 
 # %% ../../nbs/21_pipeline.ipynb #a4f6e1ea
 class View(BaseModel):
@@ -170,22 +146,17 @@ class Trace(MethodTrace):
     selection: dict[str, SelectionReport] = {}  # per filter stage: chosen / invalid / padded / dropped counts
 
 # %% ../../nbs/21_pipeline.ipynb #1f1fae5b
-def pool_order(pool: list[PoolDoc], # the traversal pool, in BFS order
-               how: str = "bfs", # 'bfs' or 'shuffle'
-               seed: str = "", # the shuffle's seed (the request text)
-              ) -> list[str]:
-    "The pool's doc ids in BFS order, or shuffled with a generator seeded by `seed`."
+def pool_order(pool: list[PoolDoc], how: str = "bfs", seed: str = "") -> list[str]:
+    "The pool's doc ids in BFS order (`how='bfs'`), or shuffled by a generator seeded by `seed` ('shuffle')."
     ids = [p.doc_id for p in pool]
     if how == "bfs": return ids
     if how == "shuffle": random.Random(f"pace-pool:{seed}").shuffle(ids); return ids
     raise ValueError(f"pool order must be 'bfs' or 'shuffle', got {how!r}")
 
 # %% ../../nbs/21_pipeline.ipynb #44df087f
-def resolve_index(index, # an index, an `IndexStore` (with `get`) or a callable (instance_id, kb) -> index
-                  instance_id: str, # the instance the query belongs to
-                  kb, # that instance's facts (an `IndexStore` needs them)
-                 ):
-    "The index of `instance_id` from an index, an `IndexStore` or a callable."
+def resolve_index(index, instance_id: str, kb):
+    """The index of `instance_id` from an index, an `IndexStore` (`get`, which needs the facts `kb`) or a
+    callable `(instance_id, kb) -> index`."""
     if hasattr(index, 'get'):
         if kb is None:
             raise ValueError("an IndexStore builds the index from the instance's facts: pass the kb")
@@ -196,11 +167,7 @@ def resolve_index(index, # an index, an `IndexStore` (with `get`) or a callable 
 # %% ../../nbs/21_pipeline.ipynb #ed87ef71
 HYBRID_K = 10   # facts the Hybrid baseline retrieves, and its depth per retriever
 
-def hybrid_ranking(idx, # the instance's index
-                   query: str, # the raw request
-                   k: int = HYBRID_K, # depth per retriever, and how many are kept
-                   k_rrf: float = 60, # WRRF's k
-                  ) -> list[tuple[str, float]]:
+def hybrid_ranking(idx, query: str, k: int = HYBRID_K, k_rrf: float = 60) -> list[tuple[str, float]]:
     """The Hybrid baseline's ranking: the request's dense and BM25 top `k`, fused by WRRF (weight 1), first
     `k`."""
     return hybrid_search(idx, [(query, 1.0)], top_k=k, k_rrf=k_rrf).fused[:k]
@@ -222,9 +189,7 @@ class RunState:
     def ref(self) -> dt.date: return as_date(self.tr.ref_date)
 
 # %% ../../nbs/21_pipeline.ipynb #109dc84e
-def plan(st: RunState, # the query's state
-         c: PaceMakerConfig, # the settings
-        ):
+def plan(st: RunState, c: PaceMakerConfig):
     "Steps: the conflict planner; its plan (or None) goes into the trace."
     planner = Planner(prompts=c.agent_prompts, max_directions=c.max_directions,
                       max_tokens=c.planner_max_tokens, check_anchors=c.check_anchors)
@@ -232,9 +197,7 @@ def plan(st: RunState, # the query's state
     st.tr.calls.append(rec)
 
 # %% ../../nbs/21_pipeline.ipynb #2a5a8b5e
-def views(st: RunState, # the query's state (its plan)
-          c: PaceMakerConfig, # the settings
-         ):
+def views(st: RunState, c: PaceMakerConfig):
     "Steps: the multi-view generator; its counter queries join `tr.views`, weighted."
     gen = ViewGenerator(prompts=c.agent_prompts, max_counter=c.max_counter_queries,
                         max_tokens=c.views_max_tokens, exact=c.exact_counter_queries, clean=c.clean_counters)
@@ -244,9 +207,7 @@ def views(st: RunState, # the query's state (its plan)
     st.tr.views += [View(text=t, kind='counter', weight=c.w_counter * share(t)) for t in counters]
 
 # %% ../../nbs/21_pipeline.ipynb #0b23b3b2
-def retrieve(st: RunState, # the query's state (its counter views)
-             c: PaceMakerConfig, # the settings
-            ) -> list[str]:
+def retrieve(st: RunState, c: PaceMakerConfig) -> list[str]:
     "Hybrid search over the request's view and the counter views; the fused top `n_seed`."
     tr = st.tr
     tr.views = [View(text=st.q, kind='original', weight=c.w_original)] + tr.views
@@ -263,13 +224,10 @@ def retrieve(st: RunState, # the query's state (its counter views)
     return tr.seed_candidates
 
 # %% ../../nbs/21_pipeline.ipynb #58d164f8
-def filter_ids(st: RunState, # the query's state (its anchors)
-               c: PaceMakerConfig, # the settings
-               stage: str, # 'prehop' or 'posthop'
-               ids: list[str], # the candidates, in the order shown
-               n: int, # how many to keep, anchors included
+def filter_ids(st: RunState, c: PaceMakerConfig, stage: str, ids: list[str], n: int,
                **kw): # more options of `EvidenceFilter.steps` (max_candidates, chunked)
-    "Steps: one filter stage over `ids`; the anchors first (not shown), then the filter's picks."
+    """Steps: the filter stage `stage` ('prehop' or 'posthop') over the candidates `ids`, in the order shown;
+    `n` ids, the anchors first (not shown), then the filter's picks."""
     kept = st.tr.anchors
     slots = n - len(kept)
     if slots <= 0: return kept[:n]
@@ -281,17 +239,13 @@ def filter_ids(st: RunState, # the query's state (its anchors)
     return kept + out
 
 # %% ../../nbs/21_pipeline.ipynb #a010ae58
-def prehop(st: RunState, # the query's state (its seed candidates)
-           c: PaceMakerConfig, # the settings
-          ):
+def prehop(st: RunState, c: PaceMakerConfig):
     "Steps: the pre-hop filter; the seeds."
     st.tr.seeds = yield from filter_ids(st, c, 'prehop', st.tr.seed_candidates, c.n_filter)
     return st.tr.seeds
 
 # %% ../../nbs/21_pipeline.ipynb #1850c615
-def traverse(st: RunState, # the query's state (its seeds)
-             c: PaceMakerConfig, # the settings
-            ) -> list[str]:
+def traverse(st: RunState, c: PaceMakerConfig) -> list[str]:
     "BFS from the seeds; the pool's ids, in BFS order."
     tr, idx = st.tr, st.idx
     # ids only, cached per row, where the index has them
@@ -302,9 +256,7 @@ def traverse(st: RunState, # the query's state (its seeds)
     return [p.doc_id for p in tr.pool]
 
 # %% ../../nbs/21_pipeline.ipynb #da140a9a
-def posthop(st: RunState, # the query's state (its pool)
-            c: PaceMakerConfig, # the settings
-           ):
+def posthop(st: RunState, c: PaceMakerConfig):
     "Steps: the post-hop filter over the pool; the final evidence."
     return (yield from filter_ids(st, c, 'posthop', st.tr.pool_order, c.n_final,
                                   max_candidates=c.max_pool_candidates, chunked=c.posthop == 'tournament'))
@@ -314,30 +266,22 @@ def _posthop_rule(st, c) -> str:
             + f"post-hop filter order (most useful first) over the pool in {c.posthop_order} order")
 
 # %% ../../nbs/21_pipeline.ipynb #6fd44f3b
-def whole_pool(st: RunState, # the query's state (its pool)
-               c: PaceMakerConfig, # the settings
-              ) -> list[str]:
+def whole_pool(st: RunState, c: PaceMakerConfig) -> list[str]:
     "The whole pool, in the order the post-hop filter would see it (no selection)."
     return list(st.tr.pool_order)
 
 # %% ../../nbs/21_pipeline.ipynb #1425d264
-def fused_top(st: RunState, # the query's state (its fused ranking)
-              c: PaceMakerConfig, # the settings
-             ) -> list[str]:
+def fused_top(st: RunState, c: PaceMakerConfig) -> list[str]:
     "The fused top `n_final` (no pre-hop filter, no traversal, no post-hop filter)."
     return [d for d, _ in st.tr.fused[:c.n_final]]
 
 # %% ../../nbs/21_pipeline.ipynb #9e9d9c91
-def seeds_final(st: RunState, # the query's state (its seeds)
-                c: PaceMakerConfig, # the settings
-               ) -> list[str]:
+def seeds_final(st: RunState, c: PaceMakerConfig) -> list[str]:
     "The pre-hop filter's seeds, in its order (no traversal, no post-hop filter)."
     return list(st.tr.seeds)
 
 # %% ../../nbs/21_pipeline.ipynb #671db418
-def answer(st: RunState, # the query's state (its final evidence)
-           c: PaceMakerConfig, # the settings
-          ):
+def answer(st: RunState, c: PaceMakerConfig):
     "Steps: the answer generator over the final evidence; the ids that fitted its prompt."
     tr = st.tr
     facts = [st.idx.text(i) for i in tr.final_ids]
@@ -358,10 +302,7 @@ class StageSpec(NamedTuple):
     rule: Callable | None = None    # (state, settings) -> `Trace.ranking_rule`: it decides the final order
 
 # %% ../../nbs/21_pipeline.ipynb #cdfefe49
-def run_stages(stages, # the method's `StageSpec`s, in order
-               st: RunState, # the query's state: its trace is filled in
-               c, # the settings
-              ):
+def run_stages(stages, st: RunState, c):
     """Steps (see `pace.calls.run_steps`): each stage in order, with its funnel ids, its seconds and, from the
     stage that decides the final order, the final ids and ranking rule recorded; returns the trace."""
     tr = st.tr
@@ -374,25 +315,17 @@ def run_stages(stages, # the method's `StageSpec`s, in order
     return tr
 
 # %% ../../nbs/21_pipeline.ipynb #13b36bae
-def drop(stages, # a method's `StageSpec`s
-         *names: str, # the stages to leave out
-        ) -> tuple:
+def drop(stages, *names: str) -> tuple:
     "The list without the stages `names`."
     return tuple(s for s in stages if s.name not in names)
 
 # %% ../../nbs/21_pipeline.ipynb #9d8c39df
-def swap(stages, # a method's `StageSpec`s
-         name: str, # the stage to replace
-         step: StageSpec, # what runs in its place
-        ) -> tuple:
+def swap(stages, name: str, step: StageSpec) -> tuple:
     "The list with the stage `name` replaced by `step`."
     return tuple(step if s.name == name else s for s in stages)
 
 # %% ../../nbs/21_pipeline.ipynb #21b36b2e
-def insert_after(stages, # a method's `StageSpec`s
-                 name: str, # the stage the new one follows
-                 step: StageSpec, # the new stage
-                ) -> tuple:
+def insert_after(stages, name: str, step: StageSpec) -> tuple:
     "The list with `step` right after the stage `name`."
     names = [s.name for s in stages]
     if name not in names: raise ValueError(f"no stage {name!r} in {names}")
@@ -407,9 +340,8 @@ STEPS = dict(   # PaceMaker's stages, by name
     posthop=StageSpec('posthop', posthop, evidence='final', rule=_posthop_rule),
     whole_pool=StageSpec('whole_pool', whole_pool, evidence='final',
                     rule=lambda st, c: f"the whole pool in {c.posthop_order} order (no selection)"),
-    fused_top=StageSpec('fused_top', fused_top, evidence='final',
-                   rule=lambda st, c: ("fused top n_final (no pre-hop filter, no traversal, no post-hop "
-                                       "filter)")),
+    fused_top=StageSpec('fused_top', fused_top, evidence='final', rule=lambda st, c:
+                        "fused top n_final (no pre-hop filter, no traversal, no post-hop filter)"),
     seeds_final=StageSpec('seeds_final', seeds_final, evidence='final',
                      rule=lambda st, c: "pre-hop filter order (no traversal, no post-hop filter)"),
     answer=StageSpec('answer', answer, evidence='answer'),
@@ -431,21 +363,17 @@ class Pipeline(NamedTuple):
         return self._replace(settings=type(s)(**(s.model_dump() | kw)))
 
 # %% ../../nbs/21_pipeline.ipynb #99512750
-def without(*names: str, # the stages an ablation leaves out
-           ) -> Callable:
+def without(*names: str) -> Callable:
     "An ablation that drops the stages `names`: `Pipeline` -> `Pipeline`."
     return lambda p: p._replace(stages=drop(p.stages, *names))
 
 # %% ../../nbs/21_pipeline.ipynb #8b801ce5
-def paper_value(*keys: str, # settings an ablation puts back
-               ) -> Callable:
+def paper_value(*keys: str) -> Callable:
     "An ablation that puts the settings `keys` back to their defaults (the paper's values)."
     return lambda p: p.with_settings(**{k: type(p.settings).model_fields[k].default for k in keys})
 
 # %% ../../nbs/21_pipeline.ipynb #1d0045e9
-def view_specificity(view: str, # a counter query
-                     query: str, # the request
-                    ) -> float:
+def view_specificity(view: str, query: str) -> float:
     """Share of the view's distinct BM25 tokens (stemmed, no stopwords) that also occur in the request; 0 for
     a view with no token."""
     v, q = (set(t) for t in bm25_tokens([view, query]))
@@ -494,8 +422,7 @@ VARIANTS = {   # name before any '-no_' -> its `Variant`, or 'module:NAME' for o
 }
 
 # %% ../../nbs/21_pipeline.ipynb #b9ad56e0
-def variant(name: str, # a PaceMaker method name, e.g. 'pacemaker-small-no_anchors'
-           ) -> Variant:
+def variant(name: str) -> Variant:
     "The `Variant` of the name's part before any '-no_' (`VARIANTS`; a later module's is imported now)."
     v = VARIANTS.get(name.split('-no_')[0])
     if v is None: raise ValueError(f"not a PaceMaker method: {name!r}")
@@ -542,8 +469,6 @@ class PaceMaker:
     def name(self) -> str: return self.method.name
     @property
     def config(self) -> PaceMakerConfig: return self.method.settings
-    @property
-    def stages(self) -> tuple: return self.method.stages
 
     def _steps(self, query, instance, kb, answer):
         """Steps (see `pace.calls.run_steps`): the stages on one query, without 'answer' when `answer` is
@@ -569,19 +494,14 @@ class PaceMaker:
         tr.timings['total'] = time.perf_counter() - t_all
         return tr
 
-    def run_batch(self, queries: list, # as for `run`
-                  instances: list, # each query's instance
-                  kbs: list | None = None, # each query's facts (needed when the index is an `IndexStore`)
-                  answer: bool = True, # False stops after retrieval
-                 ) -> list[Trace]:
-        """`run` for many queries, stage by stage: each stage of all queries (each tournament round) in one
-        `chat_batch` call; the same traces."""
+    def run_batch(self, queries: list, instances: list, kbs: list | None = None,
+                  answer: bool = True) -> list[Trace]:
+        """`run` for many queries (each with its instance and facts), stage by stage: each stage of all
+        queries (each tournament round) in one `chat_batch` call; the same traces."""
         t_all, kbs = time.perf_counter(), [None] * len(queries) if kbs is None else list(kbs)
         if not len(queries) == len(instances) == len(kbs):
             raise ValueError("run_batch needs one instance (and kb) per query")
-        trs, usage = run_steps_batch(self.cm, [self._steps(q, i, kb, answer) for q, i, kb in zip(queries,
-                                                                                                 instances,
-                                                                                                 kbs)],
-                                     STAGE_ORDER)
+        steps = [self._steps(q, i, kb, answer) for q, i, kb in zip(queries, instances, kbs)]
+        trs, usage = run_steps_batch(self.cm, steps, STAGE_ORDER)
         for tr, u in zip(trs, usage): tr.stages, tr.timings['total'] = u, time.perf_counter() - t_all
         return trs
