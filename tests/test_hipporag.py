@@ -1,7 +1,7 @@
 """HippoRAG 2 (pace.methods.hipporag): graph construction on hand-built triples, PPR against independent computations, the recognition filter
-(the official DSPyFilter's five kept triples and nearest-candidate mapping) and its dense fallback, resumable extraction,
-the index store and its cost."""
-import difflib, json
+(the official DSPyFilter's five kept triples and nearest-candidate mapping) and its dense fallback, resumable extraction, the official
+OpenIE format, the index store and its cost."""
+import difflib, hashlib, json
 import numpy as np
 import pytest
 from types import SimpleNamespace as NS
@@ -9,7 +9,7 @@ from pace.testing import FakeChat
 from pace.testing import ScriptedChat
 from pace.embed import HashEmbedder
 from pace.methods.hipporag import (HippoGraph, HippoRAG2, HippoRAGConfig, personalized_pagerank, link_facts, recognition_filter, graph_ranking,
-                           dense_ranking, extract_openie, read_openie, text_processing, _embed)
+                           dense_ranking, extract_openie, read_openie, to_official_openie, from_official_openie, text_processing, _embed)
 
 igraph = pytest.importorskip("igraph", reason="HippoRAG 2 needs python-igraph (a core dependency)")
 
@@ -203,7 +203,7 @@ def test_exact_matching_is_the_earlier_filter(tmp_path):
     r2, *_ = run6(tmp_path, lambda ms: {"fact": shown(ms)[2:0:-1] * 2}, cfg)   # candidates, repeated: kept once each
     assert r2.trace["details"]["kept_facts"] == [cands[2], cands[1]]
 
-def test_extraction_resumes(tmp_path):
+def test_extraction_resumes_and_round_trips(tmp_path):
     kb = [NS(doc_id=f"d{i}", text=f"Person{i} visits Place{i}.") for i in range(5)]
     def respond(ms, js):
         note = ms[-1]["content"].split("Note: ", 1)[1].split("\nNamed entities:")[0]
@@ -218,6 +218,9 @@ def test_extraction_resumes(tmp_path):
     rows = extract_openie(fc2, kb, p, config=HippoRAGConfig(openie_batch=2))
     assert fc2.n_calls == 4 and [r["extracted_triples"] for r in rows][4] == [["Person4", "visits", "Place4"]]
     assert all(json.loads(l) for l in p.read_text().splitlines())            # the broken line was cut before appending
+    off = json.loads(json.dumps(to_official_openie(rows)))
+    assert off["docs"][0]["idx"] == "chunk-" + hashlib.md5(kb[0].text.encode()).hexdigest() and off["avg_ent_words"] == 1
+    assert [r["extracted_triples"] for r in from_official_openie(off, kb)] == [r["extracted_triples"] for r in rows]
 
 def test_store_cost_and_reload(tmp_path):
     kb = [NS(doc_id=f"d{i}", text=f"Person{i} visits Place{i}.") for i in range(4)]

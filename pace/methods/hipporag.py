@@ -22,9 +22,10 @@ _log = logging.getLogger(__name__)
 # %% auto #0
 __all__ = ['NER_SYSTEM', 'TRIPLE_SYSTEM', 'NER_SCHEMA', 'TRIPLE_SCHEMA', 'FILTER_SYSTEM', 'FORMAT_VERSION', 'HippoRAGConfig',
            'text_processing', 'valid_triples', 'graph_triples', 'min_max', 'ner_messages', 'triple_messages',
-           'prompts_sha256', 'read_openie', 'extract_openie', 'HippoGraph', 'personalized_pagerank', 'FactFilter',
-           'link_facts', 'filter_messages', 'filter_schema', 'nearest_candidate', 'recognition_filter', 'dense_ranking',
-           'graph_ranking', 'model_identity', 'own_accounts', 'HippoIndex', 'InstanceStore', 'HippoStore', 'HippoRAG2']
+           'prompts_sha256', 'read_openie', 'extract_openie', 'chunk_id', 'to_official_openie', 'from_official_openie',
+           'HippoGraph', 'personalized_pagerank', 'FactFilter', 'link_facts', 'filter_messages', 'filter_schema',
+           'nearest_candidate', 'recognition_filter', 'dense_ranking', 'graph_ranking', 'model_identity',
+           'own_accounts', 'HippoIndex', 'InstanceStore', 'HippoStore', 'HippoRAG2']
 
 # %% ../../nbs/23_hipporag.ipynb #21834878
 class HippoRAGConfig(BaseModel):
@@ -93,10 +94,10 @@ TRIPLE_SYSTEM = prompt_asset("hipporag/TRIPLE_SYSTEM.md")
 _EXAMPLE_NOTE = "Dr. Lena Park moved her Tuesday clinic at Riverside Hospital to 14:00 from 3 March 2026."
 _EXAMPLE_NER = {"named_entities": ["Dr. Lena Park", "Tuesday clinic", "Riverside Hospital", "14:00",
                                    "3 March 2026"]}
-_EXAMPLE_TRIPLES = {"triples": [["Dr. Lena Park", "moved", "Tuesday clinic"],
-                                ["Tuesday clinic", "is held at", "Riverside Hospital"],
-                                ["Tuesday clinic", "now starts at", "14:00"],
-                                ["Tuesday clinic", "moved from", "3 March 2026"]]}
+_EXAMPLE_TRIPLES = {"triples": [["Dr. Lena Park", "moved", "Tuesday clinic"], ["Tuesday clinic", "is held at",
+                                                                               "Riverside Hospital"],
+                                ["Tuesday clinic", "now starts at", "14:00"], ["Tuesday clinic", "moved from",
+                                                                               "3 March 2026"]]}
 
 # %% ../../nbs/23_hipporag.ipynb #4c4e5af0
 NER_SCHEMA = {"type": "object", "required": ["named_entities"],
@@ -110,8 +111,8 @@ TRIPLE_SCHEMA = {"type": "object", "required": ["triples"],
 def ner_messages(passage: str) -> list[dict]:
     "Chat messages for the named-entity step."
     return [dict(role="system", content=NER_SYSTEM), dict(role="user", content=f"Note: {_EXAMPLE_NOTE}"),
-            dict(role="assistant", content=json.dumps(_EXAMPLE_NER)),
-            dict(role="user", content=f"Note: {passage}")]
+            dict(role="assistant", content=json.dumps(_EXAMPLE_NER)), dict(role="user",
+                                                                           content=f"Note: {passage}")]
 
 # %% ../../nbs/23_hipporag.ipynb #9049b87c
 def triple_messages(passage: str, entities: list[str]) -> list[dict]:
@@ -147,8 +148,8 @@ def _parsed(r, key: str) -> list:
 def _usage(r) -> dict:
     return dict(ok=bool(r.ok), error=r.error, prompt_tokens=r.usage.prompt_tokens,
                 completion_tokens=r.usage.completion_tokens,
-                seconds=round(float(getattr(r, "seconds", 0.0) or 0.0), 4),
-                cached=bool(getattr(r, "cached", False)))
+                seconds=round(float(getattr(r, "seconds", 0.0) or 0.0), 4), cached=bool(getattr(r, "cached",
+                                                                                                False)))
 
 # %% ../../nbs/23_hipporag.ipynb #293a193d
 def read_openie(path) -> dict[str, dict]:
@@ -185,8 +186,8 @@ def _extract_batch(cm, chunk, cfg: HippoRAGConfig) -> list[dict]:
                          for f, e in zip(chunk, ents)], stage="hippo_triples")
     return [dict(doc_id=f.doc_id, passage=f.text, extracted_entities=e,
                  extracted_triples=valid_triples(_parsed(rt, "triples")),
-                 usage=dict(ner=_usage(rn), triples=_usage(rt)))
-            for f, rn, e, rt in zip(chunk, ner, ents, tri)]
+                 usage=dict(ner=_usage(rn), triples=_usage(rt))) for f, rn, e, rt in zip(chunk, ner, ents,
+                                                                                         tri)]
 
 # %% ../../nbs/23_hipporag.ipynb #92faf801
 def extract_openie(cm, facts, path=None, *, config: HippoRAGConfig | None = None,
@@ -207,6 +208,35 @@ def extract_openie(cm, facts, path=None, *, config: HippoRAGConfig | None = None
             if f_out: f_out.flush(); os.fsync(f_out.fileno())
             bar.update(len(chunk))
     return [done[f.doc_id] for f in facts]
+
+# %% ../../nbs/23_hipporag.ipynb #e88babb4
+def chunk_id(passage: str) -> str:
+    "The official id of a passage: 'chunk-' + md5 of its text."
+    return "chunk-" + hashlib.md5(passage.encode()).hexdigest()
+
+# %% ../../nbs/23_hipporag.ipynb #3393650b
+def to_official_openie(rows: list[dict]) -> dict:
+    "Extraction rows in the official `openie_results_ner_*.json` layout."
+    docs = [dict(idx=chunk_id(r["passage"]), passage=r["passage"], extracted_entities=r["extracted_entities"],
+                 extracted_triples=r["extracted_triples"]) for r in rows]
+    ents = [e for d in docs for e in d["extracted_entities"]]
+    avg = lambda f: round(sum(map(f, ents)) / len(ents), 4) if ents else 0
+    return dict(docs=docs, avg_ent_chars=avg(len), avg_ent_words=avg(lambda e: len(e.split())))
+
+# %% ../../nbs/23_hipporag.ipynb #4d7b00fa
+def from_official_openie(obj: dict | str | Path, facts) -> list[dict]:
+    """Rows for `facts` from an official extraction file (or its parsed dict); a fact with no entry gets empty
+    lists."""
+    if not isinstance(obj, dict): obj = json.loads(Path(obj).read_text(encoding="utf-8"))
+    by_text = {d["passage"]: d for d in obj.get("docs", [])}
+    out = []
+    for f in facts:
+        d = by_text.get(f.text, {})
+        out.append(dict(doc_id=f.doc_id, passage=f.text, extracted_entities=list(d.get("extracted_entities",
+                                                                                       [])),
+                        extracted_triples=valid_triples(d.get("extracted_triples", [])), usage={},
+                        imported=bool(d)))
+    return out
 
 # %% ../../nbs/23_hipporag.ipynb #ff33551e
 def _knn(vecs: np.ndarray, k: int, floor: float = -np.inf, batch: int = 256, slack: int = 8):
@@ -328,7 +358,8 @@ def personalized_pagerank(graph, reset: np.ndarray, damping: float = 0.5) -> np.
     official code does."""
     reset = np.where(np.isnan(reset) | (reset < 0), 0.0, np.asarray(reset, dtype=np.float64))
     return np.asarray(graph.personalized_pagerank(vertices=range(graph.vcount()), damping=damping,
-                                                  directed=False, weights="weight", reset=reset.tolist(),
+                                                  directed=False,
+                                                   weights="weight", reset=reset.tolist(),
                                                   implementation="prpack"))
 
 # %% ../../nbs/23_hipporag.ipynb #8407777f
@@ -359,8 +390,8 @@ def filter_schema(candidates: list[tuple], n: int, matching: str = "nearest") ->
     "The filter's JSON schema: the official `Fact` (`nearest`), or at most `n` candidates (`exact`)."
     if matching == "nearest":
         triple = {"type": "array", "items": {"type": "string"}}
-        return {"type": "object", "required": ["fact"],
-                "properties": {"fact": {"type": "array", "items": triple}}}
+        return {"type": "object", "required": ["fact"], "properties": {"fact": {"type": "array",
+                                                                                "items": triple}}}
     return {"type": "object", "required": ["fact"],
             "properties": {"fact": {"type": "array", "maxItems": n,
                                     "items": {"enum": [list(c) for c in candidates]}}}}
@@ -454,17 +485,19 @@ def own_accounts(*models):
 # %% ../../nbs/23_hipporag.ipynb #838d2eb5
 def _stage_sum(acc, prefix) -> dict:
     st = {k: v for k, v in acc.by_stage().items() if k.startswith(prefix)}
-    fields = ("calls", "cache_hits", "model_calls", "failures", "prompt_tokens", "completion_tokens",
-              "seconds", "model_seconds")
-    return {f: round(sum(d[f] for d in st.values()), 4) for f in fields}
+    return {f: round(sum(d[f] for d in st.values()), 4) for f in ("calls", "cache_hits", "model_calls",
+                                                                  "failures", "prompt_tokens",
+                                                                  "completion_tokens", "seconds",
+                                                                  "model_seconds")}
 
 # %% ../../nbs/23_hipporag.ipynb #6c95c4ef
 def _save_graph(g: HippoGraph, d: Path):
     pos = {n: i for i, n in enumerate(g.names)}
     (d/"graph.json").write_text(json.dumps(dict(passages=g.passages, texts=g.texts, entities=g.entities,
                                                 facts=g.facts,
-        edges=[[pos[a], pos[b], w] for (a, b), w in g.edges.items()],
-        synonymy=[[pos[a], pos[b]] for a, b in sorted(g._syn)], ent_docs=g.ent_docs), ensure_ascii=False))
+        edges=[[pos[a], pos[b], w] for (a, b), w in g.edges.items()], synonymy=[[pos[a], pos[b]] for a,
+                                                                                b in sorted(g._syn)],
+        ent_docs=g.ent_docs), ensure_ascii=False))
     np.savez(d/"vectors.npz", **g.vecs)
 
 # %% ../../nbs/23_hipporag.ipynb #7d880570
@@ -472,8 +505,9 @@ def _load_graph(d: Path) -> HippoGraph:
     j = json.loads((d/"graph.json").read_text())
     with np.load(d/"vectors.npz", allow_pickle=False) as z: vecs = {k: z[k] for k in z.files}
     names = [f"e:{e}" for e in j["entities"]] + [f"p:{p}" for p in j["passages"]]
-    edges = {(names[a], names[b]): w for a, b, w in j["edges"]}
-    g = HippoGraph(j["passages"], j["texts"], j["entities"], j["facts"], edges, j["ent_docs"], vecs)
+    g = HippoGraph(j["passages"], j["texts"], j["entities"], j["facts"], {(names[a], names[b]): w for a, b,
+                                                                          w in j["edges"]}, j["ent_docs"],
+                   vecs)
     g._syn = {(names[a], names[b]) for a, b in j["synonymy"]}
     return g
 
@@ -592,8 +626,8 @@ def _ranking_details(g: HippoGraph, qvec: np.ndarray, fs: np.ndarray, top: list[
     """(ranking, details): the candidate triples `top` with their scores `fs`, the `kept` ones, the PPR seeds,
     and the `fallback` (None for PPR)."""
     cands = [g.facts[i] for i in top]
-    det = dict(candidate_facts=[list(c) for c in cands],
-               candidate_scores=[round(float(fs[i]), 4) for i in top],
+    det = dict(candidate_facts=[list(c) for c in cands], candidate_scores=[round(float(fs[i]), 4)
+                                                                           for i in top],
                kept_facts=[list(cands[i]) for i in kept or []])
     if not cands: ranking, det["fallback"] = dense_ranking(g, qvec), "no triples in the index"
     elif kept is None: ranking, det["fallback"] = dense_ranking(g, qvec), "filter call failed"
@@ -625,8 +659,8 @@ class HippoRAG2:
         if answer_max_tokens is not None:
             cfg = cfg.model_copy(update=dict(answer_max_tokens=answer_max_tokens))
         self.cm, self.embedder, self.config = chat_model, embedder, cfg
-        self.store = (HippoStore(root, chat_model, embedder, cfg, progress=progress)
-                      if embedder is not None and root is not None else None)
+        self.store = HippoStore(root, chat_model, embedder, cfg,
+                                progress=progress) if embedder is not None and root is not None else None
 
     def retrieve(self, query: str, idx: HippoIndex, tr: BaselineTrace) -> list[tuple[str, float]]:
         "The full passage ranking for `query`, with what happened recorded in `tr`."
