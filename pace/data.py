@@ -288,7 +288,7 @@ def load_done(path: Path, # a JSONL file a resuming writer appends to (results, 
 # %% ../nbs/00_data.ipynb #88976d60
 def jsonl_text(rows, sort_keys: bool = True, # False: each row's keys in their order
               ) -> str:
-    "`rows` as JSON lines: keys sorted, UTF-8 kept, one newline after each."
+    "`rows` as JSON lines: keys sorted (unless `sort_keys` is False), UTF-8 kept, one newline after each."
     return "".join(json.dumps(r, ensure_ascii=False, sort_keys=sort_keys) + "\n" for r in rows)
 
 # %% ../nbs/00_data.ipynb #85f424fc

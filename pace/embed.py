@@ -436,7 +436,7 @@ class OpenAIEmbedder(Embedder):
                  **kw): # fields of `OpenAIEmbedOptions`, then `Embedder`'s (cache, accounts)
         import openai
         o = checked_options(options, {k: kw.pop(k) for k in list(kw) if k in OpenAIEmbedOptions.model_fields},
-                     OpenAIEmbedOptions, "openai embedder options")
+                            OpenAIEmbedOptions, "openai embedder options")
         base_url = o.base_url or os.environ.get("OPENAI_BASE_URL")
         api_key = o.api_key or os.environ.get("OPENAI_API_KEY") or ("sk-no-key" if base_url else None)
         if client is None and api_key is None:

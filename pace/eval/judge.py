@@ -503,9 +503,9 @@ def calibration_report(items: list[CalibrationItem], # the calibration items
             for n, it in enumerate(items)]
     labels = {k: [v.label for v in vs] for k, vs in verdicts.items()}
     raters = {"reference": [i.verdict for i in items]} | {names[k]: ls for k, ls in labels.items()}
-    two = [labels[k] for k in ("judge", "judge2") if k in labels]
     return dict(mode=mode, n_items=len(items), judges=figs, rates=label_rates(items, raters), verdicts=rows,
-                between=agreement(*two, names=("judge", "judge2")) if len(two) == 2 else None)
+                between=(agreement(labels["judge"], labels["judge2"], names=("judge", "judge2"))
+                         if "judge2" in labels else None))
 
 # %% ../../nbs/30_judge.ipynb #68b0d32a
 def calibrate(judge_cm,                  # judge chat model

@@ -240,8 +240,8 @@ HINT_PHRASES = ("despite", "even though", "although", "regardless of", "check wh
                 "make sure", "in case")
 
 # %% ../../nbs/44_gen_validate.ipynb #985c46c0
-STOP_WORDS = set("a an the of to in on at for and or with by from is are be it its this that as about into "
-                 "than then".split())
+STOP_WORDS = frozenset("a an the of to in on at for and or with by from is are be it its this that as about "
+                       "into than then".split())
 
 def _stem(w: str) -> str: return w if len(w) <= 4 else w[:max(4, len(w) - 2)]
 
