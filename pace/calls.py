@@ -122,7 +122,7 @@ def read_reply(r,                          # a chat result, or the Exception its
         return None, rec
 
 # %% ../nbs/03_calls.ipynb #4af3ca39
-def call_agent(cm,                       # chat model (`pace.llm.ChatModel` or anything with its `chat`)
+def call_agent(cm,                       # chat model (`pace.llm.Cached`, a backend, or anything with `chat`)
                messages: list[dict],     # the prompt
                *, stage: str,            # stage tag (accounts, traces)
                schema=None,              # JSON schema or pydantic class sent to the model

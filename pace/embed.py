@@ -514,7 +514,7 @@ def get_embedder(spec:str|dict|Embedder|None=None, # "backend:model", a dict wit
     if isinstance(spec, Embedder): return spec
     if replay_enabled(replay): return replay_embedder(spec, cache, **kw)
     return build_from_spec(parse_spec(spec, DEFAULT_EMBEDDER, "PACE_EMBED_MODEL"), EMBED_BACKENDS,
-                           "embedding", cache, **kw)
+                           "embedding", cache=cache, **kw)
 
 # %% ../nbs/04_embed.ipynb #b341c9c4
 def as_embedder(spec, # an embedder spec (see `get_embedder`), or an object with an `embed` method, used as it

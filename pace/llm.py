@@ -4,7 +4,7 @@
 
 # %% ../nbs/02_llm.ipynb #269e0d37
 from __future__ import annotations
-import functools, hashlib, importlib, json, os, re, threading, time
+import copy, functools, hashlib, importlib, json, os, re, threading, time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,10 +16,10 @@ from .cache import (Cache, Entry, Accounts, as_cache, request_key, canonical_jso
 
 # %% auto #0
 __all__ = ['PARSE_RETRIES', 'FAILURE_POLICIES', 'DEFAULT_CHAT_MODEL', 'CHAT_BACKENDS', 'Usage', 'ChatResult', 'Completion',
-           'schema_info', 'strip_fence', 'parse_structured', 'with_schema_instruction', 'ChatModel',
-           'set_failure_policy', 'ModelNotFoundError', 'ModelUnusableError', 'need', 'models_dir', 'read_json_memo',
-           'write_json_memo', 'file_identity', 'dir_identity', 'chat_template_sha256', 'parse_spec', 'backend_class',
-           'build_from_spec', 'get_chat_model', 'as_chat_model', 'ReplayChat', 'replay_chat_model']
+           'schema_info', 'strip_fence', 'parse_structured', 'with_schema_instruction', 'ChatBackend', 'Cached',
+           'ModelNotFoundError', 'ModelUnusableError', 'need', 'models_dir', 'read_json_memo', 'write_json_memo',
+           'file_identity', 'dir_identity', 'chat_template_sha256', 'parse_spec', 'backend_class', 'build_from_spec',
+           'get_chat_model', 'as_chat_model', 'RecordedChat', 'replay_chat_model']
 
 # %% ../nbs/02_llm.ipynb #29b72039
 @dataclass
@@ -207,8 +207,8 @@ def _retry_messages(messages, bad_text, err):
 
 # %% ../nbs/02_llm.ipynb #7490e6ea
 def _run_chunk(model, preps:list[dict]) -> list[ChatResult]:
-    ("Results of `preps` from `model._complete` (each attempt logged), retrying unusable structured replies "
-     "with a correction.")
+    ("Results of `preps` from the backend of `model` (a `Cached`), each attempt logged, retrying unusable "
+     "structured replies with a correction.")
     st, results, todo = [_state(p) for p in preps], [None]*len(preps), list(range(len(preps)))
     for attempt in range(1 + model.max_parse_retries):
         if not todo: break
@@ -220,7 +220,7 @@ def _run_chunk(model, preps:list[dict]) -> list[ChatResult]:
         except ReplayError: raise
         except Exception as e: comps = [Completion(error=f"{type(e).__name__}: {e}") for _ in todo]
         if len(comps) != len(todo):
-            raise RuntimeError(f"{type(model).__name__}._complete returned {len(comps)} results for "
+            raise RuntimeError(f"{type(model.inner).__name__}._complete returned {len(comps)} results for "
                                f"{len(todo)} requests")
         again = []
         for i, c in zip(todo, comps):
@@ -301,28 +301,18 @@ def _entry_for(model_id:str, p:dict, r:ChatResult) -> Entry:
                  seconds=r.seconds)
 
 # %% ../nbs/02_llm.ipynb #ca2a94d3
-class _ChatBase:
-    "What every chat model has: an id, a context window, a cache, accounts, and the backend hooks."
+class ChatBackend:
+    "A model behind the chat interface: an id, a context window, and the hooks a backend fills in."
     backend = "base"
     chunk_size = 1 # requests handed to `_complete` at once (and cached together); batching backends raise it
     concurrent = False # True where one object serves requests from many threads at once (`pace run
                        # --workers`)
-    decoding = "greedy" # how the agents ask it (`pace.calls.agent_request`): 'greedy' or 'release'
     def __init__(self, model_id:str, # backend-independent model id (part of the cache key)
-                 *, cache=None, # None: default cache file; a path or Cache; False: no cache
-                 context_window:int=4096, # tokens the model accepts
-                 max_parse_retries:int=PARSE_RETRIES, # extra attempts at a structured reply that does not
-                                                      # parse or validate (0: none, one attempt)
-                 accounts:Accounts|None=None, # share one Accounts across models if wanted
+                 *, context_window:int=4096, # tokens the model accepts
                 ):
         self.model_id, self.context_window = model_id, context_window
-        self.max_parse_retries = max_parse_retries
-        self.cache, self.accounts = as_cache(cache), accounts if accounts is not None else Accounts()
-        self._token_memo, self._cards_noted = {}, set()   # counts known in this process; model cards this
-                                                          # object stored
-        self._retried = set()   # keys of requests this object sent to the backend (`set_failure_policy`)
 
-    def __repr__(self): return f"{type(self).__name__}({self.model_id!r}, cache={self.cache!r})"
+    def __repr__(self): return f"{type(self).__name__}({self.model_id!r})"
 
     def _count_tokens(self, text:str) -> int:
         ("Backend hook: the token count of `text` (exact with a tokenizer; the default is ~4 characters per "
@@ -339,8 +329,77 @@ class _ChatBase:
          "settings (part of every cache key).")
         return {"backend": self.backend, "model_id": self.model_id}
 
+    def card(self) -> dict:
+        ("What a replay needs to rebuild this model besides its fingerprint: its context window and "
+         "`concurrent`.")
+        return {"context_window": int(self.context_window), "concurrent": bool(self.concurrent)}
+
+    @classmethod
+    def replay_spec(cls, d:dict) -> tuple[dict, int|None]:
+        ("(Fingerprint fields a spec dict `d` decides, the context window it fixes or None): what a replay "
+         "looks up.")
+        return dict(backend=cls.backend, model_id=d.get("model_id")
+                    or d.get("model")), d.get("context_window")
+
+    @functools.cached_property
+    def plain(self) -> Cached:
+        "This backend on its own, uncached: what `chat`, `chat_batch` and `count_tokens` of a bare one use."
+        return Cached(self, cache=False)
+
+    # a bare backend chats and counts through `plain` (`chat` and `count_tokens` through the two below)
+    def chat(self, *a, **kw) -> ChatResult: return Cached.chat(self, *a, **kw)
+    def chat_batch(self, *a, **kw) -> list[ChatResult]: return self.plain.chat_batch(*a, **kw)
+    def count_tokens(self, *a, **kw) -> int: return Cached.count_tokens(self, *a, **kw)
+    def count_tokens_many(self, *a, **kw) -> list[int]: return self.plain.count_tokens_many(*a, **kw)
+    @property
+    def accounts(self) -> Accounts: return self.plain.accounts
+    @accounts.setter
+    def accounts(self, a:Accounts): self.plain.accounts = a
+    @property
+    def cache(self) -> Cache|None: return self.plain.cache
+
+# %% ../nbs/02_llm.ipynb #e24d20b0
+FAILURE_POLICIES = ("retry", "reuse", "retry_once")   # what a request whose failure the cache records gets
+
+# %% ../nbs/02_llm.ipynb #5d806398
+class _Wrapping:
+    "The wrapper's own state; every other attribute is its backend's (read and set through)."
+    _own = frozenset({"inner", "cache", "accounts", "failures", "max_parse_retries", "decoding", "replay",
+                      "_token_memo", "_cards_noted", "_retried"})
+    def __init__(self, inner:ChatBackend, # the backend that computes replies
+                 cache=None, # None: default cache file; a path or Cache; False: no cache
+                 *, failures:str="retry", # what a recorded failure gets: one of `FAILURE_POLICIES`
+                 max_parse_retries:int=PARSE_RETRIES, # extra attempts at a structured reply that does not
+                                                      # parse or validate (0: none, one attempt)
+                 decoding:str="greedy", # how the agents ask it (`pace.calls.agent_request`): 'greedy' or
+                                        # 'release'
+                 accounts:Accounts|None=None, # share one Accounts across models if wanted
+                 replay:bool=False, # a recording: a miss is a `ReplayMissError`, a recorded failure replays
+                                    # as one, nothing is written
+                ):
+        if failures not in FAILURE_POLICIES:
+            raise ValueError(f"failure policy {failures!r}: one of {', '.join(FAILURE_POLICIES)}")
+        c = as_cache(cache)
+        if replay and c is None: raise ReplayError("replay needs a cache to replay from, not cache=False")
+        for k, v in dict(inner=inner, cache=c, accounts=accounts if accounts is not None else Accounts(),
+                         failures=failures, max_parse_retries=max_parse_retries, decoding=decoding,
+                         replay=replay,
+                         _token_memo={}, _cards_noted=set(),   # counts known in this process; cards written
+                         _retried=set()).items():   # keys of requests this wrapper sent to the backend
+            object.__setattr__(self, k, v)
+
+    def __getattr__(self, name):
+        if name in _Wrapping._own: raise AttributeError(name)   # not set yet (a copy being built)
+        return getattr(self.inner, name)
+
+    def __setattr__(self, name, value):
+        if name in _Wrapping._own: object.__setattr__(self, name, value)
+        else: setattr(self.inner, name, value)
+
+    def __repr__(self): return f"Cached({self.inner!r}, cache={self.cache!r})"
+
 # %% ../nbs/02_llm.ipynb #38cc3f57
-class _Counting(_ChatBase):
+class _Counting(_Wrapping):
     "Token counts through a memo and the cache, and the model card a replay rebuilds the model object from."
     def count_tokens(self, text:str, *, stage:str="tokens") -> int:
         ("Token count of `text`: from memory, else from the cache, else from the backend (`_count_tokens`), "
@@ -361,7 +420,7 @@ class _Counting(_ChatBase):
     def _counts(self, texts:list[str], stage:str) -> dict:
         ("{text: count} of distinct `texts`: those the cache holds, and the backend's count of the others "
          "(then stored).")
-        fp = json.loads(canonical_json(self.fingerprint()))
+        fp = json.loads(canonical_json(self.inner.fingerprint()))
         keys = {t: request_key("tokens", {"fingerprint": fp, "text": t}) for t in texts}
         hits = self.cache.get_many(list(keys.values())) if self.cache is not None else {}
         out = {t: hits[k].response for t, k in keys.items() if k in hits and type(hits[k].response) is int}
@@ -369,7 +428,7 @@ class _Counting(_ChatBase):
         if not new: return out
         self._on_token_miss(new, [keys[t] for t in new], stage)
         log_calls("tokens", self.model_id, stage, len(new))
-        counted = {t: int(self._count_tokens(t)) for t in new}
+        counted = {t: int(self.inner._count_tokens(t)) for t in new}
         if self.cache is not None:
             entry = lambda t, n: Entry(key=keys[t], kind="tokens", model=self.model_id, stage=stage,
                                        request={"fingerprint": fp, "text": t}, response=n)
@@ -377,24 +436,19 @@ class _Counting(_ChatBase):
         return {**out, **counted}
 
     def _on_token_miss(self, texts:list[str], keys:list[str], stage:str):
-        ("Hook called with the texts the cache has no count for, before the backend counts them (a replay "
-         "raises here).")
-
-    def card(self) -> dict:
-        ("What a replay needs to rebuild this model object besides its fingerprint: its context window and "
-         "`concurrent`.")
-        return {"context_window": int(self.context_window), "concurrent": bool(self.concurrent)}
+        "Called with the texts the cache has no count for, before the backend counts them: a replay raises."
+        if self.replay: raise replay_miss("token count", stage, self.model_id, keys[0], len(texts))
 
     def _card_entries(self, fp:dict) -> list[Entry]:
-        "The model card's entry, the first time this object writes this card to its cache; else []."
-        card = self.card(); req = {"fingerprint": fp, "card": card}; k = request_key("card", req)
-        if k in self._cards_noted: return []
+        "The model card's entry, the first time this wrapper writes this card to its cache; else []."
+        card = self.inner.card(); req = {"fingerprint": fp, "card": card}; k = request_key("card", req)
+        if self.replay or k in self._cards_noted: return []
         self._cards_noted.add(k)
         return [Entry(key=k, kind="card", model=self.model_id, stage="card", request=req, response=card)]
 
 # %% ../nbs/02_llm.ipynb #e6e4d494
-class ChatModel(_Counting):
-    "Backend-independent chat model: `chat`, `chat_batch`, cache and accounts."
+class Cached(_Counting):
+    "A backend with a cache, accounts and a failure policy: `chat` and `chat_batch` (options: `_Wrapping`)."
     def chat(self, messages:list[dict], *, schema=None, stage:str="default",
              temperature:float|None=0.0, # None: none sent (the backend's default sampling)
              max_tokens:int|None=512, # None: the room left in the context window (no cap sent)
@@ -408,24 +462,16 @@ class ChatModel(_Counting):
                                      response_format=response_format)],
                                stage=stage)[0]
 
-    @classmethod
-    def replay_spec(cls, d:dict) -> tuple[dict, int|None]:
-        ("(Fingerprint fields a spec dict `d` decides, the context window it fixes or None): what a replay "
-         "looks up.")
-        return dict(backend=cls.backend, model_id=d.get("model_id")
-                    or d.get("model")), d.get("context_window")
-
-    failures = "retry" # what a recorded failure gets: asked again (see `set_failure_policy`)
-
     def _lookup(self, preps:list[dict]) -> tuple[list, dict]:
         ("The results the cache holds for `preps` (else None), and {key: the request that computes it}: "
-         "`_cached_results`, failures read back as the `failures` policy says.")
+         "`_cached_results`, failures read back as the `failures` policy (or a replay) says.")
         reads = {"retry": False, "reuse": True, "retry_once": self._retried}[self.failures]
-        return _cached_results(self.cache, preps, failures=reads)
+        return _cached_results(self.cache, preps, failures=True if self.replay else reads)
 
     def _on_miss(self, preps:list[dict]):
-        ("Hook called with the prepared requests the cache lacks, before they go to the backend (a replay "
-         "raises here).")
+        "Called with the requests the cache lacks, before they go to the backend: a replay raises."
+        p = preps[0]
+        if self.replay: raise replay_miss("reply", p["stage"], self.model_id, p["key"], len(preps))
 
     def chat_batch(self, requests:list[dict], # each: chat() keyword arguments (messages, schema, temperature,
                                               # max_tokens, seed, stage)
@@ -435,8 +481,8 @@ class ChatModel(_Counting):
         ("Run many requests (order kept): cache hits at once, the misses through the backend `chunk_size` "
          "at a time.")
         t0 = time.perf_counter()
-        fp = json.loads(canonical_json(self.fingerprint()))  # once per batch; the round trip checks it is
-                                                             # plain JSON
+        # once per batch; the round trip checks it is plain JSON
+        fp = json.loads(canonical_json(self.inner.fingerprint()))
         preps = [_prepare(r, stage, fp, self.max_parse_retries) for r in requests]
         results, first = self._lookup(preps)
         look, todo = (time.perf_counter() - t0) / max(1, len(preps)), sorted(first.values())
@@ -462,18 +508,6 @@ class ChatModel(_Counting):
                                  completion_tokens=r.usage.completion_tokens, model_calls=r.attempts,
                                  seconds=look if r.cached else r.seconds, model_seconds=r.seconds)
         return results
-
-# %% ../nbs/02_llm.ipynb #4097f3cc
-FAILURE_POLICIES = ("retry", "reuse", "retry_once")
-
-def set_failure_policy(policy:str, # one of `FAILURE_POLICIES`
-                       *models, # chat models (None and objects that are not a `ChatModel` are left alone)
-                      ):
-    "Set what `models` answer to a request whose failure their cache records (see above)."
-    if policy not in FAILURE_POLICIES:
-        raise ValueError(f"failure policy {policy!r}: one of {', '.join(FAILURE_POLICIES)}")
-    for m in models:
-        if isinstance(m, ChatModel): m.failures = policy
 
 # %% ../nbs/02_llm.ipynb #d23f0824
 class ModelNotFoundError(RuntimeError):
@@ -589,10 +623,10 @@ def backend_class(backends:dict, # backend name -> class, or "module:Class" impo
     return cls
 
 # %% ../nbs/02_llm.ipynb #bad57a18
-def build_from_spec(d:dict, backends:dict, kind:str, cache, **kw):
+def build_from_spec(d:dict, backends:dict, kind:str, **kw):
     "Instantiate the backend a parsed spec `d` names from `backends` (shared by chat models and embedders)."
     d = dict(d); backend = d.pop("backend")
-    return backend_class(backends, backend, kind)(**{**d, **kw}, cache=cache)
+    return backend_class(backends, backend, kind)(**{**d, **kw})
 
 # %% ../nbs/02_llm.ipynb #c86100d9
 DEFAULT_CHAT_MODEL = "llamacpp:qwen2.5-0.5b"
@@ -607,48 +641,47 @@ def _chat_spec(spec) -> dict:
     if d["backend"] == "llamacpp" and "model_path" in d: d["model"] = d.pop("model_path")
     return d
 
-def get_chat_model(spec:str|dict|ChatModel|None=None, # "backend:model", a dict with backend options, or a
-                                                      # ChatModel
+def get_chat_model(spec:str|dict|ChatBackend|Cached|None=None, # "backend:model", a dict with backend
+                                                               # options, or a model object
                    cache=None, # None: default cache file; a path or Cache; False: no cache
                    *, replay:bool|None=None, # the recorded model from the cache (`replay_chat_model`); None:
                                              # $PACE_REPLAY
-                   **kw) -> ChatModel:
-    "Build the chat model a spec names (see `CHAT_BACKENDS`), or with `replay` its recording in the cache."
-    if isinstance(spec, ChatModel): return spec
+                   **kw) -> Cached:
+    ("The backend a spec names (see `CHAT_BACKENDS`) wrapped in `Cached` (`kw`: its options, such as "
+     "`failures`), or with `replay` its recording in the cache.")
+    if isinstance(spec, Cached): return spec
+    if isinstance(spec, ChatBackend): return Cached(spec, cache, **kw)
     if replay_enabled(replay): return replay_chat_model(spec, cache, **kw)
-    return build_from_spec(_chat_spec(spec), CHAT_BACKENDS, "chat", cache, **kw)
+    return Cached(build_from_spec(_chat_spec(spec), CHAT_BACKENDS, "chat"), cache, **kw)
 
 # %% ../nbs/02_llm.ipynb #e64ee51c
-def as_chat_model(spec, # a chat spec (see `get_chat_model`), or an object with a `chat` method, used as it is
+def as_chat_model(spec, # a chat spec (see `get_chat_model`), a backend, a `Cached`, or an object with `chat`
                   cache, # None: default cache file; a path or Cache; False: no cache
+                  **kw, # `Cached` options: failures, max_parse_retries, decoding
                  ):
-    ("`spec` itself when it chats (a model or a test double), else the chat model `get_chat_model` builds "
-     "from it.")
-    if hasattr(spec, "chat"): return spec
-    return get_chat_model(spec, cache=cache)
+    "The model a command runs: `spec` built and wrapped as `get_chat_model` does, with the options `kw`."
+    if isinstance(spec, Cached):   # a copy (of its class) with its backend, cache and accounts, and `kw`
+        if not kw: return spec
+        old = dict(failures=spec.failures, max_parse_retries=spec.max_parse_retries, decoding=spec.decoding)
+        new = copy.copy(spec)
+        _Wrapping.__init__(new, spec.inner, spec.cache if spec.cache is not None else False,
+                           accounts=spec.accounts, replay=spec.replay, **{**old, **kw})
+        return new
+    if hasattr(spec, "chat") and not isinstance(spec, ChatBackend): return spec
+    return get_chat_model(spec, cache=cache, **kw)
 
 # %% ../nbs/02_llm.ipynb #504c4b7f
-class ReplayChat(ChatModel):
-    ("A recorded chat model: each request answered from the cache as a real model's cache hit is; a miss is "
-     "a `ReplayMissError`.")
+class RecordedChat(ChatBackend):
+    "The backend of a replay: a recorded model's fingerprint and card: it computes nothing."
     def __init__(self, fingerprint:dict, # the recorded model's fingerprint (see `pace.cache.recorded_model`)
-                 *, cache, # the cache holding its entries (a path or a Cache; not False)
-                 context_window:int, # its context window (the agents' budgets)
+                 *, context_window:int, # its context window (the agents' budgets)
                  concurrent:bool=False, # whether the real model serves threads at once
-                 accounts:Accounts|None=None):
-        if cache is False: raise ReplayError("replay needs a cache to replay from, not cache=False")
+                ):
         self._fp = json.loads(canonical_json(fingerprint))
         self.backend, self.concurrent = self._fp["backend"], bool(concurrent)
-        super().__init__(self._fp["model_id"], cache=cache, context_window=context_window, accounts=accounts)
+        super().__init__(self._fp["model_id"], context_window=context_window)
 
     def fingerprint(self) -> dict: return json.loads(canonical_json(self._fp))
-    # a recorded failure replays as one
-    def _lookup(self, preps): return _cached_results(self.cache, preps, failures=True)
-    def _on_miss(self, preps):
-        raise replay_miss("reply", preps[0]["stage"], self.model_id, preps[0]["key"], len(preps))
-    def _on_token_miss(self, texts, keys, stage):
-        raise replay_miss("token count", stage, self.model_id, keys[0], len(texts))
-    def _card_entries(self, fp): return []
     def _complete(self, reqs): raise ReplayError("a replayed model computes no reply")
     def _count_tokens(self, text): raise ReplayError("a replayed model counts no tokens")
 
@@ -666,12 +699,14 @@ def _replay_window(cache:Cache, fp:dict, window:int|None) -> int:
 
 def replay_chat_model(spec:str|dict|None=None, # as for `get_chat_model`
                       cache=None, # the cache to replay from (None: the default file)
-                      **kw) -> ReplayChat:
-    "The recorded chat model a spec names, rebuilt from `cache` alone: no library, no weights, no model call."
-    accounts, d = kw.pop("accounts", None), {**_chat_spec(spec), **kw}
+                      **kw) -> Cached:
+    ("The recorded chat model a spec names, rebuilt from `cache` alone: no library, no weights, no model "
+     "call (`kw`: `Cached` options, then spec fields).")
+    opts = {k: kw.pop(k) for k in ("accounts", "failures", "max_parse_retries", "decoding") if k in kw}
+    d = {**_chat_spec(spec), **kw}
     cls, c = backend_class(CHAT_BACKENDS, d["backend"], "chat"), as_cache(cache)
     if c is None: raise ReplayError("replay needs a cache to replay from, not cache=False")
     fields, window = cls.replay_spec(d)
     fp = recorded_model(c, fields, ("chat", "tokens", "card"), "chat model")
-    return ReplayChat(fp, cache=c, context_window=_replay_window(c, fp, window), concurrent=cls.concurrent,
-                      accounts=accounts)
+    rec = RecordedChat(fp, context_window=_replay_window(c, fp, window), concurrent=cls.concurrent)
+    return Cached(rec, c, replay=True, **opts)

@@ -4,9 +4,9 @@
 
 # %% ../nbs/05_testing.ipynb #8e952675
 from __future__ import annotations
-import hashlib, json, re, threading
+import functools, hashlib, json, re, threading
 import numpy as np
-from .llm import ChatModel, Completion, Usage
+from .llm import ChatBackend, Cached, Completion, Usage
 from .embed import HashEmbedder
 
 _all_ = ["HashEmbedder"]
@@ -15,9 +15,9 @@ _all_ = ["HashEmbedder"]
 __all__ = ['FakeChat', 'ScriptedChat', 'schema_reply', 'RandomEmbedder', 'ToyIndex', 'HashEmbedder']
 
 # %% ../nbs/05_testing.ipynb #6ffdd1cf
-class FakeChat(ChatModel):
-    """Scripted chat model: `respond(messages, json_schema) -> str` or a `Completion` (with `top_logprobs`,
-    say); raise to simulate a transport error."""
+class FakeChat(ChatBackend):
+    """Scripted chat backend (`pace.llm.Cached` adds a cache): `respond(messages, json_schema) -> str` or a
+    `Completion` (with `top_logprobs`, say); raise to simulate a transport error."""
     backend = "fake"
     concurrent = True
     def __init__(self, respond=None, # callable(messages, json_schema) -> reply text; default echoes the last
@@ -67,10 +67,14 @@ class ScriptedChat(FakeChat):
                                     # callable(messages) -> reply, or an Exception
                  context_window:int=8192, # tokens the model accepts (counted as words)
                  model_id:str="scripted", # the model id
-                 **kw): # ChatModel options; `cache` defaults to False and `max_parse_retries` to 0
-        kw.setdefault("cache", False); kw.setdefault("max_parse_retries", 0)
+                 **kw): # `FakeChat` options
         super().__init__(model=model_id, context_window=context_window, **kw)
         self.script, self.log = script, []
+
+    @functools.cached_property
+    def plain(self) -> Cached:
+        "Uncached and asked once (no re-ask of an unusable structured reply): a bare `ScriptedChat`."
+        return Cached(self, cache=False, max_parse_retries=0)
 
     # crude but monotone (the backend hook of `count_tokens`)
     def _count_tokens(self, text:str) -> int: return len(text.split())

@@ -11,6 +11,7 @@ Not a test: numbers depend on the machine and on what else runs on it.
 """
 import argparse, os, statistics, sys, tempfile, time
 from pathlib import Path
+from pace.llm import Cached
 from pace.cache import Cache
 from pace.backends.llamacpp import LlamaServer
 from pace.backends.openai import OpenAIChat
@@ -37,10 +38,10 @@ def main(argv=None):
     rows = []
     with LlamaServer(a.model, n_ctx=2048, n_threads=a.threads) as srv:
         print(f"server: {srv.alias} at {srv.base_url} ({a.threads} threads)", flush=True)
-        warm = OpenAIChat(srv.alias, base_url=srv.base_url, cache=False)
+        warm = Cached(OpenAIChat(srv.alias, base_url=srv.base_url), False)
         assert warm.chat([{"role": "user", "content": "Hi"}], max_tokens=4).ok
         for c in a.concurrency:
-            m = OpenAIChat(srv.alias, base_url=srv.base_url, cache=False, concurrency=c)
+            m = Cached(OpenAIChat(srv.alias, base_url=srv.base_url, concurrency=c), False)
             reqs = requests_for(a.n, a.max_tokens, f"c{c}")
             t = time.perf_counter(); rs = m.chat_batch(reqs, stage="bench"); wall = time.perf_counter() - t
             ok = [r for r in rs if r.ok]
@@ -51,10 +52,10 @@ def main(argv=None):
             print(f"concurrency {c}: {len(ok)}/{a.n} ok in {wall:.2f}s", flush=True)
 
         with tempfile.TemporaryDirectory() as d:
-            m = OpenAIChat(srv.alias, base_url=srv.base_url, cache=Path(d) / "c.sqlite", concurrency=max(a.concurrency))
+            m = Cached(OpenAIChat(srv.alias, base_url=srv.base_url, concurrency=max(a.concurrency)), Path(d) / "c.sqlite")
             reqs = requests_for(a.n, a.max_tokens, "cache")
             assert all(r.ok for r in m.chat_batch(reqs))
-            m2 = OpenAIChat(srv.alias, base_url=srv.base_url, cache=Cache(Path(d) / "c.sqlite"))
+            m2 = Cached(OpenAIChat(srv.alias, base_url=srv.base_url), Cache(Path(d) / "c.sqlite"))
             t = time.perf_counter()
             for i in range(a.hits): assert m2.chat(**{k: v for k, v in reqs[i % a.n].items()}).cached
             one = (time.perf_counter() - t) / a.hits

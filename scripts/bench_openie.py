@@ -3,6 +3,7 @@ this machine's now and not those of cached calls made on a busier machine. Print
 the projection to a 2,000-fact KB.
     .venv/bin/python scripts/bench_openie.py [--facts 10] [--chat qwen2.5-0.5b] [--data data/mini] [--instance mini-01]"""
 import argparse, time
+from pace.llm import Cached
 from pace.data import load_pace_dataset
 from pace.methods.hipporag import extract_openie
 from pace.backends.llamacpp import LlamaCppChat
@@ -12,7 +13,7 @@ ap.add_argument("--facts", type=int, default=10); ap.add_argument("--chat", defa
 ap.add_argument("--data", default="data/mini"); ap.add_argument("--instance", default="mini-01")
 a = ap.parse_args()
 facts = load_pace_dataset(a.data).facts(a.instance)[:a.facts]
-cm = LlamaCppChat(a.chat, cache=False)   # every call made now: a cache would replay an earlier run's seconds
+cm = Cached(LlamaCppChat(a.chat), False)   # every call made now: a cache would replay an earlier run's seconds
 cm.chat([dict(role="user", content="Say OK.")], max_tokens=2, stage="warmup")   # loads the model; not timed
 t0 = time.perf_counter()
 rows = extract_openie(cm, facts)

@@ -33,10 +33,10 @@ SITECUSTOMIZE = textwrap.dedent('''
             run, pair = getattr(_cur, "run", None), getattr(_cur, "pair", None)
             with open(_log, "a") as f: f.write(json.dumps(dict(run=run, pair=pair, kind=kind, stage=stage, n=n)) + "\\n")
         import pace.llm as L, pace.eval.run as R, pace.eval.reproduce as P
-        L.ReplayChat._on_miss = lambda self, preps: _note("reply", preps[0]["stage"], len(preps))
-        L.ReplayChat._on_token_miss = lambda self, texts, keys, stage: _note("tokens", stage, len(texts))
-        L.ReplayChat._complete = lambda self, reqs: [L.Completion(text="{}") for _ in reqs]
-        L.ReplayChat._count_tokens = lambda self, t: (len(t) + 3) // 4
+        L.Cached._on_miss = lambda self, preps: self.replay and _note("reply", preps[0]["stage"], len(preps))
+        L.Cached._on_token_miss = lambda self, texts, keys, stage: self.replay and _note("tokens", stage, len(texts))
+        L.RecordedChat._complete = lambda self, reqs: [L.Completion(text="{}") for _ in reqs]
+        L.RecordedChat._count_tokens = lambda self, t: (len(t) + 3) // 4
         _pair0, _ror0 = R._pair, P._record_or_replay
         def _record_or_replay(out, store, runs):   # where each run is committed, relative to the checkout
             _cur.where = {n: os.path.relpath(os.path.join(p, n), os.environ["PACE_LENIENT_ROOT"]) for p, n, _ in runs}

@@ -4,6 +4,7 @@ lines, run in-process through `pace.cli.main` with the hash embedder and BM25, s
 import json, os, re, shutil, subprocess, sys, time
 from pathlib import Path
 import pytest
+from pace.llm import Cached
 from pace.cli import main
 
 PKG_ROOT = Path(sys.modules["pace.cli"].__file__).resolve().parents[1]   # the pace under test, for child processes
@@ -523,7 +524,7 @@ def test_unchecked_ids_never_reach_the_answer_prompt_nor_the_scores(tmp_path, mo
     prompts = []
     def spy(messages, schema):
         prompts.append("\n".join(m["content"] for m in messages)); return schema_reply(messages, schema)
-    res = run_experiment(dataset=str(TINY), methods=[f"{tmp_path}/junk.py:Junk"], chat=FakeChat(spy, cache=False), embedder="hash:hash",
+    res = run_experiment(dataset=str(TINY), methods=[f"{tmp_path}/junk.py:Junk"], chat=Cached(FakeChat(spy), False), embedder="hash:hash",
                          out_dir=tmp_path, name="a", cache=False, limit=0, progress=False)
     rows = read_rows(res["results"])
     refused = [r for r in rows if r["failed"]["agent"] == ["output"]]

@@ -2,6 +2,7 @@
 import json, math
 import pytest
 import numpy as np
+from pace.llm import Cached
 from pace.eval.evaluate import (results_frame, table2, table3, rate_by, coverage, funnel_table, failures, cost, warnings, write_tables,
                            to_markdown)
 from pace.metrics import bootstrap_ci
@@ -210,7 +211,7 @@ def test_structured_decisions_and_equal_sizes_through_pace_run(tmp_path):
         if "reply" in (schema or {}).get("properties", {}):   # the structured answer states carry_out, whatever its reply says
             return json.dumps({"decision": "carry_out", "reply": "I won't do that: it clashes with your evening."})
         return schema_reply(msgs, schema)                       # the judge reads every reply as declining
-    res = run_experiment(dataset="tests/fixtures/tiny", methods=["hybrid", "hybrid@15", "pacemaker-small"], chat=FakeChat(respond, cache=False),
+    res = run_experiment(dataset="tests/fixtures/tiny", methods=["hybrid", "hybrid@15", "pacemaker-small"], chat=Cached(FakeChat(respond), False),
                          embedder="hash:hash", out_dir=tmp_path, name="s", limit=0, cache=False, progress=False,
                          config=dict(answer_format="structured"))
     rows, t2 = read_jsonl(res["results"]), res["tables"]["table2"]

@@ -270,7 +270,7 @@ def test_verify_finds_the_same_defects_in_a_finished_dataset(tmp_path):
 
 def test_cli_generate_and_verify(tmp_path, monkeypatch, capsys):
     import pace.llm
-    monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache: toy_chat(cache=cache))
+    monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache, **kw: toy_chat(cache=cache))
     out = tmp_path / "ds"
     rc = main(["generate", "--out", str(out), "--personas", "1", "--chat", "fake:toy", "--recipe", "pace", "--cases-per-cell", "1", "--facts", "80",
                "--embedder", "hash:hash", "--set", "distractors_per_case=3", "--no-progress"])
@@ -449,7 +449,7 @@ def test_each_generation_prompt_file_is_the_constant_it_names():
 
 def test_cli_sets_the_rewrite_mode(tmp_path, monkeypatch, capsys):
     import pace.llm
-    monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache: toy_chat(cache=cache))
+    monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache, **kw: toy_chat(cache=cache))
     out = tmp_path / "ds"
     args = ["generate", "--out", str(out), "--personas", "1", "--chat", "fake:toy", "--recipe", "pace", "--cases-per-cell", "1", "--facts", "60", "--embedder", "hash:hash", "--no-progress"]
     assert main(args + ["--set", "rewrite_mode=fresh", "--stop-after", "2_profile"]) == 0
@@ -841,7 +841,7 @@ def test_paper_recipe_same_folder_at_1_and_8_workers_and_after_a_kill(tmp_path, 
 
 def test_cli_generate_uses_the_paper_recipe_and_its_help_comes_from_the_job(tmp_path, monkeypatch, capsys):
     import pace.llm
-    monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache: toy_chat(cache=cache))
+    monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache, **kw: toy_chat(cache=cache))
     with pytest.raises(SystemExit): main(["generate", "--help"])
     h = capsys.readouterr().out
     for opt in ("--out", "--personas", "--chat", "--instances", "--cases-per-cell", "--facts", "--seed", "--recipe",

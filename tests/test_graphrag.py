@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from types import SimpleNamespace as NS
+from pace.llm import Cached
 from pace.testing import FakeChat
 from pace.embed import HashEmbedder
 from pace.methods.graphrag import (ModelProxy, GraphRAG, GraphRAGConfig, GraphRAGScript, graphrag_settings, graphrag_missing, source_doc_ids,
@@ -20,7 +21,7 @@ def test_proxy_chat_stream_schema_embeddings():
         seen.append(js)
         if ms[-1]["content"] == "fail": raise ConnectionError("model down")
         return '{"n": 1}' if js else "echo " + ms[-1]["content"]
-    fc, he = FakeChat(respond, cache=False, max_parse_retries=0), HashEmbedder(dim=16, cache=False)
+    fc, he = Cached(FakeChat(respond), False, max_parse_retries=0), HashEmbedder(dim=16, cache=False)
     with ModelProxy(fc, he) as px:
         cl = openai.OpenAI(base_url=px.base_url("stage_a"), api_key="x", max_retries=0)
         assert cl.chat.completions.create(model="m", messages=[{"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "hi"}]}]).choices[0].message.content == "echo hi"
@@ -53,7 +54,7 @@ def test_sources_map_to_doc_ids():
 
 def test_missing_extra_is_one_clear_error():
     if MISSING is None: pytest.skip("graphrag is installed")
-    m = GraphRAG(FakeChat(cache=False), embedder=HashEmbedder(cache=False), root="/tmp/x")   # listing methods never fails...
+    m = GraphRAG(Cached(FakeChat(), False), embedder=HashEmbedder(cache=False), root="/tmp/x")   # listing methods never fails...
     with pytest.raises(ModuleNotFoundError, match=r"pip install -e '.\[graphrag\]'"): m.run(QRY, INST, KB)   # ...running says what to install
 
 FACTS = ["Maya Okafor teaches chemistry at Ashton School.", "Maya Okafor has parents evening at Ashton School on Thursday until 19:30.",
@@ -66,7 +67,7 @@ ANSWER = "I will not book it: Maya has parents evening then."
 
 def model(cache, **kw):
     script = GraphRAGScript()
-    return FakeChat(lambda ms, js: ANSWER if ms[0]["content"].startswith("You are the personal assistant") else script(ms, js), cache=cache, **kw)
+    return Cached(FakeChat(lambda ms, js: ANSWER if ms[0]["content"].startswith("You are the personal assistant") else script(ms, js), **kw), cache)
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
@@ -107,7 +108,7 @@ def test_reload_sources_context_and_timeout(built):
     assert m2.store.get("ego/1", KB).status == "loaded"
     r = m2.run(QRY, INST, KB)
     assert r.retrieved_ids == res.retrieved_ids and r.evidence["answer"] == r.retrieved_ids[:2]
-    slow = FakeChat(lambda ms, js: (time.sleep(3), "late")[1] if "---Role---" in ms[0]["content"] else ANSWER, cache=False)
+    slow = Cached(FakeChat(lambda ms, js: (time.sleep(3), "late")[1] if "---Role---" in ms[0]["content"] else ANSWER), False)
     m3 = GraphRAG(slow, embedder=emb, root=d / "idx", config=GraphRAGConfig(timeout=0.5))
     m3.store._mem["ego/1"] = (m3.store.key(KB), m2.store.get("ego/1", KB))
     r3 = m3.run(QRY, INST, KB)

@@ -5,6 +5,7 @@ import difflib, hashlib, json
 import numpy as np
 import pytest
 from types import SimpleNamespace as NS
+from pace.llm import Cached
 from pace.testing import FakeChat
 from pace.testing import ScriptedChat
 from pace.embed import HashEmbedder
@@ -86,7 +87,7 @@ def chat(reply):
         r = reply(ms) if callable(reply) else reply
         if isinstance(r, Exception): raise r
         return r if isinstance(r, str) else json.dumps(r)
-    return FakeChat(respond, cache=False, max_parse_retries=0)
+    return Cached(FakeChat(respond), False, max_parse_retries=0)
 
 def test_filter_changes_the_ranking(g):
     q = TableEmbedder(TABLE).embed(["q"])[0]
@@ -210,11 +211,11 @@ def test_extraction_resumes_and_round_trips(tmp_path):
         w = note.rstrip(".").split()
         return json.dumps({"named_entities": [w[0], w[2]]} if "named entities in it" in ms[0]["content"] else {"triples": [[w[0], w[1], w[2]]]})
     p = tmp_path / "openie.jsonl"
-    fc = FakeChat(respond, cache=False)
+    fc = Cached(FakeChat(respond), False)
     rows = extract_openie(fc, kb[:3], p, config=HippoRAGConfig(openie_batch=2))
     assert fc.n_calls == 6 and len(read_openie(p)) == 3
     with open(p, "a") as f: f.write('{"doc_id": "d3", "pass')                 # a kill mid-line
-    fc2 = FakeChat(respond, cache=False)
+    fc2 = Cached(FakeChat(respond), False)
     rows = extract_openie(fc2, kb, p, config=HippoRAGConfig(openie_batch=2))
     assert fc2.n_calls == 4 and [r["extracted_triples"] for r in rows][4] == [["Person4", "visits", "Place4"]]
     assert all(json.loads(l) for l in p.read_text().splitlines())            # the broken line was cut before appending
@@ -228,7 +229,7 @@ def test_store_cost_and_reload(tmp_path):
         if ms[0]["content"].startswith("You help"): return json.dumps({"fact": []})
         note = ms[-1]["content"].split("Note: ", 1)[1].split("\nNamed entities:")[0]; w = note.rstrip(".").split()
         return json.dumps({"named_entities": [w[0]]} if "named entities in it" in ms[0]["content"] else {"triples": [[w[0], w[1], w[2]]]})
-    fc, emb = FakeChat(respond, cache=tmp_path / "c.sqlite"), HashEmbedder(cache=tmp_path / "c.sqlite")
+    fc, emb = Cached(FakeChat(respond), tmp_path / "c.sqlite"), HashEmbedder(cache=tmp_path / "c.sqlite")
     m = HippoRAG2(fc, embedder=emb, root=tmp_path / "idx")
     r = m.run(NS(query_id="q", query="Who visits Place2?", ref_date="2026-01-01"), NS(instance_id="i", ego={}), kb, answer=False)
     assert "hippo_ner" not in r.trace["stages"] and set(r.trace["stages"]) == {"hippo_filter"}
@@ -238,9 +239,9 @@ def test_store_cost_and_reload(tmp_path):
     assert c["prompt_tokens"] > 0 and c["embed_texts"] > 0
     man = json.loads((m.store.path("i") / "manifest.json").read_text())
     assert man["stats"]["passage_nodes"] == 4 and man["cost"] == c
-    fc2 = FakeChat(respond, cache=tmp_path / "c.sqlite")
+    fc2 = Cached(FakeChat(respond), tmp_path / "c.sqlite")
     assert HippoRAG2(fc2, embedder=emb, root=tmp_path / "idx").store.get("i", kb).status == "loaded" and fc2.n_calls == 0
-    other = FakeChat(respond, model="other-model", cache=False)                # another model: rebuilt, old extraction set aside
+    other = Cached(FakeChat(respond, model="other-model"), False)                # another model: rebuilt, old extraction set aside
     i2 = HippoRAG2(other, embedder=emb, root=tmp_path / "idx").store.get("i", kb)
     assert i2.status == "built" and other.n_calls == 8
     assert any(p.name.startswith("openie.stale-") for p in m.store.path("i").iterdir())
@@ -265,9 +266,9 @@ def test_pace_run_wiring_and_index_cost(tmp_path):
     from pace.eval.run import run_experiment
     assert "hipporag2" in METHODS
     st = IndexStore(tmp_path / "idx", HashEmbedder(cache=False))
-    m = make_method("hipporag2", FakeChat(cache=False), st)
+    m = make_method("hipporag2", Cached(FakeChat(), False), st)
     assert m.store.root == tmp_path / "idx" / "@hipporag2" and m.embedder is st.embedder
-    run_experiment("tests/fixtures/tiny", ["bm25", "hipporag2"], chat=FakeChat(openie_from_words, cache=False), embedder="hash:hash",
+    run_experiment("tests/fixtures/tiny", ["bm25", "hipporag2"], chat=Cached(FakeChat(openie_from_words), False), embedder="hash:hash",
                          out_dir=tmp_path, name="r", limit=0, cache=False, retrieval_only=True, progress=False)
     rows = [json.loads(l) for l in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
     hr = [r for r in rows if r["method"] == "hipporag2"]
@@ -285,10 +286,10 @@ def test_a_run_resumed_in_a_new_process_writes_the_same_rows(tmp_path):
     from pace.eval.evaluate import read_jsonl
     kw = dict(dataset="tests/fixtures/tiny", methods=["hipporag2"], embedder="hash:hash", out_dir=tmp_path, limit=0,
               cache=False, retrieval_only=True, progress=False)
-    whole = run_experiment(chat=FakeChat(openie_from_words, cache=False), name="whole", **kw)
-    first = run_experiment(chat=FakeChat(openie_from_words, cache=False), name="split", max_pairs=1, **kw)
+    whole = run_experiment(chat=Cached(FakeChat(openie_from_words), False), name="whole", **kw)
+    first = run_experiment(chat=Cached(FakeChat(openie_from_words), False), name="split", max_pairs=1, **kw)
     assert first["n_new"] == 1
-    rest = run_experiment(chat=FakeChat(openie_from_words, cache=False), name="split", **kw)
+    rest = run_experiment(chat=Cached(FakeChat(openie_from_words), False), name="split", **kw)
     assert rest["n_new"] == 3
     assert whole["results"].read_bytes() == rest["results"].read_bytes()
     status = [t["volatile"]["trace"]["details"]["index_status"] for t in read_jsonl(rest["timings"])]

@@ -3,6 +3,7 @@ import json, math, re
 from pathlib import Path
 import pandas as pd
 import pytest
+from pace.llm import Cached
 from pace.testing import ScriptedChat
 from pace.cli import main
 from pace.data import DatasetError, load_pace_dataset
@@ -146,13 +147,13 @@ def test_empty_answer_and_bad_arguments():
     with pytest.raises(ValueError): Verdict(label="MAYBE")
 
 def test_through_a_real_chat_model_and_its_cache(tmp_path):
-    "FakeChat runs the real ChatModel path: schema validation (the capped reason), retries and the cache."
+    "FakeChat in Cached runs the real chat path: schema validation (the capped reason), retries and the cache."
     def respond(messages, schema):
         props = schema["properties"]
         if "decision" in props: return json.dumps({"decision": "decline", "reason": "says no"})
         long = any("LONG" in m["content"] for m in messages) or (messages[-1]["role"] == "user" and "TWICE" in messages[-1]["content"])
         return json.dumps({"rationale": "same_core_reason", "reason": "x" * 500 if long else "same"})
-    cm = FakeChat(respond, cache=tmp_path / "c.sqlite")
+    cm = Cached(FakeChat(respond), tmp_path / "c.sqlite")
     v, _ = judge_answer(cm, Q, "No, parents' evening.", "conflict", GOLD)
     assert v.label == "PASS" and cm.n_calls == 2
     v, _ = judge_answer(cm, Q, "No, TWICE.", "conflict", GOLD)   # a reason over the cap fails validation and is asked again
@@ -160,7 +161,7 @@ def test_through_a_real_chat_model_and_its_cache(tmp_path):
     v, _ = judge_answer(cm, Q, "No, LONG.", "conflict", GOLD)    # ... and given up after the retries: no label
     assert v.label is None and v.failed_stage == "judge_rationale" and v.decision == "decline" and "no valid structured reply" in v.error
     assert cm.n_calls == 5 + 1 + 3
-    again = FakeChat(respond, cache=tmp_path / "c.sqlite")
+    again = Cached(FakeChat(respond), tmp_path / "c.sqlite")
     v, recs = judge_answer(again, Q, "No, parents' evening.", "conflict", GOLD)
     assert v.label == "PASS" and again.n_calls == 0 and all(r.cached for r in recs)
 
@@ -338,7 +339,7 @@ def reference_respond(messages, schema):
 
 def test_calibrate_figures_hand_computed():
     items = load_calibration(FIX, TINY)
-    rep = calibrate(FakeChat(table_respond, model="table", cache=False), items, judge2=FakeChat(reference_respond, model="reference-like", cache=False),
+    rep = calibrate(Cached(FakeChat(table_respond, model="table"), False), items, judge2=Cached(FakeChat(reference_respond, model="reference-like"), False),
                     progress=False)
     f = rep["judges"]["judge"]
     assert f["confusion"].to_numpy().tolist() == [[2, 0, 0, 1], [1, 0, 0, 0], [0, 2, 2, 0]]
@@ -374,8 +375,8 @@ def test_calibrate_paper_mode_has_no_decision_figures():
     with pytest.raises(ValueError, match="judge mode"): calibrate(ScriptedChat({}), items, mode="x", progress=False)
 
 def test_reports_say_reference_never_human(tmp_path):
-    rep = calibrate(FakeChat(table_respond, model="table", cache=False), load_calibration(FIX, TINY),
-                    judge2=FakeChat(reference_respond, model="other", cache=False), progress=False)
+    rep = calibrate(Cached(FakeChat(table_respond, model="table"), False), load_calibration(FIX, TINY),
+                    judge2=Cached(FakeChat(reference_respond, model="other"), False), progress=False)
     md = calibration_markdown(rep)
     heads = [l for l in md.splitlines() if l.startswith("#") or l.startswith("| ")]
     assert "human" not in "\n".join(heads).lower() and "rows: reference verdict" in md and "Accuracy by reference verdict" in md
@@ -418,7 +419,7 @@ def test_committed_calibration_reports_are_against_the_adjudicated_reference(tmp
 # ---- the command line
 
 class TableChat(FakeChat):
-    "Backend 'table' for the CLI: the scripted judge above behind the real ChatModel machinery."
+    "Backend 'table' for the CLI: the scripted judge above behind the real Cached machinery."
     def __init__(self, model="table", **kw): super().__init__(table_respond, model=model, **kw)
 
 def run_cli(capsys, *args):
@@ -491,5 +492,5 @@ def test_cli_limit_must_be_positive(capsys):
     assert e.value.code == 2 and "--limit: must be >= 1, got 0" in capsys.readouterr().err
 
 def test_run_calibration_accepts_model_objects(tmp_path):
-    rep = run_calibration(FakeChat(reference_respond, model="h", cache=False), FIX, TINY, limit=3, out=tmp_path / "r", progress=False)
+    rep = run_calibration(Cached(FakeChat(reference_respond, model="h"), False), FIX, TINY, limit=3, out=tmp_path / "r", progress=False)
     assert rep["out_dir"] == tmp_path / "r" and rep["n_items"] == 3 and rep["judges"]["judge"]["accuracy"] == 1.0

@@ -3,6 +3,7 @@ import hashlib, json, os, types
 import httpx, openai
 import pytest
 from pydantic import BaseModel
+from pace.llm import Cached
 import pace.llm, pace.backends.llamacpp
 from pace.cache import Cache, request_key
 from pace.llm import (get_chat_model, Completion, ModelNotFoundError, file_identity)
@@ -28,10 +29,10 @@ def test_rerun_makes_zero_calls_and_identical_results(tmp_path):
     path = tmp_path / "c.sqlite"
     reqs = [dict(messages=msgs(f"q{i}"), schema=Verdict if i % 2 else None) for i in range(20)]
     answer = lambda m, js: json.dumps({"conflict": True, "reason": m[-1]["content"]}) if js else "text " + m[-1]["content"]
-    a = FakeChat(answer, cache=path)
+    a = Cached(FakeChat(answer), path)
     first = a.chat_batch(reqs, stage="planner")
     assert a.n_calls == 20 and all(r.ok for r in first)
-    b = FakeChat(lambda m, js: pytest.fail("model called on a rerun"), cache=Cache(path))  # a fresh run on the same cache
+    b = Cached(FakeChat(lambda m, js: pytest.fail("model called on a rerun")), Cache(path))  # a fresh run on the same cache
     second = b.chat_batch(reqs, stage="planner")
     assert b.n_calls == 0
     assert [(r.text, r.parsed, r.usage) for r in first] == [(r.text, r.parsed, r.usage) for r in second]
@@ -48,7 +49,7 @@ def test_failures_are_recorded_not_raised(tmp_path):
         if c.startswith("down"): raise TimeoutError("no answer")
         if c.startswith("bad"): return "I think there is a conflict."
         return '```json\n{"conflict": true, "reason": "fence"}\n```'
-    f = FakeChat(flaky, cache=tmp_path / "c.sqlite", max_parse_retries=2)
+    f = Cached(FakeChat(flaky), tmp_path / "c.sqlite", max_parse_retries=2)
     rs = f.chat_batch([dict(messages=msgs(t), schema=Verdict) for t in ["ok", "bad", "down", "ok2"]], stage="judge")
     assert [r.ok for r in rs] == [True, False, False, True]
     assert rs[0].parsed == Verdict(conflict=True, reason="fence") and rs[0].text == '{"conflict": true, "reason": "fence"}'
@@ -65,10 +66,10 @@ def test_failures_are_recorded_not_raised(tmp_path):
 
 def test_dict_schema_validation():
     sch = {"type": "object", "properties": {"ids": {"type": "array", "items": {"type": "string"}}}, "required": ["ids"]}
-    f = FakeChat(lambda m, js: '{"ids": ["d1", 2]}', cache=False, max_parse_retries=0)
+    f = Cached(FakeChat(lambda m, js: '{"ids": ["d1", 2]}'), False, max_parse_retries=0)
     r = f.chat(msgs("x"), schema=sch)
     assert not r.ok and "does not match the schema" in r.error
-    f = FakeChat(lambda m, js: '{"ids": ["d1"]}', cache=False)
+    f = Cached(FakeChat(lambda m, js: '{"ids": ["d1"]}'), False)
     assert f.chat(msgs("x"), schema=sch).parsed == {"ids": ["d1"]}
 
 
@@ -98,7 +99,7 @@ def test_llamacpp_seconds_are_the_calls_own_not_its_wait_for_the_model(tmp_path)
         def create_chat_completion(self, **kw):
             _time.sleep(0.5)
             return {"choices": [{"message": {"content": "ok"}}], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
-    m = LlamaCppChat(str(_fake_gguf(tmp_path / "model.gguf", 1)), cache=False, check=False)
+    m = Cached(LlamaCppChat(str(_fake_gguf(tmp_path / "model.gguf", 1)), check=False), False)
     m._llm = SlowLlama()
     out = []
     ts = [threading.Thread(target=lambda i=i: out.append(m.chat(msgs(f"q{i}")))) for i in range(2)]
@@ -110,7 +111,7 @@ def test_llamacpp_seconds_are_the_calls_own_not_its_wait_for_the_model(tmp_path)
 def test_two_gguf_files_with_one_name_never_share_entries(tmp_path):
     a, b = _fake_gguf(tmp_path / "a" / "model.gguf", 1), _fake_gguf(tmp_path / "b" / "model.gguf", 2)
     assert a.stat().st_size == b.stat().st_size
-    la, lb = LlamaCppChat(str(a), cache=False, check=False), LlamaCppChat(str(b), cache=False, check=False)
+    la, lb = Cached(LlamaCppChat(str(a), check=False), False), Cached(LlamaCppChat(str(b), check=False), False)
     assert la.model_id == lb.model_id == "model"
     fa, fb = la.fingerprint(), lb.fingerprint()
     assert fa["gguf"] == {"size": 64, "sha256": hashlib.sha256(a.read_bytes()).hexdigest()}
@@ -119,18 +120,18 @@ def test_two_gguf_files_with_one_name_never_share_entries(tmp_path):
     assert la._llm is None and lb._llm is None  # constructing and fingerprinting load nothing
 
     path = tmp_path / "c.sqlite"
-    ea, eb = EchoGGUF(str(a), cache=path), EchoGGUF(str(b), cache=path)
+    ea, eb = Cached(EchoGGUF(str(a)), path), Cached(EchoGGUF(str(b)), path)
     ra, rb = ea.chat(msgs("hi")), eb.chat(msgs("hi"))
     assert (ra.text, rb.text) == ("a: hi", "b: hi") and not rb.cached and ra.key != rb.key
     assert Cache(path).stats()["groups"][0]["fingerprints"] == 2
-    again = EchoGGUF(str(tmp_path / "a" / "model.gguf"), cache=Cache(path))  # a rerun: same file, same entries
+    again = Cached(EchoGGUF(str(tmp_path / "a" / "model.gguf")), Cache(path))  # a rerun: same file, same entries
     r = again.chat(msgs("hi"))
     assert r.cached and r.text == "a: hi" and getattr(again, "n_calls", 0) == 0 and again._llm is None
     # the same content under another name and folder is the same model: its entries are shared
     c = _fake_gguf(tmp_path / "copy" / "renamed.gguf", 1)
-    assert EchoGGUF(str(c), cache=path, model_id="model").chat(msgs("hi")).text == "a: hi"
+    assert Cached(EchoGGUF(str(c), model_id="model"), path).chat(msgs("hi")).text == "a: hi"
     # an explicit chat template is part of the identity
-    assert not EchoGGUF(str(a), cache=path, chat_format="chatml").chat(msgs("hi")).cached
+    assert not Cached(EchoGGUF(str(a), chat_format="chatml"), path).chat(msgs("hi")).cached
 
 
 def test_gguf_hash_is_remembered_until_the_file_changes(tmp_path, monkeypatch):
@@ -138,18 +139,18 @@ def test_gguf_hash_is_remembered_until_the_file_changes(tmp_path, monkeypatch):
     hashed, real = [], pace.llm._sha256_file
     monkeypatch.setattr(pace.llm, "_sha256_file", lambda p: hashed.append(p) or real(p))
     g = _fake_gguf(tmp_path / "m" / "model.gguf", 7)
-    first = LlamaCppChat(str(g), cache=False, check=False).fingerprint()["gguf"]
+    first = Cached(LlamaCppChat(str(g), check=False), False).fingerprint()["gguf"]
     assert len(hashed) == 1
     memo = json.loads((tmp_path / "models" / "file_hashes.json").read_text())
     st = g.stat()
     assert memo[str(g.resolve())] == {"mtime_ns": st.st_mtime_ns, "size": st.st_size, "sha256": first["sha256"]}
     for _ in range(3):  # new instances (a new run) reuse the remembered hash
-        assert LlamaCppChat(str(g), cache=False, check=False).fingerprint()["gguf"] == first
+        assert Cached(LlamaCppChat(str(g), check=False), False).fingerprint()["gguf"] == first
     assert file_identity(g) == first and len(hashed) == 1
     # same size, new content and modification time: hashed again
     g.write_bytes(b"GGUF" + bytes([8]) * 60)
     os.utime(g, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
-    second = LlamaCppChat(str(g), cache=False, check=False).fingerprint()["gguf"]
+    second = Cached(LlamaCppChat(str(g), check=False), False).fingerprint()["gguf"]
     assert len(hashed) == 2 and second["size"] == first["size"]
     assert second["sha256"] == hashlib.sha256(g.read_bytes()).hexdigest() != first["sha256"]
     assert file_identity(g) == second and len(hashed) == 2
@@ -187,7 +188,7 @@ def test_openai_base_url_and_json_mode_are_part_of_the_key(tmp_path):
     path = tmp_path / "c.sqlite"
     def model(**kw):
         comp = FakeCompletions()
-        return OpenAIChat("qwen", client=FakeClient(comp), cache=path, **kw), comp
+        return Cached(OpenAIChat("qwen", client=FakeClient(comp), **kw), path), comp
     a, ca = model(base_url="http://gpu-a:8000/v1")
     b, cb = model(base_url="http://gpu-b:8000/v1")
     ra, rb = a.chat(msgs("same")), b.chat(msgs("same"))
@@ -209,7 +210,7 @@ def test_openai_base_url_and_json_mode_are_part_of_the_key(tmp_path):
 def test_openai_rejected_temperature_and_max_tokens(tmp_path):
     "A reasoning model: 400 for temperature, then for max_tokens; each is fixed once and remembered."
     comp = FakeCompletions(reject={"temperature", "max_tokens"})
-    m = OpenAIChat("o4-mini", client=FakeClient(comp), cache=tmp_path / "c.sqlite", concurrency=1)
+    m = Cached(OpenAIChat("o4-mini", client=FakeClient(comp), concurrency=1), tmp_path / "c.sqlite")
     fp = m.fingerprint()
     assert (fp["send_temperature"], fp["token_param"]) == (True, "max_tokens")
     r = m.chat(msgs("plan"), max_tokens=50, temperature=0.0)
@@ -224,17 +225,17 @@ def test_openai_rejected_temperature_and_max_tokens(tmp_path):
     assert [{k for k in ("temperature", "max_tokens", "max_completion_tokens") if k in c} for c in comp.calls[3:]] == [{"max_completion_tokens"}] * 3
     # the fingerprint keeps the configuration, so a rerun (which starts from it again) finds the entries
     assert m.fingerprint() == fp
-    rerun = OpenAIChat("o4-mini", client=FakeClient(FakeCompletions(reject={"temperature", "max_tokens"})), cache=Cache(tmp_path / "c.sqlite"))
+    rerun = Cached(OpenAIChat("o4-mini", client=FakeClient(FakeCompletions(reject={"temperature", "max_tokens"}))), Cache(tmp_path / "c.sqlite"))
     again = rerun.chat(msgs("plan"), max_tokens=50, temperature=0.0)
     assert again.cached and again.text == "reply 3" and again.notes == r.notes
     # configured up front: sent that way from the first call, and a different fingerprint
     comp2 = FakeCompletions(reject={"temperature", "max_tokens"})
-    m2 = OpenAIChat("o4-mini", client=FakeClient(comp2), cache=False, send_temperature=False, token_param="max_completion_tokens")
+    m2 = Cached(OpenAIChat("o4-mini", client=FakeClient(comp2), send_temperature=False, token_param="max_completion_tokens"), False)
     r2 = m2.chat(msgs("plan"), max_tokens=50)
     assert r2.ok and len(comp2.calls) == 1 and r2.notes == [] and m2.adjustments == {}
     assert "temperature" not in comp2.calls[0] and comp2.calls[0]["max_completion_tokens"] == 50
     assert m2.fingerprint() != fp
-    with pytest.raises(ValueError, match="token_param"): OpenAIChat("x", client=FakeClient(comp2), cache=False, token_param="max_new_tokens")
+    with pytest.raises(ValueError, match="token_param"): Cached(OpenAIChat("x", client=FakeClient(comp2), token_param="max_new_tokens"), False)
 
 
 def test_openai_other_400s_are_not_retried(tmp_path):
@@ -246,14 +247,14 @@ def test_openai_other_400s_are_not_retried(tmp_path):
             raise openai.BadRequestError("Error code: 400 - temperature must be at most 2", response=httpx.Response(400, request=req),
                                          body={"error": {"message": "temperature must be at most 2", "param": "temperature"}})
     comp = Strict()
-    m = OpenAIChat("gpt", client=FakeClient(comp), cache=False)
+    m = Cached(OpenAIChat("gpt", client=FakeClient(comp)), False)
     r = m.chat(msgs("x"), temperature=3.0)
     assert not r.ok and "BadRequestError" in r.error and len(comp.calls) == 1 and m.adjustments == {}
 
 
 @pytest.fixture(scope="module")
 def smol(tmp_path_factory):
-    return LlamaCppChat("smollm2-135m", n_ctx=2048, cache=tmp_path_factory.mktemp("c") / "c.sqlite")
+    return Cached(LlamaCppChat("smollm2-135m", n_ctx=2048), tmp_path_factory.mktemp("c") / "c.sqlite")
 
 
 def test_llamacpp_text_and_json(smol):
@@ -271,11 +272,11 @@ def test_llamacpp_is_deterministic_and_cached(smol):
     req = msgs("List two fruits.")
     a = smol.chat(req, max_tokens=16, seed=3)
     # a fresh run on the same cache: answered without even loading the weights
-    rerun = LlamaCppChat("smollm2-135m", n_ctx=2048, cache=smol.cache)
+    rerun = Cached(LlamaCppChat("smollm2-135m", n_ctx=2048), smol.cache)
     b = rerun.chat(req, max_tokens=16, seed=3)
     assert b.cached and b.text == a.text and rerun._llm is None
     # recomputed without the cache: the same text (greedy decoding)
-    c = LlamaCppChat("smollm2-135m", n_ctx=2048, cache=False).chat(req, max_tokens=16, seed=3)
+    c = Cached(LlamaCppChat("smollm2-135m", n_ctx=2048), False).chat(req, max_tokens=16, seed=3)
     assert not c.cached and c.text == a.text
 
 
@@ -286,10 +287,10 @@ def test_llamacpp_context_overflow_is_a_recorded_failure(smol):
 
 def test_llamacpp_grows_its_context_for_a_long_prompt_only_when_asked(capsys):
     long = msgs("The list: " + "apple, " * 700 + "\nWrite the list again, one fruit per line.")
-    fixed = LlamaCppChat("smollm2-135m", n_ctx=512, cache=False)
+    fixed = Cached(LlamaCppChat("smollm2-135m", n_ctx=512), False)
     r = fixed.chat(long, max_tokens=4)
     assert not r.ok and "exceed context window of 512" in r.error
-    grows = LlamaCppChat("smollm2-135m", n_ctx=512, cache=False, grow_context=True)
+    grows = Cached(LlamaCppChat("smollm2-135m", n_ctx=512, grow_context=True), False)
     r = grows.chat(long, max_tokens=4)
     assert r.ok and r.truncated and r.usage.completion_tokens == 4, r.error      # cut by its cap, and says so
     assert grows.n_ctx == 4096 and grows.context_window == 512   # the agents' prompt budget is unchanged
@@ -371,7 +372,7 @@ def test_a_llama_cpp_that_raises_in_the_check_is_reported_not_remembered(tmp_pat
     assert not (tmp_path / "m.json").exists()
     monkeypatch.setenv("PACE_LLAMACPP_CHECK", "0")    # the escape hatch: no check at all
     monkeypatch.setattr(pace.backends.llamacpp, "child_status", lambda *a, **k: pytest.fail("checked although switched off"))
-    assert LlamaCppChat(str(fake), cache=False).path == fake
+    assert Cached(LlamaCppChat(str(fake)), False).path == fake
 
 
 # ---------- token counts through the cache, the call log, and replays without the model ----------
@@ -391,7 +392,7 @@ class Tokenizing(FakeChat):
 
 def test_token_counts_go_through_the_cache_once_batched_and_remembered(tmp_path):
     c = CountingCache(tmp_path / "c.sqlite")
-    m = Tokenizing(cache=c, context_window=1234)
+    m = Cached(Tokenizing(context_window=1234), c)
     texts = ["[f1] Maya walks the dog at 7.", "[f2] Sam works late on Thursdays.", "[f1] Maya walks the dog at 7."]
     assert m.count_tokens_many(texts, stage="prehop") == [36, 31, 36] and m.counted == texts[:2]
     assert c.reads == [2] and c.writes == [["card", "tokens", "tokens"]]          # one read, one write (with the model card)
@@ -400,9 +401,9 @@ def test_token_counts_go_through_the_cache_once_batched_and_remembered(tmp_path)
     assert (e.kind, e.stage, e.response, e.model) == ("tokens", "prehop", 36, "fake")
     card = c.get_many([r[0] for r in c._con().execute("SELECT key FROM entries WHERE kind='card'")])
     assert [x.response for x in card.values()] == [{"context_window": 1234, "concurrent": True}]
-    again = Tokenizing(cache=Cache(tmp_path / "c.sqlite"))                       # a rerun: counts from the cache, the tokenizer idle
+    again = Cached(Tokenizing(), Cache(tmp_path / "c.sqlite"))                       # a rerun: counts from the cache, the tokenizer idle
     assert again.count_tokens_many(texts[::-1]) == [36, 31, 36] and again.counted == []
-    assert Tokenizing(cache=False).count_tokens("a b") == 11                     # no cache: the backend, then memory
+    assert Cached(Tokenizing(), False).count_tokens("a b") == 11                     # no cache: the backend, then memory
 
 
 def test_a_rerun_answered_from_the_cache_never_loads_llama_cpp_even_to_count(tmp_path):
@@ -410,10 +411,10 @@ def test_a_rerun_answered_from_the_cache_never_loads_llama_cpp_even_to_count(tmp
         @property
         def llm(self): raise AssertionError("the model was loaded")
     path = tmp_path / "c.sqlite"
-    m = EchoGGUF(str(_fake_gguf(tmp_path / "model.gguf", 1)), cache=path)
+    m = Cached(EchoGGUF(str(_fake_gguf(tmp_path / "model.gguf", 1))), path)
     m._llm = types.SimpleNamespace(tokenize=lambda b, add_bos, special: b.split())   # stands in for the loaded model
     assert m.count_tokens_many(["one two", "three"], stage="answer") == [2, 1]
-    assert NoLoad(str(tmp_path / "model.gguf"), cache=path).count_tokens_many(["three", "one two"]) == [1, 2]
+    assert Cached(NoLoad(str(tmp_path / "model.gguf")), path).count_tokens_many(["three", "one two"]) == [1, 2]
 
 
 def test_each_attempt_a_model_computes_is_logged_and_nothing_else(tmp_path, monkeypatch):
@@ -422,7 +423,7 @@ def test_each_attempt_a_model_computes_is_logged_and_nothing_else(tmp_path, monk
     seen = []
     def junk_then_json(m, js):
         seen.append(m); return "not json" if len(seen) == 1 else json.dumps({"conflict": False, "reason": "ok"})
-    m = Tokenizing(junk_then_json, cache=tmp_path / "c.sqlite")
+    m = Cached(Tokenizing(junk_then_json), tmp_path / "c.sqlite")
     m.chat_batch([dict(messages=msgs("a"), schema=Verdict, stage="judge"), dict(messages=msgs("b"), stage="answer")])
     m.chat(msgs("a"), schema=Verdict, stage="judge")                               # a cache hit: not logged
     m.count_tokens_many(["x y", "z"], stage="prehop"); m.count_tokens("x y")
@@ -435,26 +436,25 @@ def test_each_attempt_a_model_computes_is_logged_and_nothing_else(tmp_path, monk
 
 def test_a_replay_answers_like_the_cache_replays_failures_and_stops_at_a_miss(tmp_path):
     from pace.cache import ReplayMissError
-    from pace.llm import ReplayChat
     from pace.calls import chat_one, run_steps_batch
     from pace.methods.agents import Planner
     def answer(m, js):
         if "fail" in m[-1]["content"]: raise TimeoutError("server busy")
         return json.dumps({"conflict": True, "reason": m[-1]["content"]}) if js else "said " + m[-1]["content"]
     path = tmp_path / "c.sqlite"
-    rec = FakeChat(answer, cache=path)
+    rec = Cached(FakeChat(answer), path)
     reqs = [dict(messages=msgs("q1"), schema=Verdict, stage="judge"), dict(messages=msgs("please fail"), stage="answer"),
             dict(messages=msgs("q2"), stage="answer"), dict(messages=msgs("q1"), schema=Verdict, stage="judge")]
     live = rec.chat_batch(reqs)
     rep = get_chat_model("fake:fake", cache=path, replay=True)
-    assert isinstance(rep, ReplayChat) and rep.fingerprint() == rec.fingerprint()
+    assert rep.replay and type(rep.inner).__name__ == "RecordedChat" and rep.fingerprint() == rec.fingerprint()
     again = rep.chat_batch(reqs)
     assert [(r.ok, r.text, r.parsed, r.error, r.usage) for r in again] == [(r.ok, r.text, r.parsed, r.error, r.usage) for r in live]
     assert again[1].error == "TimeoutError: server busy" and all(r.cached and r.attempts == 0 for r in again)
     vol = ("seconds", "model_seconds", "cache_hits", "model_calls")
     strip = lambda acc: {st: {k: v for k, v in a.items() if k not in vol} for st, a in acc.by_stage().items()}
     assert strip(rep.accounts) == strip(rec.accounts)
-    assert FakeChat(answer, cache=path).chat(msgs("please fail"), stage="answer").attempts == 1   # a live model tries a failure again
+    assert Cached(FakeChat(answer), path).chat(msgs("please fail"), stage="answer").attempts == 1   # a live model tries a failure again
     # a miss raises, through every layer that turns exceptions into recorded failures
     with pytest.raises(ReplayMissError, match=r"no cached reply for a 'judge' call of fake \(key [0-9a-f]{8}\.\.\., and 1 more\)"):
         rep.chat_batch([dict(messages=msgs("new"), stage="judge"), dict(messages=msgs("newer"), stage="judge")])
@@ -462,14 +462,14 @@ def test_a_replay_answers_like_the_cache_replays_failures_and_stops_at_a_miss(tm
     with pytest.raises(ReplayMissError, match="'planner' call"): run_steps_batch(rep, [Planner().steps(None, "Book a table", "2026-04-14")])
     class MissingBackend(FakeChat):   # a backend that raises a replay miss itself: not a recorded failure either
         def _complete(self, reqs): raise pace.llm.replay_miss("reply", reqs[0]["stage"], self.model_id, "0" * 64)
-    with pytest.raises(ReplayMissError): MissingBackend(cache=False).chat(msgs("x"), stage="views")
+    with pytest.raises(ReplayMissError): Cached(MissingBackend(), False).chat(msgs("x"), stage="views")
 
 
 def test_replay_needs_neither_llama_cpp_nor_the_weights(tmp_path, monkeypatch):
     import importlib.util
     gguf = _fake_gguf(tmp_path / "w" / "Model-Q4.gguf", 3)
     path = tmp_path / "c.sqlite"
-    real = EchoGGUF(str(gguf), cache=path, n_ctx=2048)
+    real = Cached(EchoGGUF(str(gguf), n_ctx=2048), path)
     r = real.chat(msgs("hi"), stage="answer")
     gguf.unlink()                                                                   # no weights ...
     real_find = importlib.util.find_spec
@@ -486,25 +486,24 @@ def test_replay_specs_agree_with_the_real_fingerprints(tmp_path):
     "What a spec decides of a fingerprint, read off without building anything, is what the real model built from it has."
     from pace.backends.hf import HFChat
     def agrees(m, d):
-        fields, window = type(m).replay_spec(d)
+        fields, window = type(m.inner).replay_spec(d)
         return {k: m.fingerprint().get(k) for k in fields} == fields and window in (None, m.context_window)
     for name in KNOWN_GGUF:                                                         # the bundled models, by name (not loaded)
-        m = LlamaCppChat(name, cache=False, check=False)
+        m = Cached(LlamaCppChat(name, check=False), False)
         assert agrees(m, {"model": name}) and m._llm is None, name
     for kw in (dict(), dict(base_url="http://GPU-A:8000/v1/", json_mode="prompt", send_seed=False, model_id="q"), dict(extra_body={"top_k": 1})):
-        m = OpenAIChat("qwen", client=FakeClient(FakeCompletions()), cache=False, **kw)
+        m = Cached(OpenAIChat("qwen", client=FakeClient(FakeCompletions()), **kw), False)
         assert agrees(m, {"model": "qwen", **kw}), kw
         assert not agrees(m, {"model": "qwen", **kw, "json_mode": "json_object"})
     tok = types.SimpleNamespace(encode=lambda t, add_special_tokens=False: t.split())
-    hf = HFChat("/models/tiny-chat", tokenizer=tok, hf_model=types.SimpleNamespace(config=types.SimpleNamespace(max_position_embeddings=512)), cache=False)
-    assert agrees(hf, {"model": "/models/tiny-chat"}) and agrees(FakeChat(cache=False), {})
+    hf = Cached(HFChat("/models/tiny-chat", tokenizer=tok, hf_model=types.SimpleNamespace(config=types.SimpleNamespace(max_position_embeddings=512))), False)
+    assert agrees(hf, {"model": "/models/tiny-chat"}) and agrees(Cached(FakeChat(), False), {})
 
 
 def test_the_model_card_gives_the_window_a_spec_cannot(tmp_path):
     from pace.backends.hf import HFChat
     path = tmp_path / "c.sqlite"
-    def hf(window): return HFChat("/models/tiny-chat", tokenizer=types.SimpleNamespace(encode=lambda t, add_special_tokens=False: t.split()),
-                                  hf_model=types.SimpleNamespace(config=types.SimpleNamespace(max_position_embeddings=window)), cache=path)
+    def hf(window): return Cached(HFChat("/models/tiny-chat", tokenizer=types.SimpleNamespace(encode=lambda t, add_special_tokens=False: t.split()), hf_model=types.SimpleNamespace(config=types.SimpleNamespace(max_position_embeddings=window))), path)
     assert hf(512).count_tokens_many(["a b c"], stage="answer") == [3]
     rep = get_chat_model("hf:/models/tiny-chat", cache=path, replay=True)
     assert rep.context_window == 512 and rep.count_tokens("a b c") == 3 and not rep.concurrent

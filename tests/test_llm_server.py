@@ -6,6 +6,7 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from pydantic import BaseModel
+from pace.llm import Cached
 from pace.cache import Cache
 from pace.llm import get_chat_model
 from pace.backends.llamacpp import LlamaServer
@@ -123,7 +124,7 @@ def test_second_run_makes_zero_requests(server, tmp_path):
 
 def test_unparsable_reply_is_a_recorded_failure(server, tmp_path):
     srv, proxy = server
-    m = OpenAIChat(srv.alias, base_url=proxy.base_url, json_mode="json_object_schema", max_parse_retries=1, cache=tmp_path / "c.sqlite")
+    m = Cached(OpenAIChat(srv.alias, base_url=proxy.base_url, json_mode="json_object_schema"), tmp_path / "c.sqlite", max_parse_retries=1)
     before = proxy.counts[CHAT]
     proxy.mode = "garbage"
     try: r = m.chat(msgs("Verdict please."), schema=Verdict, stage="judge")
@@ -137,7 +138,7 @@ def test_unparsable_reply_is_a_recorded_failure(server, tmp_path):
 
 def test_timeouts_are_retried_then_recorded(server, tmp_path):
     srv, proxy = server
-    m = OpenAIChat(srv.alias, base_url=proxy.base_url, timeout=0.5, max_retries=1, cache=tmp_path / "c.sqlite")
+    m = Cached(OpenAIChat(srv.alias, base_url=proxy.base_url, timeout=0.5, max_retries=1), tmp_path / "c.sqlite")
     before = proxy.counts[CHAT]
     proxy.mode = "slow"
     try: r = m.chat(msgs("Hello?"), max_tokens=4)
@@ -153,7 +154,7 @@ def test_server_killed_mid_run(tmp_path):
     proxy = CountingProxy(srv.port)
     proxy.after_response = lambda n: srv.kill() if n == 2 else None
     try:
-        m = OpenAIChat(srv.alias, base_url=proxy.base_url, concurrency=1, max_retries=2, timeout=30, cache=tmp_path / "c.sqlite")
+        m = Cached(OpenAIChat(srv.alias, base_url=proxy.base_url, concurrency=1, max_retries=2, timeout=30), tmp_path / "c.sqlite")
         reqs = [dict(messages=msgs(f"Say the number {i}."), max_tokens=6) for i in range(6)]
         rs = m.chat_batch(reqs, stage="answer")
         assert [r.ok for r in rs] == [True, True, False, False, False, False]
@@ -162,7 +163,7 @@ def test_server_killed_mid_run(tmp_path):
         assert m.accounts.by_stage()["answer"]["failures"] == 4
         c = Cache(tmp_path / "c.sqlite")
         assert c.integrity() == "ok" and sum(g["entries"] for g in c.stats()["groups"] if g["kind"] == "chat") == 2
-        again = OpenAIChat(srv.alias, base_url=proxy.base_url, concurrency=1, max_retries=0, cache=c).chat_batch(reqs, stage="answer")
+        again = Cached(OpenAIChat(srv.alias, base_url=proxy.base_url, concurrency=1, max_retries=0), c).chat_batch(reqs, stage="answer")
         assert [r.cached for r in again] == [True, True, False, False, False, False]
         assert [r.text for r in again[:2]] == [r.text for r in rs[:2]]
     finally:

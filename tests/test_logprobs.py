@@ -1,6 +1,7 @@
 "Log-probabilities through pace.llm (`top_logprobs=k`): cached and replayed, asked of OpenAI-compatible servers, computed by llama.cpp in process; pacemaker-score's fallbacks."
 import math, types
 import pytest
+from pace.llm import Cached
 import pace.llm
 from pace.cache import request_key
 from pace.llm import Completion, get_chat_model
@@ -17,17 +18,17 @@ def test_logprobs_are_cached_and_replayed_and_keys_without_them_do_not_change(tm
     seen = []
     def answer(m, js): seen.append(m); return Completion(text="Yes", top_logprobs=top)
     path = tmp_path / "c.sqlite"
-    live = FakeChat(answer, cache=path).chat(msgs("fact"), max_tokens=1, top_logprobs=2, stage="score")
+    live = Cached(FakeChat(answer), path).chat(msgs("fact"), max_tokens=1, top_logprobs=2, stage="score")
     assert live.ok and live.top_logprobs == top and not live.cached
-    again = FakeChat(answer, cache=path).chat(msgs("fact"), max_tokens=1, top_logprobs=2, stage="score")
+    again = Cached(FakeChat(answer), path).chat(msgs("fact"), max_tokens=1, top_logprobs=2, stage="score")
     assert again.cached and again.top_logprobs == top and len(seen) == 1
     rep = get_chat_model("fake:fake", cache=path, replay=True).chat(msgs("fact"), max_tokens=1, top_logprobs=2, stage="score")
     assert rep.cached and rep.top_logprobs == top
-    plain = FakeChat(answer, cache=path).chat(msgs("fact"), max_tokens=1, stage="score")   # not asked: another request
+    plain = Cached(FakeChat(answer), path).chat(msgs("fact"), max_tokens=1, stage="score")   # not asked: another request
     assert not plain.cached and len(seen) == 2
-    fp = FakeChat(cache=False).fingerprint()   # a request without log-probabilities has the key it had before they existed
+    fp = Cached(FakeChat(), False).fingerprint()   # a request without log-probabilities has the key it had before they existed
     old = request_key("chat", {"fingerprint": fp, "messages": msgs("x"), "schema": None, "temperature": 0.0, "max_tokens": 5, "seed": 0})
-    assert FakeChat(cache=False).chat(msgs("x"), max_tokens=5).key == old
+    assert Cached(FakeChat(), False).chat(msgs("x"), max_tokens=5).key == old
 
 
 class LogprobCompletions(FakeCompletions):
@@ -44,13 +45,13 @@ class LogprobCompletions(FakeCompletions):
 
 def test_openai_compatible_servers_are_asked_for_logprobs_and_a_server_without_them_gives_none(tmp_path):
     comp = LogprobCompletions()
-    m = OpenAIChat("qwen", client=FakeClient(comp), cache=False)
+    m = Cached(OpenAIChat("qwen", client=FakeClient(comp)), False)
     r = m.chat(msgs("fact"), max_tokens=1, top_logprobs=2)
     assert comp.calls[-1]["logprobs"] is True and comp.calls[-1]["top_logprobs"] == 2
     assert r.top_logprobs == [{"Yes": -0.2, "No": -1.7}]
     m.chat(msgs("other"), max_tokens=1)
     assert "logprobs" not in comp.calls[-1] and "top_logprobs" not in comp.calls[-1]
-    none = OpenAIChat("qwen", client=FakeClient(LogprobCompletions(give=False)), cache=False).chat(msgs("fact"), max_tokens=1, top_logprobs=2)
+    none = Cached(OpenAIChat("qwen", client=FakeClient(LogprobCompletions(give=False))), False).chat(msgs("fact"), max_tokens=1, top_logprobs=2)
     assert none.ok and none.top_logprobs is None
 
 
@@ -62,7 +63,7 @@ def test_pacemaker_score_falls_back_to_the_reply_when_a_backend_gives_no_logprob
     replies = iter(["Yes", "no, it is not", "The fact is unrelated"])
     comp.create = (lambda create: lambda **kw: (setattr(r := create(**kw), "choices", r.choices) or
                    setattr(r.choices[0].message, "content", next(replies)) or r))(comp.create)
-    m = OpenAIChat("qwen", client=FakeClient(comp), cache=False, concurrency=1)
+    m = Cached(OpenAIChat("qwen", client=FakeClient(comp), concurrency=1), False)
     scores, rec = run_steps(m, score_steps("Book it.", "2026-03-04", [], [("a", "x"), ("b", "y"), ("c", "z")]))
     assert scores == {"a": 1.0, "b": 0.0, "c": None}
     assert rec.notes == dict(n_candidates=3, logprob=0, text=2, junk=1, failed=0) and rec.fallback
@@ -70,7 +71,7 @@ def test_pacemaker_score_falls_back_to_the_reply_when_a_backend_gives_no_logprob
 
 @pytest.fixture(scope="module")
 def qwen(tmp_path_factory):
-    try: return LlamaCppChat("qwen2.5-0.5b", n_ctx=2048, cache=False)
+    try: return Cached(LlamaCppChat("qwen2.5-0.5b", n_ctx=2048), False)
     except pace.llm.ModelNotFoundError as e: pytest.skip(str(e))
 
 
@@ -84,7 +85,7 @@ def test_llamacpp_logprobs_reuse_the_prefix_and_agree_with_a_fresh_context_and_w
     warm = [qwen.chat(ask(f), max_tokens=1, top_logprobs=5) for f in facts]   # each call reuses the previous call's prefix
     assert all(r.ok and len(r.top_logprobs) == 1 and len(r.top_logprobs[0]) <= 5 for r in warm)
     assert all(r.text == max(r.top_logprobs[0], key=r.top_logprobs[0].get) for r in warm)
-    fresh = LlamaCppChat("qwen2.5-0.5b", n_ctx=2048, cache=False, check=False)
+    fresh = Cached(LlamaCppChat("qwen2.5-0.5b", n_ctx=2048, check=False), False)
     cold = [fresh.chat(ask(f), max_tokens=1, top_logprobs=5) for f in reversed(facts)][::-1]
     for w, c in zip(warm, cold):
         assert w.text == c.text and set(w.top_logprobs[0]) == set(c.top_logprobs[0])

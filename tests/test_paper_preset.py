@@ -6,6 +6,7 @@ and a failed post-hop call, next to the default behaviour on the same replies.""
 import json, re
 from pathlib import Path
 import pytest
+from pace.llm import Cached
 from pace.testing import ScriptedChat, ToyIndex
 from pace.methods.agents import (RELEASE_PROMPTS, ReleasePlan, Planner, ViewGenerator, EvidenceFilter,
                                  AnswerGenerator)
@@ -242,7 +243,7 @@ def release_script(junk_planner=True):
 
 class Logged(FakeChat):
     "A `FakeChat` that logs (stage, max_tokens, schema given) of every request that reaches it."
-    def __init__(self, respond): super().__init__(respond, cache=False); self.seen = []
+    def __init__(self, respond): super().__init__(respond); self.seen = []
     def reply(self, r):
         self.seen.append((r["stage"], r["max_tokens"], r["schema"] is not None, r.get("parse_retries")))
         return super().reply(r)
@@ -296,13 +297,13 @@ def test_a_reply_recorded_with_reasks_is_not_reused_without_them(tmp_path):
            "required": ["counter"]}
     replies = iter(["not json", '{"counter": ["a"]}'])
     cache = Cache(tmp_path / "c.sqlite")
-    patient = FakeChat(lambda m, js: next(replies), cache=cache, max_parse_retries=2)
+    patient = Cached(FakeChat(lambda m, js: next(replies)), cache, max_parse_retries=2)
     assert patient.chat(msgs := [{"role": "user", "content": "q"}], schema=sch).ok   # right on the second try
-    once = FakeChat(lambda m, js: "not json", cache=cache, max_parse_retries=0)
+    once = Cached(FakeChat(lambda m, js: "not json"), cache, max_parse_retries=0)
     r = once.chat(msgs, schema=sch)
     assert not r.cached and not r.ok and once.n_calls == 1                        # asked itself, once
-    text = FakeChat(lambda m, js: "never called", cache=cache, max_parse_retries=0)
-    FakeChat(lambda m, js: "hello", cache=cache, max_parse_retries=2).chat(msgs, max_tokens=50)
+    text = Cached(FakeChat(lambda m, js: "never called"), cache, max_parse_retries=0)
+    Cached(FakeChat(lambda m, js: "hello"), cache, max_parse_retries=2).chat(msgs, max_tokens=50)
     assert text.chat(msgs, max_tokens=50).cached and text.n_calls == 0             # a text reply is shared
 
 # ---- decoding (issue 43): the release's sampling and JSON mode, as an option the preset leaves off

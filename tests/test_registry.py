@@ -2,6 +2,7 @@
 import json, subprocess, sys
 from pathlib import Path
 import pytest
+from pace.llm import Cached
 from pace.cli import main
 from pace.eval.evaluate import read_jsonl
 
@@ -116,7 +117,7 @@ def test_a_retriever_that_needs_the_chat_model_gets_one(tmp_path, own_file, monk
     import pace.llm
     from pace.testing import FakeChat
     from pace.testing import schema_reply
-    monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache: FakeChat(schema_reply, cache=False))
+    monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache, **kw: Cached(FakeChat(schema_reply), False))
     assert main(["run", "--data", TINY, "--methods", f"{own_file}:Asks", "--retrieval-only", "--embedder", "hash:hash",
                  "--limit", "1", "--out", str(tmp_path), "--name", "asks", "--no-progress"]) == 0
     assert json.loads((tmp_path / "asks" / "run.json").read_text())["settings"]["chat"]["model_id"] == "fake"

@@ -8,6 +8,7 @@ from pathlib import Path
 import datasets
 import pytest
 
+from pace.llm import Cached
 import pace.release as release
 from pace.cli import main
 from pace.data import DatasetError, UsageError, load_pace_dataset
@@ -668,7 +669,7 @@ def test_an_empty_gold_query_scores_0_for_retrieval_and_is_still_judged(tmp_path
     lines = (data / "queries.jsonl").read_text().splitlines()
     q = json.loads(lines[0]) | {"gold_doc_ids": [], "meta": {"empty_gold": True}}
     (data / "queries.jsonl").write_text("\n".join([json.dumps(q)] + lines[1:]) + "\n")
-    r = run_experiment(chat=FakeChat(schema_reply, cache=False), name="e", cache=False, dataset=data, methods=["oracle", "bm25"],
+    r = run_experiment(chat=Cached(FakeChat(schema_reply), False), name="e", cache=False, dataset=data, methods=["oracle", "bm25"],
                        embedder="hash:hash", out_dir=tmp_path / "runs", limit=0, progress=False)
     rows = [x for x in read_jsonl(r["results"]) if x["query_id"] == q["query_id"]]
     assert len(rows) == 2 and all(x["judge"] is not None and x["judge"]["label"] in ("PASS", "FAIL") for x in rows)

@@ -2,12 +2,13 @@
 fresh cache and replayed under PACE_REPLAY=1 gives the same results with no model call; what a replay refuses, in one line."""
 import hashlib, json
 import pytest
+from pace.llm import Cached
 from pace.cache import (Cache, export_cache, import_cache, read_call_log, read_export, read_store, ReplayError, ReplayMissError)
 from pace.cli import main
 from pace.data import load_pace_dataset
 from pace.embed import HashEmbedder, ReplayEmbedder, get_embedder
 from pace.index import IndexStore
-from pace.llm import ReplayChat, get_chat_model
+from pace.llm import get_chat_model
 from pace.testing import FakeChat
 from pace.methods.pipeline import PaceMaker, PaceMakerConfig
 from pace.eval.run import run_experiment, split_volatile
@@ -39,7 +40,7 @@ def no_models(monkeypatch):
 def record_run(tmp_path, name="rec", methods=METHODS, limit=0):
     "A `pace run` of the scripted model on the tiny dataset, with its own cache; (results file, cache path)."
     cache = tmp_path / f"{name}.sqlite"
-    r = run_experiment(TINY, methods.split(","), chat=FakeChat(scripted, cache=cache, context_window=WINDOW), embedder="hash:hash",
+    r = run_experiment(TINY, methods.split(","), chat=Cached(FakeChat(scripted, context_window=WINDOW), cache), embedder="hash:hash",
                        out_dir=tmp_path / "out", name=name, limit=limit, cache=cache, progress=False)
     return r["results"], cache
 
@@ -81,7 +82,7 @@ def test_a_pacemaker_query_replays_the_same_trace_with_no_model_call(tmp_path, m
     ds = load_pace_dataset(TINY)
     q = ds.queries[0]; inst, kb = ds.instances[q.instance_id], ds.facts(q.instance_id)
     rec = Cache(tmp_path / "rec.sqlite")
-    tr = PaceMaker(FakeChat(scripted, cache=rec, context_window=WINDOW), IndexStore(tmp_path / "idx1", HashEmbedder(cache=rec)),
+    tr = PaceMaker(Cached(FakeChat(scripted, context_window=WINDOW), rec), IndexStore(tmp_path / "idx1", HashEmbedder(cache=rec)),
                    PaceMakerConfig()).run(q, inst, kb=kb)
     assert max(r.rounds for r in tr.selection.values()) >= 1 and any(not c.ok for c in tr.calls)   # tournaments and a failed call
     export_cache(rec, tmp_path / "calls.jsonl.gz", embeddings=tmp_path / "store")
@@ -89,7 +90,7 @@ def test_a_pacemaker_query_replays_the_same_trace_with_no_model_call(tmp_path, m
     for cls, hook in ((FakeChat, "_complete"), (FakeChat, "_count_tokens"), (HashEmbedder, "_embed")): monkeypatch.setattr(cls, hook, boom)
     monkeypatch.setenv("PACE_REPLAY", "1"); monkeypatch.setenv("PACE_CALL_LOG", str(tmp_path / "replay.log"))
     cm, emb = get_chat_model(CHAT_SPEC, cache=fresh), get_embedder("hash:hash", cache=fresh)
-    assert isinstance(cm, ReplayChat) and isinstance(emb, ReplayEmbedder) and cm.context_window == WINDOW
+    assert cm.replay and isinstance(emb, ReplayEmbedder) and cm.context_window == WINDOW
     again = PaceMaker(cm, IndexStore(tmp_path / "idx2", emb), PaceMakerConfig()).run(q, inst, kb=kb)
     assert split_volatile(again.model_dump())[0] == split_volatile(tr.model_dump())[0]
     assert read_call_log(tmp_path / "replay.log") == []
@@ -99,7 +100,7 @@ def test_token_counts_come_from_the_cache_in_a_replay(tmp_path):
     class Odd(FakeChat):   # a tokenizer no estimate would match
         def _count_tokens(self, text): return 7 * len(text.split()) + 3
     texts = ["Maya has parents' evening on Thursday.", "The Old Duke closes at 22:00.", "[f3] Sam is allergic to nuts."]
-    rec = Odd(cache=tmp_path / "c.sqlite")
+    rec = Cached(Odd(), tmp_path / "c.sqlite")
     counts = rec.count_tokens_many(texts, stage="posthop")
     rep = get_chat_model("fake:fake", cache=tmp_path / "c.sqlite", replay=True)
     assert rep.count_tokens_many(texts[::-1], stage="posthop") == counts[::-1] == [7 * len(t.split()) + 3 for t in texts][::-1]
@@ -135,7 +136,7 @@ def test_two_recorded_versions_of_one_spec_or_none_is_a_clear_error(tmp_path, mo
     class Requantised(FakeChat):
         def fingerprint(self): return {**super().fingerprint(), "weights": "q8_0"}
     path = tmp_path / "c.sqlite"
-    for cls in (FakeChat, Requantised): cls(schema_reply, cache=path).chat([{"role": "user", "content": "hi"}])
+    for cls in (FakeChat, Requantised): Cached(cls(schema_reply), path).chat([{"role": "user", "content": "hi"}])
     monkeypatch.setenv("PACE_REPLAY", "1")
     capsys.readouterr()
     assert main(["run", "--data", TINY, "--methods", "bm25", "--chat", "fake:fake", "--embedder", "hash:hash", "--cache", str(path),

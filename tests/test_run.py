@@ -1,6 +1,7 @@
 "`pace run`: resume gives the same file, cache makes reruns free, run integrity, retry, retrieval-only, CLI errors, end to end."
 import json, re, shutil
 import pytest
+from pace.llm import Cached
 from pace.testing import FakeChat
 from pace.testing import schema_reply
 from pace.eval.run import run_experiment, select_queries, RunMismatchError
@@ -9,13 +10,13 @@ from pace.eval.evaluate import read_jsonl
 
 TINY = "tests/fixtures/tiny"
 
-respond = schema_reply   # a deterministic fake LLM behind the real ChatModel machinery (cache, parsing, accounts)
+respond = schema_reply   # a deterministic fake LLM behind the real Cached machinery (cache, parsing, accounts)
 
 def kw(tmp_path, **k):
     return dict(dataset=TINY, methods=["oracle", "bm25", "hybrid", "pacemaker"], embedder="hash:hash", out_dir=tmp_path,
                 limit=0, progress=False) | k
 
-def fake(**k): return FakeChat(respond, cache=False, **k)
+def fake(**k): return Cached(FakeChat(respond, **k), False)
 
 def test_resumed_run_gives_the_same_results_file(tmp_path):
     a = run_experiment(chat=fake(), name="a", cache=False, **kw(tmp_path))
@@ -44,7 +45,7 @@ def test_run_json_is_written_before_the_first_pair(tmp_path):
     def spy(messages, schema):
         if "run" not in seen: seen["run"] = json.loads((tmp_path / "w" / "run.json").read_text())
         return respond(messages, schema)
-    run_experiment(chat=FakeChat(spy, cache=False), name="w", cache=False, **kw(tmp_path, methods=["bm25"], limit=1))
+    run_experiment(chat=Cached(FakeChat(spy), False), name="w", cache=False, **kw(tmp_path, methods=["bm25"], limit=1))
     s = seen["run"]
     assert s["status"] == "running" and len(s["settings"]["dataset"]["sha256"]) == 64
     assert s["settings"]["judge_is_agent"] and s["settings"]["judge_mode"] == "blind"
@@ -53,10 +54,10 @@ def test_run_json_is_written_before_the_first_pair(tmp_path):
 
 def test_rerun_hits_the_cache_only(tmp_path):
     cache = tmp_path / "c.sqlite"
-    first = FakeChat(respond, cache=cache)
+    first = Cached(FakeChat(respond), cache)
     run_experiment(chat=first, name="x", cache=cache, **kw(tmp_path, methods=["bm25", "pacemaker"]))
     assert first.n_calls > 0
-    again = FakeChat(respond, cache=cache)
+    again = Cached(FakeChat(respond), cache)
     r = run_experiment(chat=again, name="y", cache=cache, **kw(tmp_path, methods=["bm25", "pacemaker"]))
     assert again.n_calls == 0 and r["n_new"] == 8
     assert (tmp_path / "x" / "results.jsonl").read_text() == (tmp_path / "y" / "results.jsonl").read_text()
@@ -75,7 +76,7 @@ def test_resume_is_refused_on_a_changed_config_dataset_prompt_or_judge(tmp_path,
     with pytest.raises(RunMismatchError, match="judge_mode"):
         run_experiment(chat=fake(), name="s", cache=False, judge_mode="paper", **k)
     with pytest.raises(RunMismatchError, match="judge.model_id"):
-        run_experiment(chat=fake(), judge=FakeChat(respond, model="another-judge", cache=False), name="s", cache=False, **k)
+        run_experiment(chat=fake(), judge=Cached(FakeChat(respond, model="another-judge"), False), name="s", cache=False, **k)
     import pace.methods.agents
     monkeypatch.setattr(pace.methods.agents, "ANSWER_SYSTEM", pace.methods.agents.ANSWER_SYSTEM + " Be brief.")
     with pytest.raises(RunMismatchError, match="prompts.agents.ANSWER_SYSTEM"):
@@ -120,7 +121,7 @@ def test_retry_failed_rejudges_failed_judge_calls_without_rerunning_the_method(t
         if "decision" in (schema or {}).get("properties", {}): raise RuntimeError("judge server down")
         return respond(messages, schema)
     k = kw(tmp_path, methods=["bm25", "pacemaker"], limit=2)
-    first = run_experiment(chat=FakeChat(down, cache=False), name="r", cache=False, **k)
+    first = run_experiment(chat=Cached(FakeChat(down), False), name="r", cache=False, **k)
     rows = read_jsonl(first["results"])
     assert first["n_failed"] == 4 and all(r["judge"]["label"] is None and r["failed"]["judge"] for r in rows)
     assert "judge call(s) failed" in (first["run_dir"] / "tables.md").read_text()
@@ -138,7 +139,7 @@ def test_retry_failed_reruns_pairs_whose_agent_calls_failed(tmp_path):
         if "directions" in (schema or {}).get("properties", {}): return "not json"
         return respond(messages, schema)
     k = kw(tmp_path, methods=["bm25", "pacemaker"], limit=2)
-    first = run_experiment(chat=FakeChat(no_plan, cache=False), name="a", cache=False, **k)
+    first = run_experiment(chat=Cached(FakeChat(no_plan), False), name="a", cache=False, **k)
     assert first["n_failed"] == 2 and "pacemaker/planner: 100%" in (first["run_dir"] / "tables.md").read_text()
     cm = fake()
     again = run_experiment(chat=cm, name="a", cache=False, retry_failed=True, **k)
@@ -157,9 +158,9 @@ def test_rows_that_share_a_failed_request_saw_the_same_reply(tmp_path):
             return respond(messages, schema)
         return reply
     k = kw(tmp_path, methods=["pacemaker", "pacemaker-no_traversal"], limit=1, cache=cache, name="s")
-    first = run_experiment(chat=FakeChat(planner(False), cache=cache), max_pairs=1, **k)
+    first = run_experiment(chat=Cached(FakeChat(planner(False)), cache), max_pairs=1, **k)
     assert first["n_new"] == 1 and asked == [False] * 3               # three attempts, then a recorded failure
-    second = run_experiment(chat=FakeChat(planner(True), cache=cache), **k)
+    second = run_experiment(chat=Cached(FakeChat(planner(True)), cache), **k)
     assert second["n_new"] == 1 and asked == [False] * 3              # the recorded failure, not a new plan
     rows = read_jsonl(second["results"])
     assert [r["method"] for r in rows] == ["pacemaker", "pacemaker-no_traversal"]
@@ -167,10 +168,10 @@ def test_rows_that_share_a_failed_request_saw_the_same_reply(tmp_path):
     plans = [next(c for c in r["trace"]["calls"] if c["stage"] == "planner") for r in rows]
     assert plans[0] == plans[1] and not plans[0]["ok"]
     asked.clear()
-    third = run_experiment(chat=FakeChat(planner(False), cache=cache), retry_failed=True, **k)
+    third = run_experiment(chat=Cached(FakeChat(planner(False)), cache), retry_failed=True, **k)
     assert third["n_new"] == 2 and asked == [False] * 3               # asked again once for the two pairs
     asked.clear()
-    fourth = run_experiment(chat=FakeChat(planner(True), cache=cache), retry_failed=True, **k)
+    fourth = run_experiment(chat=Cached(FakeChat(planner(True)), cache), retry_failed=True, **k)
     assert asked == [True] and fourth["n_failed"] == 0                # the plan, then read from the cache
 
 
@@ -203,7 +204,7 @@ def test_a_copycat_judge_cannot_pass_a_reply_that_goes_ahead(tmp_path):
         if "rationale" in props: return json.dumps({"rationale": "same_core_reason", "reason": "ok"})
         if props: return respond(messages, schema)
         return "I will carry out your request right away."
-    r = run_experiment(chat=FakeChat(yes_man, cache=False), name="yes", cache=False, **kw(tmp_path, methods=["oracle", "bm25"]))
+    r = run_experiment(chat=Cached(FakeChat(yes_man), False), name="yes", cache=False, **kw(tmp_path, methods=["oracle", "bm25"]))
     rows = read_jsonl(r["results"])
     conflict = [x for x in rows if x["label"] == "conflict"]
     assert conflict and all(x["judge"]["label"] == "FAIL" and x["judge"]["decision"] == "carry_out" for x in conflict)
@@ -248,7 +249,7 @@ def test_stratified_default_subset_of_mini():
 
 def test_cli_runs_and_prints_tables(tmp_path, capsys, monkeypatch):
     import pace.llm
-    monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache: fake())
+    monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache, **kw: fake())
     assert main(["run", "--data", TINY, "--methods", "bm25,dense", "--embedder", "hash:hash", "--out", str(tmp_path),
                      "--name", "cli", "--limit", "2", "--no-progress"]) == 0
     out = capsys.readouterr().out
@@ -285,10 +286,10 @@ def slow_respond(messages, schema):
 
 def test_concurrent_run_writes_the_same_files_as_a_sequential_one(tmp_path):
     a = run_experiment(chat=fake(), name="seq", cache=False, **kw(tmp_path))
-    b = run_experiment(chat=FakeChat(slow_respond, cache=False), name="par", cache=tmp_path / "c.sqlite", workers=8, **kw(tmp_path))
+    b = run_experiment(chat=Cached(FakeChat(slow_respond), False), name="par", cache=tmp_path / "c.sqlite", workers=8, **kw(tmp_path))
     assert b["n_rows"] == 16 and a["results"].read_bytes() == b["results"].read_bytes()
     assert [(t["query_id"], t["method"]) for t in read_jsonl(b["timings"])] == [(t["query_id"], t["method"]) for t in read_jsonl(a["timings"])]
-    c = run_experiment(chat=FakeChat(slow_respond, cache=False), name="par", cache=tmp_path / "c.sqlite", workers=8, **kw(tmp_path))
+    c = run_experiment(chat=Cached(FakeChat(slow_respond), False), name="par", cache=tmp_path / "c.sqlite", workers=8, **kw(tmp_path))
     assert c["n_new"] == 0 and a["results"].read_bytes() == c["results"].read_bytes()
 
 class Crash(BaseException): "An interruption inside a pair (like Ctrl-C): not caught by the agents."
@@ -301,10 +302,10 @@ def test_interrupted_concurrent_run_resumes_without_losing_or_duplicating_pairs(
         with lock: n[0] += 1; k = n[0]
         if k == 40: raise Crash()
         return slow_respond(messages, schema)
-    with pytest.raises(Crash): run_experiment(chat=FakeChat(crashing, cache=False), name="par", cache=False, workers=4, **kw(tmp_path))
+    with pytest.raises(Crash): run_experiment(chat=Cached(FakeChat(crashing), False), name="par", cache=False, workers=4, **kw(tmp_path))
     part = read_jsonl(tmp_path / "par" / "results.jsonl")
     assert 0 < len(part) < 16 and len({(r["query_id"], r["method"]) for r in part}) == len(part)
-    b = run_experiment(chat=FakeChat(slow_respond, cache=False), name="par", cache=False, workers=4, **kw(tmp_path))
+    b = run_experiment(chat=Cached(FakeChat(slow_respond), False), name="par", cache=False, workers=4, **kw(tmp_path))
     assert b["n_new"] == 16 - len(part) and a["results"].read_bytes() == b["results"].read_bytes()
     assert len(read_jsonl(b["timings"])) == 16
 
@@ -313,7 +314,7 @@ def test_workers_fall_back_to_one_for_a_model_served_in_process(tmp_path, capsys
     from pace.backends.openai import OpenAIChat
     assert LlamaCppChat.concurrent is False and OpenAIChat.concurrent is True
     class InProcess(FakeChat): backend, concurrent = "llamacpp", False
-    r = run_experiment(chat=InProcess(respond, cache=False), name="l", cache=False, workers=4, **kw(tmp_path, methods=["bm25"]))
+    r = run_experiment(chat=Cached(InProcess(respond), False), name="l", cache=False, workers=4, **kw(tmp_path, methods=["bm25"]))
     err = capsys.readouterr().err
     assert r["n_rows"] == 4 and "--workers 4: the llamacpp backend serves one request at a time" in err and "pairs run one at a time" in err
 
@@ -323,20 +324,20 @@ def test_bad_workers_value_is_refused(tmp_path):
     assert not any(tmp_path.iterdir())
 
 def test_stage_batched_run_writes_the_same_results_file(tmp_path):
-    class BatchLog(FakeChat):
+    class BatchLog(Cached):   # a wrapper that sees each batch (the run keeps its class)
         def __init__(self, *a, **k): super().__init__(*a, **k); self.sizes = []
         def chat_batch(self, reqs, **k): self.sizes.append(len(reqs)); return super().chat_batch(reqs, **k)
     a = run_experiment(chat=fake(), name="seq", cache=False, **kw(tmp_path, methods=["bm25", "pacemaker", "pacemaker-no_planning"]))
-    cm = BatchLog(respond, cache=False)
+    cm = BatchLog(FakeChat(respond), False)
     b = run_experiment(chat=cm, name="bat", cache=False, batch=3, **kw(tmp_path, methods=["bm25", "pacemaker", "pacemaker-no_planning"]))
     assert b["n_rows"] == 12 and a["results"].read_bytes() == b["results"].read_bytes() and max(cm.sizes) == 3
     with pytest.raises(UsageError, match="--batch must be"): run_experiment(chat=fake(), batch=0, **kw(tmp_path, name="x"))
 
 def test_batched_pairs_are_judged_at_once_and_concurrency_fits_the_batch(tmp_path, capsys):
     import threading
-    class Concurrent(FakeChat):
+    class HTTPLike(FakeChat): backend, concurrent = "openai", True
+    class Concurrent(Cached):
         "An HTTP-like model: counts the judge calls in flight at the same time."
-        backend, concurrent = "openai", True
         def __init__(self, *a, **k):
             super().__init__(*a, **k); self.concurrency, self.chunk_size, self.cond, self.now, self.peak = 2, 8, threading.Condition(), 0, 0
         def chat(self, messages, **k):
@@ -350,7 +351,7 @@ def test_batched_pairs_are_judged_at_once_and_concurrency_fits_the_batch(tmp_pat
                 if judging:
                     with self.cond: self.now -= 1
     a = run_experiment(chat=fake(), name="seq", cache=False, **kw(tmp_path, methods=["pacemaker"]))
-    cm = Concurrent(respond, cache=False)
+    cm = Concurrent(HTTPLike(respond), False)
     b = run_experiment(chat=cm, name="bat", cache=False, batch=4, **kw(tmp_path, methods=["pacemaker"]))
     assert a["results"].read_bytes() == b["results"].read_bytes()     # per-pair judge usage too: each thread counts its own calls
     assert cm.peak == 4 and cm.concurrency == 4
@@ -358,7 +359,7 @@ def test_batched_pairs_are_judged_at_once_and_concurrency_fits_the_batch(tmp_pat
 
 def test_cli_batch_gives_the_same_results_file(tmp_path, monkeypatch):
     import pace.llm
-    monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache: fake())
+    monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache, **kw: fake())
     base = ["run", "--data", TINY, "--methods", "bm25,pacemaker", "--embedder", "hash:hash", "--out", str(tmp_path), "--limit", "0", "--no-progress"]
     assert main(base + ["--name", "plain"]) == 0 and main(base + ["--name", "batch", "--batch", "4"]) == 0
     assert (tmp_path / "plain" / "results.jsonl").read_bytes() == (tmp_path / "batch" / "results.jsonl").read_bytes()
@@ -374,13 +375,13 @@ def test_a_second_run_on_a_folder_in_use_is_refused_and_no_row_is_lost(tmp_path,
     def held(messages, schema):
         started.set(); go.wait(60)
         return respond(messages, schema)
-    first = threading.Thread(target=lambda: out.update(r=run_experiment(chat=FakeChat(held, cache=False), name="busy", cache=False, **kw(tmp_path))))
+    first = threading.Thread(target=lambda: out.update(r=run_experiment(chat=Cached(FakeChat(held), False), name="busy", cache=False, **kw(tmp_path))))
     first.start()
     try:
         assert started.wait(60)
         with pytest.raises(RunLocked, match="is in use by pid"):
             run_experiment(chat=fake(), name="busy", cache=False, **kw(tmp_path, methods=["bm25"], limit=2))
-        monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache: fake())
+        monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache, **kw: fake())
         code = main(["run", "--data", TINY, "--methods", "bm25", "--embedder", "hash:hash", "--out", str(tmp_path), "--name", "busy",
                      "--limit", "2", "--no-progress"])
         err = capsys.readouterr().err.strip()
@@ -400,7 +401,7 @@ def test_kill_9_leaves_a_lock_that_the_resume_takes_over_with_the_same_file(tmp_
     a = run_experiment(chat=fake(), name="whole", cache=False, **kw(tmp_path, methods=["bm25", "pacemaker"]))
     script = (f"import time; from pace.testing import FakeChat; from pace.testing import schema_reply; from pace.eval.run import run_experiment\n"
               f"def slow(m, s): time.sleep(0.2); return schema_reply(m, s)\n"
-              f"run_experiment(dataset={str(TINY)!r}, methods=['bm25', 'pacemaker'], chat=FakeChat(slow, cache=False), embedder='hash:hash', "
+              f"run_experiment(dataset={str(TINY)!r}, methods=['bm25', 'pacemaker'], chat=FakeChat(slow), embedder='hash:hash', "
               f"out_dir={str(tmp_path)!r}, name='killed', limit=0, cache=False, progress=False)\n")
     p = subprocess.Popen([sys.executable, "-c", script])
     res = tmp_path / "killed" / "results.jsonl"
@@ -426,7 +427,7 @@ def test_ctrl_c_marks_the_folder_partial_and_prints_the_command_that_resumes_it(
         n[0] += 1
         if n[0] == 12: raise KeyboardInterrupt
         return respond(messages, schema)
-    monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache: FakeChat(interrupted, cache=False))
+    monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache, **kw: Cached(FakeChat(interrupted), False))
     argv = ["run", "--data", TINY, "--methods", "bm25,pacemaker", "--embedder", "hash:hash", "--out", str(tmp_path), "--name", "cut",
             "--limit", "0", "--no-progress"]
     assert main(argv) == 130
@@ -437,7 +438,7 @@ def test_ctrl_c_marks_the_folder_partial_and_prints_the_command_that_resumes_it(
     man = json.loads((tmp_path / "cut" / "run.json").read_text())
     assert man["status"] == "partial" and man["stopped"].startswith("interrupted") and 0 < man["n_pairs"] < 8
     assert f"{man['n_pairs']} result rows kept" in err and not (tmp_path / "cut" / "run.lock").exists()
-    monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache: fake())
+    monkeypatch.setattr(pace.llm, "as_chat_model", lambda spec, cache, **kw: fake())
     assert main(cmd[1:]) == 0
     assert (tmp_path / "cut" / "results.jsonl").read_bytes() == whole["results"].read_bytes()
     assert json.loads((tmp_path / "cut" / "run.json").read_text())["status"] == "complete"
@@ -448,7 +449,7 @@ def test_a_run_that_fails_midway_is_not_left_running(tmp_path):
         if "directions" in (schema or {}).get("properties", {}): raise Crash("disk gone")   # not caught by the agents
         return respond(messages, schema)
     with pytest.raises(Crash):
-        run_experiment(chat=FakeChat(broken, cache=False), name="m", cache=False, **kw(tmp_path, methods=["bm25", "pacemaker"]))
+        run_experiment(chat=Cached(FakeChat(broken), False), name="m", cache=False, **kw(tmp_path, methods=["bm25", "pacemaker"]))
     man = json.loads((tmp_path / "m" / "run.json").read_text())
     assert man["status"] == "partial" and man["stopped"] == "Crash: disk gone" and not (tmp_path / "m" / "run.lock").exists()
 
@@ -544,7 +545,7 @@ def test_max_rps_bounds_the_models_request_starts(tmp_path, capsys):
             for r in reqs:
                 with self.limiter.slot(): self.starts.append(time.monotonic()); out += super()._complete([r])
             return out
-    cm = Limited(respond, cache=False)
+    cm = Cached(Limited(respond), False)
     run_experiment(chat=cm, name="rps", cache=False, workers=4, max_rps=40, **kw(tmp_path, methods=["bm25"]))
     n, span = len(cm.starts), max(cm.starts) - min(cm.starts)
     assert cm.limiter.max_rps == 40 and n > 3 and span >= (n - 1) / 40 - 0.05, (n, span)   # 1/40 s apart, over the threads
@@ -576,3 +577,13 @@ def test_bm25_release_is_the_default_reaches_the_index_and_run_json_names_the_ot
     assert pm and all(r["retrieved_ids"] for r in pm)            # PaceMaker searches the same release index
     with pytest.raises(RunMismatchError, match=r"index: \{\"bm25\": \"pace\"\} -> null"):   # one folder, one BM25
         run_experiment(name="pace", **base)
+
+
+def test_no_cache_means_none_for_models_built_from_a_spec(tmp_path, monkeypatch):
+    "`cache=False` reaches a model built from a spec as no cache (it used to open the default file, `PACE_CACHE`)."
+    default = tmp_path / "default.sqlite"
+    monkeypatch.setenv("PACE_CACHE", str(default))
+    r = run_experiment(chat="fake:fake", judge="fake:fake", name="nc", cache=False, **kw(tmp_path / "runs", methods=["bm25"]))
+    assert r["n_rows"] == 4 and not default.exists() and not (r["run_dir"] / "cache.sqlite").exists()
+    r = run_experiment(chat="fake:fake", name="c", **kw(tmp_path / "runs", methods=["bm25"]))
+    assert (r["run_dir"] / "cache.sqlite").exists() and not default.exists()

@@ -3,6 +3,7 @@ import json, math
 from pathlib import Path
 import pytest
 import ir_measures
+from pace.llm import Cached
 from pace.cli import main
 from pace.data import load_pace_dataset
 from pace.eval.evaluate import read_jsonl
@@ -154,7 +155,7 @@ def test_a_run_file_is_answered_judged_and_fingerprinted(tmp_path):
     m = f"run:{f}"
     k = dict(dataset=TINY, methods=[m], embedder="hash:hash", out_dir=tmp_path, name="a", limit=0, progress=False,
              cache=False)
-    res = run_experiment(chat=FakeChat(schema_reply, cache=False), **k)
+    res = run_experiment(chat=Cached(FakeChat(schema_reply), False), **k)
     rows = read_jsonl(res["results"])
     assert len(rows) == 4 and all(r["answer"] and r["judge"]["label"] for r in rows)
     assert all(set(r["evidence"]["answer"]) <= set(r["retrieved_ids"]) == set(r["evidence"]["ranked"][:10]) for r in rows)
@@ -163,7 +164,7 @@ def test_a_run_file_is_answered_judged_and_fingerprinted(tmp_path):
     assert man["settings"]["own_methods"][m]["sha256"] == file_sha256(f)
     f.write_text("".join(f.read_text().splitlines(keepends=True)[1:]))   # the file changed: one line fewer
     with pytest.raises(RunMismatchError, match="sha256"):
-        run_experiment(chat=FakeChat(schema_reply, cache=False), **k)
+        run_experiment(chat=Cached(FakeChat(schema_reply), False), **k)
 
 
 def test_a_bad_run_file_is_refused_in_one_line_or_dropped(tmp_path, capsys):
@@ -189,8 +190,8 @@ def test_depth_apart_from_the_answer_budget(tmp_path):
     "--depth 20: the metrics and <method>.trec read 20 facts, the answerer's 10 are those of a run without it."
     k = dict(dataset=TINY, methods=["bm25", "hybrid"], embedder="hash:hash", out_dir=tmp_path, limit=0, progress=False,
              cache=False, bm25="pace")   # the project's BM25, which ranks only the facts sharing a term
-    flat = run_experiment(chat=FakeChat(schema_reply, cache=False), name="flat", **k)
-    deep = run_experiment(chat=FakeChat(schema_reply, cache=False), name="deep", depth=20, **k)
+    flat = run_experiment(chat=Cached(FakeChat(schema_reply), False), name="flat", **k)
+    deep = run_experiment(chat=Cached(FakeChat(schema_reply), False), name="deep", depth=20, **k)
     a, b = read_jsonl(flat["results"]), read_jsonl(deep["results"])
     assert [(r["retrieved_ids"], r["evidence"]["answer"], r["answer"]) for r in a] == \
            [(r["retrieved_ids"], r["evidence"]["answer"], r["answer"]) for r in b]
@@ -213,7 +214,7 @@ def test_depth_apart_from_the_answer_budget(tmp_path):
     assert json.loads((deep["run_dir"] / "run.json").read_text())["settings"]["depth"] == 20
     assert "depth" not in json.loads((flat["run_dir"] / "run.json").read_text())["settings"]
     with pytest.raises(RunMismatchError, match="depth"):
-        run_experiment(chat=FakeChat(schema_reply, cache=False), name="deep", depth=30, **k)
+        run_experiment(chat=Cached(FakeChat(schema_reply), False), name="deep", depth=30, **k)
 
 
 def test_a_committed_run_ranks_to_depth_100_for_its_metrics_and_hands_the_answerer_its_budget():

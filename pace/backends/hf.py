@@ -6,7 +6,8 @@
 from __future__ import annotations
 import threading, time
 from pathlib import Path
-from ..llm import ChatModel, Completion, Usage, dir_identity, chat_template_sha256, with_schema_instruction
+from ..llm import (ChatBackend, Completion, Usage, dir_identity, chat_template_sha256,
+                      with_schema_instruction)
 from ..llm import need
 
 # %% auto #0
@@ -24,12 +25,12 @@ def _hf_generate_kw(r:dict, room:int) -> dict:
     return gen
 
 # %% ../../nbs/02d_hf.ipynb #d7103780
-class HFChat(ChatModel):
+class HFChat(ChatBackend):
     "A transformers causal LM from a local directory, prompted with its chat template."
     backend = "hf"
     def __init__(self, model:str, # local model directory (or hub name where a hub is reachable)
                  *, model_id:str|None=None, tokenizer=None, hf_model=None, # pass loaded objects to reuse them
-                 device:str|None=None, dtype:str="auto", **kw):
+                 device:str|None=None, dtype:str="auto"):
         if tokenizer is None or hf_model is None:
             transformers = need("transformers", "hf")
             from transformers import AutoTokenizer, AutoModelForCausalLM
@@ -41,7 +42,7 @@ class HFChat(ChatModel):
         self.tok, self.hf_model, self._lock = tokenizer, hf_model, threading.Lock()
         self._source, self.dtype = dir_identity(model) or model, str(getattr(hf_model, "dtype", dtype))
         cw = getattr(getattr(hf_model, "config", None), "max_position_embeddings", None) or 4096
-        super().__init__(model_id or Path(model).name or model, context_window=int(cw), **kw)
+        super().__init__(model_id or Path(model).name or model, context_window=int(cw))
     def fingerprint(self) -> dict:
         return {**super().fingerprint(), "model": self._source, "dtype": self.dtype,
                 "chat_template": chat_template_sha256(self.tok)}

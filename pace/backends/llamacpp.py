@@ -8,7 +8,7 @@ import hashlib, importlib, importlib.util, os, re, shutil, sys, threading, time
 from pathlib import Path
 from ..atomic import atomic_open
 from ..cache import canonical_json
-from ..llm import (ChatModel, Completion, Usage, ModelNotFoundError, ModelUnusableError, models_dir,
+from ..llm import (ChatBackend, Completion, Usage, ModelNotFoundError, ModelUnusableError, models_dir,
                       file_identity,
                       read_json_memo, write_json_memo)
 
@@ -172,7 +172,7 @@ def kv_cache_bytes(metadata:dict, n_ctx:int, bytes_per_value:int=2) -> int:
     return 2 * g("block_count") * g("attention.head_count_kv") * head_dim * bytes_per_value * n_ctx
 
 # %% ../../nbs/02a_llamacpp.ipynb #170325ae
-class LlamaCppChat(ChatModel):
+class LlamaCppChat(ChatBackend):
     "In-process llama.cpp on a GGUF file, with grammar-constrained JSON for schemas."
     backend = "llamacpp"
     def __init__(self, model:str="qwen2.5-0.5b", # a name in KNOWN_GGUF or a .gguf path
@@ -184,7 +184,7 @@ class LlamaCppChat(ChatModel):
                                           # to the model's trained one (`grown_context`), and send it again
                  model_dir:str|Path|None=None, chat_format:str|None=None, verbose:bool=False,
                  check:bool|None=None, # run `llamacpp_selfcheck` first; default unless $PACE_LLAMACPP_CHECK=0
-                 **kw):
+                ):
         if importlib.util.find_spec("llama_cpp") is None:
             raise ModuleNotFoundError("the llamacpp backend needs llama-cpp-python: pip install "
                                       "'llama-cpp-python[server]==0.3.36' (or -e '.[local]')")
@@ -197,7 +197,7 @@ class LlamaCppChat(ChatModel):
                               chat_format=chat_format, verbose=verbose)
         self._llm, self._lock, self.chat_format, self._gguf = None, threading.Lock(), chat_format, None
         self.grow_context = grow_context
-        super().__init__(model_id or k.get("model_id") or self.path.stem.lower(), context_window=n_ctx, **kw)
+        super().__init__(model_id or k.get("model_id") or self.path.stem.lower(), context_window=n_ctx)
     @property
     def llm(self):
         "The `llama_cpp.Llama` object, loaded on first use."

@@ -8,7 +8,7 @@ import contextlib, email.utils, logging, os, random, threading, time, urllib.par
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from ..llm import ChatModel, Completion, Usage, with_schema_instruction
+from ..llm import ChatBackend, Completion, Usage, with_schema_instruction
 
 _log = logging.getLogger(__name__)
 
@@ -181,14 +181,14 @@ def checked_options(options, # an options model of `cls`, a dict of its fields, 
 # %% ../../nbs/02b_openai.ipynb #695d6f33
 _RETRY_STATUS = (408, 409, 429)
 
-class OpenAIChat(ChatModel):
+class OpenAIChat(ChatBackend):
     "Chat through the official openai client against any OpenAI-compatible server."
     backend = "openai"
     concurrent = True # the client is thread-safe and the server queues or batches what it gets
     def __init__(self, model:str, # model name the server knows
                  options:OpenAIOptions|dict|None=None, # the backend's options; keywords override them
                  *, client=None, # an openai client to send through (default: one built from the options)
-                 **kw): # fields of `OpenAIOptions`, then `ChatModel`'s (cache, accounts, ...)
+                 **kw): # fields of `OpenAIOptions`
         import openai
         o = checked_options(options, {k: kw.pop(k) for k in list(kw) if k in OpenAIOptions.model_fields})
         base_url = o.base_url or os.environ.get("OPENAI_BASE_URL")
@@ -212,7 +212,8 @@ class OpenAIChat(ChatModel):
         self.json_mode = o.json_mode
         self._modes = list(_JSON_MODES) if o.json_mode == "auto" else [o.json_mode]
         self._mode_ok, self._lock = o.json_mode != "auto", threading.Lock()
-        super().__init__(o.model_id or model, context_window=o.context_window, **kw)
+        if kw: raise TypeError(f"OpenAIChat: unknown options {sorted(kw)}")
+        super().__init__(o.model_id or model, context_window=o.context_window)
 
     def fingerprint(self) -> dict:
         return {**super().fingerprint(), "model": self.model, "base_url": normalise_base_url(self.base_url),

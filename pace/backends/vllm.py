@@ -5,7 +5,7 @@
 # %% ../../nbs/02c_vllm.ipynb #92276658
 from __future__ import annotations
 import json, time
-from ..llm import ChatModel, Completion, Usage, dir_identity, chat_template_sha256, need
+from ..llm import ChatBackend, Completion, Usage, dir_identity, chat_template_sha256, need
 
 # %% auto #0
 __all__ = ['vllm_settings', 'VLLMChat']
@@ -44,7 +44,7 @@ def vllm_settings(llm, kw:dict) -> dict:
     return json.loads(json.dumps(out, sort_keys=True, default=str))
 
 # %% ../../nbs/02c_vllm.ipynb #b3270c18
-class VLLMChat(ChatModel):
+class VLLMChat(ChatBackend):
     "In-process vLLM batch generation (GPU), with guided JSON decoding for schemas."
     backend = "vllm"
     def __init__(self, model:str, # HF model name or local directory
@@ -52,7 +52,6 @@ class VLLMChat(ChatModel):
                  chunk_size:int=512, # requests per vLLM batch (and per cache write)
                  **kw):
         self.chunk_size = chunk_size
-        ck = {k: kw.pop(k) for k in ("cache", "max_parse_retries", "accounts") if k in kw}
         if llm is None:
             need("vllm", "vllm"); from vllm import LLM
             llm = LLM(model=model, **kw)  # remaining kwargs go to vllm.LLM (tensor_parallel_size,
@@ -61,7 +60,7 @@ class VLLMChat(ChatModel):
         self.settings, self._source = vllm_settings(llm, kw), dir_identity(model) or model
         try: cw = int(llm.llm_engine.model_config.max_model_len)
         except Exception: cw = 32768
-        super().__init__(model_id or model, context_window=cw, **ck)
+        super().__init__(model_id or model, context_window=cw)
 
     def fingerprint(self) -> dict:
         return {**super().fingerprint(), "model": self._source, "settings": self.settings,

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/32_run.ipynb #0552f37f
 from __future__ import annotations
-import argparse, contextlib, hashlib, json, math, os, re, shlex, shutil, sys, time, weakref
+import argparse, contextlib, functools, hashlib, json, math, os, re, shlex, shutil, sys, time, weakref
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from itertools import chain
 from dataclasses import replace
@@ -15,7 +15,7 @@ from tqdm.auto import tqdm
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from ..data import MAX_NAME_BYTES, UsageError, append_row, jsonl_text, load_done, name_problem
 from ..cache import as_cache
-from ..llm import ChatModel, PARSE_RETRIES
+from ..llm import PARSE_RETRIES
 from ..calls import DECODINGS
 from ..methods.baselines import (METHODS as SIMPLE_METHODS, METHOD_SPECS, SIZED, MethodSpec, make_method,
                                         method_spec, run_checked, run_batch_checked)
@@ -847,23 +847,24 @@ class _OpenRun:
 
     def build_models(self):
         """Open the cache once; build the chat model, the judge (the chat model unless given) and the
-        embedder, and set, here only, how they are asked: re-asks, decoding, context, concurrency, rate,
-        failures."""
-        from pace.llm import as_chat_model, set_failure_policy
+        embedder, each wrapped in its cache with how it is asked (failures, re-asks, decoding); then set a
+        backend's context growth, concurrency and rate."""
+        from pace.llm import as_chat_model
         from pace.embed import as_embedder
         m, x = self.cfg.models, self.cfg.execution
         cache = _open_cache(x.cache, self.run_dir)
-        self.cm = build_model("chat", as_chat_model, m.chat, cache) if self.needs_chat else None
+        cache = False if cache is None else cache   # no cache (None would be the default file to a model)
+        chat = functools.partial(as_chat_model, failures="retry_once" if x.retry_failed else "reuse",
+                                 max_parse_retries=m.parse_retries, decoding=m.decoding)
+        self.cm = build_model("chat", chat, m.chat, cache) if self.needs_chat else None
         same = m.judge is None or m.judge == m.chat
         self.jm = (None if self.cfg.scope.retrieval_only else self.cm if same
-                   else build_model("judge", as_chat_model, m.judge, cache))
+                   else build_model("judge", chat, m.judge, cache))
         self.emb = build_model("embedder", as_embedder, m.embedder, cache)
-        for cm in {id(c): c for c in (self.cm, self.jm) if isinstance(c, ChatModel)}.values():
-            cm.max_parse_retries, cm.decoding = m.parse_retries, m.decoding
+        for cm in {id(c): c for c in (self.cm, self.jm) if c is not None}.values():
             if hasattr(cm, "grow_context"): cm.grow_context = m.grow_context
         _fit_concurrency(x.batch, self.cm, self.jm)
         limit_rate(x.max_rps, self.cm, self.jm)
-        set_failure_policy("retry_once" if x.retry_failed else "reuse", self.cm, self.jm)
         if self.cfg.preset == "paper" and self.jm is not None and self.jm is self.cm:
             print("pace run: --preset paper: the judge is the chat model, which grades its own answers; "
                   "the paper uses a separate judge (--judge SPEC)", file=sys.stderr)

@@ -268,7 +268,10 @@ def _toy_review(u: str) -> dict:
                 request_hints=False, realistic=True)
 
 # %% ../../nbs/40a_gen_testing.ipynb #d3575647
-def toy_chat(respond=None, **kw):
-    "A `pace.testing.FakeChat` answering with `toy_reply` (or `respond`), for tests and examples."
+def toy_chat(respond=None, # callable(messages, json_schema) -> reply (default `toy_reply`)
+             cache=None, # None: default cache file; a path or Cache; False: no cache
+             **kw): # `pace.llm.Cached` options (max_parse_retries, ...)
+    "A `pace.testing.FakeChat` answering with `toy_reply` (or `respond`) in `pace.llm.Cached`, for tests."
     from pace.testing import FakeChat
-    return FakeChat(respond or toy_reply, model="toy-generator", **kw)
+    from pace.llm import Cached
+    return Cached(FakeChat(respond or toy_reply, model="toy-generator"), cache, **kw)
