@@ -17,7 +17,7 @@ from .data import UsageError
 __all__ = ['CACHE_VERSION', 'ENTRY_KINDS', 'LOCK_TIMEOUT', 'STORE_FORMAT', 'canonical_json', 'request_key', 'default_cache_path',
            'CacheFileError', 'CacheLockedError', 'Entry', 'Cache', 'as_cache', 'export_cache', 'CacheImportError',
            'read_export', 'add_entries', 'import_cache', 'store_path', 'read_store_file', 'read_store', 'Accounts',
-           'log_calls', 'read_call_log', 'ReplayError', 'ReplayMissError', 'replay_enabled', 'replay_miss',
+           'log_calls', 'read_call_log', 'ReplayError', 'ReplayMissError', 'replay_enabled', 'replay_miss', 'Wrapper',
            'recorded_fingerprints', 'recorded_model', 'recorded_cards', 'add_cli']
 
 # %% ../nbs/01_cache.ipynb #61433b83
@@ -658,6 +658,18 @@ def replay_miss(what:str, # "reply", "token count" or "embedding"
     return ReplayMissError(f"replay: no cached {what} for {a} {stage!r} call of {model} (key "
                            f"{key[:8]}...{more}): "
                            "the committed cache lacks it")
+
+# %% ../nbs/01_cache.ipynb #8f06ce6b
+class Wrapper:
+    "A backend (`inner`) with state of its own (the names in `_own`); any other attribute is `inner`'s."
+    _own = frozenset({"inner"})
+    def __getattr__(self, name):
+        if name in type(self)._own: raise AttributeError(name)   # not set yet (a copy being built)
+        return getattr(self.inner, name)
+
+    def __setattr__(self, name, value):
+        if name in type(self)._own: object.__setattr__(self, name, value)
+        else: setattr(self.inner, name, value)
 
 # %% ../nbs/01_cache.ipynb #5b4076ad
 def recorded_fingerprints(cache:Cache, model:str, # a model id

@@ -10,8 +10,8 @@ from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from tqdm.auto import tqdm
-from .cache import (Cache, Entry, Accounts, as_cache, request_key, canonical_json, log_calls, ReplayError,
-                        replay_enabled, replay_miss, recorded_model, recorded_fingerprints)
+from .cache import (Cache, Entry, Accounts, Wrapper, as_cache, request_key, canonical_json, log_calls,
+                        ReplayError, replay_enabled, replay_miss, recorded_model, recorded_fingerprints)
 from .llm import parse_spec, build_from_spec, file_identity, dir_identity, need
 from pydantic import BaseModel, ConfigDict, Field
 from .backends.openai import normalise_base_url, checked_options
@@ -20,9 +20,10 @@ from .backends.vllm import vllm_settings
 # %% auto #0
 __all__ = ['QUERY_KEYS', 'ASSETS', 'MINILM_TOKENIZER', 'KNOWN_ST', 'ST_CONFIG', 'QUERY_PROMPT_NAME', 'MODEL_QUERY_PROMPT',
            'DEFAULT_EMBEDDER', 'EMBED_BACKENDS', 'EMBED_REPLAY_SPECS', 'encode_vec', 'decode_vec', 'inner_products',
-           'l2_normalise', 'EmbeddingError', 'Embedder', 'HashEmbedder', 'OnnxEmbedder', 'st_model_path',
-           'package_model_identity', 'st_prompts', 'st_query_prompt', 'STEmbedder', 'OpenAIEmbedOptions',
-           'OpenAIEmbedder', 'VLLMEmbedder', 'get_embedder', 'as_embedder', 'ReplayEmbedder', 'replay_embedder']
+           'l2_normalise', 'EmbeddingError', 'Embedder', 'CachedEmbedder', 'HashEmbedder', 'OnnxEmbedder',
+           'st_model_path', 'package_model_identity', 'st_prompts', 'st_query_prompt', 'STEmbedder',
+           'OpenAIEmbedOptions', 'OpenAIEmbedder', 'VLLMEmbedder', 'get_embedder', 'as_embedder', 'RecordedEmbedder',
+           'replay_embedder']
 
 # %% ../nbs/04_embed.ipynb #3ab7c075
 def encode_vec(v:np.ndarray) -> dict:
@@ -69,21 +70,18 @@ def _positive_int(name: str, v) -> int:
         raise ValueError(f"{name} must be a whole number >= 1, got {v!r}")
     return int(v)
 
-class _EmbedderBase:
-    "What every embedder has: an id, a size, a cache, accounts, and the backend hook `_embed`."
+class Embedder:
+    "An embedding backend: an id, a size, batching, and the hook `_embed` (`CachedEmbedder` adds the cache)."
     backend = "base"
     recompute = False   # True: vectors cheaper to compute than to store (an index's facts skip the cache)
-    replayed = False    # True: a recorded embedder (`ReplayEmbedder`)
     def __init__(self, model_id:str, # identity of the model (part of the cache key)
                  dim:int, # embedding size
-                 *, cache=None, # None: default cache file; a path or Cache; False: no cache
-                 batch_size:int=32, # texts per backend call
+                 *, batch_size:int=32, # texts per backend call
                  concurrency:int=1, # backend calls in flight (HTTP backends)
-                 accounts:Accounts|None=None):
+                ):
         self.model_id, self.dim = model_id, _positive_int("dim", dim)
         self.batch_size = _positive_int("batch_size", batch_size)
         self.concurrency = _positive_int("concurrency", concurrency)
-        self.cache, self.accounts = as_cache(cache), accounts if accounts is not None else Accounts()
     def __repr__(self): return f"{type(self).__name__}({self.model_id!r}, dim={self.dim})"
     def _embed(self, texts:list[str]) -> tuple[np.ndarray, int]:
         "Backend hook: raw vectors (len(texts), dim) and the number of input tokens (0 if unknown)."
@@ -94,15 +92,48 @@ class _EmbedderBase:
     def fingerprint(self) -> dict:
         "What, besides the text, decides a vector (JSON): backend, model id, size and backend settings."
         return {"backend": self.backend, "model_id": self.model_id, "dim": self.dim}
+
+    @functools.cached_property
+    def plain(self) -> CachedEmbedder:
+        "This backend on its own, uncached: what `embed` and `embed_queries` of a bare one use."
+        return CachedEmbedder(self, cache=False)
+    def embed(self, *a, **kw) -> np.ndarray: return self.plain.embed(*a, **kw)
+    def embed_queries(self, *a, **kw) -> np.ndarray: return CachedEmbedder.embed_queries(self, *a, **kw)
+    @property
+    def accounts(self) -> Accounts: return self.plain.accounts
+    @accounts.setter
+    def accounts(self, a:Accounts): self.plain.accounts = a
+    @property
+    def cache(self) -> Cache|None: return self.plain.cache
+
+# %% ../nbs/04_embed.ipynb #77f59093
+QUERY_KEYS = ("query_prompt", "query_prompt_name")   # fingerprint keys that decide query vectors only
+
+class CachedEmbedder(Wrapper):
+    "An embedder with a cache and accounts: `embed(texts) -> (n, dim)` float32 unit rows, cached per text."
+    _own = frozenset({"inner", "cache", "accounts", "replay"})
+    def __init__(self, inner:Embedder, # the backend that computes vectors
+                 cache=None, # None: default cache file; a path or Cache; False: no cache
+                 *, accounts:Accounts|None=None, # share one Accounts across models if wanted
+                 replay:bool=False, # a recording: every vector from the cache, a miss is a `ReplayMissError`
+                ):
+        c = as_cache(cache)
+        if replay and c is None: raise ReplayError("replay needs a cache to replay from, not cache=False")
+        for k, v in dict(inner=inner, cache=c, accounts=accounts if accounts is not None else Accounts(),
+                         replay=replay).items():
+            object.__setattr__(self, k, v)
+    def __repr__(self): return f"CachedEmbedder({self.inner!r}, cache={self.cache!r})"
     def _key(self, text:str, fp:dict) -> str: return request_key("embed", {"fingerprint": fp, "text": text})
     def _on_miss(self, texts:list[str], fp:dict, stage:str):
-        "Hook called with the texts the cache lacks, before they are embedded (a replay raises here)."
+        "Called with the texts the cache lacks, before they are embedded: a replay raises."
+        k = self._key(texts[0], fp)
+        if self.replay: raise replay_miss("embedding", stage, self.model_id, k, len(texts))
     def _run_batch(self, batch:list[str], stage:str="embed", query:bool=False,
                    logged:bool=True): # False: a recomputed vector, no model call to log
         "Unit vectors, tokens, seconds of one logged backend call; `EmbeddingError` on failure or bad shape."
         if logged: log_calls("embed", self.model_id, stage, len(batch))
         t = time.perf_counter()
-        try: vecs, ntok = (self._embed_query if query else self._embed)(batch)
+        try: vecs, ntok = (self.inner._embed_query if query else self.inner._embed)(batch)
         except Exception as e:
             raise EmbeddingError(f"{self.backend} embedder {self.model_id!r} failed on a batch of "
                                  f"{len(batch)}: {type(e).__name__}: {e}") from e
@@ -118,12 +149,6 @@ class _EmbedderBase:
                                        request={"fingerprint": fp, "text": t},
                                        response=encode_vec(v), prompt_tokens=ntok // len(batch),
                                        seconds=secs / len(batch)) for t, v in zip(batch, vecs)])
-
-# %% ../nbs/04_embed.ipynb #77f59093
-QUERY_KEYS = ("query_prompt", "query_prompt_name")   # fingerprint keys that decide query vectors only
-
-class Embedder(_EmbedderBase):
-    "Backend-independent embedder: `embed(texts) -> (n, dim)` float32, L2-normalised, cached per text."
     def _from_cache(self, texts, keys, out, stage, t0) -> list[str]:
         "Fill `out` with the cached rows and count them; the distinct texts still to embed, shortest first."
         hits = self.cache.get_many(keys) if self.cache is not None else {}
@@ -155,11 +180,11 @@ class Embedder(_EmbedderBase):
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts: return out
         # once per call; the round trip checks it is plain JSON
-        t0, fp = time.perf_counter(), json.loads(canonical_json(self.fingerprint()))
+        t0, fp = time.perf_counter(), json.loads(canonical_json(self.inner.fingerprint()))
         if not query: fp = {k: v for k, v in fp.items() if k not in QUERY_KEYS}   # a document: no instruction
         keys = [self._key(t, fp) for t in texts]
         # a replay reads what its recording cached, even where vectors are no longer cached (`recompute`)
-        if cache or self.replayed: todo = self._from_cache(texts, keys, out, stage, t0)
+        if cache or self.replay: todo = self._from_cache(texts, keys, out, stage, t0)
         else: todo = sorted(dict.fromkeys(texts), key=len)
         if not todo: return out
         if cache: self._on_miss(todo, fp, stage)
@@ -433,7 +458,7 @@ class OpenAIEmbedder(Embedder):
     def __init__(self, model:str, # model name the server knows
                  options:OpenAIEmbedOptions|dict|None=None, # the backend's options; keywords override them
                  *, client=None, # an openai client to send through (default: one built from the options)
-                 **kw): # fields of `OpenAIEmbedOptions`, then `Embedder`'s (cache, accounts)
+                 **kw): # fields of `OpenAIEmbedOptions`
         import openai
         o = checked_options(options, {k: kw.pop(k) for k in list(kw) if k in OpenAIEmbedOptions.model_fields},
                             OpenAIEmbedOptions, "openai embedder options")
@@ -449,7 +474,8 @@ class OpenAIEmbedder(Embedder):
         self.query_prompt = o.query_prompt
         dim = o.dim or o.dimensions or len(self._embed(["dimension probe"])[0][0])
         super().__init__(o.model_id or (model if o.dimensions is None else f"{model}@{o.dimensions}"), dim,
-                         batch_size=o.batch_size, concurrency=o.concurrency, **kw)
+                         batch_size=o.batch_size, concurrency=o.concurrency)
+        if kw: raise TypeError(f"OpenAIEmbedder: unknown options {sorted(kw)}")
 
     def fingerprint(self) -> dict:
         return {**super().fingerprint(), "model": self.model, "base_url": normalise_base_url(self.base_url),
@@ -476,7 +502,6 @@ class VLLMEmbedder(Embedder):
                  batch_size:int=256,
                  query_prompt:str|None=None, # an instruction put before each query only ("": none)
                  **kw):
-        ck = {k: kw.pop(k) for k in ("cache", "accounts") if k in kw}
         if llm is None:
             need("vllm", "vllm"); from vllm import LLM
             try: llm = LLM(model=model, runner="pooling", **kw)
@@ -484,7 +509,7 @@ class VLLMEmbedder(Embedder):
         self.llm, self.model, self.query_prompt = llm, model, query_prompt or None
         self.settings, self._source = vllm_settings(llm, kw), dir_identity(model) or model
         dim = len(self._embed(["dimension probe"])[0][0])
-        super().__init__(model_id or model, dim, batch_size=batch_size, **ck)
+        super().__init__(model_id or model, dim, batch_size=batch_size)
 
     def fingerprint(self) -> dict:
         return {**super().fingerprint(), "model": self._source, "settings": self.settings,
@@ -504,25 +529,28 @@ EMBED_BACKENDS = {"onnx": OnnxEmbedder, "st": STEmbedder, "hf": STEmbedder,
                   "sentence-transformers": STEmbedder,
                   "openai": OpenAIEmbedder, "vllm": VLLMEmbedder, "hash": HashEmbedder}
 
-def get_embedder(spec:str|dict|Embedder|None=None, # "backend:model", a dict with backend options, or an
-                                                   # Embedder
+def get_embedder(spec:str|dict|Embedder|CachedEmbedder|None=None, # "backend:model", a dict with backend
+                                                                 # options, or an embedder object
                  cache=None, # None: default cache file; a path or Cache; False: no cache
                  *, replay:bool|None=None, # the recorded embedder from the cache (`replay_embedder`); None:
                                            # $PACE_REPLAY
-                 **kw) -> Embedder:
-    "Build the embedder a spec names (see `EMBED_BACKENDS`), or with `replay` its recording in the cache."
-    if isinstance(spec, Embedder): return spec
-    if replay_enabled(replay): return replay_embedder(spec, cache, **kw)
-    return build_from_spec(parse_spec(spec, DEFAULT_EMBEDDER, "PACE_EMBED_MODEL"), EMBED_BACKENDS,
-                           "embedding", cache=cache, **kw)
+                 accounts:Accounts|None=None, # the wrapper's accounts
+                 **kw) -> CachedEmbedder:
+    ("The backend a spec names (see `EMBED_BACKENDS`; `kw`: its options) in a `CachedEmbedder`, or with "
+     "`replay` its recording in the cache.")
+    if isinstance(spec, CachedEmbedder): return spec
+    if isinstance(spec, Embedder): return CachedEmbedder(spec, cache, accounts=accounts)
+    if replay_enabled(replay): return replay_embedder(spec, cache, accounts=accounts, **kw)
+    d = parse_spec(spec, DEFAULT_EMBEDDER, "PACE_EMBED_MODEL")
+    return CachedEmbedder(build_from_spec(d, EMBED_BACKENDS, "embedding", **kw), cache, accounts=accounts)
 
 # %% ../nbs/04_embed.ipynb #b341c9c4
-def as_embedder(spec, # an embedder spec (see `get_embedder`), or an object with an `embed` method, used as it
-                      # is
+def as_embedder(spec, # an embedder spec (see `get_embedder`), a backend, a `CachedEmbedder`, or an
+                      # object with `embed`, used as it is
                 cache, # None: default cache file; a path or Cache; False: no cache
                ):
-    "`spec` itself when it embeds (an embedder or a test double), else `get_embedder(spec, cache)`."
-    if hasattr(spec, "embed"): return spec
+    "`spec` itself when it embeds (not a bare backend), else `get_embedder(spec, cache)`."
+    if hasattr(spec, "embed") and not isinstance(spec, Embedder): return spec
     return get_embedder(spec, cache=cache)
 
 # %% ../nbs/04_embed.ipynb #5c6d0713
@@ -563,24 +591,18 @@ EMBED_REPLAY_SPECS = {OnnxEmbedder: _onnx_replay, STEmbedder: _st_replay,
                       HashEmbedder: _hash_replay}
 
 # %% ../nbs/04_embed.ipynb #34a951a2
-class ReplayEmbedder(Embedder):
-    "A recorded embedder: every vector from the cache; a text the cache lacks is a `ReplayMissError`."
-    replayed = True
-    def __init__(self, fingerprint:dict, # the recorded embedder's fingerprint (see
-                                         # `pace.cache.recorded_model`)
-                 *, cache, # the cache holding its vectors (a path or a Cache; not False)
-                 accounts:Accounts|None=None):
-        if cache is False: raise ReplayError("replay needs a cache to replay from, not cache=False")
+class RecordedEmbedder(Embedder):
+    "The backend of a replay: a recorded embedder's fingerprint and size: no vector (a hash one aside)."
+    def __init__(self, fingerprint:dict, # the recorded fingerprint (see `pace.cache.recorded_model`)
+                 *, dim:int, # its size
+                ):
         self._fp = json.loads(canonical_json(fingerprint))
-        self.backend, c = self._fp["backend"], as_cache(cache)
-        dim = self._fp.get("dim") if type(self._fp.get("dim")) is int else _cached_dim(c, self._fp)
-        super().__init__(self._fp["model_id"], dim, cache=c, accounts=accounts)
+        self.backend = self._fp["backend"]
+        super().__init__(self._fp["model_id"], dim)
         # a hash embedder's index vectors were never cached: computed again, as they were made
         self.recompute = self._fp == {"backend": "hash", "model_id": self._fp["model_id"], "dim": dim}
 
     def fingerprint(self) -> dict: return json.loads(canonical_json(self._fp))
-    def _on_miss(self, texts, fp, stage):
-        raise replay_miss("embedding", stage, self.model_id, self._key(texts[0], fp), len(texts))
     def _embed(self, texts):
         if self.recompute: return _hash_vectors(texts, self.dim), sum(len(t.split()) for t in texts)
         raise ReplayError("a replayed embedder computes no vector")
@@ -597,7 +619,7 @@ def _cached_dim(cache:Cache, fp:dict) -> int:
 
 def replay_embedder(spec:str|dict|None=None, # as for `get_embedder`
                     cache=None, # the cache to replay from (None: the default file)
-                    **kw) -> ReplayEmbedder:
+                    **kw) -> CachedEmbedder:
     "The recorded embedder a spec names, rebuilt from `cache` alone: no library, model file or model call."
     accounts, d = kw.pop("accounts", None), {**parse_spec(spec, DEFAULT_EMBEDDER, "PACE_EMBED_MODEL"), **kw}
     if d["backend"] not in EMBED_BACKENDS:
@@ -606,7 +628,9 @@ def replay_embedder(spec:str|dict|None=None, # as for `get_embedder`
     if c is None: raise ReplayError("replay needs a cache to replay from, not cache=False")
     fields = EMBED_REPLAY_SPECS.get(cls, _named(cls.backend, lambda m: m))(d)
     if isinstance(fields, list): fields = _first_recorded(c, fields)
-    return ReplayEmbedder(recorded_model(c, fields, ("embed",), "embedder"), cache=c, accounts=accounts)
+    fp = recorded_model(c, fields, ("embed",), "embedder")
+    dim = fp.get("dim") if type(fp.get("dim")) is int else _cached_dim(c, fp)
+    return CachedEmbedder(RecordedEmbedder(fp, dim=dim), c, accounts=accounts, replay=True)
 
 def _first_recorded(cache:Cache, choices:list[dict]) -> dict:
     "The first of `choices` (fingerprint fields) an embedder recorded in `cache` agrees with, else the last."

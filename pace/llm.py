@@ -11,8 +11,8 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 from tqdm.auto import tqdm
 from .atomic import write_text
-from .cache import (Cache, Entry, Accounts, as_cache, request_key, canonical_json, log_calls, ReplayError,
-                        replay_enabled, replay_miss, recorded_model, recorded_cards)
+from .cache import (Cache, Entry, Accounts, Wrapper, as_cache, request_key, canonical_json, log_calls,
+                        ReplayError, replay_enabled, replay_miss, recorded_model, recorded_cards)
 
 # %% auto #0
 __all__ = ['PARSE_RETRIES', 'FAILURE_POLICIES', 'DEFAULT_CHAT_MODEL', 'CHAT_BACKENDS', 'Usage', 'ChatResult', 'Completion',
@@ -362,8 +362,8 @@ class ChatBackend:
 FAILURE_POLICIES = ("retry", "reuse", "retry_once")   # what a request whose failure the cache records gets
 
 # %% ../nbs/02_llm.ipynb #5d806398
-class _Wrapping:
-    "The wrapper's own state; every other attribute is its backend's (read and set through)."
+class _Wrapping(Wrapper):
+    "The chat wrapper's own state; every other attribute is its backend's (read and set through)."
     _own = frozenset({"inner", "cache", "accounts", "failures", "max_parse_retries", "decoding", "replay",
                       "_token_memo", "_cards_noted", "_retried"})
     def __init__(self, inner:ChatBackend, # the backend that computes replies
@@ -387,14 +387,6 @@ class _Wrapping:
                          _token_memo={}, _cards_noted=set(),   # counts known in this process; cards written
                          _retried=set()).items():   # keys of requests this wrapper sent to the backend
             object.__setattr__(self, k, v)
-
-    def __getattr__(self, name):
-        if name in _Wrapping._own: raise AttributeError(name)   # not set yet (a copy being built)
-        return getattr(self.inner, name)
-
-    def __setattr__(self, name, value):
-        if name in _Wrapping._own: object.__setattr__(self, name, value)
-        else: setattr(self.inner, name, value)
 
     def __repr__(self): return f"Cached({self.inner!r}, cache={self.cache!r})"
 

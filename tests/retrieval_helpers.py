@@ -1,6 +1,7 @@
 "Fixtures shared by the retrieval tests: facts, and the testing API's embedders without a cache."
 from collections import namedtuple
 import numpy as np
+from pace.embed import CachedEmbedder
 from pace.testing import HashEmbedder, RandomEmbedder
 
 Fact = namedtuple("Fact", "doc_id text meta", defaults=[None])
@@ -8,12 +9,12 @@ Fact = namedtuple("Fact", "doc_id text meta", defaults=[None])
 
 def hash_embedder(dim=64, model="hash"):
     "`pace.testing.HashEmbedder` with no cache (texts that share words are close)."
-    return HashEmbedder(model, dim, cache=False)
+    return CachedEmbedder(HashEmbedder(model, dim), False)
 
 
 def random_embedder(dim=48, model="random"):
     "`pace.testing.RandomEmbedder` with no cache (a random unit vector per text: no ties, for exact-graph tests)."
-    return RandomEmbedder(model, dim, cache=False)
+    return CachedEmbedder(RandomEmbedder(model, dim), False)
 
 
 WORDS = ("dentist appointment swimming pool brother visit peanut allergy train window seat bus work manager "

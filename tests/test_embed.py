@@ -2,6 +2,7 @@
 import hashlib, sys, types
 import numpy as np
 import pytest
+from pace.embed import CachedEmbedder
 from pace.cache import Cache, request_key
 from pace.embed import get_embedder, OnnxEmbedder, HashEmbedder, OpenAIEmbedder, EmbeddingError, MINILM_TOKENIZER
 from pace.backends.llamacpp import LlamaServer
@@ -12,7 +13,7 @@ pytestmark = pytest.mark.usefixtures("models_dir_in_tmp")   # see conftest.py
 
 @pytest.fixture(scope="module")
 def minilm():
-    return OnnxEmbedder(cache=False)
+    return CachedEmbedder(OnnxEmbedder(), False)
 
 
 def test_tokenizer_assets_match_bert_uncased(minilm):
@@ -31,7 +32,7 @@ def test_default_embedder_shapes_and_semantics(minilm):
 def test_batching_and_padding_do_not_change_vectors(minilm):
     texts = [f"sentence number {i} " + "pad " * (i * 7) for i in range(10)]
     alone = np.stack([minilm.embed([t])[0] for t in texts])
-    small = OnnxEmbedder(cache=False, batch_size=3).embed(texts)
+    small = CachedEmbedder(OnnxEmbedder(batch_size=3), False).embed(texts)
     np.testing.assert_allclose(alone, small, atol=1e-4)
 
 
@@ -42,9 +43,9 @@ def test_long_text_is_truncated_not_an_error(minilm):
 
 def test_cache_rerun_makes_zero_model_calls(tmp_path):
     texts = [f"fact {i}: the ego met alter {i % 7} on day {i}" for i in range(50)] + ["fact 3: the ego met alter 3 on day 3"]
-    e = OnnxEmbedder(cache=tmp_path / "c.sqlite", batch_size=16)
+    e = CachedEmbedder(OnnxEmbedder(batch_size=16), tmp_path / "c.sqlite")
     X = e.embed(texts, stage="index")
-    e2 = OnnxEmbedder(cache=Cache(tmp_path / "c.sqlite"))
+    e2 = CachedEmbedder(OnnxEmbedder(), Cache(tmp_path / "c.sqlite"))
     e2._embed = lambda batch: pytest.fail("model called on a rerun")
     Y = e2.embed(texts, stage="index")
     np.testing.assert_array_equal(X, Y)  # exact: vectors are stored as float32 bytes
@@ -58,40 +59,40 @@ def test_onnx_fingerprint_is_files_and_truncation(minilm):
     assert (fp["backend"], fp["model_id"], fp["dim"], fp["max_length"]) == ("onnx", "all-MiniLM-L6-v2@int8-onnx", 384, 256)
     assert fp["tokenizer"] == {"size": MINILM_TOKENIZER.stat().st_size, "sha256": hashlib.sha256(MINILM_TOKENIZER.read_bytes()).hexdigest()}
     assert fp["onnx"]["size"] > 10_000_000 and len(fp["onnx"]["sha256"]) == 64
-    assert OnnxEmbedder(cache=False).fingerprint() == fp  # deterministic
+    assert CachedEmbedder(OnnxEmbedder(), False).fingerprint() == fp  # deterministic
 
 
 def test_embedder_settings_never_share_entries(tmp_path):
     path = tmp_path / "c.sqlite"
     text = ["word " * 40 + "and at the very end a dentist appointment on Friday at nine"]
-    base = OnnxEmbedder(cache=path)
+    base = CachedEmbedder(OnnxEmbedder(), path)
     X = base.embed(text)
     e = base.cache.get(base._key(text[0], base.fingerprint()))
     assert e.request == {"fingerprint": base.fingerprint(), "text": text[0]} and request_key("embed", e.request) == e.key
-    short = OnnxEmbedder(cache=path, max_length=16)  # same model id, other truncation
+    short = CachedEmbedder(OnnxEmbedder(max_length=16), path)  # same model id, other truncation
     assert short.model_id == base.model_id and short.fingerprint() != base.fingerprint()
     assert np.abs(short.embed(text) - X).max() > 1e-3  # computed, not the 256-token vector
     tok = tmp_path / "tokenizer.json"
     tok.write_text(MINILM_TOKENIZER.read_text(encoding="utf-8") + "\n", encoding="utf-8")  # another tokenizer file
-    other = OnnxEmbedder(cache=path, tokenizer_path=tok)
+    other = CachedEmbedder(OnnxEmbedder(tokenizer_path=tok), path)
     assert other.fingerprint()["tokenizer"] != base.fingerprint()["tokenizer"] and other.fingerprint()["onnx"] == base.fingerprint()["onnx"]
     calls = []
     real = other._embed
     other._embed = lambda batch: calls.append(batch) or real(batch)
     np.testing.assert_allclose(other.embed(text), X, atol=1e-6)  # same vectors here, but not taken from base's entry
     assert len(calls) == 1
-    again = OnnxEmbedder(cache=Cache(path))
+    again = CachedEmbedder(OnnxEmbedder(), Cache(path))
     again._embed = lambda batch: pytest.fail("same settings: must come from the cache")
     np.testing.assert_array_equal(again.embed(text), X)
     assert [g["fingerprints"] for g in Cache(path).stats()["groups"]] == [3]
 
     class OtherBackend(HashEmbedder): backend = "other"
-    h = HashEmbedder("h", dim=32, cache=path); h.embed(["x y"])
-    o = OtherBackend("h", dim=32, cache=path); o.embed(["x y"])
+    h = CachedEmbedder(HashEmbedder("h", dim=32), path); h.embed(["x y"])
+    o = CachedEmbedder(OtherBackend("h", dim=32), path); o.embed(["x y"])
     assert h.model_id == o.model_id and (h.n_batches, o.n_batches) == (1, 1)
-    h2 = HashEmbedder("h", dim=32, cache=path); h2.embed(["x y"])
+    h2 = CachedEmbedder(HashEmbedder("h", dim=32), path); h2.embed(["x y"])
     assert h2.n_batches == 0
-    h3 = HashEmbedder("h", dim=64, cache=path); h3.embed(["x y"])
+    h3 = CachedEmbedder(HashEmbedder("h", dim=64), path); h3.embed(["x y"])
     assert h3.n_batches == 1
 
 
@@ -102,8 +103,7 @@ def test_openai_embedder_servers_never_share_entries(tmp_path):
             self.calls += 1
             return types.SimpleNamespace(data=[types.SimpleNamespace(index=i, embedding=[1.0, float(len(t)), 0.5]) for i, t in enumerate(input)],
                                          usage=types.SimpleNamespace(prompt_tokens=len(input)))
-    def make(url, **kw): return OpenAIEmbedder("qwen3-embedding", dim=3, base_url=url, client=types.SimpleNamespace(embeddings=Emb()),
-                                               cache=tmp_path / "c.sqlite", **kw)
+    def make(url, **kw): return CachedEmbedder(OpenAIEmbedder("qwen3-embedding", dim=3, base_url=url, client=types.SimpleNamespace(embeddings=Emb()), **kw), tmp_path / "c.sqlite")
     a = make("http://gpu1:8000/v1"); a.embed(["t"])
     b = make("http://gpu2:8000/v1"); b.embed(["t"])
     c = make("http://GPU1:8000/v1/"); c.embed(["t"])
@@ -116,11 +116,11 @@ def test_backend_errors_raise_clearly():
     class Broken(HashEmbedder):
         def _embed(self, texts): raise ConnectionError("gone")
     with pytest.raises(EmbeddingError, match="gone"):
-        Broken(cache=False).embed(["x"])
+        CachedEmbedder(Broken(), False).embed(["x"])
     class Wrong(HashEmbedder):
         def _embed(self, texts): return np.zeros((len(texts), 3)), 0
     with pytest.raises(EmbeddingError, match="shape"):
-        Wrong(cache=False).embed(["x"])
+        CachedEmbedder(Wrong(), False).embed(["x"])
 
 
 def test_openai_embeddings_against_llamacpp_server(tmp_path):
@@ -154,7 +154,7 @@ def test_sentence_transformers_directory_agrees_with_onnx(minilm, monkeypatch):
     cos = (st.embed(texts) * ref).sum(1)
     assert (cos > 0.99).all(), cos
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # without sentence-transformers: transformers + mean pooling
-    hf = STEmbedder(str(d), cache=False)
+    hf = CachedEmbedder(STEmbedder(str(d)), False)
     assert hf.st is None and hf.dim == 384
     cos = (hf.embed(texts) * ref).sum(1)
     assert (cos > 0.99).all(), cos
@@ -163,7 +163,7 @@ def test_sentence_transformers_directory_agrees_with_onnx(minilm, monkeypatch):
 def test_a_size_below_one_is_refused_when_the_embedder_is_made():
     "Issue 22: {'backend': 'hash', 'dim': 0} was built, then failed with ZeroDivisionError inside the run (leaving it at 'running')."
     with pytest.raises(ValueError, match="dim must be a whole number >= 1, got 0"): get_embedder({"backend": "hash", "dim": 0}, cache=False)
-    with pytest.raises(ValueError, match="batch_size must be"): HashEmbedder(batch_size=0, cache=False)
+    with pytest.raises(ValueError, match="batch_size must be"): CachedEmbedder(HashEmbedder(batch_size=0), False)
     pytest.importorskip("onnxruntime")
     with pytest.raises(FileNotFoundError, match="no file nosuchmodel/model.onnx: onnx:<model> takes all-MiniLM-L6-v2 or a folder"):
         get_embedder("onnx:nosuchmodel", cache=False)
@@ -174,24 +174,23 @@ def test_a_size_below_one_is_refused_when_the_embedder_is_made():
 def test_each_backend_call_is_logged_with_its_texts(tmp_path, monkeypatch):
     from pace.cache import read_call_log
     monkeypatch.setenv("PACE_CALL_LOG", str(tmp_path / "calls.log"))
-    h = HashEmbedder(cache=tmp_path / "c.sqlite", batch_size=2)
+    h = CachedEmbedder(HashEmbedder(batch_size=2), tmp_path / "c.sqlite")
     h.embed(["a", "bb", "ccc", "a", "dddd", "eeeee"], stage="index")
-    HashEmbedder(cache=tmp_path / "c.sqlite").embed(["a", "eeeee"], stage="query")          # all cached: nothing logged
+    CachedEmbedder(HashEmbedder(), tmp_path / "c.sqlite").embed(["a", "eeeee"], stage="query")          # all cached: nothing logged
     assert read_call_log(tmp_path / "calls.log") == [{"kind": "embed", "model": "hash-256", "stage": "index", "n": n} for n in (2, 2, 1)]
 
 
 def test_a_replayed_embedder_gives_the_same_bits_without_the_model(minilm, tmp_path, monkeypatch):
     from pace.cache import ReplayMissError, read_call_log
-    from pace.embed import ReplayEmbedder
     texts = ["I have a dentist appointment on Monday at 9am.", "My cat likes tuna.", "Dinner with Anna on Friday."]
     path = tmp_path / "c.sqlite"
-    rec = OnnxEmbedder(cache=path)
+    rec = CachedEmbedder(OnnxEmbedder(), path)
     X = rec.embed(texts, stage="index")
     def no_model(*a, **k): raise AssertionError("the ONNX model was loaded")
     monkeypatch.setattr(OnnxEmbedder, "__init__", no_model); monkeypatch.setattr(OnnxEmbedder, "_embed", no_model)
     monkeypatch.setenv("PACE_REPLAY", "1"); monkeypatch.setenv("PACE_CALL_LOG", str(tmp_path / "calls.log"))
     rep = get_embedder(cache=path)                                                            # the default spec, replayed
-    assert isinstance(rep, ReplayEmbedder) and rep.fingerprint() == rec.fingerprint() and rep.dim == 384
+    assert rep.replay and rep.fingerprint() == rec.fingerprint() and rep.dim == 384
     Y = rep.embed(texts[::-1], stage="index")
     assert Y.tobytes() == X[::-1].tobytes()
     with pytest.raises(ReplayMissError, match=r"no cached embedding for a 'query' call of all-MiniLM-L6-v2@int8-onnx \(key [0-9a-f]{8}\.\.\.\)"):
@@ -203,14 +202,14 @@ def test_a_replayed_embedder_gives_the_same_bits_without_the_model(minilm, tmp_p
 
 def test_embedder_replay_specs_agree_with_the_real_fingerprints(minilm):
     from pace.embed import EMBED_REPLAY_SPECS
-    def agrees(e, d): f = EMBED_REPLAY_SPECS[type(e)](d); return {k: e.fingerprint().get(k) for k in f} == f
+    def agrees(e, d): f = EMBED_REPLAY_SPECS[type(getattr(e, "inner", e))](d); return {k: e.fingerprint().get(k) for k in f} == f
     assert agrees(minilm, {}) and agrees(minilm, {"model": "all-MiniLM-L6-v2"})
-    assert agrees(HashEmbedder(cache=False), {}) and agrees(HashEmbedder("h", dim=8, cache=False), {"model": "h", "dim": 8})
+    assert agrees(CachedEmbedder(HashEmbedder(), False), {}) and agrees(CachedEmbedder(HashEmbedder("h", dim=8), False), {"model": "h", "dim": 8})
     client = types.SimpleNamespace(embeddings=types.SimpleNamespace(create=None))
     for kw in (dict(dim=3), dict(dimensions=64), dict(base_url="http://GPU1:8000/v1/", dim=3, model_id="q")):
-        e = OpenAIEmbedder("qwen3-embedding", client=client, cache=False, **kw)
+        e = CachedEmbedder(OpenAIEmbedder("qwen3-embedding", client=client, **kw), False)
         assert agrees(e, {"model": "qwen3-embedding", **kw}), kw
-    assert not agrees(OpenAIEmbedder("qwen3-embedding", dim=3, client=client, cache=False), {"model": "qwen3-embedding", "dimensions": 64})
+    assert not agrees(CachedEmbedder(OpenAIEmbedder("qwen3-embedding", dim=3, client=client), False), {"model": "qwen3-embedding", "dimensions": 64})
 
 
 # ---- a query instruction (sentence-transformers' prompt_name), for queries only ----
@@ -222,7 +221,7 @@ class _RecordingST:
     def encode(self, texts, prompt_name=None, prompt=None, **kw):
         self.seen.append((list(texts), prompt_name, prompt))
         pre = self.prompts[prompt_name] if prompt_name else (prompt or "")
-        return np.stack([HashEmbedder("h", 8, cache=False)._embed([pre + t])[0][0] + 0.01 for t in texts])
+        return np.stack([CachedEmbedder(HashEmbedder("h", 8), False)._embed([pre + t])[0][0] + 0.01 for t in texts])
 
 
 def test_query_prompt_reaches_queries_only_through_the_index(tmp_path):
@@ -278,7 +277,7 @@ class _FolderST:
     def encode(self, texts, prompt_name=None, prompt=None, **kw):
         self.seen.append((list(texts), prompt_name, prompt))
         pre = prompt if prompt is not None else self.prompts[prompt_name] if prompt_name else ""
-        return np.stack([HashEmbedder("h", 8, cache=False)._embed([pre + t])[0][0] + 0.01 for t in texts])
+        return np.stack([CachedEmbedder(HashEmbedder("h", 8), False)._embed([pre + t])[0][0] + 0.01 for t in texts])
 
 
 def _model_folder(tmp_path, name, config):
@@ -343,7 +342,7 @@ def test_without_sentence_transformers_the_prompt_comes_from_the_folder(tmp_path
         AutoTokenizer=types.SimpleNamespace(from_pretrained=lambda p: object()),
         AutoModel=types.SimpleNamespace(from_pretrained=lambda p: model)))
     from pace.embed import STEmbedder
-    e = STEmbedder(str(qwen), cache=False)
+    e = CachedEmbedder(STEmbedder(str(qwen)), False)
     assert e.st is None and (e.query_prompt_name, e.query_prompt) == ("query", QWEN3_QUERY)
     seen = []
     e._embed = lambda texts: seen.append(list(texts)) or (np.ones((len(texts), 8)), 0)
@@ -352,7 +351,7 @@ def test_without_sentence_transformers_the_prompt_comes_from_the_folder(tmp_path
     with pytest.warns(UserWarning, match="queries get no instruction"):   # a hub id with no snapshot here: said, not silent
         monkeypatch.setattr("pace.embed.st_model_path", lambda m: str(qwen))
         monkeypatch.setattr("pace.embed.st_prompts", lambda p: None)
-        STEmbedder("org/some-embedder", cache=False)
+        CachedEmbedder(STEmbedder("org/some-embedder"), False)
 
 
 @pytest.mark.parametrize("prompted", [True, False])

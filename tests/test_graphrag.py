@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from types import SimpleNamespace as NS
+from pace.embed import CachedEmbedder
 from pace.llm import Cached
 from pace.testing import FakeChat
 from pace.embed import HashEmbedder
@@ -21,7 +22,7 @@ def test_proxy_chat_stream_schema_embeddings():
         seen.append(js)
         if ms[-1]["content"] == "fail": raise ConnectionError("model down")
         return '{"n": 1}' if js else "echo " + ms[-1]["content"]
-    fc, he = Cached(FakeChat(respond), False, max_parse_retries=0), HashEmbedder(dim=16, cache=False)
+    fc, he = Cached(FakeChat(respond), False, max_parse_retries=0), CachedEmbedder(HashEmbedder(dim=16), False)
     with ModelProxy(fc, he) as px:
         cl = openai.OpenAI(base_url=px.base_url("stage_a"), api_key="x", max_retries=0)
         assert cl.chat.completions.create(model="m", messages=[{"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "hi"}]}]).choices[0].message.content == "echo hi"
@@ -54,7 +55,7 @@ def test_sources_map_to_doc_ids():
 
 def test_missing_extra_is_one_clear_error():
     if MISSING is None: pytest.skip("graphrag is installed")
-    m = GraphRAG(Cached(FakeChat(), False), embedder=HashEmbedder(cache=False), root="/tmp/x")   # listing methods never fails...
+    m = GraphRAG(Cached(FakeChat(), False), embedder=CachedEmbedder(HashEmbedder(), False), root="/tmp/x")   # listing methods never fails...
     with pytest.raises(ModuleNotFoundError, match=r"pip install -e '.\[graphrag\]'"): m.run(QRY, INST, KB)   # ...running says what to install
 
 FACTS = ["Maya Okafor teaches chemistry at Ashton School.", "Maya Okafor has parents evening at Ashton School on Thursday until 19:30.",
@@ -73,7 +74,7 @@ def model(cache, **kw):
 def built(tmp_path_factory):
     if MISSING: pytest.skip(f"the graphrag extra is not installed ({MISSING})")
     d = tmp_path_factory.mktemp("graphrag")
-    cm, emb = model(d / "c.sqlite"), HashEmbedder(dim=32, cache=d / "c.sqlite")
+    cm, emb = model(d / "c.sqlite"), CachedEmbedder(HashEmbedder(dim=32), d / "c.sqlite")
     m = GraphRAG(cm, embedder=emb, root=d / "idx")
     return d, cm, emb, m, m.run(QRY, INST, KB)
 

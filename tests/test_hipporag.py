@@ -5,6 +5,7 @@ import difflib, hashlib, json
 import numpy as np
 import pytest
 from types import SimpleNamespace as NS
+from pace.embed import CachedEmbedder
 from pace.llm import Cached
 from pace.testing import FakeChat
 from pace.testing import ScriptedChat
@@ -136,7 +137,7 @@ def run6(tmp_path, filter_reply, config=None):
     note = lambda ms: ms[-1]["content"].split("Note: ", 1)[1].split("\nNamed entities:")[0]
     cm = ScriptedChat({"hippo_ner": {"named_entities": []}, "hippo_triples": lambda ms: {"triples": [SIX[note(ms)]]},
                        "hippo_filter": filter_reply, "answer": "Yes."})
-    emb = HashEmbedder(dim=64, cache=False)
+    emb = CachedEmbedder(HashEmbedder(dim=64), False)
     m = HippoRAG2(cm, embedder=emb, root=tmp_path, config=config)
     r = m.run(Q6, NS(instance_id="i6", ego={"name": "Anna"}), KB6)
     calls = cm.calls("hippo_filter")
@@ -229,7 +230,7 @@ def test_store_cost_and_reload(tmp_path):
         if ms[0]["content"].startswith("You help"): return json.dumps({"fact": []})
         note = ms[-1]["content"].split("Note: ", 1)[1].split("\nNamed entities:")[0]; w = note.rstrip(".").split()
         return json.dumps({"named_entities": [w[0]]} if "named entities in it" in ms[0]["content"] else {"triples": [[w[0], w[1], w[2]]]})
-    fc, emb = Cached(FakeChat(respond), tmp_path / "c.sqlite"), HashEmbedder(cache=tmp_path / "c.sqlite")
+    fc, emb = Cached(FakeChat(respond), tmp_path / "c.sqlite"), CachedEmbedder(HashEmbedder(), tmp_path / "c.sqlite")
     m = HippoRAG2(fc, embedder=emb, root=tmp_path / "idx")
     r = m.run(NS(query_id="q", query="Who visits Place2?", ref_date="2026-01-01"), NS(instance_id="i", ego={}), kb, answer=False)
     assert "hippo_ner" not in r.trace["stages"] and set(r.trace["stages"]) == {"hippo_filter"}
@@ -265,7 +266,7 @@ def test_pace_run_wiring_and_index_cost(tmp_path):
     from pace.index import IndexStore
     from pace.eval.run import run_experiment
     assert "hipporag2" in METHODS
-    st = IndexStore(tmp_path / "idx", HashEmbedder(cache=False))
+    st = IndexStore(tmp_path / "idx", CachedEmbedder(HashEmbedder(), False))
     m = make_method("hipporag2", Cached(FakeChat(), False), st)
     assert m.store.root == tmp_path / "idx" / "@hipporag2" and m.embedder is st.embedder
     run_experiment("tests/fixtures/tiny", ["bm25", "hipporag2"], chat=Cached(FakeChat(openie_from_words), False), embedder="hash:hash",

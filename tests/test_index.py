@@ -3,6 +3,7 @@ import json, shutil
 import numpy as np
 import pytest
 
+from pace.embed import CachedEmbedder
 from pace.index import InstanceIndex, IndexStore, facts_sha256, check_facts, embedder_fingerprint, FORMAT_VERSION
 import pace.embed
 from retrieval_helpers import Fact, HashEmbedder, hash_embedder, random_embedder, synthetic_facts
@@ -61,7 +62,7 @@ def test_embedder_shape_checked():
     class Bad(HashEmbedder):
         def embed(self, texts, **kw): return super().embed(texts)[:, :10]
     with pytest.raises(ValueError, match="shape"):
-        InstanceIndex.build(synthetic_facts(5), Bad("hash", 64, cache=False))
+        InstanceIndex.build(synthetic_facts(5), Bad("hash", 64))   # a bare backend: its own `embed`
 
 
 def test_search_edge_cases():
@@ -109,7 +110,7 @@ def test_manifest_holds_the_embedder_fingerprint(tmp_path):
     "A pace.embed embedder: the manifest stores its whole fingerprint, and a changed setting rebuilds the index."
     class Truncating(pace.embed.HashEmbedder):
         "A hash embedder with a setting that changes vectors (as max_length does for real models)."
-        def __init__(self, max_words=50, **kw): super().__init__("h", dim=32, cache=False, **kw); self.max_words = max_words
+        def __init__(self, max_words=50, **kw): super().__init__("h", dim=32, **kw); self.max_words = max_words
         def _embed(self, texts): return super()._embed([" ".join(t.split()[:self.max_words]) for t in texts])
         def fingerprint(self): return {**super().fingerprint(), "max_words": self.max_words}
     facts, p = synthetic_facts(20), tmp_path / "i"
@@ -124,7 +125,7 @@ def test_manifest_holds_the_embedder_fingerprint(tmp_path):
     r = InstanceIndex.load(p, facts, short, knn_k=3)
     assert (r.status, r.stale_reason) == ("rebuilt", "embedder changed (max_words)")
     assert json.loads((p / "manifest.json").read_text())["embedder"]["max_words"] == 3   # re-saved with the new settings
-    other = pace.embed.HashEmbedder("h", dim=32, cache=False)   # no max_words at all
+    other = CachedEmbedder(pace.embed.HashEmbedder("h", dim=32), False)   # no max_words at all
     assert InstanceIndex.load(p, facts, other, knn_k=3).stale_reason == "embedder changed (max_words)"
     # an index written before fingerprints (format 1) is rebuilt once
     old = json.loads((p / "manifest.json").read_text()); old["format_version"] = 1
@@ -371,7 +372,7 @@ def test_index_work_is_charged_to_the_index_clock(tmp_path):
     from pace.index import index_seconds
     class Slow(HashEmbedder):
         def _embed(self, texts): time.sleep(0.3); return super()._embed(texts)
-    st, facts = IndexStore(tmp_path, Slow("h", 32, cache=False), knn_k=3), tuple(synthetic_facts(20))
+    st, facts = IndexStore(tmp_path, CachedEmbedder(Slow("h", 32), False), knn_k=3), tuple(synthetic_facts(20))
     with index_seconds() as clock:
         t = time.perf_counter(); st.get("a", facts); spent = time.perf_counter() - t
     assert 0.3 <= clock.seconds <= spent
@@ -388,7 +389,7 @@ def test_a_run_charges_the_index_build_to_index_cost_not_to_the_first_method(tmp
     from pace.eval.run import run_experiment
     class Slow(pace.embed.HashEmbedder):
         def _embed(self, texts): time.sleep(1.0 if len(texts) > 1 else 0); return super()._embed(texts)   # documents: slow
-    run_experiment("tests/fixtures/tiny", ["bm25", "dense"], embedder=Slow(cache=False), retrieval_only=True,
+    run_experiment("tests/fixtures/tiny", ["bm25", "dense"], embedder=CachedEmbedder(Slow(), False), retrieval_only=True,
                    out_dir=tmp_path, name="r", limit=2, cache=False, progress=False)
     secs = [json.loads(l)["seconds"] for l in (tmp_path / "r" / "timings.jsonl").read_text().splitlines()]
     assert len(secs) == 4 and max(secs) < 0.5
@@ -401,7 +402,7 @@ def test_an_index_keeps_no_hash_vectors_in_the_cache_and_a_replay_computes_them(
     from pace.cache import Cache
     from pace.embed import get_embedder
     c, facts = Cache(tmp_path / "c.sqlite"), synthetic_facts(20)
-    idx = InstanceIndex.build(facts, pace.embed.HashEmbedder(cache=c), knn_k=3)
+    idx = InstanceIndex.build(facts, CachedEmbedder(pace.embed.HashEmbedder(), c), knn_k=3)
     hits = idx.dense(["dentist appointment"], 3)
     assert c._con().execute("SELECT stage, COUNT(*) FROM entries GROUP BY stage").fetchall() == [("embed_query", 1)]
     rep = get_embedder("hash:hash", cache=c, replay=True)            # a replay: the facts' vectors computed again

@@ -2,11 +2,12 @@
 fresh cache and replayed under PACE_REPLAY=1 gives the same results with no model call; what a replay refuses, in one line."""
 import hashlib, json
 import pytest
+from pace.embed import CachedEmbedder
 from pace.llm import Cached
 from pace.cache import (Cache, export_cache, import_cache, read_call_log, read_export, read_store, ReplayError, ReplayMissError)
 from pace.cli import main
 from pace.data import load_pace_dataset
-from pace.embed import HashEmbedder, ReplayEmbedder, get_embedder
+from pace.embed import HashEmbedder, get_embedder
 from pace.index import IndexStore
 from pace.llm import get_chat_model
 from pace.testing import FakeChat
@@ -82,7 +83,7 @@ def test_a_pacemaker_query_replays_the_same_trace_with_no_model_call(tmp_path, m
     ds = load_pace_dataset(TINY)
     q = ds.queries[0]; inst, kb = ds.instances[q.instance_id], ds.facts(q.instance_id)
     rec = Cache(tmp_path / "rec.sqlite")
-    tr = PaceMaker(Cached(FakeChat(scripted, context_window=WINDOW), rec), IndexStore(tmp_path / "idx1", HashEmbedder(cache=rec)),
+    tr = PaceMaker(Cached(FakeChat(scripted, context_window=WINDOW), rec), IndexStore(tmp_path / "idx1", CachedEmbedder(HashEmbedder(), rec)),
                    PaceMakerConfig()).run(q, inst, kb=kb)
     assert max(r.rounds for r in tr.selection.values()) >= 1 and any(not c.ok for c in tr.calls)   # tournaments and a failed call
     export_cache(rec, tmp_path / "calls.jsonl.gz", embeddings=tmp_path / "store")
@@ -90,7 +91,7 @@ def test_a_pacemaker_query_replays_the_same_trace_with_no_model_call(tmp_path, m
     for cls, hook in ((FakeChat, "_complete"), (FakeChat, "_count_tokens"), (HashEmbedder, "_embed")): monkeypatch.setattr(cls, hook, boom)
     monkeypatch.setenv("PACE_REPLAY", "1"); monkeypatch.setenv("PACE_CALL_LOG", str(tmp_path / "replay.log"))
     cm, emb = get_chat_model(CHAT_SPEC, cache=fresh), get_embedder("hash:hash", cache=fresh)
-    assert cm.replay and isinstance(emb, ReplayEmbedder) and cm.context_window == WINDOW
+    assert cm.replay and emb.replay and cm.context_window == WINDOW
     again = PaceMaker(cm, IndexStore(tmp_path / "idx2", emb), PaceMakerConfig()).run(q, inst, kb=kb)
     assert split_volatile(again.model_dump())[0] == split_volatile(tr.model_dump())[0]
     assert read_call_log(tmp_path / "replay.log") == []
