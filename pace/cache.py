@@ -18,7 +18,7 @@ __all__ = ['CACHE_VERSION', 'ENTRY_KINDS', 'LOCK_TIMEOUT', 'STORE_FORMAT', 'cano
            'CacheFileError', 'CacheLockedError', 'Entry', 'Cache', 'as_cache', 'export_cache', 'CacheImportError',
            'read_export', 'add_entries', 'import_cache', 'store_path', 'read_store_file', 'read_store', 'Accounts',
            'log_calls', 'read_call_log', 'ReplayError', 'ReplayMissError', 'replay_enabled', 'replay_miss', 'Wrapper',
-           'recorded_fingerprints', 'recorded_model', 'recorded_cards', 'add_cli']
+           'BareBackend', 'recorded_fingerprints', 'recorded_model', 'recorded_cards', 'add_cli']
 
 # %% ../nbs/01_cache.ipynb #61433b83
 CACHE_VERSION = 2 # 2: requests carry the backend's fingerprint, not just the model id
@@ -670,6 +670,16 @@ class Wrapper:
     def __setattr__(self, name, value):
         if name in type(self)._own: object.__setattr__(self, name, value)
         else: setattr(self.inner, name, value)
+
+# %% ../nbs/01_cache.ipynb #c4c6fb83
+class BareBackend:
+    "A backend used on its own: the accounts (settable) and cache (None) of `plain`, its uncached wrapper."
+    @property
+    def accounts(self) -> Accounts: return self.plain.accounts
+    @accounts.setter
+    def accounts(self, a:Accounts): self.plain.accounts = a
+    @property
+    def cache(self) -> Cache|None: return self.plain.cache
 
 # %% ../nbs/01_cache.ipynb #5b4076ad
 def recorded_fingerprints(cache:Cache, model:str, # a model id

@@ -10,8 +10,9 @@ from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from tqdm.auto import tqdm
-from .cache import (Cache, Entry, Accounts, Wrapper, as_cache, request_key, canonical_json, log_calls,
-                        ReplayError, replay_enabled, replay_miss, recorded_model, recorded_fingerprints)
+from .cache import (Cache, Entry, Accounts, Wrapper, BareBackend, as_cache, request_key, canonical_json,
+                        log_calls, ReplayError, replay_enabled, replay_miss, recorded_model,
+                        recorded_fingerprints)
 from .llm import parse_spec, build_from_spec, file_identity, dir_identity, need
 from pydantic import BaseModel, ConfigDict, Field
 from .backends.openai import normalise_base_url, checked_options
@@ -70,7 +71,7 @@ def _positive_int(name: str, v) -> int:
         raise ValueError(f"{name} must be a whole number >= 1, got {v!r}")
     return int(v)
 
-class Embedder:
+class Embedder(BareBackend):
     "An embedding backend: an id, a size, batching, and the hook `_embed` (`CachedEmbedder` adds the cache)."
     backend = "base"
     recompute = False   # True: vectors cheaper to compute than to store (an index's facts skip the cache)
@@ -99,12 +100,6 @@ class Embedder:
         return CachedEmbedder(self, cache=False)
     def embed(self, *a, **kw) -> np.ndarray: return self.plain.embed(*a, **kw)
     def embed_queries(self, *a, **kw) -> np.ndarray: return CachedEmbedder.embed_queries(self, *a, **kw)
-    @property
-    def accounts(self) -> Accounts: return self.plain.accounts
-    @accounts.setter
-    def accounts(self, a:Accounts): self.plain.accounts = a
-    @property
-    def cache(self) -> Cache|None: return self.plain.cache
 
 # %% ../nbs/04_embed.ipynb #77f59093
 QUERY_KEYS = ("query_prompt", "query_prompt_name")   # fingerprint keys that decide query vectors only

@@ -11,8 +11,8 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 from tqdm.auto import tqdm
 from .atomic import write_text
-from .cache import (Cache, Entry, Accounts, Wrapper, as_cache, request_key, canonical_json, log_calls,
-                        ReplayError, replay_enabled, replay_miss, recorded_model, recorded_cards)
+from .cache import (Cache, Entry, Accounts, Wrapper, BareBackend, as_cache, request_key, canonical_json,
+                        log_calls, ReplayError, replay_enabled, replay_miss, recorded_model, recorded_cards)
 
 # %% auto #0
 __all__ = ['PARSE_RETRIES', 'FAILURE_POLICIES', 'DEFAULT_CHAT_MODEL', 'CHAT_BACKENDS', 'Usage', 'ChatResult', 'Completion',
@@ -301,7 +301,7 @@ def _entry_for(model_id:str, p:dict, r:ChatResult) -> Entry:
                  seconds=r.seconds)
 
 # %% ../nbs/02_llm.ipynb #ca2a94d3
-class ChatBackend:
+class ChatBackend(BareBackend):
     "A model behind the chat interface: an id, a context window, and the hooks a backend fills in."
     backend = "base"
     chunk_size = 1 # requests handed to `_complete` at once (and cached together); batching backends raise it
@@ -351,12 +351,6 @@ class ChatBackend:
     def chat_batch(self, *a, **kw) -> list[ChatResult]: return self.plain.chat_batch(*a, **kw)
     def count_tokens(self, *a, **kw) -> int: return Cached.count_tokens(self, *a, **kw)
     def count_tokens_many(self, *a, **kw) -> list[int]: return self.plain.count_tokens_many(*a, **kw)
-    @property
-    def accounts(self) -> Accounts: return self.plain.accounts
-    @accounts.setter
-    def accounts(self, a:Accounts): self.plain.accounts = a
-    @property
-    def cache(self) -> Cache|None: return self.plain.cache
 
 # %% ../nbs/02_llm.ipynb #e24d20b0
 FAILURE_POLICIES = ("retry", "reuse", "retry_once")   # what a request whose failure the cache records gets
