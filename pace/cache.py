@@ -674,12 +674,10 @@ class Wrapper:
 # %% ../nbs/01_cache.ipynb #c4c6fb83
 class BareBackend:
     "A backend used on its own: the accounts (settable) and cache (None) of `plain`, its uncached wrapper."
-    @property
-    def accounts(self) -> Accounts: return self.plain.accounts
-    @accounts.setter
-    def accounts(self, a:Accounts): self.plain.accounts = a
-    @property
-    def cache(self) -> Cache|None: return self.plain.cache
+    def _get_accounts(self) -> Accounts: return self.plain.accounts
+    def _set_accounts(self, a:Accounts): self.plain.accounts = a
+    accounts = property(_get_accounts, _set_accounts, doc="The accounts of `plain` (settable).")
+    cache = property(lambda self: self.plain.cache, doc="The cache of `plain`: None.")
 
 # %% ../nbs/01_cache.ipynb #5b4076ad
 def recorded_fingerprints(cache:Cache, model:str, # a model id
