@@ -661,8 +661,20 @@ def replay_miss(what:str, # "reply", "token count" or "embedding"
 
 # %% ../nbs/01_cache.ipynb #8f06ce6b
 class Wrapper:
-    "A backend (`inner`) with state of its own (the names in `_own`); any other attribute is `inner`'s."
-    _own = frozenset({"inner"})
+    "A backend (`inner`) with a cache, accounts, a replay flag and the `_own` state; the rest is `inner`'s."
+    _own = frozenset({"inner", "cache", "accounts", "replay"})
+    def __init__(self, inner, # the backend that computes replies or vectors
+                 cache=None, # None: default cache file; a path or Cache; False: no cache
+                 *, accounts:Accounts|None=None, # share one Accounts across models if wanted
+                 replay:bool=False, # a recording: answered from the cache alone (a miss: `ReplayMissError`)
+                 **own): # more state of the wrapper's own (names in `_own`)
+        bad = sorted(set(own) - type(self)._own)
+        if bad: raise TypeError(f"{type(self).__name__}: unknown options {bad}")
+        c = as_cache(cache)
+        if replay and c is None: raise ReplayError("replay needs a cache to replay from, not cache=False")
+        self.__dict__.update(inner=inner, cache=c, accounts=accounts if accounts is not None else Accounts(),
+                             replay=replay, **own)
+
     def __getattr__(self, name):
         if name in type(self)._own: raise AttributeError(name)   # not set yet (a copy being built)
         return getattr(self.inner, name)

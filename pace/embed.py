@@ -105,24 +105,14 @@ class Embedder(BareBackend):
 QUERY_KEYS = ("query_prompt", "query_prompt_name")   # fingerprint keys that decide query vectors only
 
 class CachedEmbedder(Wrapper):
-    "An embedder with a cache and accounts: `embed(texts) -> (n, dim)` float32 unit rows, cached per text."
-    _own = frozenset({"inner", "cache", "accounts", "replay"})
-    def __init__(self, inner:Embedder, # the backend that computes vectors
-                 cache=None, # None: default cache file; a path or Cache; False: no cache
-                 *, accounts:Accounts|None=None, # share one Accounts across models if wanted
-                 replay:bool=False, # a recording: every vector from the cache, a miss is a `ReplayMissError`
-                ):
-        c = as_cache(cache)
-        if replay and c is None: raise ReplayError("replay needs a cache to replay from, not cache=False")
-        for k, v in dict(inner=inner, cache=c, accounts=accounts if accounts is not None else Accounts(),
-                         replay=replay).items():
-            object.__setattr__(self, k, v)
+    ("An embedder with a cache and accounts (`Wrapper(backend, cache, accounts=, replay=)`): "
+     "`embed(texts) -> (n, dim)` float32 unit rows, cached per text.")
     def __repr__(self): return f"CachedEmbedder({self.inner!r}, cache={self.cache!r})"
     def _key(self, text:str, fp:dict) -> str: return request_key("embed", {"fingerprint": fp, "text": text})
     def _on_miss(self, texts:list[str], fp:dict, stage:str):
         "Called with the texts the cache lacks, before they are embedded: a replay raises."
-        k = self._key(texts[0], fp)
-        if self.replay: raise replay_miss("embedding", stage, self.model_id, k, len(texts))
+        if self.replay:
+            raise replay_miss("embedding", stage, self.model_id, self._key(texts[0], fp), len(texts))
     def _run_batch(self, batch:list[str], stage:str="embed", query:bool=False,
                    logged:bool=True): # False: a recomputed vector, no model call to log
         "Unit vectors, tokens, seconds of one logged backend call; `EmbeddingError` on failure or bad shape."

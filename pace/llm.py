@@ -15,11 +15,11 @@ from .cache import (Cache, Entry, Accounts, Wrapper, BareBackend, as_cache, requ
                         log_calls, ReplayError, replay_enabled, replay_miss, recorded_model, recorded_cards)
 
 # %% auto #0
-__all__ = ['PARSE_RETRIES', 'FAILURE_POLICIES', 'DEFAULT_CHAT_MODEL', 'CHAT_BACKENDS', 'Usage', 'ChatResult', 'Completion',
-           'schema_info', 'strip_fence', 'parse_structured', 'with_schema_instruction', 'ChatBackend', 'Cached',
-           'ModelNotFoundError', 'ModelUnusableError', 'need', 'models_dir', 'read_json_memo', 'write_json_memo',
-           'file_identity', 'dir_identity', 'chat_template_sha256', 'parse_spec', 'backend_class', 'build_from_spec',
-           'get_chat_model', 'as_chat_model', 'RecordedChat', 'replay_chat_model']
+__all__ = ['PARSE_RETRIES', 'FAILURE_POLICIES', 'ASK_OPTIONS', 'DEFAULT_CHAT_MODEL', 'CHAT_BACKENDS', 'Usage', 'ChatResult',
+           'Completion', 'schema_info', 'strip_fence', 'parse_structured', 'with_schema_instruction', 'ChatBackend',
+           'Cached', 'ModelNotFoundError', 'ModelUnusableError', 'need', 'models_dir', 'read_json_memo',
+           'write_json_memo', 'file_identity', 'dir_identity', 'chat_template_sha256', 'parse_spec', 'backend_class',
+           'build_from_spec', 'get_chat_model', 'as_chat_model', 'RecordedChat', 'replay_chat_model']
 
 # %% ../nbs/02_llm.ipynb #29b72039
 @dataclass
@@ -356,10 +356,11 @@ class ChatBackend(BareBackend):
 FAILURE_POLICIES = ("retry", "reuse", "retry_once")   # what a request whose failure the cache records gets
 
 # %% ../nbs/02_llm.ipynb #5d806398
+ASK_OPTIONS = ("failures", "max_parse_retries", "decoding")   # how a `Cached` asks its backend (its options)
+
 class _Wrapping(Wrapper):
     "The chat wrapper's own state; every other attribute is its backend's (read and set through)."
-    _own = frozenset({"inner", "cache", "accounts", "failures", "max_parse_retries", "decoding", "replay",
-                      "_token_memo", "_cards_noted", "_retried"})
+    _own = Wrapper._own | {*ASK_OPTIONS, "_token_memo", "_cards_noted", "_retried"}
     def __init__(self, inner:ChatBackend, # the backend that computes replies
                  cache=None, # None: default cache file; a path or Cache; False: no cache
                  *, failures:str="retry", # what a recorded failure gets: one of `FAILURE_POLICIES`
@@ -367,20 +368,13 @@ class _Wrapping(Wrapper):
                                                       # parse or validate (0: none, one attempt)
                  decoding:str="greedy", # how the agents ask it (`pace.calls.agent_request`): 'greedy' or
                                         # 'release'
-                 accounts:Accounts|None=None, # share one Accounts across models if wanted
-                 replay:bool=False, # a recording: a miss is a `ReplayMissError`, a recorded failure replays
-                                    # as one, nothing is written
-                ):
+                 **kw): # `Wrapper`'s: accounts, replay (recorded failures replay as such; nothing written)
         if failures not in FAILURE_POLICIES:
             raise ValueError(f"failure policy {failures!r}: one of {', '.join(FAILURE_POLICIES)}")
-        c = as_cache(cache)
-        if replay and c is None: raise ReplayError("replay needs a cache to replay from, not cache=False")
-        for k, v in dict(inner=inner, cache=c, accounts=accounts if accounts is not None else Accounts(),
-                         failures=failures, max_parse_retries=max_parse_retries, decoding=decoding,
-                         replay=replay,
+        super().__init__(inner, cache, failures=failures, max_parse_retries=max_parse_retries,
+                         decoding=decoding, **kw,
                          _token_memo={}, _cards_noted=set(),   # counts known in this process; cards written
-                         _retried=set()).items():   # keys of requests this wrapper sent to the backend
-            object.__setattr__(self, k, v)
+                         _retried=set())   # keys of requests this wrapper sent to the backend
 
     def __repr__(self): return f"Cached({self.inner!r}, cache={self.cache!r})"
 
@@ -648,8 +642,7 @@ def as_chat_model(spec, # a chat spec (see `get_chat_model`), a backend, a `Cach
     "The model a command runs: `spec` built and wrapped as `get_chat_model` does, with the options `kw`."
     if isinstance(spec, Cached):   # a copy (of its class) with its backend, cache and accounts, and `kw`
         if not kw: return spec
-        old = dict(failures=spec.failures, max_parse_retries=spec.max_parse_retries, decoding=spec.decoding)
-        new = copy.copy(spec)
+        old, new = {k: getattr(spec, k) for k in ASK_OPTIONS}, copy.copy(spec)
         _Wrapping.__init__(new, spec.inner, spec.cache if spec.cache is not None else False,
                            accounts=spec.accounts, replay=spec.replay, **{**old, **kw})
         return new
@@ -688,7 +681,7 @@ def replay_chat_model(spec:str|dict|None=None, # as for `get_chat_model`
                       **kw) -> Cached:
     ("The recorded chat model a spec names, rebuilt from `cache` alone: no library, no weights, no model "
      "call (`kw`: `Cached` options, then spec fields).")
-    opts = {k: kw.pop(k) for k in ("accounts", "failures", "max_parse_retries", "decoding") if k in kw}
+    opts = {k: kw.pop(k) for k in ("accounts", *ASK_OPTIONS) if k in kw}
     d = {**_chat_spec(spec), **kw}
     cls, c = backend_class(CHAT_BACKENDS, d["backend"], "chat"), as_cache(cache)
     if c is None: raise ReplayError("replay needs a cache to replay from, not cache=False")

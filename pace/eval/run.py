@@ -429,7 +429,9 @@ def _run_folder(out_dir, name: str) -> JobFolder:
     return JobFolder(run_dir, explain=lambda old, new: _run_change(old, new))
 
 def _open_cache(cache, run_dir: Path):
-    "The run's cache, opened once for all its models: `<run>/cache.sqlite` by default; False: none."
+    ("The run's cache, opened once for all its models: `<run>/cache.sqlite` by default; False: none (as a "
+     "model reads it: None would be the default file).")
+    if cache is False: return False
     if cache is None: return as_cache(run_dir / "cache.sqlite")
     try: return as_cache(cache)
     except (UsageError, OSError) as e: raise UsageError(f"--cache {cache}: {e}") from None
@@ -853,7 +855,6 @@ class _OpenRun:
         from pace.embed import as_embedder
         m, x = self.cfg.models, self.cfg.execution
         cache = _open_cache(x.cache, self.run_dir)
-        cache = False if cache is None else cache   # no cache (None would be the default file to a model)
         chat = functools.partial(as_chat_model, failures="retry_once" if x.retry_failed else "reuse",
                                  max_parse_retries=m.parse_retries, decoding=m.decoding)
         self.cm = build_model("chat", chat, m.chat, cache) if self.needs_chat else None
