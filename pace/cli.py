@@ -115,8 +115,7 @@ _all_ = ["UsageError"]
 USER_ERRORS = (DatasetError, ModelNotFoundError, ModelUnusableError, ImportError, UsageError, OSError)
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors: `prog: error: message` and exit status 2, no usage dump; a value that
-    starts with '-' and a digit (`--shard -1/2`) is a value for its option to check, not an option."""
+    "argparse with one-line errors (status 2, no usage dump); '-' and a digit (`--shard -1/2`) is a value."
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
         self._negative_number_matcher = re.compile(r"^-\.?[0-9]")   # argparse's own: '-3' and '-.5' only

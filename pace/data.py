@@ -339,12 +339,6 @@ class PaceDataset:
                                   for iid, facts in self.kb.items() for f in facts])
 
 # %% ../nbs/00_data.ipynb #a54d83c1
-def _check_timeline(inst: Instance, rel: str, line: int, problems: list[Problem]):
-    t = inst.timeline
-    if not t.window_start <= t.ref_date <= t.window_end:
-        problems.append(Problem(rel, line, "timeline", "expected window_start <= ref_date <= window_end, "
-                                f"got {t.window_start}, {t.ref_date}, {t.window_end}"))
-
 def _load_instances(root: Path, problems: list[Problem]) -> tuple[dict[str, Instance], set[str]]:
     "Valid instances by id, and the ids on lines that failed validation (any id, if a line is unreadable)."
     instances, inst_line, n0 = {}, {}, len(problems)
@@ -365,7 +359,10 @@ def _load_instances(root: Path, problems: list[Problem]) -> tuple[dict[str, Inst
             problems.append(Problem("instances.jsonl", n, "instance_id", f"duplicate instance_id "
                                     f"{inst.instance_id!r} (first on line {inst_line[inst.instance_id]})"))
             continue
-        _check_timeline(inst, "instances.jsonl", n, problems)
+        t = inst.timeline
+        if not t.window_start <= t.ref_date <= t.window_end:
+            problems.append(Problem("instances.jsonl", n, "timeline", "expected window_start <= ref_date <= "
+                                    f"window_end, got {t.window_start}, {t.ref_date}, {t.window_end}"))
         instances[inst.instance_id], inst_line[inst.instance_id] = inst, n
     return instances, broken
 

@@ -170,8 +170,7 @@ def _checked(model, obj: dict, row: Row, problems: list) -> bool:
 
 def _key(v) -> str | None:
     "A case id as a string (an int as its digits); None for anything else (a list or object is no case id)."
-    v = _text_id(v)
-    return v if isinstance(v, str) else None
+    return v if isinstance(v := _text_id(v), str) else None
 
 def _case(row: Row, problems: list):
     "The row's case id as a string; None (with a problem) when it has none."
@@ -692,10 +691,9 @@ def write_pace(folder: Path, # an empty folder
                imp: Imported):
     "The files of a PACE folder: instances.jsonl, kb/<instance_id>.jsonl, queries.jsonl."
     (folder / "kb").mkdir()
-    (folder / "instances.jsonl").write_text(jsonl_text(imp.instances, sort_keys=False), encoding="utf-8")
-    for iid, facts in imp.kb.items():
-        (folder / "kb" / f"{iid}.jsonl").write_text(jsonl_text(facts, sort_keys=False), encoding="utf-8")
-    (folder / "queries.jsonl").write_text(jsonl_text(imp.queries, sort_keys=False), encoding="utf-8")
+    kb = {f"kb/{iid}.jsonl": facts for iid, facts in imp.kb.items()}
+    for rel, rows in ({"instances.jsonl": imp.instances, "queries.jsonl": imp.queries} | kb).items():
+        (folder / rel).write_text(jsonl_text(rows, sort_keys=False), encoding="utf-8")
 
 # %% ../nbs/08_release.ipynb #927c7ceb
 def _changes(rep: dict) -> list[str]:
@@ -826,9 +824,8 @@ def pace_to_release(ds, # a `pace.data.PaceDataset`
         del inst["instance_id"]
         tl_of[iid] = inst.pop("timeline")
         if case_of[iid] != iid:   # the source case id goes back into the case column
-            meta = {k: v for k, v in inst["meta"].items() if k != "source_case_id"}
-            if meta: inst["meta"] = meta
-            else: del inst["meta"]
+            del inst["meta"]["source_case_id"]
+            if not inst["meta"]: del inst["meta"]
         tables["profiles"].append(_profile_row(inst, case_of[iid]))
     flat = _flat([f.meta for fs in ds.kb.values() for f in fs], CORPUS_COLUMNS)
     for iid, facts in ds.kb.items():
@@ -841,9 +838,8 @@ def pace_to_release(ds, # a `pace.data.PaceDataset`
     for q, m in zip(ds.queries, metas):
         tl = tl_of[q.instance_id]
         row = {"case_id": case_of[q.instance_id], **tl, "query_id": source.get(q.query_id, q.query_id),
-               "query": q.query,
-               "gold_doc_ids": list(q.gold_doc_ids), "label": q.label, "judgment": q.judgment,
-               "situation_type": q.situation_type}
+               "query": q.query, "gold_doc_ids": list(q.gold_doc_ids), "label": q.label,
+               "judgment": q.judgment, "situation_type": q.situation_type}
         if q.context is not None: row["context"] = q.context
         if str(q.ref_date) != tl["ref_date"]: row["query_ref_date"] = str(q.ref_date)   # its own date
         tables["queries"].append(row | (m if flat else {"meta": m or None}))

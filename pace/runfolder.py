@@ -246,8 +246,7 @@ class RunLock:
         if old and old.get("host") != _HOST:
             os.close(fd)
             raise RunLocked(f"{self.run_dir} was locked by {_who(old)}, which cannot be checked from "
-                            f"{_HOST}: "
-                            f"if no run is going on there, delete {self.path}")
+                            f"{_HOST}: if no run is going on there, delete {self.path}")
         me = dict(pid=os.getpid(), host=_HOST, since=time.strftime("%Y-%m-%dT%H:%M:%S"),
                   command=shlex.join(sys.argv))
         os.ftruncate(fd, 0); os.pwrite(fd, json.dumps(me).encode(), 0); os.fsync(fd)

@@ -80,8 +80,7 @@ class ScriptedChat(FakeChat):
     def _count_tokens(self, text:str) -> int: return len(text.split())
 
     def reply(self, r:dict) -> str:
-        ("The scripted reply to one prepared request (raises for an Exception in the script or an "
-         "unscripted stage).")
+        "The scripted reply to one request; raises for a scripted Exception or an unscripted stage."
         self.log.append(dict(stage=r["stage"], messages=r["messages"], schema=r["schema"],
                              max_tokens=r["max_tokens"], top_logprobs=r.get("top_logprobs", 0),
                              temperature=r["temperature"], seed=r["seed"],
@@ -100,8 +99,7 @@ class ScriptedChat(FakeChat):
 def schema_reply(messages: list[dict], # the request's messages
                  schema: dict | None,  # its JSON schema, if any
                 ) -> str:
-    ("A deterministic reply that fits the schema of any PaceMaker agent or judge prompt (plain text for the "
-     "answer).")
+    "A deterministic reply fitting any PaceMaker agent or judge prompt's schema (plain text for the answer)."
     props, user = (schema or {}).get("properties", {}), messages[-1]["content"]
     if "directions" in props:
         return json.dumps({"directions": [{"dimension": "timing", "key_anchors": [user.split()[1]]}]})
