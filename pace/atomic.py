@@ -17,16 +17,15 @@ def _beside(path: Path) -> Path:
 
 @contextlib.contextmanager
 def atomic_open(path, # the file to write (its folder is made when missing)
-                mode: str = "wb", # "wb" (bytes) or "w" (text, UTF-8)
                 fsync: bool = True, # sync the data to disk before the rename
                ):
-    "A file to write `path` through: renamed over `path` when the block ends, removed if anything raises."
+    "A binary file to write `path` through: renamed over `path` when the block ends, removed on a raise."
     path = Path(path)
     if path.is_dir(): raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _beside(path)
     try:
-        with open(tmp, mode, **({} if "b" in mode else dict(encoding="utf-8"))) as f:
+        with open(tmp, "wb") as f:
             yield f
             f.flush()
             if fsync: os.fsync(f.fileno())
@@ -37,15 +36,14 @@ def atomic_open(path, # the file to write (its folder is made when missing)
 def write_bytes(path, # the file to write
                 data: bytes, fsync: bool = True) -> Path:
     "Write `data` to `path` atomically (`atomic_open`): a reader sees the old file or the new one, whole."
-    with atomic_open(path, "wb", fsync) as f: f.write(data)
+    with atomic_open(path, fsync) as f: f.write(data)
     return Path(path)
 
 # %% ../nbs/00a_atomic.ipynb #774411e3
 def write_text(path, # the file to write
                text: str, fsync: bool = True) -> Path:
     "Write `text` (UTF-8) to `path` atomically (`atomic_open`): a reader sees the old file or the new."
-    with atomic_open(path, "w", fsync) as f: f.write(text)
-    return Path(path)
+    return write_bytes(path, text.encode("utf-8"), fsync)
 
 # %% ../nbs/00a_atomic.ipynb #3a002bfb
 def _umask() -> int:

@@ -460,10 +460,9 @@ def release_layout(path, # a folder
     if cases(p): return "kb"
     tables = ("queries", "corpus", "profiles")
     files = [*p.glob("*.parquet"), *p.glob("data/*.parquet")]
-    if ((p / "dataset_dict.json").is_file() or any((p / t).is_dir() for t in tables)
-            or any(f.stem.split("-")[0] in tables for f in files)):
-        return "hub"
-    return None
+    hub = ((p / "dataset_dict.json").is_file() or any((p / t).is_dir() for t in tables)
+           or any(f.stem.split("-")[0] in tables for f in files))
+    return "hub" if hub else None
 
 # %% ../nbs/00_data.ipynb #ec510084
 def load_pace_dataset(path, # dataset folder: instances.jsonl, kb/, queries.jsonl

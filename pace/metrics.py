@@ -84,14 +84,12 @@ def funnel(evidence: dict[str, list[str]], # stage -> doc ids at that stage, sta
            gold_ids: list[str],            # the query's gold doc_ids ([]: recall 0)
           ) -> dict[str, dict]:
     "Per stage: number of distinct docs `n`, gold `found` among them (of `n_gold`) and `recall`."
-    gold = set(gold_ids)
-    out = {}
+    gold, out = set(gold_ids), {}
     for stage, ids in evidence.items():
         if isinstance(ids, str): raise TypeError(f"stage {stage!r}: ids must be a list, not a str")
         ids = set(ids)
         found = len(gold & ids)
-        recall = found / len(gold) if gold else 0.0
-        out[stage] = dict(n=len(ids), found=found, n_gold=len(gold), recall=recall)
+        out[stage] = dict(n=len(ids), found=found, n_gold=len(gold), recall=found / max(len(gold), 1))
     return out
 
 # %% ../nbs/13_metrics.ipynb #92acfedb

