@@ -132,12 +132,9 @@ def merge_file(out, # the merged folder
                name: str, # the file, relative to each folder (e.g. "results.jsonl")
                key, order=None, # as `merged_rows`
                empty: bool = True, # write the file even when no part holds a row
-               check=None, # rows -> None, raising when they cannot be merged (e.g. `gap_check`)
-               known=None, # the keys the whole job covers, as `merged_rows`
               ) -> list[dict]:
-    "`merged_rows` of `name` in every part, checked, written to `out/name` (sorted-key JSON lines): rows."
-    rows = merged_rows([Path(p) / name for p in parts], key, order, known)
-    if check is not None: check(rows)
+    "`merged_rows` of `name` in every part, written to `out/name` (sorted-key JSON lines): the rows."
+    rows = merged_rows([Path(p) / name for p in parts], key, order)
     if rows or empty: write_text(Path(out) / name, jsonl_text(rows))
     return rows
 
