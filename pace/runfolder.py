@@ -508,10 +508,6 @@ class JobFolder:
         self.settings = settings
         return settings
 
-    def read(self) -> dict:
-        "The folder's manifest ({} when there is none)."
-        return read_manifest(self.path, self.manifest)
-
     def write(self, status: str, # e.g. "running", "partial", "complete"
               scope: dict, # what the job covers (written after the settings)
               **extra):
