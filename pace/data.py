@@ -275,8 +275,7 @@ def read_jsonl(path, # a JSONL file written one object a line (run results, timi
                                "repair or delete that line")
         print(f"pace: warning: {path}: line {n} is cut short, as a killed writer leaves it ({why}): "
               + ("removed from the file" if repair else "skipped"), file=sys.stderr)
-        if repair:
-            with open(path, "r+b") as f: f.truncate(sum(len(l) + 1 for l in raw.split(b"\n")[:n - 1]))
+        if repair: os.truncate(path, sum(len(l) + 1 for l in raw.split(b"\n")[:n - 1]))
     return rows
 
 # %% ../nbs/00_data.ipynb #b1676a60

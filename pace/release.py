@@ -860,9 +860,8 @@ def write_official(folder: Path, # an empty folder
     by = {c: {case: [] for case in tl} for c in ("corpus", "queries")}
     for r in tables["corpus"]: by["corpus"][r["case_id"]].append(drop(r, ("case_id", *TIMELINE)))
     for r in tables["queries"]:   # a query's own ref_date is kept (as `ref_date`) where it differs
-        e = drop(r, ("case_id", *TIMELINE))
-        e = {("ref_date" if k == "query_ref_date" else k): v for k, v in e.items()}
-        by["queries"][r["case_id"]].append(e)
+        e = drop(r, ("case_id", *TIMELINE)).items()
+        by["queries"][r["case_id"]].append({("ref_date" if k == "query_ref_date" else k): v for k, v in e})
     for case in tl:
         if (folder / "kb" / case).exists():   # a file system that ignores case or normalises unicode
             other = next(c for c in tl if (folder / "kb" / c).exists() and c != case)
@@ -934,5 +933,4 @@ def export_release(dataset, # a PACE folder
         (tmp / "README.md").write_text(export_card(dataset, out, layout, ds, date), encoding="utf-8")
     if nulls: print(f"pace: warning: {dataset}: {nulls} keys hold null (in meta, a persona, ...): left out, "
                     "since a release's table cannot tell a null from a missing key", file=sys.stderr)
-    counts = {c: len(r) for c, r in tables.items()}
-    return dict(out=str(out), layout=layout, **counts, nulls_left_out=nulls)
+    return dict(out=str(out), layout=layout, **{c: len(r) for c, r in tables.items()}, nulls_left_out=nulls)
