@@ -134,14 +134,13 @@ class RunFile:
                 ):
         if bad not in ("refuse", "drop"): raise ValueError(f"bad must be 'refuse' or 'drop', got {bad!r}")
         self.path, self.sha256 = Path(path), file_sha256(path)
-        queries, kbs = {q.query_id: q for q in ds.queries}, {}
+        queries = {q.query_id: q for q in ds.queries}
         n, ex, self.lists = Counter(), {}, {}
         def note(what, v): n[what] += 1; ex.setdefault(what, v)
         for qid, docs in read_run(self.path).items():
             q = queries.get(qid)
             if q is None: note("unknown query ids", qid); continue
-            if q.instance_id not in kbs: kbs[q.instance_id] = {f.doc_id for f in ds.facts(q.instance_id)}
-            ids = kbs[q.instance_id]
+            ids = {f.doc_id for f in ds.facts(q.instance_id)}
             keep = self.lists[qid] = []
             for docno, score in docs:
                 inst, _, doc = docno.partition("/")
