@@ -771,8 +771,7 @@ def import_release(source, # the hub id (HUB_ID), a local copy of it, or the aut
         (tmp / "README.md").write_text(card, encoding="utf-8")
     return dict(out=str(out), source=src.name, kind=src.kind, instances=len(ds.instances),
                 facts=sum(map(len, ds.kb.values())), queries=len(ds.queries),
-                empty_gold=imp.report["empty_gold"], changed=imp.report["changed"],
-                timelines=imp.report["timelines"], warnings=warnings)
+                **{k: imp.report[k] for k in ("empty_gold", "changed", "timelines")}, warnings=warnings)
 
 # %% ../nbs/08_release.ipynb #f0a752ad
 def _profile_row(inst: dict, case: str) -> dict:
