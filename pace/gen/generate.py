@@ -15,8 +15,8 @@ from ..atomic import write_text
 from ..runfolder import (JobFolder, add_options, key_values, limit_rate, option_values, positive_float,
                             usage_error)
 from ..shards import check_parts, gap_check, merge_file, parse_shard, shard_ids
-from .base import (CELLS, STAGES, GenConfig, accounts_since, add_counts, count, read_accounts,
-                           read_stage, run_stage, stage_path)
+from .base import (CELLS, STAGES, GenConfig, add_counts, count, read_accounts,
+                           read_stage, run_stage, stage_path, stage_row)
 from .persona import expand_personas, instance_id_of, load_personas, persona_source
 from .profile import synthesize_profile
 from .cases import generate_cases
@@ -114,10 +114,6 @@ def generation_report(root, ids: list[str]) -> dict:
 class GenerationError(RuntimeError):
     "Generation ran but nothing survived to write (the report says why)."
 
-# %% ../../nbs/48_generate.ipynb #0e92824e
-def _seed_sha(seeds) -> str:
-    return hashlib.sha256(json.dumps([s.model_dump() for s in seeds], sort_keys=True).encode()).hexdigest()
-
 # %% ../../nbs/48_generate.ipynb #19384856
 def _gen_folder(out) -> JobFolder:
     "A generation's `JobFolder`: generate.json its manifest, --out the way to start afresh."
@@ -174,9 +170,7 @@ def _tag_accounts(acc: dict) -> dict[str, dict]:
     "The ACCOUNT_FIELDS of each call tag, summed over the stages of `acc` (a report's accounts)."
     tags = {}
     for st in STAGES:
-        for tag, a in acc[st]["by_tag"].items():
-            t = tags.setdefault(tag, dict.fromkeys(ACCOUNT_FIELDS, 0))
-            for f in ACCOUNT_FIELDS: t[f] += a[f]
+        for tag, a in acc[st]["by_tag"].items(): tags[tag] = add_counts(tags.get(tag), a)
     return tags
 
 # %% ../../nbs/48_generate.ipynb #e9402f6b
@@ -325,7 +319,7 @@ def report_markdown(report: dict) -> str:
     return "\n".join(L) + "\n"
 
 # %% ../../nbs/48_generate.ipynb #4da238fe
-def _write_report(out: Path, report: dict, cfg, settings, ds):
+def _write_report(out: Path, report: dict):
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str, sort_keys=True) + "\n")
     (out / "report.md").write_text(report_markdown(report))
 
@@ -534,10 +528,10 @@ def _gen_models(out: Path, chat, embedder, cache, cfg: GenConfig, personas) -> t
     cm = build_model("chat", as_chat_model, chat, cache)
     emb = build_model("embedder", as_embedder, embedder, cache)
     # settings hold the whole seed source; which seeds (--personas N, --instances) is scope
-    file_seeds = persona_source(personas)
+    seeds = json.dumps([s.model_dump() for s in persona_source(personas)], sort_keys=True)
     settings = dict(pace_version=__version__, prompts=gen_prompt_hashes(cfg.recipe),
                     chat=model_fingerprint(cm), embedder=model_fingerprint(emb), config=cfg.settings(),
-                    personas_sha256=_seed_sha(file_seeds))
+                    personas_sha256=hashlib.sha256(seeds.encode()).hexdigest())
     return cm, emb, settings
 
 # %% ../../nbs/48_generate.ipynb #de9ca1c5
@@ -609,13 +603,7 @@ def _run_instances_at_once(root, steps: list[tuple], # (stage, fn(instance_id) -
             for a in accs: es.enter_context(a.scope())
             for k, (st, fn, ms) in enumerate(steps, 1):
                 if iid not in s[k]:
-                    snaps, t0 = [m.accounts.snapshot() for m in ms], time.perf_counter()
-                    row = fn(iid)
-                    if row.get("instance_id") != iid:
-                        raise ValueError(f"stage {st} returned a row for {row.get('instance_id')!r}, "
-                                         f"expected {iid!r}")
-                    acc = dict(stage=st, instance_id=iid, wall_seconds=round(time.perf_counter() - t0, 3),
-                               accounts=accounts_since(ms, snaps))
+                    row, acc = stage_row(st, iid, fn, ms)
                     with lock: append_row(fa, acc); append_row(files[st], row); s[k][iid] = row
                 if k <= 2 and s[k][iid]["dropped_instance"]: return
     ex = ThreadPoolExecutor(at_once, thread_name_prefix="pace-gen")
@@ -673,27 +661,34 @@ def _run_stages(out: Path, cm, emb, cfg: GenConfig, ids: list[str], seed_of: dic
 # %% ../../nbs/48_generate.ipynb #ee3fa013
 def _write_outputs(out: Path, cfg: GenConfig, settings: dict, ids: list[str], alive: list[str], s: dict,
                    manifest, command, card_note: str, scale: dict | None = None) -> tuple:
-    ("Write the surviving instances' dataset, report and card: (dataset, report); GenerationError if none. "
-     "`scale`: the workers and shards of `project_paper_scale` (one of each by default).")
+    ("Write the surviving instances' dataset, report and card; mark the manifest complete: "
+     "(dataset, report); GenerationError if none. `scale`: `project_paper_scale`'s workers and shards.")
     parts = [assemble_instance(cfg, s[1][i], s[2][i], s[4][i]["kept"], s[6][i], s[7][i]["everyday"])
              for i in alive if not s[7][i]["dropped_instance"]]
     report = generation_report(out, ids)
     report["projection"] = project_paper_scale(report, cfg, **(scale or {}))
     if not parts:
-        _write_report(out, report, cfg, settings, None)
+        _write_report(out, report)
         manifest("empty")
         raise GenerationError(f"no case survived generation in {out}: nothing to write "
                               f"(see {out / 'report.md'})")
     ds = write_dataset(out, parts)
     report["dataset"] = _dataset_summary(ds)
-    _write_report(out, report, cfg, settings, ds)
+    _write_report(out, report)
     (out / "README.md").write_text(dataset_card(report, cfg, settings, ds, command=command, note=card_note))
+    manifest("complete", n_queries=len(ds.queries), n_facts=sum(map(len, ds.kb.values())))
     return ds, report
 
 # %% ../../nbs/48_generate.ipynb #b7bdcf91
-def _generate(job: GenerateJob) -> dict:
-    "Run (or resume) the seven stages of `job` into its folder; write the dataset, its card and the report."
-    j, personas = job, "4" if job.personas is None else job.personas
+def generate_dataset(out=None, # the folder to write (a generation folder is resumed), or a `GenerateJob`
+                     personas=None, # a seed file, or N for the first N bundled seeds (default 4)
+                     chat=None, # generator spec or object (default $PACE_CHAT_MODEL)
+                     **kw, # the other fields of `GenerateJob`: config (a `GenConfig` or its fields), ...
+                    ) -> dict:
+    "Run (or resume) the seven stages into `out`; write the dataset, its card and the report; a summary."
+    j = (out if isinstance(out, GenerateJob)
+         else GenerateJob.checked(out=out, personas=personas, chat=chat, **kw))
+    personas = "4" if j.personas is None else j.personas
     cfg, seeds, shard = j.config, load_personas(personas, j.instances), parse_shard(j.shard)
     if not str(j.out).strip():   # '' would be the cwd
         raise UsageError(f"--out {str(j.out)!r}: give a folder")
@@ -728,17 +723,7 @@ def _generate(job: GenerateJob) -> dict:
             return dict(summary, n_queries=0, status="partial")
         ds, report = _write_outputs(out, cfg, settings, ids, alive, s, manifest, j.command, j.card_note,
                                     dict(workers=j.workers or 1, shards=shard.count if shard else 1))
-        manifest("complete", n_queries=len(ds.queries), n_facts=sum(map(len, ds.kb.values())))
         return dict(summary, status="complete", n_queries=len(ds.queries), report=report, dataset=ds)
-
-def generate_dataset(out=None, # the folder to write (a generation folder is resumed), or a `GenerateJob`
-                     personas=None, # a seed file, or N for the first N bundled seeds (default 4)
-                     chat=None, # generator spec or object (default $PACE_CHAT_MODEL)
-                     **kw, # the other fields of `GenerateJob`: config (a `GenConfig` or its fields), ...
-                    ) -> dict:
-    "Run (or resume) the seven stages into `out`; write the dataset, its card and the report; a summary."
-    if isinstance(out, GenerateJob): return _generate(out)
-    return _generate(GenerateJob.checked(out=out, personas=personas, chat=chat, **kw))
 
 # %% ../../nbs/48_generate.ipynb #9cc53f84
 def _drop_in_validation(row: dict, cases: dict[str, tuple[str, str]]) -> dict:
@@ -810,9 +795,7 @@ def rebuild_outputs(root, card_note: str | None = None,
     cfg = GenConfig.of_settings(settings["config"])
     ds, report = _write_outputs(root, cfg, settings, ids, alive, s, manifest, man.get("command"), card_note,
                                 dict(workers=workers, shards=shards))
-    n_facts = sum(map(len, ds.kb.values()))
-    manifest("complete", n_queries=len(ds.queries), n_facts=n_facts)
-    return dict(n_queries=len(ds.queries), n_facts=n_facts, report=report, dataset=ds)
+    return dict(n_queries=len(ds.queries), n_facts=sum(map(len, ds.kb.values())), report=report, dataset=ds)
 
 # %% ../../nbs/48_generate.ipynb #778b5309
 def merge_generations(out, # the folder to write (new, or empty)

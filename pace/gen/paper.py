@@ -135,14 +135,17 @@ def plan_text(plan: list[dict]) -> str:
     return "\n".join(lines) + "\nCases per person: " + ", ".join(f"{n} {k}" for k, n in per.items()) + "."
 
 # %% ../../nbs/47b_gen_paper.ipynb #0d9118de
+def _world_text(inst: dict) -> str:
+    "The user's world and timeline, as the paper's prompts open."
+    t = inst["timeline"]
+    return f"The user's world:\n{profile_text(inst)}\n\nTimeline: {t['window_start']} to {t['window_end']}."
+
 def set_messages(inst: dict, plan: list[dict], cfg: GenConfig) -> list[dict]:
     "Messages asking for the whole case set of an instance at once."
     t = inst["timeline"]
     days = (dt.date.fromisoformat(t["window_end"]) - dt.date.fromisoformat(t["ref_date"])).days + 1
     timed = TIMED_TEMPORAL_RULES if cfg.temporal_form == "timed" else ""
-    user = (f"The user's world:\n{profile_text(inst)}\n\n"
-            f"Timeline: {t['window_start']} to {t['window_end']}.\n"
-            f"Calendar:\n{calendar_text(t['ref_date'], days)}"
+    user = (f"{_world_text(inst)}\nCalendar:\n{calendar_text(t['ref_date'], days)}"
             f"\n\nPlan ({len(plan)} cases):\n{plan_text(plan)}\n\nWrite the {len(plan)} cases as JSON.")
     return [dict(role="system", content=SET_SYSTEM.replace("{timed}", timed)),
             dict(role="user", content=user)]
@@ -294,16 +297,14 @@ def case_block(k: int, case: dict, window: dict) -> str:
 def review_set_messages(inst: dict, cases: list[dict]) -> list[dict]:
     "Messages for the validator: the profile and every written case of the set, numbered."
     blocks = "\n\n".join(case_block(k, c, inst["timeline"]) for k, c in enumerate(cases, 1))
-    user = (f"The user's world:\n{profile_text(inst)}\n\nTimeline: {inst['timeline']['window_start']} to "
-            f"{inst['timeline']['window_end']}.\n\nThe set ({len(cases)} cases):\n\n{blocks}\n\n"
+    user = (f"{_world_text(inst)}\n\nThe set ({len(cases)} cases):\n\n{blocks}\n\n"
             "Review every case as JSON.")
     return [dict(role="system", content=VALIDATOR_SYSTEM), dict(role="user", content=user)]
 
 # %% ../../nbs/47b_gen_paper.ipynb #5f29da6c
 def rewrite_case_messages(inst: dict, case: dict, issue: str) -> list[dict]:
     "Messages asking to repair `case`'s primary `issue`, keeping its core idea."
-    user = (f"The user's world:\n{profile_text(inst)}\n\nTimeline: {inst['timeline']['window_start']} to "
-            f"{inst['timeline']['window_end']}.\n\n{case_block(1, case, inst['timeline'])}\n\n"
+    user = (f"{_world_text(inst)}\n\n{case_block(1, case, inst['timeline'])}\n\n"
             f"Primary problem: {issue}\n\nWrite the repaired case as JSON.")
     return [dict(role="system", content=REWRITE_SYSTEM), dict(role="user", content=user)]
 
@@ -437,12 +438,10 @@ def distractor_count(cfg: GenConfig, n_cases: int) -> int:
 # %% ../../nbs/47b_gen_paper.ipynb #c92ca810
 def scenario_distractor_messages(inst: dict, kept: list[dict], n: int, centre: str) -> list[dict]:
     "Messages for `n` distractor contexts of the whole scenario, centred on the person `centre`."
-    t = inst["timeline"]
     cases = "\n".join(f"- asked on {c['ref_date']}: {c['draft']['request']} (hidden reason: "
                       f"{c['draft']['hidden_reason']})" for c in kept)
-    user = (f"The user's world:\n{profile_text(inst)}\n\n"
-            f"Timeline: {t['window_start']} to {t['window_end']}.\n\n"
-            f"The scenario's requests:\n{cases}\n\nCentre these passages on {centre}.\n"
+    user = (f"{_world_text(inst)}\n\nThe scenario's requests:\n{cases}\n\n"
+            f"Centre these passages on {centre}.\n"
             f"Write {n} distractor passages as JSON.")
     return [dict(role="system", content=DISTRACTOR_SYSTEM), dict(role="user", content=user)]
 
