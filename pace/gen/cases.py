@@ -142,9 +142,7 @@ LABEL_RULES = by_cell(prompt_asset("gen/cases/LABEL_RULES.json"))
 # %% ../../nbs/43_gen_cases.ipynb #fdfe93e1
 def case_messages(inst: dict, situation_type: str, label: str, ref_date: str, focus: str, window_end: str,
                   example: int | None = 0, chain: dict | None = None) -> list[dict]:
-    """Chat messages for one case: an example of the cell from another world (CASE_EXAMPLES[example]; None:
-    no example), the world, the timeline with its calendar, the cell and the anchor; `chain`: the times code
-    chose for a temporal case."""
+    "Messages for one case: an example from another world (None: none), the world, calendar, cell, anchor."
     days = min(21, (dt.date.fromisoformat(window_end) - dt.date.fromisoformat(ref_date)).days + 1)
     head = ""
     if example is not None:
@@ -168,8 +166,7 @@ CHAIN_MINUTES = (10, 15, 20, 25, 30, 35, 40, 45, 50, 60)   # the lengths a step 
 TIME_IN_TEXT = re.compile(r"\b(?:[01]\d|2[0-3]):[0-5]\d\b")
 
 def plan_chain(label: str, focus: str, rng) -> dict:
-    """Times of a temporal chain that give `label`: {start, minutes (2 or 3 distinct steps), deadline}; the
-    deadline is the focus's first HH:MM, else drawn."""
+    "Times of a chain that give `label`: {start, minutes (2-3 steps), deadline (the focus's HH:MM)}."
     m = TIME_IN_TEXT.search(focus)
     deadline = to_minutes(m.group(0)) if m else 15 * rng.randrange(32, 81)
     minutes = rng.sample(CHAIN_MINUTES, rng.choice((2, 3)))   # distinct: each step's number is its own
@@ -231,8 +228,7 @@ def chain_judgment(a: dict) -> str:
 
 # %% ../../nbs/43_gen_cases.ipynb #eab18aad
 def fill_chain(written: dict, chain: dict) -> dict:
-    """A `FixedTemporalCase` reply as a `TemporalCase` draft: the model's names and facts, code's times, chain
-    sentences and judgment."""
+    "A `FixedTemporalCase` reply as a `TemporalCase` draft: the model's names, code's times and judgment."
     n = written["chain"]
     steps = [dict(what=_name(w), minutes=m) for w, m in zip(n["steps"], chain["minutes"], strict=True)]
     arith = dict(start=chain["start"], start_what=_name(n["start_what"]), steps=steps,
@@ -243,8 +239,7 @@ def fill_chain(written: dict, chain: dict) -> dict:
 
 # %% ../../nbs/43_gen_cases.ipynb #a7cd6c2d
 def chain_names(draft: dict, context: str | None = None) -> dict:
-    """A `TemporalCase` draft as a code-timed case is written: the arithmetic's names, `context` (default: the
-    draft's without numbered sentences), no judgment."""
+    "A `TemporalCase` draft as a code-timed case is written: names, `context` (default: untimed), no judgment"
     a = draft["arithmetic"]
     names = dict(start_what=a["start_what"], steps=[s["what"] for s in a["steps"]],
                  deadline_what=a["deadline_what"])
@@ -271,8 +266,7 @@ CASE_MAX_TOKENS = 700
 
 # %% ../../nbs/43_gen_cases.ipynb #1b83f153
 def plan_cases(inst: dict, cfg: GenConfig) -> list[dict]:
-    """The case slots of an instance: case_id, situation_type, label, ref_date, focus, example (an index into
-    CASE_EXAMPLES) and, for a temporal slot under `temporal_arithmetic='code'`, its chain."""
+    "The case slots of an instance: case_id, situation_type, label, ref_date, focus, example (, chain)."
     fs, exs, refs, out = pick_focuses(inst, cfg), pick_examples(inst, cfg), inst["reference_dates"], []
     for i, (t, l) in enumerate((t, l) for t, l in CELLS for _ in range(cfg.cases_per_cell)):
         k = sum(1 for o in out if (o["situation_type"], o["label"]) == (t, l)) + 1

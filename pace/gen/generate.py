@@ -620,8 +620,7 @@ def _run_instances_at_once(root, steps: list[tuple], # (stage, fn(instance_id) -
 
 # %% ../../nbs/48_generate.ipynb #4f290814
 def _stage_steps(cm, emb, cfg: GenConfig, seed_of: dict, s: dict, pool: list = ()) -> list[tuple]:
-    """(stage, fn(instance_id) -> row, models) of the seven stages of `cfg.recipe`; `s` holds the earlier rows
-    by stage number; `pool`: every seed of the source (the paper recipe's alters come from it)."""
+    "(stage, fn(instance_id) -> row, models) of `cfg.recipe`; `s`: earlier rows; `pool`: every seed."
     world = lambda i: {k: s[2][i][k] for k in ("instance_id", "ego", "alters", "timeline", "reference_dates")}
     if cfg.recipe == "paper":
         alters = lambda i: alter_seeds(cfg, list(pool), seed_of[i].seed_id)

@@ -11,8 +11,8 @@ from ..calls import prompt_asset
 from .base import (CELLS, GenConfig, Text, ask_many, calendar_text, case_id, count, rng_for,
                            split_sentences, states_time, truncated)
 from .persona import PersonaSeed
-from .profile import (EGO_MAX_TOKENS, AlterProfile, EgoProfile, M, S, clean_alters, clean_ego,
-                              make_timeline, ego_messages, profile_text)
+from .profile import (EGO_MAX_TOKENS, AlterProfile, EgoProfile, M, S,
+                              ego_messages, profile_text, synthesize_profile)
 from .validate import (STOP_WORDS, date_mentions, date_problems, fix_weekdays, term_hits,
                                verdict_words, weekday_problems, word_key)
 
@@ -73,24 +73,14 @@ ALTERS_MAX_TOKENS = 1000
 
 def paper_profile(cm, cfg: GenConfig, instance_id: str, persona: str, seeds: list[PersonaSeed]) -> dict:
     "Stage 2 row of the paper's recipe: ego, alters grounded in the ego's world (from `seeds`), timeline."
-    timeline, refs = make_timeline(cfg, instance_id)
-    row = dict(instance_id=instance_id, ego=None, alters=[], timeline=timeline, reference_dates=refs,
-               dropped_instance=None, dropped={})
-    msgs = ego_messages(persona, timeline, PAPER_EGO_SYSTEM)
-    [(ego, _)] = ask_many(cm, [msgs], PaperEgo, stage="gen.profile", max_tokens=EGO_MAX_TOKENS + 100)
-    if ego is None:
-        return {**row, "dropped_instance": "malformed_output", "dropped": count(["ego_malformed_output"])}
-    ego, why = clean_ego(ego.model_dump(), timeline)
-    [(al, _)] = ask_many(cm, [paper_alters_messages(ego, seeds)], PaperAlters, stage="gen.alters",
-                         max_tokens=ALTERS_MAX_TOKENS)
-    if al is None:
-        return {**row, "ego": ego, "dropped_instance": "malformed_output",
-                "dropped": count(why + ["alters_malformed_output"])}
-    raw = [dict(a.model_dump(), seed_id=s.seed_id) for a, s in zip(al.alters, seeds)]
-    alters, w2 = clean_alters(raw, ego["name"], cfg)
-    drop = "too_few_alters" if len(alters) < cfg.min_alters else None
-    return {**row, "ego": ego, "alters": alters, "dropped_instance": drop,
-            "dropped": count(why + w2 + ([drop] if drop else []))}
+    def alters_of(ego):
+        [(al, _)] = ask_many(cm, [paper_alters_messages(ego, seeds)], PaperAlters, stage="gen.alters",
+                             max_tokens=ALTERS_MAX_TOKENS)
+        return None if al is None else [dict(a.model_dump(), seed_id=s.seed_id)
+                                        for a, s in zip(al.alters, seeds)]
+    ego_of = lambda t: ask_many(cm, [ego_messages(persona, t, PAPER_EGO_SYSTEM)], PaperEgo,
+                                stage="gen.profile", max_tokens=EGO_MAX_TOKENS + 100)[0][0]
+    return synthesize_profile(cm, cfg, instance_id, persona, ego_of, alters_of)
 
 # %% ../../nbs/47b_gen_paper.ipynb #26c439ba
 def set_plan(inst: dict, # a stage 2 row (ego, alters, reference_dates)
@@ -354,8 +344,7 @@ def _kept_case(c: dict, d: dict, action: str, review: dict) -> dict:
 
 # %% ../../nbs/47b_gen_paper.ipynb #03670230
 def validate_case_set(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict:
-    """Stage 4 row of the paper's recipe: the whole-set review, code's checks, rewrites, the duplicate-driver
-    pass; decisions (verdict, score, reason, rounds) and the kept cases."""
+    "Stage 4 row of the paper's recipe: set review, code's checks, rewrites, duplicate drivers."
     win, ego = inst["timeline"], inst["ego"]["name"]
     live = [dict(c, draft=dict(c["draft"])) for c in cases if c["draft"] is not None]
     if cfg.repair_weekdays:
@@ -489,8 +478,7 @@ def carries_decision(atom: str, case: dict, names: set[str]) -> bool:
 
 # %% ../../nbs/47b_gen_paper.ipynb #60e2268d
 def paper_atomize(cm, embedder, cfg: GenConfig, inst: dict, kept: list[dict], distractors: list[str]) -> dict:
-    """Stage 6 row of the paper's recipe: atoms of each gold context (all gold) and of each distractor
-    context; distractor atoms that carry a hidden reason, break a fact rule or repeat a fact are dropped."""
+    "Stage 6 row of the paper's recipe: gold and distractor atoms, checked and merged."
     win, names = inst["timeline"], _names(inst)
     texts = [c["draft"]["context"] for c in kept] + list(distractors)
     got = ask_many(cm, [atom_messages(t) for t in texts], AtomList, stage="gen.atomize", max_tokens=450)

@@ -187,8 +187,7 @@ def _cmp(a, op, b) -> bool: return {"<": a < b, "<=": a <= b, ">": a > b, ">=": 
 
 # %% ../../nbs/44_gen_validate.ipynb #beabad11
 def arithmetic_problems(arith, label: str) -> tuple[str, list[str]]:
-    """('structured' | 'text' | 'unchecked', problems) for a case's arithmetic (a dict as generated, or text
-    as in data/mini)."""
+    "('structured' | 'text' | 'unchecked', problems) for a case's arithmetic (a dict, or text)."
     if isinstance(arith, dict):
         end, got = recompute(arith)
         if got == label: return "structured", []
@@ -249,8 +248,7 @@ def _words(text: str) -> list[str]: return re.findall(r"[a-z0-9]+", (text or "")
 
 # %% ../../nbs/44_gen_validate.ipynb #2ff4350e
 def term_hits(text: str, terms: list[str]) -> list[str]:
-    """The terms that `text` contains: the word itself or a word of its stem ('allergy', 'allergic'); for a
-    multi-word term, all its content words."""
+    "The terms `text` contains: a word or its stem ('allergic'); for a multi-word term, all its words."
     tw = _words(text)
     hit = []
     for t in terms:
@@ -307,8 +305,7 @@ def _names_event(request: str, span: tuple[int, int], what: str) -> bool:
 
 # %% ../../nbs/44_gen_validate.ipynb #392ac0b0
 def request_time_problems(request: str, arith, context: str = "") -> list[str]:
-    """Times in `request` neither the chain's nor stated in `context`, or that put the deadline's event at
-    another time."""
+    "Times in `request` neither the chain's nor the context's, or that move the deadline's event."
     chain = chain_times(arith)
     if not chain: return []
     have = {m for m, _ in chain} | {m for c in clock_times(context) for m in c["minutes"]}
@@ -423,8 +420,7 @@ FRESH_DETAILS = ("empty_field", "truncated", "date_invalid_or_outside", "date_be
 
 # %% ../../nbs/44_gen_validate.ipynb #2f7bf59e
 def fresh_problem_lines(problems: list[tuple[str, str]]) -> list[str]:
-    """The problems of a rejected attempt as lines for a fresh rewrite: one per code, in order, with the
-    findings of FRESH_DETAILS codes."""
+    "A rejected attempt's problems as a fresh rewrite's lines: one per code, FRESH_DETAILS detailed."
     by = {}
     for code, msg in problems: by.setdefault(code, []).append(msg)
     found = lambda code, msgs: f" ({'; '.join(m[:160] for m in msgs[:2])})" if code in FRESH_DETAILS else ""
@@ -433,8 +429,7 @@ def fresh_problem_lines(problems: list[tuple[str, str]]) -> list[str]:
 # %% ../../nbs/44_gen_validate.ipynb #45c0f5e8
 def rewrite_messages(inst: dict, slot: dict, draft: dict, problems: list[tuple[str, str]],
                      mode: str = "revise", copied: bool = False) -> list[dict]:
-    """Messages asking for a rewrite: 'revise' shows `draft` and its problems; 'fresh' asks for a new case for
-    the slot, with the problems only (no example once one was `copied`)."""
+    "Rewrite messages: 'revise' shows `draft` and its problems; 'fresh' only the problems."
     if mode not in ("revise", "fresh"): raise ValueError(f"rewrite mode {mode!r}: use 'revise' or 'fresh'")
     example = None if mode == "fresh" and copied else slot.get("example", 0)
     base = case_messages(inst, slot["situation_type"], slot["label"], slot["ref_date"], slot["focus"],
@@ -455,8 +450,7 @@ REVIEW_MAX_TOKENS = 200
 
 # %% ../../nbs/44_gen_validate.ipynb #91be6396
 def word_key(s: str) -> str:
-    """The lower-case words and numbers of `s`, one space apart: texts that differ only in case and
-    punctuation share it."""
+    "The lower-case words and numbers of `s`, one space apart (case and punctuation ignored)."
     return " ".join(_words(s))
 
 # %% ../../nbs/44_gen_validate.ipynb #5bc52eaf
@@ -474,8 +468,7 @@ def _ask_reviews(cm, cfg: GenConfig, open_: dict, clean: list[str], probs: dict)
 # %% ../../nbs/44_gen_validate.ipynb #c0f425fd
 def _ask_rewrites(cm, inst: dict, open_: dict, probs: dict, redo: list[str], rnd: int, decisions: dict,
                   temperature: float = 0.0, mode: str = "revise"):
-    """Replace the drafts of the `redo` cases by their rewrites (`mode`: see `rewrite_messages`); drop (into
-    `decisions`) those whose rewrite failed."""
+    "Replace the `redo` drafts by their rewrites; drop (into `decisions`) those whose rewrite failed."
     copied = lambda c: any("copies_example" in h for h in open_[c]["history"])
     convs = [rewrite_messages(inst, open_[c]["slot"], open_[c]["draft"], probs[c], mode, copied=copied(c))
              for c in redo]
@@ -650,8 +643,7 @@ def _gold_findings(ds, q, fact_findings: dict) -> list[tuple[str, str, str]]:
 
 # %% ../../nbs/44_gen_validate.ipynb #a0c906db
 def _duplicate_findings(q, req_seen: dict, reason_seen: dict) -> list[tuple[str, str, str]]:
-    """A request seen before (an error), or a hidden reason seen before in the same world (a warning); records
-    this query's."""
+    "A request seen before (error) or a hidden reason seen in the world (warning); records this one."
     out = []
     key = word_key(q.query)
     if key in req_seen: out.append(("error", "duplicate_request", f"same request as {req_seen[key]}"))
@@ -664,8 +656,7 @@ def _duplicate_findings(q, req_seen: dict, reason_seen: dict) -> list[tuple[str,
 
 # %% ../../nbs/44_gen_validate.ipynb #0fba0ced
 def verify_dataset(path) -> dict:
-    """Run the deterministic checks on a dataset folder (loaded strictly first): findings per query and per
-    fact, and counts."""
+    "The deterministic checks of a dataset folder (loaded strictly): findings per query and fact, counts."
     from pace.data import load_pace_dataset
     ds = load_pace_dataset(path)
     facts, fact_findings = _kb_findings(ds)
