@@ -558,12 +558,13 @@ def _gen_workers(workers: int | None, # --workers (None: one instance at a time,
     return at_once
 
 # %% ../../nbs/48_generate.ipynb #150e64f7
-def _sort_stage(root, stage: str, order: list[str]):
-    "Rewrite a stage file and the accounts in `order` of instances (a one-at-a-time run's order), atomically."
+def _sort_stages(root, stages: list[str], order: list[str]):
+    "Rewrite stage files and the accounts in `order` of instances (a one-at-a-time run's order), atomically."
     rank = {i: k for k, i in enumerate(order)}
     pos = lambda i: rank.get(i, len(order))
-    rows = read_stage(root, stage)
-    write_text(stage_path(root, stage), jsonl_text(rows[i] for i in sorted(rows, key=pos)))
+    for st in stages:
+        rows = read_stage(root, st)
+        write_text(stage_path(root, st), jsonl_text(rows[i] for i in sorted(rows, key=pos)))
     acc = read_accounts(root)
     key = lambda k: (STAGES.index(k[0]) if k[0] in STAGES else len(STAGES), pos(k[1]))
     write_text(Path(root) / "stages" / "accounts.jsonl", jsonl_text(acc[k] for k in sorted(acc, key=key)))
@@ -596,8 +597,7 @@ def _run_instances_at_once(root, steps: list[tuple], # (stage, fn(instance_id) -
     acc_p.parent.mkdir(parents=True, exist_ok=True)
     load_done(acc_p)   # drops a line cut short by a kill
     for k, (st, _, _) in enumerate(steps, 1): s[k] = read_stage(root, st)
-    models = list({id(m): m for *_, ms in steps for m in ms}.values())
-    accs, lock = list({id(m.accounts): m.accounts for m in models}.values()), threading.Lock()
+    accs, lock = list({id(m.accounts): m.accounts for *_, ms in steps for m in ms}.values()), threading.Lock()
     def one(iid, files, fa):
         with contextlib.ExitStack() as es:
             for a in accs: es.enter_context(a.scope())
@@ -615,7 +615,7 @@ def _run_instances_at_once(root, steps: list[tuple], # (stage, fn(instance_id) -
             for fut in tqdm(futs, total=len(ids), desc="generate", disable=not progress, unit="instance"):
                 fut.result()
     finally: ex.shutdown(wait=True, cancel_futures=True)
-    for st, _, _ in steps: _sort_stage(root, st, ids)
+    _sort_stages(root, [st for st, _, _ in steps], ids)
     for k in list(s): s[k] = {i: s[k][i] for i in ids if i in s[k]}
 
 # %% ../../nbs/48_generate.ipynb #4f290814
