@@ -75,11 +75,9 @@ def _stage_accounts(root, ids) -> dict[str, dict]:
 def _validation_summary(rows: list[dict]) -> dict:
     "What validation did to the cases of stage 4 `rows`: actions, drops, rewrites, rounds, late drops."
     dec = [d for r in rows for d in r["decisions"]]
-    return dict(decided=len(dec), actions=add_counts(*[r["actions"] for r in rows]),
-                dropped=add_counts(*[r["dropped"] for r in rows]),
-                rewrite_reasons=add_counts(*[r["rewrite_reasons"] for r in rows]),
-                repaired=add_counts(*[r.get("repaired", {}) for r in rows]),
-                rounds=sum(d["rounds"] for d in dec),
+    sums = {k: add_counts(*[r.get(k) for r in rows])
+            for k in ("actions", "dropped", "rewrite_reasons", "repaired")}
+    return dict(decided=len(dec), **sums, rounds=sum(d["rounds"] for d in dec),
                 after_generation=[dict(query_id=f"{r['instance_id']}-{d['case_id']}", **d["dropped_after"])
                                   for r in rows for d in r["decisions"] if d.get("dropped_after")])
 
@@ -644,8 +642,8 @@ def _stage_steps(cm, emb, cfg: GenConfig, seed_of: dict, s: dict, pool: list = (
 
 # %% ../../nbs/48_generate.ipynb #fcfaff3d
 def _run_stages(out: Path, cm, emb, cfg: GenConfig, ids: list[str], seed_of: dict, stop_after: str | None,
-                progress: bool, at_once: int = 1, pool: list = ()) -> tuple[dict, list[str]]:
-    "The rows of each stage run, by stage number, and the instances alive after stage 2."
+                progress: bool, at_once: int = 1, pool: list = ()) -> dict:
+    "The rows of each stage run, by stage number (an instance dropped at stage 1 or 2 goes no further)."
     s = {}
     steps = _stage_steps(cm, emb, cfg, seed_of, s, pool)
     if stop_after is not None: steps = steps[:max(2, STAGES.index(stop_after) + 1)]
@@ -655,15 +653,15 @@ def _run_stages(out: Path, cm, emb, cfg: GenConfig, ids: list[str], seed_of: dic
         for k, (st, fn, models) in enumerate(steps, 1):
             s[k] = run_stage(out, st, alive, fn, list(models), progress)
             if k <= 2: alive = [i for i in alive if not s[k][i]["dropped_instance"]]
-    return s, [i for i in ids if not s[1][i]["dropped_instance"] and not s[2][i]["dropped_instance"]]
+    return s
 
 # %% ../../nbs/48_generate.ipynb #ee3fa013
-def _write_outputs(out: Path, cfg: GenConfig, settings: dict, ids: list[str], alive: list[str], s: dict,
+def _write_outputs(out: Path, cfg: GenConfig, settings: dict, ids: list[str], s: dict,
                    manifest, command, card_note: str, scale: dict | None = None) -> tuple:
     ("Write the surviving instances' dataset, report and card; mark the manifest complete: "
      "(dataset, report); GenerationError if none. `scale`: `project_paper_scale`'s workers and shards.")
     parts = [assemble_instance(cfg, s[1][i], s[2][i], s[4][i]["kept"], s[6][i], s[7][i]["everyday"])
-             for i in alive if not s[7][i]["dropped_instance"]]
+             for i in ids if i in s[7] and not s[7][i]["dropped_instance"]]
     report = generation_report(out, ids)
     report["projection"] = project_paper_scale(report, cfg, **(scale or {}))
     if not parts:
@@ -714,13 +712,13 @@ def generate_dataset(out=None, # the folder to write (a generation folder is res
         t0 = time.perf_counter()
         at_once = _gen_workers(j.workers, cm, len(ids))
         limit_rate(j.max_rps, cm, prog="pace generate")
-        s, alive = _run_stages(out, cm, emb, cfg, ids, dict(zip(every, seeds)), j.stop_after, j.progress,
+        s = _run_stages(out, cm, emb, cfg, ids, dict(zip(every, seeds)), j.stop_after, j.progress,
                                at_once, persona_source(personas) if cfg.recipe == "paper" else ())
         summary = dict(out=out, instances=ids, seconds=time.perf_counter() - t0, chat=cm, embedder=emb)
         if 7 not in s:
             manifest("partial", stopped_after=j.stop_after)
             return dict(summary, n_queries=0, status="partial")
-        ds, report = _write_outputs(out, cfg, settings, ids, alive, s, manifest, j.command, j.card_note,
+        ds, report = _write_outputs(out, cfg, settings, ids, s, manifest, j.command, j.card_note,
                                     dict(workers=j.workers or 1, shards=shard.count if shard else 1))
         return dict(summary, status="complete", n_queries=len(ds.queries), report=report, dataset=ds)
 
@@ -784,15 +782,13 @@ def rebuild_outputs(root, card_note: str | None = None,
                          "resume it with pace generate")
     settings, ids = man["settings"], man["instances"]
     s = {k: read_stage(root, st) for k, st in enumerate(STAGES, 1)}
-    alive = [i for i in ids
-             if i in s[2] and not s[1][i]["dropped_instance"] and not s[2][i]["dropped_instance"]]
     if card_note is None: card_note = man.get("card_note", "")
     head = {k: v for k, v in man.items()
             if k not in ("status", "n_queries", "n_facts", "stopped_after", "card_note")}
     head["card_note"] = card_note
     manifest = _manifest(_gen_folder(root), head)
     cfg = GenConfig.of_settings(settings["config"])
-    ds, report = _write_outputs(root, cfg, settings, ids, alive, s, manifest, man.get("command"), card_note,
+    ds, report = _write_outputs(root, cfg, settings, ids, s, manifest, man.get("command"), card_note,
                                 dict(workers=workers, shards=shards))
     return dict(n_queries=len(ds.queries), n_facts=sum(map(len, ds.kb.values())), report=report, dataset=ds)
 

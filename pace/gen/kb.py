@@ -112,15 +112,20 @@ def assemble_instance(cfg: GenConfig, persona: dict, profile: dict, kept: list[d
                     reference_dates=profile["reference_dates"])
     return dict(instance=instance, kb=kb, queries=queries)
 
+# %% ../../nbs/47_gen_kb.ipynb #f958d381
+def _write(path: Path, rows: list[dict]):
+    "`rows` as JSON lines (sorted keys), written whole (`pace.atomic.write_text`)."
+    write_text(path, jsonl_text(rows))
+
 # %% ../../nbs/47_gen_kb.ipynb #d0b70d47
 def write_dataset(out, parts: list[dict]):
     "Write instances.jsonl, kb/<id>.jsonl and queries.jsonl of `parts`; load them with the strict loader."
     from pace.data import load_pace_dataset
     out = Path(out)
-    write_text(out / "instances.jsonl", jsonl_text(p["instance"] for p in parts))
-    write_text(out / "queries.jsonl", jsonl_text(q for p in parts for q in p["queries"]))
+    _write(out / "instances.jsonl", [p["instance"] for p in parts])
+    _write(out / "queries.jsonl", [q for p in parts for q in p["queries"]])
     ids = {p["instance"]["instance_id"] for p in parts}
-    for p in parts: write_text(out / "kb" / f"{p['instance']['instance_id']}.jsonl", jsonl_text(p["kb"]))
+    for p in parts: _write(out / "kb" / f"{p['instance']['instance_id']}.jsonl", p["kb"])
     for f in (out / "kb").glob("*.jsonl"):
         if f.stem not in ids: f.unlink()
     return load_pace_dataset(out)

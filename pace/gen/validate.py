@@ -189,10 +189,9 @@ def _cmp(a, op, b) -> bool: return {"<": a < b, "<=": a <= b, ">": a > b, ">=": 
 def arithmetic_problems(arith, label: str) -> tuple[str, list[str]]:
     "('structured' | 'text' | 'unchecked', problems) for a case's arithmetic (a dict, or text)."
     if isinstance(arith, dict):
-        end, got = recompute(arith)
-        if got == label: return "structured", []
-        probs = [f"the arithmetic ({arithmetic_text(arith)}) gives {got}, the label is {label}"]
-        return "structured", probs
+        got = recompute(arith)[1]
+        return "structured", [] if got == label else [
+            f"the arithmetic ({arithmetic_text(arith)}) gives {got}, the label is {label}"]
     chains, _ = text_chains(arith if isinstance(arith, str) else "")
     compared = [c for c in chains if c["op"]]
     if not compared: return "unchecked", []
@@ -616,8 +615,7 @@ def _leak_findings(q, names: set[str], coverage: Counter) -> list[tuple[str, str
     if q.meta.get("hidden_terms"):
         coverage["request leak: hidden_terms"] += 1
         lk = leaked_terms(q.query, q.meta["hidden_terms"])
-        if not lk: return []
-        return [("error", "request_leak", f"the request contains {', '.join(repr(w) for w in lk)}")]
+        return [("error", "request_leak", f"the request contains {', '.join(map(repr, lk))}")] if lk else []
     if q.meta.get("hidden_reason"):
         coverage["request leak: hidden_reason words only"] += 1
         ov = _hidden_overlap(q.query, q.meta["hidden_reason"], names)
