@@ -4,23 +4,24 @@
 
 # %% ../../nbs/48_generate.ipynb #7b5abafa
 from __future__ import annotations
-import argparse, contextlib, hashlib, json, sys, threading, time
+import argparse, contextlib, hashlib, importlib, json, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from tqdm.auto import tqdm
-from ..data import UsageError, append_row, jsonl_text, load_done
+from .. import __version__
+from ..data import UsageError, append_row, dataset_stats, jsonl_text, load_done, stats_markdown
 from ..atomic import write_text
-from ..runfolder import (JobFolder, add_options, key_values, limit_rate, option_values, positive_float,
-                            usage_error)
+from ..runfolder import (JobFolder, add_options, build_model, key_values, limit_rate, model_fingerprint,
+                            option_values, positive_float, usage_error)
 from ..shards import check_parts, gap_check, merge_file, parse_shard, shard_ids
 from .base import (CELLS, STAGES, GenConfig, add_counts, count, read_accounts,
                            read_stage, run_stage, stage_path, stage_row)
 from .persona import expand_personas, instance_id_of, load_personas, persona_source
 from .profile import synthesize_profile
 from .cases import generate_cases
-from .validate import validate_cases
+from .validate import validate_cases, verify_dataset
 from .distractors import make_distractors
 from .atomize import atomize_instance
 from .kb import assemble_instance, fill_kb, write_dataset
@@ -41,7 +42,6 @@ PAPER_MODULES = ("pace.gen.persona", "pace.gen.paper")   # the prompts of the pa
 # %% ../../nbs/48_generate.ipynb #a1199c90
 def gen_prompt_hashes(recipe: str = "pace") -> dict[str, str]:
     "sha256 (16 hex) of each prompt constant (*_SYSTEM, *_RULES, ...) of a recipe's modules."
-    import importlib
     out = {}
     for name in (PAPER_MODULES if recipe == "paper" else GEN_MODULES):
         mod = importlib.import_module(name)
@@ -142,7 +142,6 @@ def _fill_row(cm, emb, cfg, inst, kept, atoms) -> dict:
 
 # %% ../../nbs/48_generate.ipynb #31a30a1c
 def _dataset_summary(ds) -> dict:
-    from pace.data import dataset_stats
     st = dataset_stats(ds)
     have = {(q.instance_id, q.situation_type, q.label) for q in ds.queries}
     missing = {iid: [f"{t}/{l}" for t, l in CELLS if (iid, t, l) not in have] for iid in ds.instances}
@@ -385,7 +384,6 @@ def _card_outcomes(report: dict) -> list[str]:
 def dataset_card(report: dict, cfg: GenConfig, settings: dict, ds, command: str | None = None,
                  note: str = "") -> str:
     "The README.md of a generated dataset: source, how it was made, counts, outcomes, cost, quality, licence."
-    from pace.data import stats_markdown
     ch, emb = settings["chat"] or {}, settings["embedder"] or {}
     fp = {k: x for k, x in ch.items() if k not in ("backend", "model_id")}
     L = [f"# {Path(str(ds.path)).name}: a generated PACE dataset", "",
@@ -518,10 +516,8 @@ def _check_out(out: Path):
 # %% ../../nbs/48_generate.ipynb #065cd3c1
 def _gen_models(out: Path, chat, embedder, cache, cfg: GenConfig, personas) -> tuple:
     "The chat model, the embedder and the run's settings (version, prompts, fingerprints, config, seeds)."
-    from pace import __version__
     from pace.llm import as_chat_model
     from pace.embed import as_embedder
-    from pace.runfolder import build_model, model_fingerprint
     cache = (out / "cache.sqlite") if cache is None else cache
     cm = build_model("chat", as_chat_model, chat, cache)
     emb = build_model("embedder", as_embedder, embedder, cache)
@@ -820,7 +816,6 @@ def drop_failing_cases(root,                 # a finished generation folder
                        card_note: str | None = None,  # the card's note (default: as before)
                       ) -> dict[str, tuple[str, str]]:
     "Drop cases with a `pace data verify` error of `checks` (and facts only they use); rebuild. {qid: why}"
-    from pace.gen.validate import verify_dataset
     drops = {}
     for q in verify_dataset(root)["queries"]:
         f = next((f for f in q["findings"] if f["severity"] == "error" and f["check"] in checks), None)

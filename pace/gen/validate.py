@@ -4,11 +4,12 @@
 
 # %% ../../nbs/44_gen_validate.ipynb #d907049f
 from __future__ import annotations
-import datetime as dt, json, re
+import datetime as dt, json, re, sys
 from collections import Counter
 from typing import Literal
 from pydantic import BaseModel
 from ..calls import prompt_asset
+from ..data import DatasetError, load_pace_dataset
 from .base import (DURATION_RE, TIME12_RE, TIME24_RE, WORD_DURATIONS, GenConfig, Text, ask_many,
                            count, hhmm, to_minutes, truncated)
 # CASE_SYSTEM is not used here, but `gen_prompt_hashes` hashes it as this module's (generate.json stores it)
@@ -655,7 +656,6 @@ def _duplicate_findings(q, req_seen: dict, reason_seen: dict) -> list[tuple[str,
 # %% ../../nbs/44_gen_validate.ipynb #0fba0ced
 def verify_dataset(path) -> dict:
     "The deterministic checks of a dataset folder (loaded strictly): findings per query and fact, counts."
-    from pace.data import load_pace_dataset
     ds = load_pace_dataset(path)
     facts, fact_findings = _kb_findings(ds)
     queries, coverage, req_seen, reason_seen = [], Counter(), {}, {}
@@ -703,8 +703,6 @@ def verify_markdown(rep: dict, max_facts: int = 30) -> str:
 # %% ../../nbs/44_gen_validate.ipynb #fdb5bb26
 def data_verify(path: str, out=None, as_json: bool = False) -> int:
     "`pace data verify PATH`: print the report; 1 on errors (or a dataset that does not load), else 0."
-    import sys
-    from pace.data import DatasetError
     out = out or sys.stdout
     try: rep = verify_dataset(path)
     except DatasetError as e: print(e.one_line(), file=out); return 1
