@@ -391,9 +391,8 @@ def validate_case_set(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict
              for i, s in state.items() if s["action"] != "drop"]
     twins = duplicate_drivers(alive, _names(inst))
     for i, s in state.items():
-        reason = ("duplicate_driver" if i in twins else
-                  s.get("drop_reason") or ("validator" if s["action"] == "drop" else None))
         action = "drop" if i in twins else s["action"]
+        reason = "duplicate_driver" if i in twins else s.get("drop_reason") or "validator"
         dec[i] = dict(case_id=i, action=action, reason=reason if action == "drop" else None,
                       rounds=s["rounds"], score=s["score"], verdict=s["verdict"],
                       validator_reason=s["reason"],
