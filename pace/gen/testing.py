@@ -147,8 +147,7 @@ def toy_reply(messages: list[dict], schema: dict | None) -> str:
                                       _find(r"Profile of (.*?):", u, "Ana Ortega")))
     if title in ("TemporalCase", "FixedTemporalCase", "CaseDraft"):
         return json.dumps(_toy_case(u, title != "CaseDraft", h))
-    if title == "Review":
-        return json.dumps(_toy_review(u))
+    if title == "Review": return json.dumps(_toy_review(u))
     if title == "NearMisses":
         day = _d(_find(r"Day: (\d{4}-\d{2}-\d{2})", u))
         people = _find(r"People: (.*?)\. Places", u, "Ana Ortega")
