@@ -183,7 +183,8 @@ def unique_sentences(text: str) -> str:
 # %% ../../nbs/40_gen_base.ipynb #b5f6401f
 def ask_many(cm, conversations: list[list[dict]], schema, *, stage: str, max_tokens: int = 512,
              temperature: float = 0.0, seed: int = 0) -> list[tuple[Any, AgentCall]]:
-    "Send each conversation with `schema` (one class, or one each): (object or None, record) each."
+    """Send each conversation with `schema` (one pydantic class, or one per conversation); (object or None,
+    record) per conversation, in order."""
     schemas = schema if isinstance(schema, list) else [schema] * len(conversations)
     if not conversations: return []
     reqs = [dict(messages=m, schema=s, temperature=temperature, max_tokens=max_tokens, seed=seed)
@@ -241,7 +242,8 @@ def stage_row(stage: str, iid: str, fn, models) -> tuple[dict, dict]:
 # %% ../../nbs/40_gen_base.ipynb #d666e642
 def run_stage(root, stage: str, ids: list[str], fn, models: list = (),
               progress: bool = True) -> dict[str, dict]:
-    "Run `fn(instance_id) -> row` for each id the stage file lacks, with its accounts: {id: row}."
+    """Run `fn(instance_id) -> row` for each id without a line in the stage file; append the row and its
+    accounts. Returns {id: row} for `ids`."""
     p, acc_p = stage_path(root, stage), Path(root) / "stages" / "accounts.jsonl"
     p.parent.mkdir(parents=True, exist_ok=True)
     done = read_stage(root, stage)

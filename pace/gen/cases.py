@@ -142,7 +142,9 @@ LABEL_RULES = by_cell(prompt_asset("gen/cases/LABEL_RULES.json"))
 # %% ../../nbs/43_gen_cases.ipynb #fdfe93e1
 def case_messages(inst: dict, situation_type: str, label: str, ref_date: str, focus: str, window_end: str,
                   example: int | None = 0, chain: dict | None = None) -> list[dict]:
-    "Messages for one case: an example from another world (None: none), the world, calendar, cell, anchor."
+    """Chat messages for one case: an example of the cell from another world (CASE_EXAMPLES[example]; None:
+    no example), the world, the timeline with its calendar, the cell and the anchor; `chain`: the times code
+    chose for a temporal case."""
     days = min(21, (dt.date.fromisoformat(window_end) - dt.date.fromisoformat(ref_date)).days + 1)
     head = ""
     if example is not None:
@@ -266,7 +268,8 @@ CASE_MAX_TOKENS = 700
 
 # %% ../../nbs/43_gen_cases.ipynb #1b83f153
 def plan_cases(inst: dict, cfg: GenConfig) -> list[dict]:
-    "The case slots of an instance: case_id, situation_type, label, ref_date, focus, example (, chain)."
+    """The case slots of an instance: case_id, situation_type, label, ref_date, focus, example (an index into
+    CASE_EXAMPLES) and, for a temporal slot under `temporal_arithmetic='code'`, its chain."""
     fs, exs, refs, out = pick_focuses(inst, cfg), pick_examples(inst, cfg), inst["reference_dates"], []
     for i, (t, l) in enumerate((t, l) for t, l in CELLS for _ in range(cfg.cases_per_cell)):
         k = sum(1 for o in out if (o["situation_type"], o["label"]) == (t, l)) + 1

@@ -171,7 +171,8 @@ PERSONA_MAX_TOKENS = 450
 
 # %% ../../nbs/41_gen_persona.ipynb #6b006188
 def expand_personas(cm, seeds: list[PersonaSeed]) -> list[dict]:
-    "Stage 1 rows for `seeds`; a too-short narrative is asked for once more."
+    """Stage 1 rows (instance_id, seed_id, seed, persona, dropped_instance, notes, dropped) for `seeds`;
+    a too-short narrative is asked for once more."""
     convs = [persona_messages(s.persona) for s in seeds]
     got = ask_many(cm, convs, PersonaText, stage="gen.persona", max_tokens=PERSONA_MAX_TOKENS)
     short = [i for i, (o, _) in enumerate(got)

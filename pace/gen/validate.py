@@ -331,13 +331,12 @@ CHECK_ORDER = ("empty_field", "truncated", "copies_example", "date_invalid_or_ou
 def case_problems(case: dict, situation_type: str, label: str, ref_date: str,
                   window: dict) -> list[tuple[str, str]]:
     "Deterministic problems of a drafted case, as (code, message), in CHECK_ORDER."
-    out = []
-    for k in ("request", "context", "judgment", "hidden_reason"):
-        if not (case.get(k) or "").strip(): out.append(("empty_field", f"{k} is empty"))
+    out = [("empty_field", f"{k} is empty") for k in ("request", "context", "judgment", "hidden_reason")
+           if not (case.get(k) or "").strip()]
     fields = {k: case.get(k) or "" for k in ("request", "context", "judgment")}
-    for k, n in (("request", REQUEST_CHARS), ("context", CONTEXT_CHARS), ("judgment", JUDGMENT_CHARS)):
-        if truncated(fields[k], n):
-            out.append(("truncated", f"{k} was cut at its {n}-character limit: write it shorter"))
+    out += [("truncated", f"{k} was cut at its {n}-character limit: write it shorter")
+            for k, n in (("request", REQUEST_CHARS), ("context", CONTEXT_CHARS), ("judgment", JUDGMENT_CHARS))
+            if truncated(fields[k], n)]
     copied = [m for m in EXAMPLE_MARKERS if m in fields["request"] + " " + fields["context"]]
     if copied:
         out.append(("copies_example",
@@ -429,7 +428,8 @@ def fresh_problem_lines(problems: list[tuple[str, str]]) -> list[str]:
 # %% ../../nbs/44_gen_validate.ipynb #45c0f5e8
 def rewrite_messages(inst: dict, slot: dict, draft: dict, problems: list[tuple[str, str]],
                      mode: str = "revise", copied: bool = False) -> list[dict]:
-    "Rewrite messages: 'revise' shows `draft` and its problems; 'fresh' only the problems."
+    """Messages asking for a rewrite: 'revise' shows `draft` and its problems; 'fresh' asks for a new case for
+    the slot, with the problems only (no example once one was `copied`)."""
     if mode not in ("revise", "fresh"): raise ValueError(f"rewrite mode {mode!r}: use 'revise' or 'fresh'")
     example = None if mode == "fresh" and copied else slot.get("example", 0)
     base = case_messages(inst, slot["situation_type"], slot["label"], slot["ref_date"], slot["focus"],
@@ -655,7 +655,8 @@ def _duplicate_findings(q, req_seen: dict, reason_seen: dict) -> list[tuple[str,
 
 # %% ../../nbs/44_gen_validate.ipynb #0fba0ced
 def verify_dataset(path) -> dict:
-    "The deterministic checks of a dataset folder (loaded strictly): findings per query and fact, counts."
+    """Run the deterministic checks on a dataset folder (loaded strictly first): findings per query and per
+    fact, and counts."""
     ds = load_pace_dataset(path)
     facts, fact_findings = _kb_findings(ds)
     queries, coverage, req_seen, reason_seen = [], Counter(), {}, {}
