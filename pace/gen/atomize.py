@@ -4,7 +4,7 @@
 
 # %% ../../nbs/46_gen_atomize.ipynb #32f88e91
 from __future__ import annotations
-import datetime as dt
+import datetime as dt, re
 import numpy as np
 from pydantic import BaseModel, Field
 from ..calls import prompt_asset
@@ -102,7 +102,6 @@ ORIGINS = ("gold", "context", "distractor", "profile", "everyday")
 # %% ../../nbs/46_gen_atomize.ipynb #7297e894
 def numbers_of(text: str) -> tuple[str, ...]:
     "The digit groups of a text, in order ('at 18:15 on 2026-03-12' -> ('18', '15', '2026', '03', '12'))."
-    import re
     return tuple(re.findall(r"\d+", text))
 
 # %% ../../nbs/46_gen_atomize.ipynb #0bb1ea12

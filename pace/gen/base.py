@@ -17,7 +17,8 @@ from ..data import UsageError, append_row, load_done
 __all__ = ['PAPER_FIELDS', 'SITUATION_TYPES', 'LABELS', 'CELLS', 'MAX_TEXT', 'TIME12_RE', 'TIME24_RE', 'DURATION_RE',
            'WORD_DURATIONS', 'STAGES', 'GenConfig', 'case_id', 'by_cell', 'calendar_text', 'to_minutes', 'hhmm',
            'rng_for', 'Text', 'truncated', 'split_sentences', 'states_time', 'unique_sentences', 'ask_many',
-           'stage_path', 'read_stage', 'accounts_since', 'run_stage', 'read_accounts', 'count', 'add_counts']
+           'stage_path', 'read_stage', 'accounts_since', 'stage_row', 'run_stage', 'read_accounts', 'count',
+           'add_counts']
 
 # %% ../../nbs/40_gen_base.ipynb #65fc339e
 _NO_OPTION = dict(cli="")   # set with `pace generate --set key=value`
@@ -128,8 +129,7 @@ def hhmm(minutes: int) -> str:
 
 # %% ../../nbs/40_gen_base.ipynb #611f47d1
 def rng_for(*parts) -> random.Random:
-    """A `random.Random` seeded by the parts (e.g. the run seed, an instance id and a purpose): the same
-    parts, the same draws."""
+    "A `random.Random` seeded by the parts (run seed, instance id, purpose): same parts, same draws."
     return random.Random(":".join(map(str, parts)))
 
 # %% ../../nbs/40_gen_base.ipynb #8d276f1e
@@ -229,6 +229,16 @@ def accounts_since(models, snaps) -> dict:
             for k, v in d.items(): cur[k] = cur.get(k, 0) + v
     return out
 
+# %% ../../nbs/40_gen_base.ipynb #b1fcd391
+def stage_row(stage: str, iid: str, fn, models) -> tuple[dict, dict]:
+    "(`fn(iid)`, checked to be `iid`'s row; its account line: wall seconds and the calls of `models`)."
+    snaps, t0 = [m.accounts.snapshot() for m in models], time.perf_counter()
+    row = fn(iid)
+    if row.get("instance_id") != iid:
+        raise ValueError(f"stage {stage} returned a row for {row.get('instance_id')!r}, expected {iid!r}")
+    return row, dict(stage=stage, instance_id=iid, wall_seconds=round(time.perf_counter() - t0, 3),
+                     accounts=accounts_since(models, snaps))
+
 # %% ../../nbs/40_gen_base.ipynb #d666e642
 def run_stage(root, stage: str, ids: list[str], fn, models: list = (),
               progress: bool = True) -> dict[str, dict]:
@@ -241,13 +251,8 @@ def run_stage(root, stage: str, ids: list[str], fn, models: list = (),
     todo = [i for i in ids if i not in done]
     with open(p, "a") as f, open(acc_p, "a") as fa:
         for iid in tqdm(todo, desc=f"generate {stage}", disable=not progress or not todo, unit="instance"):
-            snaps, t0 = [m.accounts.snapshot() for m in models], time.perf_counter()
-            row = fn(iid)
-            if row.get("instance_id") != iid:
-                raise ValueError(f"stage {stage} returned a row for {row.get('instance_id')!r}, "
-                                 f"expected {iid!r}")
-            append_row(fa, dict(stage=stage, instance_id=iid, wall_seconds=round(time.perf_counter() - t0, 3),
-                                accounts=accounts_since(models, snaps)))
+            row, acc = stage_row(stage, iid, fn, models)
+            append_row(fa, acc)
             append_row(f, row)
             done[iid] = row
     return {i: done[i] for i in ids if i in done}

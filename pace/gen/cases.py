@@ -168,8 +168,7 @@ CHAIN_MINUTES = (10, 15, 20, 25, 30, 35, 40, 45, 50, 60)   # the lengths a step 
 TIME_IN_TEXT = re.compile(r"\b(?:[01]\d|2[0-3]):[0-5]\d\b")
 
 def plan_chain(label: str, focus: str, rng) -> dict:
-    """Times of a temporal chain that give `label`: {start, minutes (2 or 3 distinct steps), deadline}; the
-    deadline is the focus's first HH:MM, else drawn."""
+    "Times of a chain that give `label`: {start, minutes (2-3 steps), deadline (the focus's HH:MM)}."
     m = TIME_IN_TEXT.search(focus)
     deadline = to_minutes(m.group(0)) if m else 15 * rng.randrange(32, 81)
     minutes = rng.sample(CHAIN_MINUTES, rng.choice((2, 3)))   # distinct: each step's number is its own
@@ -231,8 +230,7 @@ def chain_judgment(a: dict) -> str:
 
 # %% ../../nbs/43_gen_cases.ipynb #eab18aad
 def fill_chain(written: dict, chain: dict) -> dict:
-    """A `FixedTemporalCase` reply as a `TemporalCase` draft: the model's names and facts, code's times, chain
-    sentences and judgment."""
+    "A `FixedTemporalCase` reply as a `TemporalCase` draft: the model's names, code's times and judgment."
     n = written["chain"]
     steps = [dict(what=_name(w), minutes=m) for w, m in zip(n["steps"], chain["minutes"], strict=True)]
     arith = dict(start=chain["start"], start_what=_name(n["start_what"]), steps=steps,
@@ -243,8 +241,7 @@ def fill_chain(written: dict, chain: dict) -> dict:
 
 # %% ../../nbs/43_gen_cases.ipynb #a7cd6c2d
 def chain_names(draft: dict, context: str | None = None) -> dict:
-    """A `TemporalCase` draft as a code-timed case is written: the arithmetic's names, `context` (default: the
-    draft's without numbered sentences), no judgment."""
+    "A `TemporalCase` draft as a code-timed case is written: names, `context` (default: untimed), no judgment"
     a = draft["arithmetic"]
     names = dict(start_what=a["start_what"], steps=[s["what"] for s in a["steps"]],
                  deadline_what=a["deadline_what"])

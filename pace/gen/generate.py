@@ -4,23 +4,24 @@
 
 # %% ../../nbs/48_generate.ipynb #7b5abafa
 from __future__ import annotations
-import argparse, contextlib, hashlib, json, sys, threading, time
+import argparse, contextlib, hashlib, importlib, json, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from tqdm.auto import tqdm
-from ..data import UsageError, append_row, jsonl_text, load_done
+from .. import __version__
+from ..data import UsageError, append_row, dataset_stats, jsonl_text, load_done, stats_markdown
 from ..atomic import write_text
-from ..runfolder import (JobFolder, add_options, key_values, limit_rate, option_values, positive_float,
-                            usage_error)
+from ..runfolder import (JobFolder, add_options, build_model, key_values, limit_rate, model_fingerprint,
+                            option_values, positive_float, usage_error)
 from ..shards import check_parts, gap_check, merge_file, parse_shard, shard_ids
-from .base import (CELLS, STAGES, GenConfig, accounts_since, add_counts, count, read_accounts,
-                           read_stage, run_stage, stage_path)
+from .base import (CELLS, STAGES, GenConfig, add_counts, count, read_accounts,
+                           read_stage, run_stage, stage_path, stage_row)
 from .persona import expand_personas, instance_id_of, load_personas, persona_source
 from .profile import synthesize_profile
 from .cases import generate_cases
-from .validate import validate_cases
+from .validate import validate_cases, verify_dataset
 from .distractors import make_distractors
 from .atomize import atomize_instance
 from .kb import assemble_instance, fill_kb, write_dataset
@@ -41,7 +42,6 @@ PAPER_MODULES = ("pace.gen.persona", "pace.gen.paper")   # the prompts of the pa
 # %% ../../nbs/48_generate.ipynb #a1199c90
 def gen_prompt_hashes(recipe: str = "pace") -> dict[str, str]:
     "sha256 (16 hex) of each prompt constant (*_SYSTEM, *_RULES, ...) of a recipe's modules."
-    import importlib
     out = {}
     for name in (PAPER_MODULES if recipe == "paper" else GEN_MODULES):
         mod = importlib.import_module(name)
@@ -75,11 +75,9 @@ def _stage_accounts(root, ids) -> dict[str, dict]:
 def _validation_summary(rows: list[dict]) -> dict:
     "What validation did to the cases of stage 4 `rows`: actions, drops, rewrites, rounds, late drops."
     dec = [d for r in rows for d in r["decisions"]]
-    return dict(decided=len(dec), actions=add_counts(*[r["actions"] for r in rows]),
-                dropped=add_counts(*[r["dropped"] for r in rows]),
-                rewrite_reasons=add_counts(*[r["rewrite_reasons"] for r in rows]),
-                repaired=add_counts(*[r.get("repaired", {}) for r in rows]),
-                rounds=sum(d["rounds"] for d in dec),
+    sums = {k: add_counts(*[r.get(k) for r in rows])
+            for k in ("actions", "dropped", "rewrite_reasons", "repaired")}
+    return dict(decided=len(dec), **sums, rounds=sum(d["rounds"] for d in dec),
                 after_generation=[dict(query_id=f"{r['instance_id']}-{d['case_id']}", **d["dropped_after"])
                                   for r in rows for d in r["decisions"] if d.get("dropped_after")])
 
@@ -114,10 +112,6 @@ def generation_report(root, ids: list[str]) -> dict:
 class GenerationError(RuntimeError):
     "Generation ran but nothing survived to write (the report says why)."
 
-# %% ../../nbs/48_generate.ipynb #0e92824e
-def _seed_sha(seeds) -> str:
-    return hashlib.sha256(json.dumps([s.model_dump() for s in seeds], sort_keys=True).encode()).hexdigest()
-
 # %% ../../nbs/48_generate.ipynb #19384856
 def _gen_folder(out) -> JobFolder:
     "A generation's `JobFolder`: generate.json its manifest, --out the way to start afresh."
@@ -148,7 +142,6 @@ def _fill_row(cm, emb, cfg, inst, kept, atoms) -> dict:
 
 # %% ../../nbs/48_generate.ipynb #31a30a1c
 def _dataset_summary(ds) -> dict:
-    from pace.data import dataset_stats
     st = dataset_stats(ds)
     have = {(q.instance_id, q.situation_type, q.label) for q in ds.queries}
     missing = {iid: [f"{t}/{l}" for t, l in CELLS if (iid, t, l) not in have] for iid in ds.instances}
@@ -174,9 +167,7 @@ def _tag_accounts(acc: dict) -> dict[str, dict]:
     "The ACCOUNT_FIELDS of each call tag, summed over the stages of `acc` (a report's accounts)."
     tags = {}
     for st in STAGES:
-        for tag, a in acc[st]["by_tag"].items():
-            t = tags.setdefault(tag, dict.fromkeys(ACCOUNT_FIELDS, 0))
-            for f in ACCOUNT_FIELDS: t[f] += a[f]
+        for tag, a in acc[st]["by_tag"].items(): tags[tag] = add_counts(tags.get(tag), a)
     return tags
 
 # %% ../../nbs/48_generate.ipynb #e9402f6b
@@ -325,7 +316,7 @@ def report_markdown(report: dict) -> str:
     return "\n".join(L) + "\n"
 
 # %% ../../nbs/48_generate.ipynb #4da238fe
-def _write_report(out: Path, report: dict, cfg, settings, ds):
+def _write_report(out: Path, report: dict):
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str, sort_keys=True) + "\n")
     (out / "report.md").write_text(report_markdown(report))
 
@@ -393,7 +384,6 @@ def _card_outcomes(report: dict) -> list[str]:
 def dataset_card(report: dict, cfg: GenConfig, settings: dict, ds, command: str | None = None,
                  note: str = "") -> str:
     "The README.md of a generated dataset: source, how it was made, counts, outcomes, cost, quality, licence."
-    from pace.data import stats_markdown
     ch, emb = settings["chat"] or {}, settings["embedder"] or {}
     fp = {k: x for k, x in ch.items() if k not in ("backend", "model_id")}
     L = [f"# {Path(str(ds.path)).name}: a generated PACE dataset", "",
@@ -526,18 +516,16 @@ def _check_out(out: Path):
 # %% ../../nbs/48_generate.ipynb #065cd3c1
 def _gen_models(out: Path, chat, embedder, cache, cfg: GenConfig, personas) -> tuple:
     "The chat model, the embedder and the run's settings (version, prompts, fingerprints, config, seeds)."
-    from pace import __version__
     from pace.llm import as_chat_model
     from pace.embed import as_embedder
-    from pace.runfolder import build_model, model_fingerprint
     cache = (out / "cache.sqlite") if cache is None else cache
     cm = build_model("chat", as_chat_model, chat, cache)
     emb = build_model("embedder", as_embedder, embedder, cache)
     # settings hold the whole seed source; which seeds (--personas N, --instances) is scope
-    file_seeds = persona_source(personas)
+    seeds = json.dumps([s.model_dump() for s in persona_source(personas)], sort_keys=True)
     settings = dict(pace_version=__version__, prompts=gen_prompt_hashes(cfg.recipe),
                     chat=model_fingerprint(cm), embedder=model_fingerprint(emb), config=cfg.settings(),
-                    personas_sha256=_seed_sha(file_seeds))
+                    personas_sha256=hashlib.sha256(seeds.encode()).hexdigest())
     return cm, emb, settings
 
 # %% ../../nbs/48_generate.ipynb #de9ca1c5
@@ -564,12 +552,13 @@ def _gen_workers(workers: int | None, # --workers (None: one instance at a time,
     return at_once
 
 # %% ../../nbs/48_generate.ipynb #150e64f7
-def _sort_stage(root, stage: str, order: list[str]):
-    "Rewrite a stage file and the accounts in `order` of instances (a one-at-a-time run's order), atomically."
+def _sort_stages(root, stages: list[str], order: list[str]):
+    "Rewrite stage files and the accounts in `order` of instances (a one-at-a-time run's order), atomically."
     rank = {i: k for k, i in enumerate(order)}
     pos = lambda i: rank.get(i, len(order))
-    rows = read_stage(root, stage)
-    write_text(stage_path(root, stage), jsonl_text(rows[i] for i in sorted(rows, key=pos)))
+    for st in stages:
+        rows = read_stage(root, st)
+        write_text(stage_path(root, st), jsonl_text(rows[i] for i in sorted(rows, key=pos)))
     acc = read_accounts(root)
     key = lambda k: (STAGES.index(k[0]) if k[0] in STAGES else len(STAGES), pos(k[1]))
     write_text(Path(root) / "stages" / "accounts.jsonl", jsonl_text(acc[k] for k in sorted(acc, key=key)))
@@ -602,20 +591,13 @@ def _run_instances_at_once(root, steps: list[tuple], # (stage, fn(instance_id) -
     acc_p.parent.mkdir(parents=True, exist_ok=True)
     load_done(acc_p)   # drops a line cut short by a kill
     for k, (st, _, _) in enumerate(steps, 1): s[k] = read_stage(root, st)
-    models = list({id(m): m for *_, ms in steps for m in ms}.values())
-    accs, lock = list({id(m.accounts): m.accounts for m in models}.values()), threading.Lock()
+    accs, lock = list({id(m.accounts): m.accounts for *_, ms in steps for m in ms}.values()), threading.Lock()
     def one(iid, files, fa):
         with contextlib.ExitStack() as es:
             for a in accs: es.enter_context(a.scope())
             for k, (st, fn, ms) in enumerate(steps, 1):
                 if iid not in s[k]:
-                    snaps, t0 = [m.accounts.snapshot() for m in ms], time.perf_counter()
-                    row = fn(iid)
-                    if row.get("instance_id") != iid:
-                        raise ValueError(f"stage {st} returned a row for {row.get('instance_id')!r}, "
-                                         f"expected {iid!r}")
-                    acc = dict(stage=st, instance_id=iid, wall_seconds=round(time.perf_counter() - t0, 3),
-                               accounts=accounts_since(ms, snaps))
+                    row, acc = stage_row(st, iid, fn, ms)
                     with lock: append_row(fa, acc); append_row(files[st], row); s[k][iid] = row
                 if k <= 2 and s[k][iid]["dropped_instance"]: return
     ex = ThreadPoolExecutor(at_once, thread_name_prefix="pace-gen")
@@ -627,13 +609,12 @@ def _run_instances_at_once(root, steps: list[tuple], # (stage, fn(instance_id) -
             for fut in tqdm(futs, total=len(ids), desc="generate", disable=not progress, unit="instance"):
                 fut.result()
     finally: ex.shutdown(wait=True, cancel_futures=True)
-    for st, _, _ in steps: _sort_stage(root, st, ids)
+    _sort_stages(root, [st for st, _, _ in steps], ids)
     for k in list(s): s[k] = {i: s[k][i] for i in ids if i in s[k]}
 
 # %% ../../nbs/48_generate.ipynb #4f290814
 def _stage_steps(cm, emb, cfg: GenConfig, seed_of: dict, s: dict, pool: list = ()) -> list[tuple]:
-    """(stage, fn(instance_id) -> row, models) of the seven stages of `cfg.recipe`; `s` holds the earlier rows
-    by stage number; `pool`: every seed of the source (the paper recipe's alters come from it)."""
+    "(stage, fn(instance_id) -> row, models) of `cfg.recipe`; `s`: earlier rows; `pool`: every seed."
     world = lambda i: {k: s[2][i][k] for k in ("instance_id", "ego", "alters", "timeline", "reference_dates")}
     if cfg.recipe == "paper":
         alters = lambda i: alter_seeds(cfg, list(pool), seed_of[i].seed_id)
@@ -657,8 +638,8 @@ def _stage_steps(cm, emb, cfg: GenConfig, seed_of: dict, s: dict, pool: list = (
 
 # %% ../../nbs/48_generate.ipynb #fcfaff3d
 def _run_stages(out: Path, cm, emb, cfg: GenConfig, ids: list[str], seed_of: dict, stop_after: str | None,
-                progress: bool, at_once: int = 1, pool: list = ()) -> tuple[dict, list[str]]:
-    "The rows of each stage run, by stage number, and the instances alive after stage 2."
+                progress: bool, at_once: int = 1, pool: list = ()) -> dict:
+    "The rows of each stage run, by stage number (an instance dropped at stage 1 or 2 goes no further)."
     s = {}
     steps = _stage_steps(cm, emb, cfg, seed_of, s, pool)
     if stop_after is not None: steps = steps[:max(2, STAGES.index(stop_after) + 1)]
@@ -668,32 +649,39 @@ def _run_stages(out: Path, cm, emb, cfg: GenConfig, ids: list[str], seed_of: dic
         for k, (st, fn, models) in enumerate(steps, 1):
             s[k] = run_stage(out, st, alive, fn, list(models), progress)
             if k <= 2: alive = [i for i in alive if not s[k][i]["dropped_instance"]]
-    return s, [i for i in ids if not s[1][i]["dropped_instance"] and not s[2][i]["dropped_instance"]]
+    return s
 
 # %% ../../nbs/48_generate.ipynb #ee3fa013
-def _write_outputs(out: Path, cfg: GenConfig, settings: dict, ids: list[str], alive: list[str], s: dict,
+def _write_outputs(out: Path, cfg: GenConfig, settings: dict, ids: list[str], s: dict,
                    manifest, command, card_note: str, scale: dict | None = None) -> tuple:
-    ("Write the surviving instances' dataset, report and card: (dataset, report); GenerationError if none. "
-     "`scale`: the workers and shards of `project_paper_scale` (one of each by default).")
+    ("Write the surviving instances' dataset, report and card; mark the manifest complete: "
+     "(dataset, report); GenerationError if none. `scale`: `project_paper_scale`'s workers and shards.")
     parts = [assemble_instance(cfg, s[1][i], s[2][i], s[4][i]["kept"], s[6][i], s[7][i]["everyday"])
-             for i in alive if not s[7][i]["dropped_instance"]]
+             for i in ids if i in s[7] and not s[7][i]["dropped_instance"]]
     report = generation_report(out, ids)
     report["projection"] = project_paper_scale(report, cfg, **(scale or {}))
     if not parts:
-        _write_report(out, report, cfg, settings, None)
+        _write_report(out, report)
         manifest("empty")
         raise GenerationError(f"no case survived generation in {out}: nothing to write "
                               f"(see {out / 'report.md'})")
     ds = write_dataset(out, parts)
     report["dataset"] = _dataset_summary(ds)
-    _write_report(out, report, cfg, settings, ds)
+    _write_report(out, report)
     (out / "README.md").write_text(dataset_card(report, cfg, settings, ds, command=command, note=card_note))
+    manifest("complete", n_queries=len(ds.queries), n_facts=sum(map(len, ds.kb.values())))
     return ds, report
 
 # %% ../../nbs/48_generate.ipynb #b7bdcf91
-def _generate(job: GenerateJob) -> dict:
-    "Run (or resume) the seven stages of `job` into its folder; write the dataset, its card and the report."
-    j, personas = job, "4" if job.personas is None else job.personas
+def generate_dataset(out=None, # the folder to write (a generation folder is resumed), or a `GenerateJob`
+                     personas=None, # a seed file, or N for the first N bundled seeds (default 4)
+                     chat=None, # generator spec or object (default $PACE_CHAT_MODEL)
+                     **kw, # the other fields of `GenerateJob`: config (a `GenConfig` or its fields), ...
+                    ) -> dict:
+    "Run (or resume) the seven stages into `out`; write the dataset, its card and the report; a summary."
+    j = (out if isinstance(out, GenerateJob)
+         else GenerateJob.checked(out=out, personas=personas, chat=chat, **kw))
+    personas = "4" if j.personas is None else j.personas
     cfg, seeds, shard = j.config, load_personas(personas, j.instances), parse_shard(j.shard)
     if not str(j.out).strip():   # '' would be the cwd
         raise UsageError(f"--out {str(j.out)!r}: give a folder")
@@ -720,25 +708,15 @@ def _generate(job: GenerateJob) -> dict:
         t0 = time.perf_counter()
         at_once = _gen_workers(j.workers, cm, len(ids))
         limit_rate(j.max_rps, cm, prog="pace generate")
-        s, alive = _run_stages(out, cm, emb, cfg, ids, dict(zip(every, seeds)), j.stop_after, j.progress,
+        s = _run_stages(out, cm, emb, cfg, ids, dict(zip(every, seeds)), j.stop_after, j.progress,
                                at_once, persona_source(personas) if cfg.recipe == "paper" else ())
         summary = dict(out=out, instances=ids, seconds=time.perf_counter() - t0, chat=cm, embedder=emb)
         if 7 not in s:
             manifest("partial", stopped_after=j.stop_after)
             return dict(summary, n_queries=0, status="partial")
-        ds, report = _write_outputs(out, cfg, settings, ids, alive, s, manifest, j.command, j.card_note,
+        ds, report = _write_outputs(out, cfg, settings, ids, s, manifest, j.command, j.card_note,
                                     dict(workers=j.workers or 1, shards=shard.count if shard else 1))
-        manifest("complete", n_queries=len(ds.queries), n_facts=sum(map(len, ds.kb.values())))
         return dict(summary, status="complete", n_queries=len(ds.queries), report=report, dataset=ds)
-
-def generate_dataset(out=None, # the folder to write (a generation folder is resumed), or a `GenerateJob`
-                     personas=None, # a seed file, or N for the first N bundled seeds (default 4)
-                     chat=None, # generator spec or object (default $PACE_CHAT_MODEL)
-                     **kw, # the other fields of `GenerateJob`: config (a `GenConfig` or its fields), ...
-                    ) -> dict:
-    "Run (or resume) the seven stages into `out`; write the dataset, its card and the report; a summary."
-    if isinstance(out, GenerateJob): return _generate(out)
-    return _generate(GenerateJob.checked(out=out, personas=personas, chat=chat, **kw))
 
 # %% ../../nbs/48_generate.ipynb #9cc53f84
 def _drop_in_validation(row: dict, cases: dict[str, tuple[str, str]]) -> dict:
@@ -800,19 +778,15 @@ def rebuild_outputs(root, card_note: str | None = None,
                          "resume it with pace generate")
     settings, ids = man["settings"], man["instances"]
     s = {k: read_stage(root, st) for k, st in enumerate(STAGES, 1)}
-    alive = [i for i in ids
-             if i in s[2] and not s[1][i]["dropped_instance"] and not s[2][i]["dropped_instance"]]
     if card_note is None: card_note = man.get("card_note", "")
     head = {k: v for k, v in man.items()
             if k not in ("status", "n_queries", "n_facts", "stopped_after", "card_note")}
     head["card_note"] = card_note
     manifest = _manifest(_gen_folder(root), head)
     cfg = GenConfig.of_settings(settings["config"])
-    ds, report = _write_outputs(root, cfg, settings, ids, alive, s, manifest, man.get("command"), card_note,
+    ds, report = _write_outputs(root, cfg, settings, ids, s, manifest, man.get("command"), card_note,
                                 dict(workers=workers, shards=shards))
-    n_facts = sum(map(len, ds.kb.values()))
-    manifest("complete", n_queries=len(ds.queries), n_facts=n_facts)
-    return dict(n_queries=len(ds.queries), n_facts=n_facts, report=report, dataset=ds)
+    return dict(n_queries=len(ds.queries), n_facts=sum(map(len, ds.kb.values())), report=report, dataset=ds)
 
 # %% ../../nbs/48_generate.ipynb #778b5309
 def merge_generations(out, # the folder to write (new, or empty)
@@ -842,7 +816,6 @@ def drop_failing_cases(root,                 # a finished generation folder
                        card_note: str | None = None,  # the card's note (default: as before)
                       ) -> dict[str, tuple[str, str]]:
     "Drop cases with a `pace data verify` error of `checks` (and facts only they use); rebuild. {qid: why}"
-    from pace.gen.validate import verify_dataset
     drops = {}
     for q in verify_dataset(root)["queries"]:
         f = next((f for f in q["findings"] if f["severity"] == "error" and f["check"] in checks), None)

@@ -11,8 +11,8 @@ from ..calls import prompt_asset
 from .base import (CELLS, GenConfig, Text, ask_many, calendar_text, case_id, count, rng_for,
                            split_sentences, states_time, truncated)
 from .persona import PersonaSeed
-from .profile import (EGO_MAX_TOKENS, AlterProfile, EgoProfile, M, S, clean_alters, clean_ego,
-                              make_timeline, ego_messages, profile_text)
+from .profile import (EGO_MAX_TOKENS, AlterProfile, EgoProfile, M, S,
+                              ego_messages, profile_text, synthesize_profile)
 from .validate import (STOP_WORDS, date_mentions, date_problems, fix_weekdays, term_hits,
                                verdict_words, weekday_problems, word_key)
 
@@ -73,24 +73,14 @@ ALTERS_MAX_TOKENS = 1000
 
 def paper_profile(cm, cfg: GenConfig, instance_id: str, persona: str, seeds: list[PersonaSeed]) -> dict:
     "Stage 2 row of the paper's recipe: ego, alters grounded in the ego's world (from `seeds`), timeline."
-    timeline, refs = make_timeline(cfg, instance_id)
-    row = dict(instance_id=instance_id, ego=None, alters=[], timeline=timeline, reference_dates=refs,
-               dropped_instance=None, dropped={})
-    msgs = ego_messages(persona, timeline, PAPER_EGO_SYSTEM)
-    [(ego, _)] = ask_many(cm, [msgs], PaperEgo, stage="gen.profile", max_tokens=EGO_MAX_TOKENS + 100)
-    if ego is None:
-        return {**row, "dropped_instance": "malformed_output", "dropped": count(["ego_malformed_output"])}
-    ego, why = clean_ego(ego.model_dump(), timeline)
-    [(al, _)] = ask_many(cm, [paper_alters_messages(ego, seeds)], PaperAlters, stage="gen.alters",
-                         max_tokens=ALTERS_MAX_TOKENS)
-    if al is None:
-        return {**row, "ego": ego, "dropped_instance": "malformed_output",
-                "dropped": count(why + ["alters_malformed_output"])}
-    raw = [dict(a.model_dump(), seed_id=s.seed_id) for a, s in zip(al.alters, seeds)]
-    alters, w2 = clean_alters(raw, ego["name"], cfg)
-    drop = "too_few_alters" if len(alters) < cfg.min_alters else None
-    return {**row, "ego": ego, "alters": alters, "dropped_instance": drop,
-            "dropped": count(why + w2 + ([drop] if drop else []))}
+    def alters_of(ego):
+        [(al, _)] = ask_many(cm, [paper_alters_messages(ego, seeds)], PaperAlters, stage="gen.alters",
+                             max_tokens=ALTERS_MAX_TOKENS)
+        return None if al is None else [dict(a.model_dump(), seed_id=s.seed_id)
+                                        for a, s in zip(al.alters, seeds)]
+    ego_of = lambda t: ask_many(cm, [ego_messages(persona, t, PAPER_EGO_SYSTEM)], PaperEgo,
+                                stage="gen.profile", max_tokens=EGO_MAX_TOKENS + 100)[0][0]
+    return synthesize_profile(cm, cfg, instance_id, persona, ego_of, alters_of)
 
 # %% ../../nbs/47b_gen_paper.ipynb #26c439ba
 def set_plan(inst: dict, # a stage 2 row (ego, alters, reference_dates)
@@ -135,14 +125,17 @@ def plan_text(plan: list[dict]) -> str:
     return "\n".join(lines) + "\nCases per person: " + ", ".join(f"{n} {k}" for k, n in per.items()) + "."
 
 # %% ../../nbs/47b_gen_paper.ipynb #0d9118de
+def _world_text(inst: dict) -> str:
+    "The user's world and timeline, as the paper's prompts open."
+    t = inst["timeline"]
+    return f"The user's world:\n{profile_text(inst)}\n\nTimeline: {t['window_start']} to {t['window_end']}."
+
 def set_messages(inst: dict, plan: list[dict], cfg: GenConfig) -> list[dict]:
     "Messages asking for the whole case set of an instance at once."
     t = inst["timeline"]
     days = (dt.date.fromisoformat(t["window_end"]) - dt.date.fromisoformat(t["ref_date"])).days + 1
     timed = TIMED_TEMPORAL_RULES if cfg.temporal_form == "timed" else ""
-    user = (f"The user's world:\n{profile_text(inst)}\n\n"
-            f"Timeline: {t['window_start']} to {t['window_end']}.\n"
-            f"Calendar:\n{calendar_text(t['ref_date'], days)}"
+    user = (f"{_world_text(inst)}\nCalendar:\n{calendar_text(t['ref_date'], days)}"
             f"\n\nPlan ({len(plan)} cases):\n{plan_text(plan)}\n\nWrite the {len(plan)} cases as JSON.")
     return [dict(role="system", content=SET_SYSTEM.replace("{timed}", timed)),
             dict(role="user", content=user)]
@@ -294,16 +287,14 @@ def case_block(k: int, case: dict, window: dict) -> str:
 def review_set_messages(inst: dict, cases: list[dict]) -> list[dict]:
     "Messages for the validator: the profile and every written case of the set, numbered."
     blocks = "\n\n".join(case_block(k, c, inst["timeline"]) for k, c in enumerate(cases, 1))
-    user = (f"The user's world:\n{profile_text(inst)}\n\nTimeline: {inst['timeline']['window_start']} to "
-            f"{inst['timeline']['window_end']}.\n\nThe set ({len(cases)} cases):\n\n{blocks}\n\n"
+    user = (f"{_world_text(inst)}\n\nThe set ({len(cases)} cases):\n\n{blocks}\n\n"
             "Review every case as JSON.")
     return [dict(role="system", content=VALIDATOR_SYSTEM), dict(role="user", content=user)]
 
 # %% ../../nbs/47b_gen_paper.ipynb #5f29da6c
 def rewrite_case_messages(inst: dict, case: dict, issue: str) -> list[dict]:
     "Messages asking to repair `case`'s primary `issue`, keeping its core idea."
-    user = (f"The user's world:\n{profile_text(inst)}\n\nTimeline: {inst['timeline']['window_start']} to "
-            f"{inst['timeline']['window_end']}.\n\n{case_block(1, case, inst['timeline'])}\n\n"
+    user = (f"{_world_text(inst)}\n\n{case_block(1, case, inst['timeline'])}\n\n"
             f"Primary problem: {issue}\n\nWrite the repaired case as JSON.")
     return [dict(role="system", content=REWRITE_SYSTEM), dict(role="user", content=user)]
 
@@ -353,8 +344,7 @@ def _kept_case(c: dict, d: dict, action: str, review: dict) -> dict:
 
 # %% ../../nbs/47b_gen_paper.ipynb #03670230
 def validate_case_set(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict:
-    """Stage 4 row of the paper's recipe: the whole-set review, code's checks, rewrites, the duplicate-driver
-    pass; decisions (verdict, score, reason, rounds) and the kept cases."""
+    "Stage 4 row of the paper's recipe: set review, code's checks, rewrites, duplicate drivers."
     win, ego = inst["timeline"], inst["ego"]["name"]
     live = [dict(c, draft=dict(c["draft"])) for c in cases if c["draft"] is not None]
     if cfg.repair_weekdays:
@@ -401,9 +391,8 @@ def validate_case_set(cm, cfg: GenConfig, inst: dict, cases: list[dict]) -> dict
              for i, s in state.items() if s["action"] != "drop"]
     twins = duplicate_drivers(alive, _names(inst))
     for i, s in state.items():
-        reason = ("duplicate_driver" if i in twins else
-                  s.get("drop_reason") or ("validator" if s["action"] == "drop" else None))
         action = "drop" if i in twins else s["action"]
+        reason = "duplicate_driver" if i in twins else s.get("drop_reason") or "validator"
         dec[i] = dict(case_id=i, action=action, reason=reason if action == "drop" else None,
                       rounds=s["rounds"], score=s["score"], verdict=s["verdict"],
                       validator_reason=s["reason"],
@@ -437,12 +426,10 @@ def distractor_count(cfg: GenConfig, n_cases: int) -> int:
 # %% ../../nbs/47b_gen_paper.ipynb #c92ca810
 def scenario_distractor_messages(inst: dict, kept: list[dict], n: int, centre: str) -> list[dict]:
     "Messages for `n` distractor contexts of the whole scenario, centred on the person `centre`."
-    t = inst["timeline"]
     cases = "\n".join(f"- asked on {c['ref_date']}: {c['draft']['request']} (hidden reason: "
                       f"{c['draft']['hidden_reason']})" for c in kept)
-    user = (f"The user's world:\n{profile_text(inst)}\n\n"
-            f"Timeline: {t['window_start']} to {t['window_end']}.\n\n"
-            f"The scenario's requests:\n{cases}\n\nCentre these passages on {centre}.\n"
+    user = (f"{_world_text(inst)}\n\nThe scenario's requests:\n{cases}\n\n"
+            f"Centre these passages on {centre}.\n"
             f"Write {n} distractor passages as JSON.")
     return [dict(role="system", content=DISTRACTOR_SYSTEM), dict(role="user", content=user)]
 
@@ -490,8 +477,7 @@ def carries_decision(atom: str, case: dict, names: set[str]) -> bool:
 
 # %% ../../nbs/47b_gen_paper.ipynb #60e2268d
 def paper_atomize(cm, embedder, cfg: GenConfig, inst: dict, kept: list[dict], distractors: list[str]) -> dict:
-    """Stage 6 row of the paper's recipe: atoms of each gold context (all gold) and of each distractor
-    context; distractor atoms that carry a hidden reason, break a fact rule or repeat a fact are dropped."""
+    "Stage 6 row of the paper's recipe: gold and distractor atoms, checked and merged."
     win, names = inst["timeline"], _names(inst)
     texts = [c["draft"]["context"] for c in kept] + list(distractors)
     got = ask_many(cm, [atom_messages(t) for t in texts], AtomList, stage="gen.atomize", max_tokens=450)

@@ -25,8 +25,7 @@ class PersonaSeed(BaseModel):
 BUNDLED_PERSONAS = "data/personas/seeds.jsonl"
 
 def bundled_personas_path() -> Path | None:
-    """The bundled seed file: `data/personas/seeds.jsonl` under the working directory, else under the
-    repository the package lives in."""
+    "`data/personas/seeds.jsonl` under the working directory, else under the package's repository."
     import pace
     for base in (Path.cwd(), Path(pace.__file__).resolve().parents[1]):
         if (base / BUNDLED_PERSONAS).is_file(): return base / BUNDLED_PERSONAS
@@ -122,8 +121,7 @@ def load_personas(spec, instances: int | None = None) -> list[PersonaSeed]:
 
 # %% ../../nbs/41_gen_persona.ipynb #cca6bdb2
 def persona_source(spec) -> list[PersonaSeed]:
-    """Every seed of the source `spec` names (the whole bundled file for a number N): what a resumed run must
-    still agree on."""
+    "Every seed of the source `spec` names (for N: the whole bundled file): what a resume must agree on."
     s = str(spec).strip()
     if s.isdigit():
         load_personas(s)   # the same checks and messages

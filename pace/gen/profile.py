@@ -209,23 +209,30 @@ def clean_alters(alters: list[dict], ego_name: str, cfg: GenConfig) -> tuple[lis
 EGO_MAX_TOKENS, ALTERS_MAX_TOKENS = 1100, 900
 
 # %% ../../nbs/42_gen_profile.ipynb #9480c97c
-def synthesize_profile(cm, cfg: GenConfig, instance_id: str, persona: str) -> dict:
+def synthesize_profile(cm, cfg: GenConfig, instance_id: str, persona: str,
+                       ask_ego=None, # timeline -> the ego (a model) or None; default: an `EgoProfile`
+                       ask_alters=None, # ego -> the alters (dicts) or None; default: an `AlterList`
+                      ) -> dict:
     "Stage 2 row: ego, alters, timeline and reference dates of an instance (or `dropped_instance`: why)."
+    def alters_of(ego):
+        rng = rng_for(cfg.seed, instance_id, "alters")
+        n = rng.randint(cfg.min_alters, max(cfg.min_alters, cfg.max_alters))
+        [(al, _)] = ask_many(cm, [alters_messages(ego, n)], AlterList, stage="gen.alters",
+                             max_tokens=ALTERS_MAX_TOKENS)
+        return None if al is None else [a.model_dump() for a in al.alters]
     timeline, refs = make_timeline(cfg, instance_id)
     row = dict(instance_id=instance_id, ego=None, alters=[], timeline=timeline, reference_dates=refs,
                dropped_instance=None, dropped={})
-    [(ego, _)] = ask_many(cm, [ego_messages(persona, timeline)], EgoProfile, stage="gen.profile",
-                          max_tokens=EGO_MAX_TOKENS)
+    ego = (ask_ego or (lambda t: ask_many(cm, [ego_messages(persona, t)], EgoProfile, stage="gen.profile",
+                                          max_tokens=EGO_MAX_TOKENS)[0][0]))(timeline)
     if ego is None:
         return {**row, "dropped_instance": "malformed_output", "dropped": count(["ego_malformed_output"])}
     ego, why = clean_ego(ego.model_dump(), timeline)
-    n = rng_for(cfg.seed, instance_id, "alters").randint(cfg.min_alters, max(cfg.min_alters, cfg.max_alters))
-    [(al, _)] = ask_many(cm, [alters_messages(ego, n)], AlterList, stage="gen.alters",
-                         max_tokens=ALTERS_MAX_TOKENS)
-    if al is None:
+    raw = (ask_alters or alters_of)(ego)
+    if raw is None:
         return {**row, "ego": ego, "dropped_instance": "malformed_output",
                 "dropped": count(why + ["alters_malformed_output"])}
-    alters, w2 = clean_alters([a.model_dump() for a in al.alters], ego["name"], cfg)
+    alters, w2 = clean_alters(raw, ego["name"], cfg)
     drop = "too_few_alters" if len(alters) < cfg.min_alters else None
     return {**row, "ego": ego, "alters": alters, "dropped_instance": drop,
             "dropped": count(why + w2 + ([drop] if drop else []))}

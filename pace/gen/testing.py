@@ -17,9 +17,9 @@ _NAMES = ["Ana Ortega", "Tomas Novak", "Priya Raman", "Kofi Mensah", "Lena Fisch
 _FRIENDS = ["Valeria Ruiz", "Diego Lopez", "Sara Kim", "Jonas Berg"]
 
 # %% ../../nbs/40a_gen_testing.ipynb #4d0ab2a0
-def _find(pat, text, default=None, group=1):
+def _find(pat, text, default=None):
     m = re.search(pat, text, re.S)
-    return m.group(group) if m else default
+    return m.group(1) if m else default
 
 def _d(s): return dt.date.fromisoformat(s)
 
@@ -98,7 +98,7 @@ def _toy_set_case(cid: str, t: str, l: str, who: str, ref: str, ego: str) -> dic
 
 
 # %% ../../nbs/40a_gen_testing.ipynb #663c87ef
-def _toy_paper(title: str, sys_: str, u: str, h: int) -> dict | None:
+def _toy_paper(title: str, u: str, h: int) -> dict | None:
     "The toy's reply to a prompt of the paper's recipe (by schema title); None for another prompt."
     ego = _find(r"(?:The user's world|Profile of [^\n]*?):\n(.*?),", u, "Ana Ortega")
     if title == "PaperEgo":
@@ -139,7 +139,7 @@ def toy_reply(messages: list[dict], schema: dict | None) -> str:
     title, sys_, u = (schema or {}).get("title"), messages[0]["content"], messages[1]["content"]
     h = int(hashlib.sha256(u.encode()).hexdigest(), 16)
     if title == "PersonaText": return json.dumps(_toy_persona(u))
-    paper = _toy_paper(title, sys_, u, h)
+    paper = _toy_paper(title, u, h)
     if paper is not None: return json.dumps(paper)
     if title == "EgoProfile": return json.dumps(_toy_ego(u))
     if title == "AlterList":
@@ -147,8 +147,7 @@ def toy_reply(messages: list[dict], schema: dict | None) -> str:
                                       _find(r"Profile of (.*?):", u, "Ana Ortega")))
     if title in ("TemporalCase", "FixedTemporalCase", "CaseDraft"):
         return json.dumps(_toy_case(u, title != "CaseDraft", h))
-    if title == "Review":
-        return json.dumps(_toy_review(u))
+    if title == "Review": return json.dumps(_toy_review(u))
     if title == "NearMisses":
         day = _d(_find(r"Day: (\d{4}-\d{2}-\d{2})", u))
         people = _find(r"People: (.*?)\. Places", u, "Ana Ortega")

@@ -4,11 +4,12 @@
 
 # %% ../../nbs/44_gen_validate.ipynb #d907049f
 from __future__ import annotations
-import datetime as dt, json, re
+import datetime as dt, json, re, sys
 from collections import Counter
 from typing import Literal
 from pydantic import BaseModel
 from ..calls import prompt_asset
+from ..data import DatasetError, load_pace_dataset
 from .base import (DURATION_RE, TIME12_RE, TIME24_RE, WORD_DURATIONS, GenConfig, Text, ask_many,
                            count, hhmm, to_minutes, truncated)
 # CASE_SYSTEM is not used here, but `gen_prompt_hashes` hashes it as this module's (generate.json stores it)
@@ -187,13 +188,11 @@ def _cmp(a, op, b) -> bool: return {"<": a < b, "<=": a <= b, ">": a > b, ">=": 
 
 # %% ../../nbs/44_gen_validate.ipynb #beabad11
 def arithmetic_problems(arith, label: str) -> tuple[str, list[str]]:
-    """('structured' | 'text' | 'unchecked', problems) for a case's arithmetic (a dict as generated, or text
-    as in data/mini)."""
+    "('structured' | 'text' | 'unchecked', problems) for a case's arithmetic (a dict, or text)."
     if isinstance(arith, dict):
-        end, got = recompute(arith)
-        if got == label: return "structured", []
-        probs = [f"the arithmetic ({arithmetic_text(arith)}) gives {got}, the label is {label}"]
-        return "structured", probs
+        got = recompute(arith)[1]
+        return "structured", [] if got == label else [
+            f"the arithmetic ({arithmetic_text(arith)}) gives {got}, the label is {label}"]
     chains, _ = text_chains(arith if isinstance(arith, str) else "")
     compared = [c for c in chains if c["op"]]
     if not compared: return "unchecked", []
@@ -249,8 +248,7 @@ def _words(text: str) -> list[str]: return re.findall(r"[a-z0-9]+", (text or "")
 
 # %% ../../nbs/44_gen_validate.ipynb #2ff4350e
 def term_hits(text: str, terms: list[str]) -> list[str]:
-    """The terms that `text` contains: the word itself or a word of its stem ('allergy', 'allergic'); for a
-    multi-word term, all its content words."""
+    "The terms `text` contains: a word or its stem ('allergic'); for a multi-word term, all its words."
     tw = _words(text)
     hit = []
     for t in terms:
@@ -307,8 +305,7 @@ def _names_event(request: str, span: tuple[int, int], what: str) -> bool:
 
 # %% ../../nbs/44_gen_validate.ipynb #392ac0b0
 def request_time_problems(request: str, arith, context: str = "") -> list[str]:
-    """Times in `request` neither the chain's nor stated in `context`, or that put the deadline's event at
-    another time."""
+    "Times in `request` neither the chain's nor the context's, or that move the deadline's event."
     chain = chain_times(arith)
     if not chain: return []
     have = {m for m, _ in chain} | {m for c in clock_times(context) for m in c["minutes"]}
@@ -334,13 +331,12 @@ CHECK_ORDER = ("empty_field", "truncated", "copies_example", "date_invalid_or_ou
 def case_problems(case: dict, situation_type: str, label: str, ref_date: str,
                   window: dict) -> list[tuple[str, str]]:
     "Deterministic problems of a drafted case, as (code, message), in CHECK_ORDER."
-    out = []
-    for k in ("request", "context", "judgment", "hidden_reason"):
-        if not (case.get(k) or "").strip(): out.append(("empty_field", f"{k} is empty"))
+    out = [("empty_field", f"{k} is empty") for k in ("request", "context", "judgment", "hidden_reason")
+           if not (case.get(k) or "").strip()]
     fields = {k: case.get(k) or "" for k in ("request", "context", "judgment")}
-    for k, n in (("request", REQUEST_CHARS), ("context", CONTEXT_CHARS), ("judgment", JUDGMENT_CHARS)):
-        if truncated(fields[k], n):
-            out.append(("truncated", f"{k} was cut at its {n}-character limit: write it shorter"))
+    out += [("truncated", f"{k} was cut at its {n}-character limit: write it shorter")
+            for k, n in (("request", REQUEST_CHARS), ("context", CONTEXT_CHARS), ("judgment", JUDGMENT_CHARS))
+            if truncated(fields[k], n)]
     copied = [m for m in EXAMPLE_MARKERS if m in fields["request"] + " " + fields["context"]]
     if copied:
         out.append(("copies_example",
@@ -423,8 +419,7 @@ FRESH_DETAILS = ("empty_field", "truncated", "date_invalid_or_outside", "date_be
 
 # %% ../../nbs/44_gen_validate.ipynb #2f7bf59e
 def fresh_problem_lines(problems: list[tuple[str, str]]) -> list[str]:
-    """The problems of a rejected attempt as lines for a fresh rewrite: one per code, in order, with the
-    findings of FRESH_DETAILS codes."""
+    "A rejected attempt's problems as a fresh rewrite's lines: one per code, FRESH_DETAILS detailed."
     by = {}
     for code, msg in problems: by.setdefault(code, []).append(msg)
     found = lambda code, msgs: f" ({'; '.join(m[:160] for m in msgs[:2])})" if code in FRESH_DETAILS else ""
@@ -455,8 +450,7 @@ REVIEW_MAX_TOKENS = 200
 
 # %% ../../nbs/44_gen_validate.ipynb #91be6396
 def word_key(s: str) -> str:
-    """The lower-case words and numbers of `s`, one space apart: texts that differ only in case and
-    punctuation share it."""
+    "The lower-case words and numbers of `s`, one space apart (case and punctuation ignored)."
     return " ".join(_words(s))
 
 # %% ../../nbs/44_gen_validate.ipynb #5bc52eaf
@@ -474,8 +468,7 @@ def _ask_reviews(cm, cfg: GenConfig, open_: dict, clean: list[str], probs: dict)
 # %% ../../nbs/44_gen_validate.ipynb #c0f425fd
 def _ask_rewrites(cm, inst: dict, open_: dict, probs: dict, redo: list[str], rnd: int, decisions: dict,
                   temperature: float = 0.0, mode: str = "revise"):
-    """Replace the drafts of the `redo` cases by their rewrites (`mode`: see `rewrite_messages`); drop (into
-    `decisions`) those whose rewrite failed."""
+    "Replace the `redo` drafts by their rewrites; drop (into `decisions`) those whose rewrite failed."
     copied = lambda c: any("copies_example" in h for h in open_[c]["history"])
     convs = [rewrite_messages(inst, open_[c]["slot"], open_[c]["draft"], probs[c], mode, copied=copied(c))
              for c in redo]
@@ -623,8 +616,7 @@ def _leak_findings(q, names: set[str], coverage: Counter) -> list[tuple[str, str
     if q.meta.get("hidden_terms"):
         coverage["request leak: hidden_terms"] += 1
         lk = leaked_terms(q.query, q.meta["hidden_terms"])
-        if not lk: return []
-        return [("error", "request_leak", f"the request contains {', '.join(repr(w) for w in lk)}")]
+        return [("error", "request_leak", f"the request contains {', '.join(map(repr, lk))}")] if lk else []
     if q.meta.get("hidden_reason"):
         coverage["request leak: hidden_reason words only"] += 1
         ov = _hidden_overlap(q.query, q.meta["hidden_reason"], names)
@@ -650,8 +642,7 @@ def _gold_findings(ds, q, fact_findings: dict) -> list[tuple[str, str, str]]:
 
 # %% ../../nbs/44_gen_validate.ipynb #a0c906db
 def _duplicate_findings(q, req_seen: dict, reason_seen: dict) -> list[tuple[str, str, str]]:
-    """A request seen before (an error), or a hidden reason seen before in the same world (a warning); records
-    this query's."""
+    "A request seen before (error) or a hidden reason seen in the world (warning); records this one."
     out = []
     key = word_key(q.query)
     if key in req_seen: out.append(("error", "duplicate_request", f"same request as {req_seen[key]}"))
@@ -666,7 +657,6 @@ def _duplicate_findings(q, req_seen: dict, reason_seen: dict) -> list[tuple[str,
 def verify_dataset(path) -> dict:
     """Run the deterministic checks on a dataset folder (loaded strictly first): findings per query and per
     fact, and counts."""
-    from pace.data import load_pace_dataset
     ds = load_pace_dataset(path)
     facts, fact_findings = _kb_findings(ds)
     queries, coverage, req_seen, reason_seen = [], Counter(), {}, {}
@@ -714,8 +704,6 @@ def verify_markdown(rep: dict, max_facts: int = 30) -> str:
 # %% ../../nbs/44_gen_validate.ipynb #fdb5bb26
 def data_verify(path: str, out=None, as_json: bool = False) -> int:
     "`pace data verify PATH`: print the report; 1 on errors (or a dataset that does not load), else 0."
-    import sys
-    from pace.data import DatasetError
     out = out or sys.stdout
     try: rep = verify_dataset(path)
     except DatasetError as e: print(e.one_line(), file=out); return 1
