@@ -197,8 +197,7 @@ def _new_faiss(dim: int, kind, train: np.ndarray | None = None):
 # %% ../nbs/10_index.ipynb #97163fd1
 def _flat_rows(index, # a flat FAISS index (`faiss.IndexFlat`)
               ) -> np.ndarray:
-    """The vectors a flat index holds, as a read-only view of its own storage (no second copy). It is valid
-    until the index's next add, which moves the storage: `add` takes the view again after each one."""
+    "A read-only view of a flat index's vectors (no copy), valid until its next add moves them."
     view = faiss.rev_swig_ptr(index.get_xb(), index.ntotal * index.d).reshape(index.ntotal, index.d)
     view.flags.writeable = False
     return view

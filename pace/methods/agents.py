@@ -112,8 +112,7 @@ VIEWS_SYSTEM = prompt_asset("agents/VIEWS_SYSTEM.md")
 
 # %% ../../nbs/20_agents.ipynb #7220582b
 class CounterQueries(BaseModel):
-    """Counter views as parsed (the cut to `max_counter` happens after validation; the schema sent caps the
-    list)."""
+    "Counter views as parsed (cut to `max_counter` after validation; the schema sent caps the list)."
     counter: list[str]
 
 # %% ../../nbs/20_agents.ipynb #8f713cbd
@@ -210,8 +209,7 @@ class PromptSet(NamedTuple):
         return self.gap.join(self.candidate(k, lab, t) for k, (lab, t) in enumerate(shown, 1))
 
     def counted(self, k: int, label: str, text: str) -> str:
-        """What a listed candidate costs, as counted: the candidate and the gap after it, the gap's last
-        newline left out (counted as one token)."""
+        "A listed candidate as counted: it and the gap after it, less the gap's last newline."
         return self.candidate(k, label, text) + self.gap[:-1]
 
 # %% ../../nbs/20_agents.ipynb #43717e2c
@@ -238,9 +236,7 @@ def _anchor_ok(a: str, query: str) -> bool: return bool(a.strip()) and a.strip()
 
 @dataclass(frozen=True)
 class Planner(Agent):
-    """The conflict planner: one request; (plan or None, record). Anchors not found verbatim in the request
-    are dropped (unless `check_anchors=False`). Fallback: no plan (counter queries then come from the
-    request)."""
+    "The conflict planner: (plan or None, record); anchors not in the request dropped. Fallback: no plan."
     prompts: str = "pace"        # the prompt set: its prompt and plan shape (`ReleasePlan` for 'release')
     max_directions: int = 3      # keep at most this many directions
     max_tokens: int = 200
@@ -279,8 +275,7 @@ class Planner(Agent):
 def _norm(s: str) -> str: return ' '.join(re.sub(r'[^\w\s]', ' ', s.lower()).split())
 
 def _clean_counters(counters: list[str], query: str, n: int) -> list[str]:
-    """Strip, drop empties, copies of the request and near-duplicates (same words ignoring case and
-    punctuation); cut to `n`."""
+    "The counters stripped, without empties, copies of the request or near-duplicates (`_norm`); first `n`."
     out, seen = [], {_norm(query)}
     for c in counters:
         c = ' '.join(str(c).split())
@@ -289,8 +284,7 @@ def _clean_counters(counters: list[str], query: str, n: int) -> list[str]:
 
 @dataclass(frozen=True)
 class ViewGenerator(Agent):
-    """The multi-view generator: one request; (counter queries, record). Fallback: none (the original view
-    alone)."""
+    "The multi-view generator: (counter queries, record). Fallback: none (the original view alone)."
     prompts: str = "pace"     # the prompt set
     max_counter: int = 3      # at most this many counter queries
     max_tokens: int = 200
@@ -324,8 +318,7 @@ class ViewGenerator(Agent):
 
 # %% ../../nbs/20_agents.ipynb #f28bd983
 def selection_schema(ids: list[str], top_n: int, constrained: bool = True) -> dict:
-    """JSON schema that only admits ids from `ids`, at most `top_n` of them (or, unconstrained, any strings:
-    the release's JSON mode, checked after)."""
+    "JSON schema admitting at most `top_n` of `ids` (unconstrained: any strings, checked after)."
     n = min(top_n, len(ids))
     items = {"type": "string", "enum": list(ids)} if constrained else {"type": "string"}
     size = dict(minItems=1 if n else 0, maxItems=n) if constrained else {}
@@ -335,8 +328,7 @@ def selection_schema(ids: list[str], top_n: int, constrained: bool = True) -> di
 # %% ../../nbs/20_agents.ipynb #d4781793
 def clean_selection(selected: list[str], shown_ids: list[str], top_n: int,
                     dedupe: bool = True) -> tuple[list[str], dict]:
-    """Keep ids that were shown, once each (unless `dedupe=False`, as the release does), in the model's order,
-    cut to `top_n`. Returns (ids, notes with the invalid and repeated ids)."""
+    "(the shown ids, once each unless `dedupe=False`, in the model's order, first `top_n`; notes)."
     known, out, invalid, dups = set(shown_ids), [], [], 0
     for i in selected:
         i = str(i).strip().strip('[]')
@@ -355,8 +347,7 @@ def token_counts(cm, texts: list[str], stage: str) -> list[int]:
     return many(list(texts), stage=stage) if many is not None else [cm.count_tokens(t) for t in texts]
 
 def _lazy_counts(cm, texts, stage: str, first: int = 16):
-    """Token counts of the iterable `texts` in order, asked for in batches of `first`, then twice as many each
-    time."""
+    "Token counts of the iterable `texts` in order, asked for in batches of `first`, then doubling."
     it, n = iter(texts), first
     while batch := list(itertools.islice(it, n)):
         yield from token_counts(cm, batch, stage); n *= 2
@@ -379,8 +370,7 @@ random.Random(0).shuffle(LABEL_CODES)   # 676 two-letter codes in a fixed order 
 def shown_labels(chunk: list[tuple[str, str]], # (doc_id, text) of one call
                  labels: str = "doc_id", # 'doc_id', 'position' (1..n in the order shown) or 'code'
                 ) -> list[tuple[str, str]]:
-    """(label, text) as one filter call shows `chunk`: a doc id like `mini-01-f0451` costs 11 Qwen tokens, a
-    position about 4, a code 3."""
+    "(label, text) as one filter call shows `chunk` (a doc id costs ~11 Qwen tokens, a position ~4)."
     if labels not in ("doc_id", "position", "code"):
         raise ValueError(f"labels must be 'doc_id', 'position' or 'code', got {labels!r}")
     if labels == "code" and len(chunk) > len(LABEL_CODES):
@@ -413,8 +403,7 @@ class SelectionReport(BaseModel):
 
 # %% ../../nbs/20_agents.ipynb #c3cf5971
 def _reached_model(r) -> bool:
-    """Whether a model read the request of result `r`: it replied, usable or not (not so after an exception or
-    transport error)."""
+    "Whether a model read the request of result `r` (it replied; no exception or transport error)."
     return not isinstance(r, Exception) and (bool(r.ok) or r.text is not None or r.usage.prompt_tokens > 0)
 
 class _ChunkCalls:
@@ -460,8 +449,7 @@ class _ChunkCalls:
 
     def judge(self, r, # the result of `request(chunk)`, or the Exception its call raised
               chunk: list[tuple[str, str]], n_chunks: int) -> tuple[list[str], AgentCall]:
-        """Read one call over a chunk of more than `top_n` candidates: the ids it keeps (fallback: the first
-        `top_n`) and the call record."""
+        "Read one call over a chunk: (the ids it keeps, or the first `top_n`; the call record)."
         rep, how, top_n = self.report, self.how, self.top_n
         ids = [i for i, _ in chunk]
         to_id = {lab: i for (lab, _), i in zip(shown_labels(chunk, self.flt.labels), ids)}
@@ -487,8 +475,7 @@ class Tournament(_ChunkCalls):
     "One filter stage over one query's candidates: rounds of chunked calls, and what they did."
     def rounds(self, cands: list[tuple[str, str]],
                chunked: bool = True): # False: one call over all candidates, whatever fits
-        """Steps: rounds of chunked selection until at most `top_n` candidates remain (or `max_rounds` ran
-        out); returns (the remaining candidates, call records)."""
+        "Steps: chunked rounds until `top_n` remain (or `max_rounds` ran out); (remaining, records)."
         cur, recs, texts, rep, top_n = list(cands), [], dict(cands), self.report, self.top_n
         max_rounds = self.flt.max_rounds
         while len(cur) > top_n and (max_rounds is None or rep.rounds < max_rounds):
@@ -539,8 +526,7 @@ class Tournament(_ChunkCalls):
 # %% ../../nbs/20_agents.ipynb #54af9c63
 @dataclass(frozen=True)
 class EvidenceFilter(Agent):
-    """A filter, built from its settings: `steps(cm, query, ref_date, candidates, top_n)` chooses `top_n` ids
-    by tournament over context-sized chunks, a step per round; (ids, call records, report)."""
+    "A filter: keeps `top_n` ids by tournament over context-sized chunks; (ids, call records, report)."
     prompts: str = "pace"               # the prompt set: its prompt and listing
     labels: str = "doc_id"              # what the model sees and answers with: `shown_labels`
     max_tokens: int = 160               # completion budget per call
@@ -589,8 +575,7 @@ def _json_string(s: str) -> str:
 
 def read_structured_answer(r, stage: str = "answer", decoding: str = "greedy", # as `pace.calls.read_reply`
                           ) -> tuple[str | None, str | None, AgentCall]:
-    """(reply or None, decision or None, record) of a structured answer; output that is not the JSON asked for
-    is salvaged."""
+    "(reply or None, decision or None, record) of a structured answer; other output salvaged."
     ans, rec = read_reply(r, stage, AnswerWithDecision, decoding)
     if ans is not None and ans.reply.strip(): return ans.reply.strip(), ans.decision, rec
     text = (rec.text or '').strip()
@@ -609,8 +594,7 @@ def read_structured_answer(r, stage: str = "answer", decoding: str = "greedy", #
 # %% ../../nbs/20_agents.ipynb #6898a492
 @dataclass(frozen=True)
 class AnswerGenerator(Agent):
-    """The assistant's reply to a request given facts (cut to fit the context), tidied to at most 4 sentences:
-    one request; (answer, record). Fallback: empty answer."""
+    "The reply to a request from facts (cut to fit), tidied: (answer, record). Fallback: empty answer."
     prompts: str = "pace"               # the prompt set (the release's: free text)
     answer_format: str = "free_text"    # 'structured': the decision in `record.notes`
     max_tokens: int = 200               # room kept for the answer
