@@ -15,7 +15,7 @@ from .agents import AnswerGenerator, persona_name
 from .baselines import MethodResult, BaselineTrace
 from ..atomic import write_text
 from ..index import facts_sha256, check_facts, embedder_fingerprint
-from .hipporag import model_identity, own_accounts, InstanceStore
+from .hipporag import model_identity, own_accounts, InstanceStore, StructuredMethod
 
 _log = logging.getLogger(__name__)
 
@@ -379,6 +379,7 @@ def _table_counts(d: Path) -> dict[str, int]:
 # %% ../../nbs/24_graphrag.ipynb #f4289760
 class GraphRAGStore(InstanceStore):
     "Disk-backed GraphRAG indexes, one folder per instance under `root`."
+    Config = GraphRAGConfig
     def __init__(self, root, chat_model, embedder, config: GraphRAGConfig | None = None):
         self.root, self.cm, self.embedder = Path(root), chat_model, embedder
         self.config = config or GraphRAGConfig()
@@ -515,22 +516,13 @@ def _answer_from(cm, query, instance, kb, response: str | None, ids: list[str], 
     return ans, None if use_resp else ids[:tr.answer_facts_used]
 
 # %% ../../nbs/24_graphrag.ipynb #df474f00
-class GraphRAG:
+class GraphRAG(StructuredMethod):
     "Microsoft GraphRAG (standard indexing, local search) behind the `Method` interface."
-    name, ranked, retrieves = "graphrag", True, True
-    def __init__(self, chat_model, index=None, *, embedder=None, root=None,
-                 config: GraphRAGConfig | None = None,
-                 answer_max_tokens: int | None = None):
-        embedder = embedder if embedder is not None else getattr(index, "embedder", None)
-        if root is None and hasattr(index, "root"): root = Path(index.root)/"@graphrag"
-        cfg = config or GraphRAGConfig()
-        if answer_max_tokens is not None:
-            cfg = cfg.model_copy(update=dict(answer_max_tokens=answer_max_tokens))
-        if cfg.answer_context not in ("response", "sources"):
-            raise ValueError(f"answer_context must be 'response' or 'sources', got {cfg.answer_context!r}")
-        self.cm, self.embedder, self.config = chat_model, embedder, cfg
-        self.store = GraphRAGStore(root, chat_model, embedder,
-                                   cfg) if embedder is not None and root is not None else None
+    name, Store = "graphrag", GraphRAGStore
+    def __init__(self, chat_model, index=None, **kw): # embedder, root, config, answer_max_tokens
+        super().__init__(chat_model, index, **kw)
+        if (ctx := self.config.answer_context) not in ("response", "sources"):
+            raise ValueError(f"answer_context must be 'response' or 'sources', got {ctx!r}")
         self._index_errors = {}   # instance id -> why its index could not be built (in this process)
 
     def run(self, query, instance, kb, answer: bool = True) -> MethodResult:

@@ -25,7 +25,7 @@ __all__ = ['NER_SYSTEM', 'TRIPLE_SYSTEM', 'NER_SCHEMA', 'TRIPLE_SCHEMA', 'FILTER
            'prompts_sha256', 'read_openie', 'extract_openie', 'chunk_id', 'to_official_openie', 'from_official_openie',
            'HippoGraph', 'personalized_pagerank', 'FactFilter', 'link_facts', 'filter_messages', 'filter_schema',
            'nearest_candidate', 'recognition_filter', 'dense_ranking', 'graph_ranking', 'model_identity',
-           'own_accounts', 'HippoIndex', 'InstanceStore', 'HippoStore', 'HippoRAG2']
+           'own_accounts', 'HippoIndex', 'InstanceStore', 'HippoStore', 'StructuredMethod', 'HippoRAG2']
 
 # %% ../../nbs/23_hipporag.ipynb #21834878
 class HippoRAGConfig(BaseModel):
@@ -91,13 +91,8 @@ NER_SYSTEM = prompt_asset("hipporag/NER_SYSTEM.md")
 TRIPLE_SYSTEM = prompt_asset("hipporag/TRIPLE_SYSTEM.md")
 
 # %% ../../nbs/23_hipporag.ipynb #0042a837
-_EXAMPLE_NOTE = "Dr. Lena Park moved her Tuesday clinic at Riverside Hospital to 14:00 from 3 March 2026."
-_EXAMPLE_NER = {"named_entities": ["Dr. Lena Park", "Tuesday clinic", "Riverside Hospital", "14:00",
-                                   "3 March 2026"]}
-_EXAMPLE_TRIPLES = {"triples": [["Dr. Lena Park", "moved", "Tuesday clinic"], ["Tuesday clinic", "is held at",
-                                                                               "Riverside Hospital"],
-                                ["Tuesday clinic", "now starts at", "14:00"], ["Tuesday clinic", "moved from",
-                                                                               "3 March 2026"]]}
+_EXAMPLE = prompt_asset("hipporag/EXAMPLE.json")   # the extraction's worked example
+_EXAMPLE_NOTE, _EXAMPLE_NER, _EXAMPLE_TRIPLES = _EXAMPLE["note"], _EXAMPLE["ner"], _EXAMPLE["triples"]
 
 # %% ../../nbs/23_hipporag.ipynb #4c4e5af0
 NER_SCHEMA = {"type": "object", "required": ["named_entities"],
@@ -588,6 +583,7 @@ class InstanceStore:
 # %% ../../nbs/23_hipporag.ipynb #adc10fa0
 class HippoStore(InstanceStore):
     "Disk-backed, manifest-checked HippoRAG 2 indexes, one folder per instance under `root`."
+    Config = HippoRAGConfig
     def __init__(self, root, chat_model, embedder, config: HippoRAGConfig | None = None,
                  progress: bool = False):
         self.root, self.cm, self.embedder = Path(root), chat_model, embedder
@@ -646,21 +642,25 @@ def _top_ids(ranking: list[tuple[str, float]], k: int, tr: BaselineTrace) -> lis
     tr.details["scores"] = [[d, round(s, 6)] for d, s in ranking[:k]]
     return [d for d, _ in ranking[:k]]
 
-# %% ../../nbs/23_hipporag.ipynb #f188001a
-class HippoRAG2:
-    "HippoRAG 2 behind the `Method` interface (index built on first use per instance)."
-    name, ranked, retrieves = "hipporag2", True, True
-    def __init__(self, chat_model, index=None, *, embedder=None, root=None,
-                 config: HippoRAGConfig | None = None,
-                 answer_max_tokens: int | None = None, progress: bool = False):
+# %% ../../nbs/23_hipporag.ipynb #5232129a
+class StructuredMethod:
+    "A method with an index of its own (`Store`, with its `Config`) behind the `Method` interface."
+    ranked, retrieves = True, True
+    def __init__(self, chat_model, index=None, *, embedder=None, root=None, config=None,
+                 answer_max_tokens: int | None = None, **store_kw):
         embedder = embedder if embedder is not None else getattr(index, "embedder", None)
-        if root is None and hasattr(index, "root"): root = Path(index.root)/"@hipporag2"
-        cfg = config or HippoRAGConfig()
+        if root is None and hasattr(index, "root"): root = Path(index.root)/f"@{self.name}"
+        cfg = config or self.Store.Config()
         if answer_max_tokens is not None:
             cfg = cfg.model_copy(update=dict(answer_max_tokens=answer_max_tokens))
         self.cm, self.embedder, self.config = chat_model, embedder, cfg
-        self.store = HippoStore(root, chat_model, embedder, cfg,
-                                progress=progress) if embedder is not None and root is not None else None
+        ok = embedder is not None and root is not None
+        self.store = self.Store(root, chat_model, embedder, cfg, **store_kw) if ok else None
+
+# %% ../../nbs/23_hipporag.ipynb #f188001a
+class HippoRAG2(StructuredMethod):
+    "HippoRAG 2 behind the `Method` interface (index built on first use per instance)."
+    name, Store = "hipporag2", HippoStore
 
     def retrieve(self, query: str, idx: HippoIndex, tr: BaselineTrace) -> list[tuple[str, float]]:
         "The full passage ranking for `query`, with what happened recorded in `tr`."

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import datetime as dt, math, re
 from pydantic import BaseModel, Field
-from ..calls import AgentCall, agent_request
+from ..calls import AgentCall, agent_request, prompt_asset
 from .agents import as_date
 from .pipeline import (PaceMakerConfig, Trace, View, ViewCandidates, RunState, StageSpec, STEPS,
                                    Variant, without)
@@ -86,14 +86,7 @@ def entity_view(query: str, dates: list[dt.date]) -> str:
     return " ".join(request_names(query) + [x for d in dates for x in (d.isoformat(), f"{d:%A}")])
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #8f55548c
-SCORE_SYSTEM = """You help a personal assistant check a request from its user before acting on it.
-You see the request, the day it is made, the dates it names, and one fact from the assistant's memory.
-Question: could this fact change whether the request should go ahead as asked?
-Answer Yes if it is about the same people, place, day or time as the request,
-or about a commitment, routine, limit, need, rule, opening hour or travel time
-that could make the request impossible, late or unwise.
-Answer No if it is background that does not bear on this request.
-Answer with one word: Yes or No."""
+SCORE_SYSTEM = prompt_asset("agents/SCORE_SYSTEM.md")
 
 def score_messages(query: str, ref_date, dates: list[dt.date], fact: str) -> list[dict]:
     "Chat messages judging `fact`; all before the fact is the same for a request's candidates."
