@@ -55,15 +55,13 @@ class HippoRAGConfig(BaseModel):
 
 # %% ../../nbs/23_hipporag.ipynb #28c65df5
 def text_processing(text) -> str:
-    """Lower-cased text with every character other than [a-z0-9 ] replaced by a space (the official
-    normalisation)."""
+    "Lower-cased text, each character but [a-z0-9 ] a space (the official normalisation)."
     if isinstance(text, (list, tuple)): return [text_processing(t) for t in text]
     return re.sub(r"[^A-Za-z0-9 ]", " ", str(text).lower()).strip()
 
 # %% ../../nbs/23_hipporag.ipynb #272fd619
 def valid_triples(triples) -> list[list[str]]:
-    """Triples with exactly three parts, as strings, first occurrence kept (the official
-    `filter_invalid_triples`)."""
+    "Triples of exactly three parts, as strings, first occurrence kept (official `filter_invalid_triples`)."
     out, seen = [], set()
     for t in triples or []:
         if not isinstance(t, (list, tuple)) or len(t) != 3: continue
@@ -121,15 +119,13 @@ def triple_messages(passage: str, entities: list[str]) -> list[dict]:
 
 # %% ../../nbs/23_hipporag.ipynb #a9c6ae1f
 def prompts_sha256() -> str:
-    """sha256 (16 hex) of the extraction prompts and their example: part of the index manifest, so changed
-    prompts rebuild the index."""
+    "sha256 (16 hex) of the extraction prompts and example: in the manifest, so new prompts rebuild."
     return hashlib.sha256(json.dumps([NER_SYSTEM, TRIPLE_SYSTEM, _EXAMPLE_NOTE, _EXAMPLE_NER,
                                       _EXAMPLE_TRIPLES]).encode()).hexdigest()[:16]
 
 # %% ../../nbs/23_hipporag.ipynb #79a24022
 def _parsed(r, key: str) -> list:
-    """The list under `key` of a structured chat result (parsed, or dug out of the text), [] when there is
-    none."""
+    "The list under `key` of a structured chat result (parsed, or dug out of the text); [] if none."
     p = r.parsed if r.ok else None
     if isinstance(p, BaseModel): p = p.model_dump()
     if p is None and r.ok and r.text:
@@ -148,8 +144,7 @@ def _usage(r) -> dict:
 
 # %% ../../nbs/23_hipporag.ipynb #293a193d
 def read_openie(path) -> dict[str, dict]:
-    """Rows of an extraction file by doc_id (the last line of a doc wins); a broken last line (a kill
-    mid-write) is ignored."""
+    "Rows of an extraction file by doc_id (a doc's last line wins); a broken last line is ignored."
     p, out = Path(path), {}
     if not p.exists(): return out
     lines = p.read_text(encoding="utf-8").splitlines()
@@ -171,8 +166,7 @@ def _cut_partial_line(path):
 
 # %% ../../nbs/23_hipporag.ipynb #ee82427a
 def _extract_batch(cm, chunk, cfg: HippoRAGConfig) -> list[dict]:
-    """The extraction rows of the facts `chunk`: NER for all, then triples given each fact's entities (two
-    chat batches)."""
+    "The extraction rows of the facts `chunk`: NER for all, then triples given the entities (2 batches)."
     ner = cm.chat_batch([dict(messages=ner_messages(f.text), schema=NER_SCHEMA,
                               max_tokens=cfg.ner_max_tokens) for f in chunk], stage="hippo_ner")
     ents = [list(dict.fromkeys(str(e) for e in _parsed(r, "named_entities"))) for r in ner]
@@ -220,8 +214,7 @@ def to_official_openie(rows: list[dict]) -> dict:
 
 # %% ../../nbs/23_hipporag.ipynb #4d7b00fa
 def from_official_openie(obj: dict | str | Path, facts) -> list[dict]:
-    """Rows for `facts` from an official extraction file (or its parsed dict); a fact with no entry gets empty
-    lists."""
+    "Rows for `facts` from an official extraction file (or its dict); no entry: empty lists."
     if not isinstance(obj, dict): obj = json.loads(Path(obj).read_text(encoding="utf-8"))
     by_text = {d["passage"]: d for d in obj.get("docs", [])}
     out = []
@@ -235,8 +228,7 @@ def from_official_openie(obj: dict | str | Path, facts) -> list[dict]:
 
 # %% ../../nbs/23_hipporag.ipynb #ff33551e
 def _knn(vecs: np.ndarray, k: int, floor: float = -np.inf, batch: int = 256, slack: int = 8):
-    """For each row, the indices and cosines of its k nearest rows at least `floor` similar (itself included),
-    best first, ties by index."""
+    "Per row: indices and cosines of its k nearest rows at least `floor` similar (itself too), ties by index."
     n = len(vecs); k = min(k, n)
     for s in range(0, n, batch):
         sims = vecs[s:s + batch] @ vecs.T
@@ -255,8 +247,7 @@ def _embed(embedder, texts, stage) -> np.ndarray:
 
 # %% ../../nbs/23_hipporag.ipynb #057e4e99
 def _triple_edges(rows: list[dict], chunk_triples: list[list[tuple]]) -> tuple[dict, dict]:
-    """(edges, phrase -> doc ids): +1 to (subject, object) and (object, subject) per fact stating a triple,
-    and (passage, phrase) = 1."""
+    "(edges, phrase -> doc ids): +1 both ways per fact stating a triple; (passage, phrase) = 1."
     edges, ent_docs = {}, {}
     for r, ts in zip(rows, chunk_triples):
         for s, _, o in ts:
@@ -269,8 +260,7 @@ def _triple_edges(rows: list[dict], chunk_triples: list[list[tuple]]) -> tuple[d
 
 # %% ../../nbs/23_hipporag.ipynb #b782c678
 def _synonymy_edges(entities: list[str], vecs: np.ndarray, cfg: HippoRAGConfig) -> dict:
-    """(phrase, neighbour) -> cosine for the neighbours of each phrase at least `synonymy_threshold` similar,
-    at most `synonymy_max_edges` each."""
+    "(phrase, neighbour) -> cosine, at least `synonymy_threshold`, at most `synonymy_max_edges` each."
     syn = {}
     for i, idx, sc in _knn(vecs, cfg.synonymy_top_k, floor=cfg.synonymy_threshold):
         if len(re.sub("[^A-Za-z0-9]", "", entities[i])) <= 2: continue
@@ -349,8 +339,7 @@ class HippoGraph:
 
 # %% ../../nbs/23_hipporag.ipynb #00b51de7
 def personalized_pagerank(graph, reset: np.ndarray, damping: float = 0.5) -> np.ndarray:
-    """PPR scores of every node (igraph PRPACK, undirected, weighted), the reset vector cleaned as the
-    official code does."""
+    "PPR scores of every node (igraph PRPACK, undirected, weighted), reset cleaned as officially."
     reset = np.where(np.isnan(reset) | (reset < 0), 0.0, np.asarray(reset, dtype=np.float64))
     return np.asarray(graph.personalized_pagerank(vertices=range(graph.vcount()), damping=damping,
                                                   directed=False,
@@ -401,8 +390,7 @@ def nearest_candidate(fact: list[str], candidates: list[tuple]) -> int:
 def recognition_filter(cm, query: str, candidates: list[tuple], *, max_kept: int = 5, max_tokens: int = 512,
                        matching: str = "nearest", stage: str = "hippo_filter"
                       ) -> tuple[list[int] | None, AgentCall]:
-    """Positions in `candidates` of the kept triples (the model's order, at most `max_kept`); None if the call
-    failed."""
+    "Positions in `candidates` of the kept triples (model's order, at most `max_kept`); None: failed."
     if matching not in ("nearest", "exact"):
         raise ValueError(f"matching: 'nearest' or 'exact', not {matching!r}")
     if not candidates: return [], AgentCall(stage=stage, ok=True, notes=dict(n_candidates=0))
@@ -428,8 +416,7 @@ def dense_ranking(g: HippoGraph, qvec: np.ndarray) -> list[tuple[str, float]]:
 # %% ../../nbs/23_hipporag.ipynb #3e151eb4
 def graph_ranking(g: HippoGraph, qvec: np.ndarray, kept: list[int], fact_scores: np.ndarray,
                   config: HippoRAGConfig | None = None) -> tuple[list[tuple[str, float]], dict]:
-    """All passages ranked by PPR seeded from the kept triples' phrases and every passage's dense score;
-    (ranking, details)."""
+    "(ranking, details): all passages by PPR from the kept triples' phrases and the dense scores."
     cfg = config or HippoRAGConfig()
     n_e = len(g.entities)
     phrase_w, occurs = np.zeros(g.n_nodes), np.zeros(g.n_nodes)
@@ -465,8 +452,7 @@ def model_identity(m) -> dict:
 # %% ../../nbs/23_hipporag.ipynb #0982cbb7
 @contextmanager
 def own_accounts(*models):
-    """Give each model a fresh `Accounts` inside the block (restored after); yields them, so a build's cost is
-    kept apart."""
+    "Give each model a fresh `Accounts` inside the block (restored after), yielded: a build's cost apart."
     from pace.cache import Accounts
     olds = [getattr(m, "accounts", None) for m in models]
     news = [Accounts() for _ in models]
@@ -516,8 +502,7 @@ class HippoIndex:
 
 # %% ../../nbs/23_hipporag.ipynb #543f112e
 def _stored_index(d: Path, key: dict) -> HippoIndex | None:
-    """The index saved in folder `d` if its manifest matches `key`; None (with a warning when it is stale)
-    otherwise."""
+    "The index saved in folder `d` if its manifest matches `key`; else None (warned when stale)."
     try:
         man = json.loads((d/"manifest.json").read_text())
         if {k: man.get(k) for k in key} == key:
@@ -529,8 +514,7 @@ def _stored_index(d: Path, key: dict) -> HippoIndex | None:
 
 # %% ../../nbs/23_hipporag.ipynb #a70f90ad
 def _prepare_folder(d: Path, meta: dict) -> int:
-    """Ready folder `d` for a build (made by `meta`: chat model, prompts, graph settings); the number of facts
-    already extracted there."""
+    "Ready folder `d` for a build made by `meta`; the number of facts already extracted there."
     d.mkdir(parents=True, exist_ok=True)
     (d/"manifest.json").unlink(missing_ok=True)
     mp = d/"openie.meta.json"
@@ -546,8 +530,7 @@ def _prepare_folder(d: Path, meta: dict) -> int:
 
 # %% ../../nbs/23_hipporag.ipynb #b16803f5
 def _index_cost(rows: list[dict], ca, ea, n_before: int, t0: float, t1: float, t2: float) -> dict:
-    """The build's cost: `rows` extracted (`n_before` of them resumed), chat and embedder accounts `ca`, `ea`,
-    clock at start, after extraction, after the graph."""
+    "The build's cost from its rows, chat and embedder accounts, resumed rows and clock readings."
     use = [u for r in rows for u in (r.get("usage") or {}).values()]
     emb = _stage_sum(ea, "hippo_embed")
     cost = dict(n_facts=len(rows), llm_calls=len(use), llm_failures=sum(not u["ok"] for u in use),
@@ -563,16 +546,14 @@ def _index_cost(rows: list[dict], ca, ea, n_before: int, t0: float, t1: float, t
 
 # %% ../../nbs/23_hipporag.ipynb #02020496
 class InstanceStore:
-    """Indexes kept per instance under `root`: in memory, on disk while their manifest matches `key(facts)`,
-    else rebuilt (subclasses give `key`, `load`, `build`)."""
+    "Indexes per instance under `root`: in memory, on disk while the manifest matches `key(facts)`, or built."
     def path(self, instance_id: str) -> Path:
         "Folder of `instance_id` (the `pace.index.IndexStore` naming)."
         from pace.index import IndexStore
         return IndexStore(self.root, None).path(instance_id)
 
     def get(self, instance_id: str, facts):
-        """The index of `instance_id` over `facts`: from memory, from disk when its manifest matches, else
-        built."""
+        "The index of `instance_id` over `facts`: from memory, from disk if it matches, else built."
         key = self.key(facts)
         hit = self._mem.get(instance_id)
         if hit is not None and hit[0] == key: return hit[1]
@@ -619,8 +600,7 @@ class HippoStore(InstanceStore):
 # %% ../../nbs/23_hipporag.ipynb #4651c759
 def _ranking_details(g: HippoGraph, qvec: np.ndarray, fs: np.ndarray, top: list[int], kept: list[int] | None,
                      cfg: HippoRAGConfig) -> tuple[list[tuple[str, float]], dict]:
-    """(ranking, details): the candidate triples `top` with their scores `fs`, the `kept` ones, the PPR seeds,
-    and the `fallback` (None for PPR)."""
+    "(ranking, details): candidate triples and scores, the kept ones, PPR seeds and `fallback`."
     cands = [g.facts[i] for i in top]
     det = dict(candidate_facts=[list(c) for c in cands], candidate_scores=[round(float(fs[i]), 4)
                                                                            for i in top],
@@ -635,8 +615,7 @@ def _ranking_details(g: HippoGraph, qvec: np.ndarray, fs: np.ndarray, top: list[
 
 # %% ../../nbs/23_hipporag.ipynb #95f5ec53
 def _top_ids(ranking: list[tuple[str, float]], k: int, tr: BaselineTrace) -> list[str]:
-    """The ids of the top `k` of `ranking`; their scores and the policy (PPR, or dense and why: the details'
-    `fallback`) go into `tr`."""
+    "The ids of the top `k` of `ranking`; their scores and the policy (PPR, or dense and why) go into `tr`."
     fb = tr.details.get("fallback")
     tr.policy = f"top-{k} passages by " + ("Personalized PageRank" if not fb else f"dense similarity ({fb})")
     tr.details["scores"] = [[d, round(s, 6)] for d, s in ranking[:k]]
