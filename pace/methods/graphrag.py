@@ -15,7 +15,8 @@ from .agents import AnswerGenerator, persona_name
 from .baselines import MethodResult, BaselineTrace
 from ..atomic import write_text
 from ..index import facts_sha256, check_facts, embedder_fingerprint
-from .hipporag import model_identity, own_accounts, InstanceStore, StructuredMethod
+from .hipporag import own_accounts, InstanceStore, StructuredMethod
+from ..runfolder import model_fingerprint
 
 _log = logging.getLogger(__name__)
 
@@ -376,7 +377,7 @@ class GraphRAGStore(InstanceStore):
     def key(self, facts) -> dict:
         _graphrag_env()
         import graphrag
-        return dict(facts_sha256=facts_sha256(check_facts(facts)), chat=model_identity(self.cm),
+        return dict(facts_sha256=facts_sha256(check_facts(facts)), chat=model_fingerprint(self.cm),
                     embedder=embedder_fingerprint(self.embedder),
                     graphrag=getattr(graphrag, "__version__", None) or _dist_version(),
                     max_tokens=self.config.max_tokens,

@@ -14,6 +14,7 @@ from ..calls import AgentCall, call_agent, prompt_asset
 from .agents import AnswerGenerator, persona_name
 from .baselines import MethodResult, BaselineTrace
 from ..atomic import write_text
+from ..runfolder import model_fingerprint
 from ..index import facts_sha256, check_facts, embedder_fingerprint
 from ..embed import inner_products, l2_normalise
 
@@ -24,8 +25,8 @@ __all__ = ['NER_SYSTEM', 'TRIPLE_SYSTEM', 'NER_SCHEMA', 'TRIPLE_SCHEMA', 'FILTER
            'text_processing', 'valid_triples', 'graph_triples', 'min_max', 'ner_messages', 'triple_messages',
            'prompts_sha256', 'read_openie', 'extract_openie', 'chunk_id', 'to_official_openie', 'from_official_openie',
            'HippoGraph', 'personalized_pagerank', 'FactFilter', 'link_facts', 'filter_messages', 'filter_schema',
-           'nearest_candidate', 'recognition_filter', 'dense_ranking', 'graph_ranking', 'model_identity',
-           'own_accounts', 'HippoIndex', 'InstanceStore', 'HippoStore', 'StructuredMethod', 'HippoRAG2']
+           'nearest_candidate', 'recognition_filter', 'dense_ranking', 'graph_ranking', 'own_accounts', 'HippoIndex',
+           'InstanceStore', 'HippoStore', 'StructuredMethod', 'HippoRAG2']
 
 # %% ../../nbs/23_hipporag.ipynb #21834878
 class HippoRAGConfig(BaseModel):
@@ -93,9 +94,9 @@ _EXAMPLE = prompt_asset("hipporag/EXAMPLE.json")   # the extraction's worked exa
 _EXAMPLE_NOTE, _EXAMPLE_NER, _EXAMPLE_TRIPLES = _EXAMPLE["note"], _EXAMPLE["ner"], _EXAMPLE["triples"]
 
 # %% ../../nbs/23_hipporag.ipynb #4c4e5af0
+_STRINGS = {"type": "array", "items": {"type": "string"}}
 NER_SCHEMA = {"type": "object", "required": ["named_entities"],
-              "properties": {"named_entities": {"type": "array", "items": {"type": "string"},
-                                                "maxItems": 20}}}
+              "properties": {"named_entities": _STRINGS | {"maxItems": 20}}}
 TRIPLE_SCHEMA = {"type": "object", "required": ["triples"],
                  "properties": {"triples": {"type": "array", "maxItems": 20, "items": {
                      "type": "array", "items": {"type": "string"}, "minItems": 3, "maxItems": 3}}}}
@@ -104,8 +105,8 @@ TRIPLE_SCHEMA = {"type": "object", "required": ["triples"],
 def ner_messages(passage: str) -> list[dict]:
     "Chat messages for the named-entity step."
     return [dict(role="system", content=NER_SYSTEM), dict(role="user", content=f"Note: {_EXAMPLE_NOTE}"),
-            dict(role="assistant", content=json.dumps(_EXAMPLE_NER)), dict(role="user",
-                                                                           content=f"Note: {passage}")]
+            dict(role="assistant", content=json.dumps(_EXAMPLE_NER)),
+            dict(role="user", content=f"Note: {passage}")]
 
 # %% ../../nbs/23_hipporag.ipynb #9049b87c
 def triple_messages(passage: str, entities: list[str]) -> list[dict]:
@@ -137,10 +138,9 @@ def _parsed(r, key: str) -> list:
 
 # %% ../../nbs/23_hipporag.ipynb #cdbebd4e
 def _usage(r) -> dict:
-    return dict(ok=bool(r.ok), error=r.error, prompt_tokens=r.usage.prompt_tokens,
-                completion_tokens=r.usage.completion_tokens,
-                seconds=round(float(getattr(r, "seconds", 0.0) or 0.0), 4), cached=bool(getattr(r, "cached",
-                                                                                                False)))
+    u, secs = r.usage, round(float(getattr(r, "seconds", 0.0) or 0.0), 4)
+    return dict(ok=bool(r.ok), error=r.error, prompt_tokens=u.prompt_tokens,
+                completion_tokens=u.completion_tokens, seconds=secs, cached=bool(getattr(r, "cached", False)))
 
 # %% ../../nbs/23_hipporag.ipynb #293a193d
 def read_openie(path) -> dict[str, dict]:
@@ -175,8 +175,8 @@ def _extract_batch(cm, chunk, cfg: HippoRAGConfig) -> list[dict]:
                          for f, e in zip(chunk, ents)], stage="hippo_triples")
     return [dict(doc_id=f.doc_id, passage=f.text, extracted_entities=e,
                  extracted_triples=valid_triples(_parsed(rt, "triples")),
-                 usage=dict(ner=_usage(rn), triples=_usage(rt))) for f, rn, e, rt in zip(chunk, ner, ents,
-                                                                                         tri)]
+                 usage=dict(ner=_usage(rn), triples=_usage(rt)))
+            for f, rn, e, rt in zip(chunk, ner, ents, tri)]
 
 # %% ../../nbs/23_hipporag.ipynb #92faf801
 def extract_openie(cm, facts, path=None, *, config: HippoRAGConfig | None = None,
@@ -220,10 +220,9 @@ def from_official_openie(obj: dict | str | Path, facts) -> list[dict]:
     out = []
     for f in facts:
         d = by_text.get(f.text, {})
-        out.append(dict(doc_id=f.doc_id, passage=f.text, extracted_entities=list(d.get("extracted_entities",
-                                                                                       [])),
-                        extracted_triples=valid_triples(d.get("extracted_triples", [])), usage={},
-                        imported=bool(d)))
+        ents, triples = list(d.get("extracted_entities", [])), valid_triples(d.get("extracted_triples", []))
+        out.append(dict(doc_id=f.doc_id, passage=f.text, extracted_entities=ents, extracted_triples=triples,
+                        usage={}, imported=bool(d)))
     return out
 
 # %% ../../nbs/23_hipporag.ipynb #ff33551e
@@ -342,8 +341,7 @@ def personalized_pagerank(graph, reset: np.ndarray, damping: float = 0.5) -> np.
     "PPR scores of every node (igraph PRPACK, undirected, weighted), reset cleaned as officially."
     reset = np.where(np.isnan(reset) | (reset < 0), 0.0, np.asarray(reset, dtype=np.float64))
     return np.asarray(graph.personalized_pagerank(vertices=range(graph.vcount()), damping=damping,
-                                                  directed=False,
-                                                   weights="weight", reset=reset.tolist(),
+                                                  directed=False, weights="weight", reset=reset.tolist(),
                                                   implementation="prpack"))
 
 # %% ../../nbs/23_hipporag.ipynb #8407777f
@@ -374,8 +372,8 @@ def filter_schema(candidates: list[tuple], n: int, matching: str = "nearest") ->
     "The filter's JSON schema: the official `Fact` (`nearest`), or at most `n` candidates (`exact`)."
     if matching == "nearest":
         triple = {"type": "array", "items": {"type": "string"}}
-        return {"type": "object", "required": ["fact"], "properties": {"fact": {"type": "array",
-                                                                                "items": triple}}}
+        return {"type": "object", "required": ["fact"],
+                "properties": {"fact": {"type": "array", "items": triple}}}
     return {"type": "object", "required": ["fact"],
             "properties": {"fact": {"type": "array", "maxItems": n,
                                     "items": {"enum": [list(c) for c in candidates]}}}}
@@ -442,13 +440,6 @@ def graph_ranking(g: HippoGraph, qvec: np.ndarray, kept: list[int], fact_scores:
 # %% ../../nbs/23_hipporag.ipynb #274b894e
 FORMAT_VERSION = 2   # 2: vectors, synonymy edges and scores alike on every CPU (`inner_products`)
 
-# %% ../../nbs/23_hipporag.ipynb #835f72eb
-def model_identity(m) -> dict:
-    "A model's fingerprint (backend, model id, options), or its class and id."
-    fp = getattr(m, "fingerprint", None)
-    ident = fp() if callable(fp) else dict(backend=type(m).__name__, model_id=getattr(m, "model_id", None))
-    return json.loads(json.dumps(ident, default=str))
-
 # %% ../../nbs/23_hipporag.ipynb #0982cbb7
 @contextmanager
 def own_accounts(*models):
@@ -466,19 +457,18 @@ def own_accounts(*models):
 # %% ../../nbs/23_hipporag.ipynb #838d2eb5
 def _stage_sum(acc, prefix) -> dict:
     st = {k: v for k, v in acc.by_stage().items() if k.startswith(prefix)}
-    return {f: round(sum(d[f] for d in st.values()), 4) for f in ("calls", "cache_hits", "model_calls",
-                                                                  "failures", "prompt_tokens",
-                                                                  "completion_tokens", "seconds",
-                                                                  "model_seconds")}
+    fields = ("calls", "cache_hits", "model_calls", "failures", "prompt_tokens", "completion_tokens",
+              "seconds", "model_seconds")
+    return {f: round(sum(d[f] for d in st.values()), 4) for f in fields}
 
 # %% ../../nbs/23_hipporag.ipynb #6c95c4ef
 def _save_graph(g: HippoGraph, d: Path):
     pos = {n: i for i, n in enumerate(g.names)}
-    (d/"graph.json").write_text(json.dumps(dict(passages=g.passages, texts=g.texts, entities=g.entities,
-                                                facts=g.facts,
-        edges=[[pos[a], pos[b], w] for (a, b), w in g.edges.items()], synonymy=[[pos[a], pos[b]] for a,
-                                                                                b in sorted(g._syn)],
-        ent_docs=g.ent_docs), ensure_ascii=False))
+    edges = [[pos[a], pos[b], w] for (a, b), w in g.edges.items()]
+    synonymy = [[pos[a], pos[b]] for a, b in sorted(g._syn)]
+    graph = dict(passages=g.passages, texts=g.texts, entities=g.entities, facts=g.facts, edges=edges,
+                 synonymy=synonymy, ent_docs=g.ent_docs)
+    (d/"graph.json").write_text(json.dumps(graph, ensure_ascii=False))
     np.savez(d/"vectors.npz", **g.vecs)
 
 # %% ../../nbs/23_hipporag.ipynb #7d880570
@@ -486,9 +476,8 @@ def _load_graph(d: Path) -> HippoGraph:
     j = json.loads((d/"graph.json").read_text())
     with np.load(d/"vectors.npz", allow_pickle=False) as z: vecs = {k: z[k] for k in z.files}
     names = [f"e:{e}" for e in j["entities"]] + [f"p:{p}" for p in j["passages"]]
-    g = HippoGraph(j["passages"], j["texts"], j["entities"], j["facts"], {(names[a], names[b]): w for a, b,
-                                                                          w in j["edges"]}, j["ent_docs"],
-                   vecs)
+    edges = {(names[a], names[b]): w for a, b, w in j["edges"]}
+    g = HippoGraph(j["passages"], j["texts"], j["entities"], j["facts"], edges, j["ent_docs"], vecs)
     g._syn = {(names[a], names[b]) for a, b in j["synonymy"]}
     return g
 
@@ -574,7 +563,7 @@ class HippoStore(InstanceStore):
     def key(self, facts) -> dict:
         "What the stored index must match."
         return dict(format_version=FORMAT_VERSION, facts_sha256=facts_sha256(check_facts(facts)),
-                    chat=model_identity(self.cm), embedder=embedder_fingerprint(self.embedder),
+                    chat=model_fingerprint(self.cm), embedder=embedder_fingerprint(self.embedder),
                     prompts=prompts_sha256(), params=self.config.graph_params())
 
     load = staticmethod(_stored_index)   # the stored index if its manifest matches, else None
@@ -602,8 +591,8 @@ def _ranking_details(g: HippoGraph, qvec: np.ndarray, fs: np.ndarray, top: list[
                      cfg: HippoRAGConfig) -> tuple[list[tuple[str, float]], dict]:
     "(ranking, details): candidate triples and scores, the kept ones, PPR seeds and `fallback`."
     cands = [g.facts[i] for i in top]
-    det = dict(candidate_facts=[list(c) for c in cands], candidate_scores=[round(float(fs[i]), 4)
-                                                                           for i in top],
+    scores = [round(float(fs[i]), 4) for i in top]
+    det = dict(candidate_facts=[list(c) for c in cands], candidate_scores=scores,
                kept_facts=[list(cands[i]) for i in kept or []])
     if not cands: ranking, det["fallback"] = dense_ranking(g, qvec), "no triples in the index"
     elif kept is None: ranking, det["fallback"] = dense_ranking(g, qvec), "filter call failed"
