@@ -6,7 +6,7 @@
 from __future__ import annotations
 import hashlib, io, json, logging, math, os, re, shutil, threading, time
 from collections import Counter
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np, faiss, bm25s, Stemmer
@@ -115,8 +115,7 @@ def _bm25_release(texts: list[str]) -> bm25s.BM25:
 # %% ../nbs/10_index.ipynb #b9fd140e
 def _topk(scores: np.ndarray, k: int, positive=False) -> tuple[np.ndarray, np.ndarray]:
     "Indices and scores of the k best, best first; ties broken by lower index."
-    if positive: cand = np.flatnonzero(scores > 0)
-    else: cand = np.arange(len(scores))
+    cand = np.flatnonzero(scores > 0) if positive else np.arange(len(scores))
     if len(cand) > k:
         s = scores[cand]; kth = -np.partition(-s, k - 1)[k - 1]   # the k-th best score
         above = cand[s > kth]
@@ -146,10 +145,8 @@ def _knn_rows(index, base: np.ndarray, # FAISS index over the rows `base`
         out_i.append(I); out_s.append(np.where(I >= 0, inner_products(base[I], q[:, None, :]), -np.inf))
     if not out_i: return np.full((0, k), -1, np.int64), np.full((0, k), -np.inf, np.float32)
     I, D = np.concatenate(out_i), np.concatenate(out_s)
-    if I.shape[1] < k:   # pad to k columns
-        pad = k - I.shape[1]
-        I = np.pad(I, ((0, 0), (0, pad)), constant_values=-1)
-        D = np.pad(D, ((0, 0), (0, pad)), constant_values=-np.inf)
+    pad = ((0, 0), (0, max(0, k - I.shape[1])))   # to k columns
+    I, D = np.pad(I, pad, constant_values=-1), np.pad(D, pad, constant_values=-np.inf)
     return _sort_rows(I, D, k)
 
 # %% ../nbs/10_index.ipynb #774a6cf7
@@ -338,9 +335,8 @@ class _IndexSearch(_IndexBuilder):
         if k < 1: raise ValueError("k must be >= 1")
         kk = min(k + RERANK_SLACK, len(self))
         if not len(vecs) or not kk: return [[] for _ in range(len(vecs))]
-        if len(vecs) < SMALL_BATCH:
-            with _faiss_threads(1): _, I = self.faiss.search(vecs, kk)
-        else: _, I = self.faiss.search(vecs, kk)
+        with _faiss_threads(1) if len(vecs) < SMALL_BATCH else nullcontext():
+            _, I = self.faiss.search(vecs, kk)
         ids = self.doc_ids
         return [[(ids[i], s) for i, s in _exact_top(self.vectors, ri, v, k)] for ri, v in zip(I, vecs)]
     def dense(self, queries: list[str], k: int) -> list[list[tuple[str, float]]]:

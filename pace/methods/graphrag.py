@@ -74,8 +74,7 @@ def _chat_stream(text: str, usage: dict | None, model: str) -> bytes:
                                 "choices": [{"index": 0, "delta": delta, "finish_reason": fin}]}
     events = [chunk({"role": "assistant", "content": text}, None), chunk({}, "stop")]
     if usage is not None:
-        events.append({"id": cid, "object": "chat.completion.chunk", "created": now, "model": model,
-                       "choices": [], "usage": usage})
+        events.append(dict(chunk({}, None), choices=[], usage=usage))
     return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
 
 # %% ../../nbs/24_graphrag.ipynb #187bec51
@@ -143,7 +142,6 @@ class ModelProxy:
         self.n_chat = self.n_embed = self.n_failed = 0
         self._lock = threading.Lock()
         self.server = _Server((host, port), _handler(self))
-        self.server.daemon_threads = True
         self.host, self.port, self._thread = host, self.server.server_address[1], None
 
     def base_url(self, stage: str = "proxy") -> str:
@@ -224,9 +222,8 @@ def graphrag_settings(root, proxy: ModelProxy, dim: int) -> dict:
         # be sent again
         s["concurrent_requests"] = 1
     for wf, st in GRAPHRAG_STAGES.items():
-        s[wf] = {"completion_model_id": st} | ({"embedding_model_id": "graphrag_embed"}
-                                               if wf in ("local_search", "drift_search", "basic_search")
-                                               else {})
+        embeds = wf in ("local_search", "drift_search", "basic_search")
+        s[wf] = {"completion_model_id": st} | ({"embedding_model_id": "graphrag_embed"} if embeds else {})
     return s
 
 # %% ../../nbs/24_graphrag.ipynb #25430bee
@@ -315,9 +312,8 @@ class GraphRAGIndex:
         if self._tables is None:
             import pandas as pd
             out = self.root/"output"
-            self._tables = {n: pd.read_parquet(out/f"{n}.parquet") for n in ("entities", "communities",
-                                                                             "community_reports",
-                                                                             "text_units", "relationships")}
+            names = ("entities", "communities", "community_reports", "text_units", "relationships")
+            self._tables = {n: pd.read_parquet(out/f"{n}.parquet") for n in names}
             cov = out/"covariates.parquet"
             self._tables["covariates"] = pd.read_parquet(cov) if cov.exists() else None
         return self._tables
