@@ -406,8 +406,8 @@ def _reached_model(r) -> bool:
     "Whether a model read the request of result `r` (it replied; no exception or transport error)."
     return not isinstance(r, Exception) and (bool(r.ok) or r.text is not None or r.usage.prompt_tokens > 0)
 
-class _ChunkCalls:
-    "A filter stage's calls over chunks of candidates: the chunks, each call's request, its reply read."
+class Tournament:
+    "One filter stage over one query's candidates: rounds of chunked calls, and what they did."
     def __init__(self, flt, # the `EvidenceFilter` (its settings)
                  cm, query: str, ref_date, top_n: int,
                  stage: str): # 'prehop' or 'posthop' in PaceMaker
@@ -470,9 +470,6 @@ class _ChunkCalls:
                          n_chunks=n_chunks)
         return got, rec
 
-# %% ../../nbs/20_agents.ipynb #b6f855de
-class Tournament(_ChunkCalls):
-    "One filter stage over one query's candidates: rounds of chunked calls, and what they did."
     def rounds(self, cands: list[tuple[str, str]],
                chunked: bool = True): # False: one call over all candidates, whatever fits
         "Steps: chunked rounds until `top_n` remain (or `max_rounds` ran out); (remaining, records)."

@@ -318,17 +318,6 @@ class GraphRAGIndex:
             self._tables["covariates"] = pd.read_parquet(cov) if cov.exists() else None
         return self._tables
 
-# %% ../../nbs/24_graphrag.ipynb #cd7072fb
-def _stored_index(d: Path, key: dict) -> GraphRAGIndex | None:
-    "The index saved in folder `d` if its manifest matches `key`; else None (warned when stale)."
-    try:
-        man = json.loads((d/"manifest.json").read_text())
-        if {k: man.get(k) for k in key} == key: return GraphRAGIndex(d, man, "loaded")
-        _log.warning("GraphRAG index %s is stale (%s): rebuilding", d, ", ".join(k for k in key
-                                                                                 if man.get(k) != key[k]))
-    except (OSError, ValueError): pass
-    return None
-
 # %% ../../nbs/24_graphrag.ipynb #5f6a3ac7
 def _write_input(d: Path, facts):
     "Clear folder `d` of an old build's manifest and output; write `facts` as `input/docs.jsonl`."
@@ -365,11 +354,7 @@ def _table_counts(d: Path) -> dict[str, int]:
 # %% ../../nbs/24_graphrag.ipynb #f4289760
 class GraphRAGStore(InstanceStore):
     "Disk-backed GraphRAG indexes, one folder per instance under `root`."
-    Config = GraphRAGConfig
-    def __init__(self, root, chat_model, embedder, config: GraphRAGConfig | None = None):
-        self.root, self.cm, self.embedder = Path(root), chat_model, embedder
-        self.config = config or GraphRAGConfig()
-        self._mem = {}
+    Config, what = GraphRAGConfig, "GraphRAG"
     def key(self, facts) -> dict:
         _graphrag_env()
         import graphrag
@@ -379,7 +364,7 @@ class GraphRAGStore(InstanceStore):
                     max_tokens=self.config.max_tokens,
                     **({} if self.config.extract_max_tokens is None
                        else dict(extract_max_tokens=self.config.extract_max_tokens)))
-    load = staticmethod(_stored_index)   # the stored index if its manifest matches, else None
+    def open(self, d: Path, man: dict) -> GraphRAGIndex: return GraphRAGIndex(d, man, "loaded")
     def build(self, instance_id: str, facts, key: dict) -> GraphRAGIndex:
         "Run GraphRAG's indexing for `instance_id` (models behind a proxy); the manifest last."
         _graphrag_env()

@@ -489,18 +489,6 @@ class HippoIndex:
     @property
     def cost(self) -> dict: return self.manifest.get("cost", {})
 
-# %% ../../nbs/23_hipporag.ipynb #543f112e
-def _stored_index(d: Path, key: dict) -> HippoIndex | None:
-    "The index saved in folder `d` if its manifest matches `key`; else None (warned when stale)."
-    try:
-        man = json.loads((d/"manifest.json").read_text())
-        if {k: man.get(k) for k in key} == key:
-            return HippoIndex(_load_graph(d), list(read_openie(d/"openie.jsonl").values()), man, "loaded")
-        why = ", ".join(k for k in key if man.get(k) != key[k])
-        _log.warning("HippoRAG 2 index %s is stale (%s): rebuilding", d, why)
-    except (OSError, ValueError, KeyError): pass
-    return None
-
 # %% ../../nbs/23_hipporag.ipynb #a70f90ad
 def _prepare_folder(d: Path, meta: dict) -> int:
     "Ready folder `d` for a build made by `meta`; the number of facts already extracted there."
@@ -536,10 +524,25 @@ def _index_cost(rows: list[dict], ca, ea, n_before: int, t0: float, t1: float, t
 # %% ../../nbs/23_hipporag.ipynb #02020496
 class InstanceStore:
     "Indexes per instance under `root`: in memory, on disk while the manifest matches `key(facts)`, or built."
+    def __init__(self, root, chat_model, embedder, config=None): # config: a `Config` (None: its defaults)
+        self.root, self.cm, self.embedder, self._mem = Path(root), chat_model, embedder, {}
+        self.config = config or self.Config()
+
     def path(self, instance_id: str) -> Path:
         "Folder of `instance_id` (the `pace.index.IndexStore` naming)."
         from pace.index import IndexStore
         return IndexStore(self.root, None).path(instance_id)
+
+    def load(self, d: Path, key: dict):
+        "The index saved in folder `d` if its manifest matches `key`; else None (warned when stale)."
+        try:
+            man = json.loads((d/"manifest.json").read_text())
+            if {k: man.get(k) for k in key} == key: return self.open(d, man)
+            why = ", ".join(k for k in key if man.get(k) != key[k])
+            log = logging.getLogger(type(self).__module__)   # the store's own module's logger
+            log.warning("%s index %s is stale (%s): rebuilding", self.what, d, why)
+        except (OSError, ValueError, KeyError): pass
+        return None
 
     def get(self, instance_id: str, facts):
         "The index of `instance_id` over `facts`: from memory, from disk if it matches, else built."
@@ -553,12 +556,11 @@ class InstanceStore:
 # %% ../../nbs/23_hipporag.ipynb #adc10fa0
 class HippoStore(InstanceStore):
     "Disk-backed, manifest-checked HippoRAG 2 indexes, one folder per instance under `root`."
-    Config = HippoRAGConfig
+    Config, what = HippoRAGConfig, "HippoRAG 2"
     def __init__(self, root, chat_model, embedder, config: HippoRAGConfig | None = None,
                  progress: bool = False):
-        self.root, self.cm, self.embedder = Path(root), chat_model, embedder
-        self.config, self.progress = config or HippoRAGConfig(), progress
-        self._mem = {}
+        super().__init__(root, chat_model, embedder, config)
+        self.progress = progress
 
     def key(self, facts) -> dict:
         "What the stored index must match."
@@ -566,7 +568,9 @@ class HippoStore(InstanceStore):
                     chat=model_fingerprint(self.cm), embedder=embedder_fingerprint(self.embedder),
                     prompts=prompts_sha256(), params=self.config.graph_params())
 
-    load = staticmethod(_stored_index)   # the stored index if its manifest matches, else None
+    def open(self, d: Path, man: dict) -> HippoIndex:
+        "The index saved in folder `d`, its manifest `man`."
+        return HippoIndex(_load_graph(d), list(read_openie(d/"openie.jsonl").values()), man, "loaded")
 
     def build(self, instance_id: str, facts, key: dict) -> HippoIndex:
         "Extract, embed and build the graph of `instance_id`, then save it with its manifest (written last)."
