@@ -395,10 +395,10 @@ class SelectionReport(BaseModel):
     n_fallback: int = 0         # final ids kept because a call failed (first of the chunk)
     n_bye: int = 0              # final ids kept without a call (too few in their chunk to choose from)
     n_padded: int = 0           # final ids added to reach top_n
-    # final ids passed on as given: no call could select (context too small, max_rounds=0)
+    # final ids passed on as given: no call could select (the context is too small)
     n_passed_uncalled: int = 0
     n_unseen_dropped: int = 0   # candidates no model read and that are not in the output
-    n_cut_unjudged: int = 0     # winners cut without a final call (only when `max_rounds` ran out)
+    n_cut_unjudged: int = 0     # winners cut without a final call (a later round that could not select)
     note: str = ""
 
 # %% ../../nbs/20_agents.ipynb #c3cf5971
@@ -472,10 +472,9 @@ class Tournament:
 
     def rounds(self, cands: list[tuple[str, str]],
                chunked: bool = True): # False: one call over all candidates, whatever fits
-        "Steps: chunked rounds until `top_n` remain (or `max_rounds` ran out); (remaining, records)."
+        "Steps: chunked rounds until `top_n` remain (or no call can select); (remaining, records)."
         cur, recs, texts, rep, top_n = list(cands), [], dict(cands), self.report, self.top_n
-        max_rounds = self.flt.max_rounds
-        while len(cur) > top_n and (max_rounds is None or rep.rounds < max_rounds):
+        while len(cur) > top_n:
             chunks = self.chunks(cur) if chunked else [cur]
             if len(chunks) > 1 and all(len(ch) <= top_n for ch in chunks):
                 rep.note = (f"the context window holds at most {max(map(len, chunks))} candidates per call: "
@@ -502,10 +501,7 @@ class Tournament:
         rep, how, top_n, texts = self.report, self.how, self.top_n, dict(cands)
         out = [i for i, _ in cur]
         if len(out) > top_n:
-            rep.n_cut_unjudged = len(out) - top_n if rep.rounds else 0
-            rep.note = (rep.note or
-                        f"{self.flt.max_rounds} rounds were not enough: kept the first {top_n} winners")
-            out = out[:top_n]
+            rep.n_cut_unjudged, out = len(out) - top_n if rep.rounds else 0, out[:top_n]
         if len(cur) <= top_n and not recs:
             how.update(dict.fromkeys(out, 'bye'))   # nothing to choose from: no call
         how.update({i: 'passed' for i in out if i not in how})   # more than top_n, and no call could select
@@ -530,7 +526,6 @@ class EvidenceFilter(Agent):
     pad: bool = True                    # fill a short selection from the order given
     constrained_ids: bool = True        # False: any ids admitted, those not shown dropped
     dedupe: bool = True                 # False: repeated ids kept (in the candidates too)
-    max_rounds: int | None = None       # bound on rounds (None: a call sees all winners)
 
     def messages(self, query: str, ref_date,
                  shown: list[tuple[str, str]], # (label, text) of one call, in the order shown
