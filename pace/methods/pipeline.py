@@ -225,8 +225,7 @@ def retrieve(st: RunState, c: PaceMakerConfig) -> list[str]:
 def filter_ids(st: RunState, c: PaceMakerConfig, stage: str, ids: list[str], n: int,
                **kw): # more options of `EvidenceFilter.steps` (max_candidates, chunked)
     "Steps: filter `stage` over `ids`; `n` ids, the anchors first (not shown), then the filter's picks."
-    kept = st.tr.anchors
-    slots = n - len(kept)
+    kept, slots = st.tr.anchors, n - len(st.tr.anchors)
     if slots <= 0: return kept[:n]
     cands = [(i, st.idx.text(i)) for i in ids if i not in kept]
     flt = EvidenceFilter(prompts=c.agent_prompts, labels=c.filter_labels, max_tokens=c.filter_max_tokens,
@@ -355,8 +354,7 @@ class Pipeline(NamedTuple):
 
     def with_settings(self, **kw) -> Pipeline:
         "The same method with the settings `kw` changed (checked)."
-        s = self.settings
-        return self._replace(settings=type(s)(**(s.model_dump() | kw)))
+        return self._replace(settings=type(self.settings)(**(self.settings.model_dump() | kw)))
 
 # %% ../../nbs/21_pipeline.ipynb #99512750
 def without(*names: str) -> Callable:
