@@ -12,13 +12,13 @@ from pydantic import BaseModel, Field
 from ..calls import AgentCall, agent_request, read_reply, decoding_of, run_steps, prompt_asset
 
 # %% auto #0
-__all__ = ['STAGES', 'STAGE_ORDER', 'EVIDENCE_STAGES', 'PLANNER_SYSTEM', 'AGENT_PROMPTS', 'RELEASE_PROMPTS', 'VIEWS_SYSTEM',
-           'FILTER_SYSTEM', 'ANSWER_SYSTEM', 'ANSWER_FORMATS', 'ANSWER_JSON_SYSTEM', 'PROMPT_SETS',
-           'UNCAPPED_REPLY_ROOM', 'LABEL_CODES', 'Stage', 'persona_name', 'as_date', 'date_hints', 'Direction',
-           'ConflictPlan', 'ReleaseDirection', 'ReleasePlan', 'CounterQueries', 'Selection', 'AnswerWithDecision',
-           'PromptSet', 'prompt_set', 'Agent', 'Planner', 'ViewGenerator', 'selection_schema', 'clean_selection',
-           'token_counts', 'prompt_budget', 'shown_labels', 'SelectionReport', 'Tournament', 'EvidenceFilter',
-           'tidy_answer', 'read_structured_answer', 'AnswerGenerator']
+__all__ = ['STAGES', 'STAGE_ORDER', 'EVIDENCE_STAGES', 'PLANNER_SYSTEM', 'RELEASE_PROMPTS', 'VIEWS_SYSTEM', 'FILTER_SYSTEM',
+           'ANSWER_SYSTEM', 'ANSWER_FORMATS', 'ANSWER_JSON_SYSTEM', 'PROMPT_SETS', 'UNCAPPED_REPLY_ROOM', 'LABEL_CODES',
+           'Stage', 'persona_name', 'as_date', 'date_hints', 'Direction', 'ConflictPlan', 'ReleaseDirection',
+           'ReleasePlan', 'CounterQueries', 'Selection', 'AnswerWithDecision', 'PromptSet', 'prompt_set', 'Agent',
+           'Planner', 'ViewGenerator', 'selection_schema', 'clean_selection', 'token_counts', 'prompt_budget',
+           'shown_labels', 'SelectionReport', 'Tournament', 'EvidenceFilter', 'tidy_answer', 'read_structured_answer',
+           'AnswerGenerator']
 
 # %% ../../nbs/20_agents.ipynb #33bad9a2
 class Stage(NamedTuple):
@@ -73,7 +73,6 @@ class _PlanAny(BaseModel):
 PLANNER_SYSTEM = prompt_asset("agents/PLANNER_SYSTEM.md")
 
 # %% ../../nbs/20_agents.ipynb #c5eeb912
-AGENT_PROMPTS = ("pace", "release")   # the project's prompts, or those of the authors' release (own words)
 RELEASE_PROMPTS = {k: prompt_asset(f"agents/release/{k}.md")
                    for k in ("planner", "views_system", "views", "views_date", "views_analysis", "filter",
                              "answer")}
@@ -222,7 +221,7 @@ PROMPT_SETS = {
 
 def prompt_set(name: str) -> PromptSet:
     "The prompt set called `name` (a key of `PROMPT_SETS`)."
-    if name not in PROMPT_SETS: raise ValueError(f"prompts must be one of {AGENT_PROMPTS}, got {name!r}")
+    if name not in PROMPT_SETS: raise ValueError(f"prompts must be one of {tuple(PROMPT_SETS)}, got {name!r}")
     return PROMPT_SETS[name]
 
 # %% ../../nbs/20_agents.ipynb #b901d5d4
