@@ -443,13 +443,11 @@ def _search(idx, query: str, cm, embedder, config: GraphRAGConfig,
         with ModelProxy(cm, embedder, **config.proxy_budgets()) as px:
             response, ctx = local_search(idx, query, px, embedder.dim, config)
         ids = source_doc_ids(ctx, idx.tables()["text_units"])
-    except (TimeoutError, asyncio.TimeoutError):
-        response, ctx, ids = None, {}, []
-        rec.ok, rec.fallback = False, "no context"
-        rec.error = f"local search timed out after {config.timeout:g} s"
     except Exception as e:
         response, ctx, ids = None, {}, []
-        rec.ok, rec.error, rec.fallback = False, f"{type(e).__name__}: {e}", "no context"
+        rec.ok, rec.fallback = False, "no context"
+        rec.error = (f"local search timed out after {config.timeout:g} s"
+                     if isinstance(e, (TimeoutError, asyncio.TimeoutError)) else f"{type(e).__name__}: {e}")
     rec.text = response
     return response, ctx, ids, rec
 
