@@ -6,7 +6,7 @@
 from __future__ import annotations
 import hashlib, io, json, logging, math, os, re, shutil, threading, time
 from collections import Counter
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np, faiss, bm25s, Stemmer
@@ -115,8 +115,7 @@ def _bm25_release(texts: list[str]) -> bm25s.BM25:
 # %% ../nbs/10_index.ipynb #b9fd140e
 def _topk(scores: np.ndarray, k: int, positive=False) -> tuple[np.ndarray, np.ndarray]:
     "Indices and scores of the k best, best first; ties broken by lower index."
-    if positive: cand = np.flatnonzero(scores > 0)
-    else: cand = np.arange(len(scores))
+    cand = np.flatnonzero(scores > 0) if positive else np.arange(len(scores))
     if len(cand) > k:
         s = scores[cand]; kth = -np.partition(-s, k - 1)[k - 1]   # the k-th best score
         above = cand[s > kth]
@@ -146,10 +145,8 @@ def _knn_rows(index, base: np.ndarray, # FAISS index over the rows `base`
         out_i.append(I); out_s.append(np.where(I >= 0, inner_products(base[I], q[:, None, :]), -np.inf))
     if not out_i: return np.full((0, k), -1, np.int64), np.full((0, k), -np.inf, np.float32)
     I, D = np.concatenate(out_i), np.concatenate(out_s)
-    if I.shape[1] < k:   # pad to k columns
-        pad = k - I.shape[1]
-        I = np.pad(I, ((0, 0), (0, pad)), constant_values=-1)
-        D = np.pad(D, ((0, 0), (0, pad)), constant_values=-np.inf)
+    pad = ((0, 0), (0, max(0, k - I.shape[1])))   # to k columns
+    I, D = np.pad(I, pad, constant_values=-1), np.pad(D, pad, constant_values=-np.inf)
     return _sort_rows(I, D, k)
 
 # %% ../nbs/10_index.ipynb #774a6cf7
@@ -174,11 +171,16 @@ def _kind(approximate) -> str | bool:
         msg = f"approximate must be one of False, True, 'ivf', 'hnsw'; got {approximate!r}"
         raise ValueError(msg) from None
 
-def _ivf(d: int, n: int):
-    "An untrained IVF inner-product index for `n` vectors: ~4*sqrt(n) lists (a tiny KB: one), 16 probed."
+def _ivf(vectors: np.ndarray, per_list: int, niter: int | None = None):
+    "An IVF inner-product index trained on `per_list` of `vectors` a list: ~4*sqrt(n) lists, 16 probed."
+    n, d = vectors.shape
     nlist = max(1, min(int(4 * n ** 0.5), n // 39))
     ix = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
     ix.cp.min_points_per_centroid, ix.nprobe = 1, min(nlist, 16)
+    if niter: ix.cp.niter = niter
+    if n > per_list * nlist:
+        vectors = vectors[np.sort(np.random.default_rng(0).choice(n, per_list * nlist, replace=False))]
+    ix.train(np.ascontiguousarray(vectors))
     return ix
 
 def _new_faiss(dim: int, kind, train: np.ndarray | None = None):
@@ -188,17 +190,12 @@ def _new_faiss(dim: int, kind, train: np.ndarray | None = None):
         ix = faiss.IndexHNSWFlat(dim, 32, faiss.METRIC_INNER_PRODUCT)
         ix.hnsw.efConstruction, ix.hnsw.efSearch = 80, 128
         return ix
-    n, ix = len(train), _ivf(dim, len(train))
-    if n > 64 * ix.nlist:   # trained on 64 vectors a list
-        train = train[np.sort(np.random.default_rng(0).choice(n, 64 * ix.nlist, replace=False))]
-    ix.train(np.ascontiguousarray(train))
-    return ix
+    return _ivf(train, 64)
 
 # %% ../nbs/10_index.ipynb #97163fd1
 def _flat_rows(index, # a flat FAISS index (`faiss.IndexFlat`)
               ) -> np.ndarray:
-    """The vectors a flat index holds, as a read-only view of its own storage (no second copy). It is valid
-    until the index's next add, which moves the storage: `add` takes the view again after each one."""
+    "A read-only view of a flat index's vectors (no copy), valid until its next add moves them."
     view = faiss.rev_swig_ptr(index.get_xb(), index.ntotal * index.d).reshape(index.ntotal, index.d)
     view.flags.writeable = False
     return view
@@ -206,23 +203,16 @@ def _flat_rows(index, # a flat FAISS index (`faiss.IndexFlat`)
 # %% ../nbs/10_index.ipynb #0668b541
 GRAPH_EXACT_MAX = 10_000   # larger KBs get an approximate (IVF) neighbour graph: see scripts/bench_scale.py
 
-def _graph_ivf(vectors: np.ndarray):
-    "An IVF index of `vectors` for the graph: ~4*sqrt(n) lists, 16 probed, trained 10 rounds on 16 a list."
-    n, ix = len(vectors), _ivf(vectors.shape[1], len(vectors))
-    ix.cp.niter = 10   # training is most of the cost: kept small
-    pick = np.sort(np.random.default_rng(0).choice(n, min(n, 16 * ix.nlist), replace=False))
-    ix.train(np.ascontiguousarray(vectors[pick])); ix.add(vectors)
-    return ix
-
 def _knn_graph(index, # the index's FAISS index over `vectors`
                vectors: np.ndarray, k: int, approximate, # the index's `approximate` setting
                show_progress=False) -> tuple[np.ndarray, np.ndarray, str]:
     "The k-NN graph of `vectors` from scratch and how it was searched: 'exact', 'ivf' or 'hnsw'."
     n, kind = len(vectors), approximate or "exact"
-    if not approximate and n > GRAPH_EXACT_MAX: index, kind = _graph_ivf(vectors), "ivf"
+    if not approximate and n > GRAPH_EXACT_MAX:   # training is most of the cost: 10 rounds on 16 a list
+        index, kind = _ivf(vectors, 16, niter=10), "ivf"
+        index.add(vectors)
     gi, gs = _knn_rows(index, vectors, vectors, np.arange(n), k, show_progress=show_progress)
     return gi, gs, kind
-
 
 # %% ../nbs/10_index.ipynb #e723aef1
 def _embed(embedder, texts, stage, show_progress, query=False) -> np.ndarray:
@@ -252,7 +242,6 @@ class _IndexData:
         self._graph_lock = threading.Lock()
         self.timings = dict(embed_s=0.0, faiss_s=0.0, bm25_s=0.0, graph_s=0.0, n_embedded=0)
         self.status, self.stale_reason = "new", None   # status: 'built' | 'loaded' | 'extended' | 'rebuilt'
-        self.build_timings = None   # for a loaded index: the timings of the build that wrote it
 
     @property
     def doc_ids(self) -> list[str]:
@@ -346,9 +335,8 @@ class _IndexSearch(_IndexBuilder):
         if k < 1: raise ValueError("k must be >= 1")
         kk = min(k + RERANK_SLACK, len(self))
         if not len(vecs) or not kk: return [[] for _ in range(len(vecs))]
-        if len(vecs) < SMALL_BATCH:
-            with _faiss_threads(1): _, I = self.faiss.search(vecs, kk)
-        else: _, I = self.faiss.search(vecs, kk)
+        with _faiss_threads(1) if len(vecs) < SMALL_BATCH else nullcontext():
+            _, I = self.faiss.search(vecs, kk)
         ids = self.doc_ids
         return [[(ids[i], s) for i, s in _exact_top(self.vectors, ri, v, k)] for ri, v in zip(I, vecs)]
     def dense(self, queries: list[str], k: int) -> list[list[tuple[str, float]]]:
@@ -498,9 +486,7 @@ def _read(path: Path, embedder, knn_k, approximate, bm25="pace"):
         return None, f"damaged files ({type(e).__name__}: {e})"
     idx.pairs, idx.pos = pairs, {d: i for i, (d, _) in enumerate(pairs)}
     idx.vectors, idx._graph, idx.graph_kind, idx.path = vec, graph or None, man.get("graph"), path
-    idx.build_timings = man.get("timings")
     return idx, man["facts_sha256"]
-
 
 # %% ../nbs/10_index.ipynb #08030ea2
 class InstanceIndex(_IndexGraph):

@@ -5,7 +5,7 @@
 # %% ../nbs/11_retrieve.ipynb #79cddc2e
 from __future__ import annotations
 import math
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 if TYPE_CHECKING: from .index import InstanceIndex  # annotations only: pace.index needs no import at run time
 
@@ -18,8 +18,7 @@ def wrrf(runs: list[tuple[list[str], float]], # (ranked doc_ids, weight) per run
         ) -> list[tuple[str, float]]:
     "Weighted Reciprocal Rank Fusion of `(ranked doc_ids, weight)` runs; `(doc_id, score)` best first."
     if k <= 0: raise ValueError(f"k must be > 0, got {k}")
-    votes: dict[str, list[float]] = {}
-    first: dict[str, int] = {}
+    votes, first = {}, {}   # doc_id -> its weighted reciprocal ranks; doc_id -> order of first appearance
     for r, run in enumerate(runs):
         try: ids, w = run
         except (TypeError, ValueError):
@@ -57,7 +56,6 @@ class HybridResult:
     def ids(self, n: int | None = None) -> list[str]:
         "The first `n` fused doc ids (all when None)."
         return [d for d, _ in self.fused[:n]]
-    def to_dict(self) -> dict: return asdict(self)
 
 # %% ../nbs/11_retrieve.ipynb #2f335482
 def hybrid_search(idx: InstanceIndex,             # the instance's index

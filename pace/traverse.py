@@ -23,8 +23,6 @@ def bfs_expand(neighbors_fn: Callable, # doc_id -> neighbours best first, as doc
                seeds: list[str],       # hop-0 documents, in priority order
                depth: int = 5,         # H: maximum number of hops
                m: int = 3,             # M: neighbours expanded per node per hop
-               fill: bool = False,     # take the first M *unvisited* neighbours instead of the first M
-               max_visits: int | None = None, # stop once this many documents are in the pool
                repeats: bool = False, # keep a repeated seed as often as it comes (the release's pool)
               ) -> list[Visit]:
     "BFS over the k-NN graph from `seeds`; visits in order, each with its hop and parent."
@@ -37,11 +35,7 @@ def bfs_expand(neighbors_fn: Callable, # doc_id -> neighbours best first, as doc
     for hop in range(1, depth + 1):
         nxt = []
         for node in frontier:
-            row = neighbors_fn(node)
-            if fill: cand = [d for d in _ids(row) if d not in seen][:m]
-            else: cand = [d for d in _ids(row[:m]) if d not in seen]
-            for d in cand:
-                if max_visits is not None and len(visits) >= max_visits: return visits
+            for d in [d for d in _ids(neighbors_fn(node)[:m]) if d not in seen]:
                 seen.add(d); visits.append(Visit(d, hop, node)); nxt.append(d)
         if not nxt: break
         frontier = nxt

@@ -12,13 +12,13 @@ from pydantic import BaseModel, Field
 from ..calls import AgentCall, agent_request, read_reply, decoding_of, run_steps, prompt_asset
 
 # %% auto #0
-__all__ = ['STAGES', 'STAGE_ORDER', 'EVIDENCE_STAGES', 'PLANNER_SYSTEM', 'AGENT_PROMPTS', 'RELEASE_PROMPTS', 'VIEWS_SYSTEM',
-           'FILTER_SYSTEM', 'ANSWER_SYSTEM', 'ANSWER_FORMATS', 'ANSWER_JSON_SYSTEM', 'PROMPT_SETS',
-           'UNCAPPED_REPLY_ROOM', 'LABEL_CODES', 'Stage', 'persona_name', 'as_date', 'date_hints', 'Direction',
-           'ConflictPlan', 'ReleaseDirection', 'ReleasePlan', 'CounterQueries', 'Selection', 'AnswerWithDecision',
-           'PromptSet', 'prompt_set', 'Agent', 'Planner', 'ViewGenerator', 'selection_schema', 'clean_selection',
-           'token_counts', 'prompt_budget', 'shown_labels', 'SelectionReport', 'Tournament', 'EvidenceFilter',
-           'tidy_answer', 'read_structured_answer', 'AnswerGenerator']
+__all__ = ['STAGES', 'STAGE_ORDER', 'EVIDENCE_STAGES', 'PLANNER_SYSTEM', 'RELEASE_PROMPTS', 'VIEWS_SYSTEM', 'FILTER_SYSTEM',
+           'ANSWER_SYSTEM', 'ANSWER_FORMATS', 'ANSWER_JSON_SYSTEM', 'PROMPT_SETS', 'UNCAPPED_REPLY_ROOM', 'LABEL_CODES',
+           'Stage', 'persona_name', 'as_date', 'date_hints', 'Direction', 'ConflictPlan', 'ReleaseDirection',
+           'ReleasePlan', 'CounterQueries', 'Selection', 'AnswerWithDecision', 'PromptSet', 'prompt_set', 'Agent',
+           'Planner', 'ViewGenerator', 'selection_schema', 'clean_selection', 'token_counts', 'prompt_budget',
+           'shown_labels', 'SelectionReport', 'Tournament', 'EvidenceFilter', 'tidy_answer', 'read_structured_answer',
+           'AnswerGenerator']
 
 # %% ../../nbs/20_agents.ipynb #33bad9a2
 class Stage(NamedTuple):
@@ -73,7 +73,6 @@ class _PlanAny(BaseModel):
 PLANNER_SYSTEM = prompt_asset("agents/PLANNER_SYSTEM.md")
 
 # %% ../../nbs/20_agents.ipynb #c5eeb912
-AGENT_PROMPTS = ("pace", "release")   # the project's prompts, or those of the authors' release (own words)
 RELEASE_PROMPTS = {k: prompt_asset(f"agents/release/{k}.md")
                    for k in ("planner", "views_system", "views", "views_date", "views_analysis", "filter",
                              "answer")}
@@ -112,8 +111,7 @@ VIEWS_SYSTEM = prompt_asset("agents/VIEWS_SYSTEM.md")
 
 # %% ../../nbs/20_agents.ipynb #7220582b
 class CounterQueries(BaseModel):
-    """Counter views as parsed (the cut to `max_counter` happens after validation; the schema sent caps the
-    list)."""
+    "Counter views as parsed (cut to `max_counter` after validation; the schema sent caps the list)."
     counter: list[str]
 
 # %% ../../nbs/20_agents.ipynb #8f713cbd
@@ -210,8 +208,7 @@ class PromptSet(NamedTuple):
         return self.gap.join(self.candidate(k, lab, t) for k, (lab, t) in enumerate(shown, 1))
 
     def counted(self, k: int, label: str, text: str) -> str:
-        """What a listed candidate costs, as counted: the candidate and the gap after it, the gap's last
-        newline left out (counted as one token)."""
+        "A listed candidate as counted: it and the gap after it, less the gap's last newline."
         return self.candidate(k, label, text) + self.gap[:-1]
 
 # %% ../../nbs/20_agents.ipynb #43717e2c
@@ -224,7 +221,7 @@ PROMPT_SETS = {
 
 def prompt_set(name: str) -> PromptSet:
     "The prompt set called `name` (a key of `PROMPT_SETS`)."
-    if name not in PROMPT_SETS: raise ValueError(f"prompts must be one of {AGENT_PROMPTS}, got {name!r}")
+    if name not in PROMPT_SETS: raise ValueError(f"prompts must be one of {tuple(PROMPT_SETS)}, got {name!r}")
     return PROMPT_SETS[name]
 
 # %% ../../nbs/20_agents.ipynb #b901d5d4
@@ -238,9 +235,7 @@ def _anchor_ok(a: str, query: str) -> bool: return bool(a.strip()) and a.strip()
 
 @dataclass(frozen=True)
 class Planner(Agent):
-    """The conflict planner: one request; (plan or None, record). Anchors not found verbatim in the request
-    are dropped (unless `check_anchors=False`). Fallback: no plan (counter queries then come from the
-    request)."""
+    "The conflict planner: (plan or None, record); anchors not in the request dropped. Fallback: no plan."
     prompts: str = "pace"        # the prompt set: its prompt and plan shape (`ReleasePlan` for 'release')
     max_directions: int = 3      # keep at most this many directions
     max_tokens: int = 200
@@ -279,8 +274,7 @@ class Planner(Agent):
 def _norm(s: str) -> str: return ' '.join(re.sub(r'[^\w\s]', ' ', s.lower()).split())
 
 def _clean_counters(counters: list[str], query: str, n: int) -> list[str]:
-    """Strip, drop empties, copies of the request and near-duplicates (same words ignoring case and
-    punctuation); cut to `n`."""
+    "The counters stripped, without empties, copies of the request or near-duplicates (`_norm`); first `n`."
     out, seen = [], {_norm(query)}
     for c in counters:
         c = ' '.join(str(c).split())
@@ -289,8 +283,7 @@ def _clean_counters(counters: list[str], query: str, n: int) -> list[str]:
 
 @dataclass(frozen=True)
 class ViewGenerator(Agent):
-    """The multi-view generator: one request; (counter queries, record). Fallback: none (the original view
-    alone)."""
+    "The multi-view generator: (counter queries, record). Fallback: none (the original view alone)."
     prompts: str = "pace"     # the prompt set
     max_counter: int = 3      # at most this many counter queries
     max_tokens: int = 200
@@ -324,8 +317,7 @@ class ViewGenerator(Agent):
 
 # %% ../../nbs/20_agents.ipynb #f28bd983
 def selection_schema(ids: list[str], top_n: int, constrained: bool = True) -> dict:
-    """JSON schema that only admits ids from `ids`, at most `top_n` of them (or, unconstrained, any strings:
-    the release's JSON mode, checked after)."""
+    "JSON schema admitting at most `top_n` of `ids` (unconstrained: any strings, checked after)."
     n = min(top_n, len(ids))
     items = {"type": "string", "enum": list(ids)} if constrained else {"type": "string"}
     size = dict(minItems=1 if n else 0, maxItems=n) if constrained else {}
@@ -335,8 +327,7 @@ def selection_schema(ids: list[str], top_n: int, constrained: bool = True) -> di
 # %% ../../nbs/20_agents.ipynb #d4781793
 def clean_selection(selected: list[str], shown_ids: list[str], top_n: int,
                     dedupe: bool = True) -> tuple[list[str], dict]:
-    """Keep ids that were shown, once each (unless `dedupe=False`, as the release does), in the model's order,
-    cut to `top_n`. Returns (ids, notes with the invalid and repeated ids)."""
+    "(the shown ids, once each unless `dedupe=False`, in the model's order, first `top_n`; notes)."
     known, out, invalid, dups = set(shown_ids), [], [], 0
     for i in selected:
         i = str(i).strip().strip('[]')
@@ -355,8 +346,7 @@ def token_counts(cm, texts: list[str], stage: str) -> list[int]:
     return many(list(texts), stage=stage) if many is not None else [cm.count_tokens(t) for t in texts]
 
 def _lazy_counts(cm, texts, stage: str, first: int = 16):
-    """Token counts of the iterable `texts` in order, asked for in batches of `first`, then twice as many each
-    time."""
+    "Token counts of the iterable `texts` in order, asked for in batches of `first`, then doubling."
     it, n = iter(texts), first
     while batch := list(itertools.islice(it, n)):
         yield from token_counts(cm, batch, stage); n *= 2
@@ -379,8 +369,7 @@ random.Random(0).shuffle(LABEL_CODES)   # 676 two-letter codes in a fixed order 
 def shown_labels(chunk: list[tuple[str, str]], # (doc_id, text) of one call
                  labels: str = "doc_id", # 'doc_id', 'position' (1..n in the order shown) or 'code'
                 ) -> list[tuple[str, str]]:
-    """(label, text) as one filter call shows `chunk`: a doc id like `mini-01-f0451` costs 11 Qwen tokens, a
-    position about 4, a code 3."""
+    "(label, text) as one filter call shows `chunk` (a doc id costs ~11 Qwen tokens, a position ~4)."
     if labels not in ("doc_id", "position", "code"):
         raise ValueError(f"labels must be 'doc_id', 'position' or 'code', got {labels!r}")
     if labels == "code" and len(chunk) > len(LABEL_CODES):
@@ -405,20 +394,19 @@ class SelectionReport(BaseModel):
     n_fallback: int = 0         # final ids kept because a call failed (first of the chunk)
     n_bye: int = 0              # final ids kept without a call (too few in their chunk to choose from)
     n_padded: int = 0           # final ids added to reach top_n
-    # final ids passed on as given: no call could select (context too small, max_rounds=0)
+    # final ids passed on as given: no call could select (the context is too small)
     n_passed_uncalled: int = 0
     n_unseen_dropped: int = 0   # candidates no model read and that are not in the output
-    n_cut_unjudged: int = 0     # winners cut without a final call (only when `max_rounds` ran out)
+    n_cut_unjudged: int = 0     # winners cut without a final call (a later round that could not select)
     note: str = ""
 
 # %% ../../nbs/20_agents.ipynb #c3cf5971
 def _reached_model(r) -> bool:
-    """Whether a model read the request of result `r`: it replied, usable or not (not so after an exception or
-    transport error)."""
+    "Whether a model read the request of result `r` (it replied; no exception or transport error)."
     return not isinstance(r, Exception) and (bool(r.ok) or r.text is not None or r.usage.prompt_tokens > 0)
 
-class _ChunkCalls:
-    "A filter stage's calls over chunks of candidates: the chunks, each call's request, its reply read."
+class Tournament:
+    "One filter stage over one query's candidates: rounds of chunked calls, and what they did."
     def __init__(self, flt, # the `EvidenceFilter` (its settings)
                  cm, query: str, ref_date, top_n: int,
                  stage: str): # 'prehop' or 'posthop' in PaceMaker
@@ -460,8 +448,7 @@ class _ChunkCalls:
 
     def judge(self, r, # the result of `request(chunk)`, or the Exception its call raised
               chunk: list[tuple[str, str]], n_chunks: int) -> tuple[list[str], AgentCall]:
-        """Read one call over a chunk of more than `top_n` candidates: the ids it keeps (fallback: the first
-        `top_n`) and the call record."""
+        "Read one call over a chunk: (the ids it keeps, or the first `top_n`; the call record)."
         rep, how, top_n = self.report, self.how, self.top_n
         ids = [i for i, _ in chunk]
         to_id = {lab: i for (lab, _), i in zip(shown_labels(chunk, self.flt.labels), ids)}
@@ -482,16 +469,11 @@ class _ChunkCalls:
                          n_chunks=n_chunks)
         return got, rec
 
-# %% ../../nbs/20_agents.ipynb #b6f855de
-class Tournament(_ChunkCalls):
-    "One filter stage over one query's candidates: rounds of chunked calls, and what they did."
     def rounds(self, cands: list[tuple[str, str]],
                chunked: bool = True): # False: one call over all candidates, whatever fits
-        """Steps: rounds of chunked selection until at most `top_n` candidates remain (or `max_rounds` ran
-        out); returns (the remaining candidates, call records)."""
+        "Steps: chunked rounds until `top_n` remain (or no call can select); (remaining, records)."
         cur, recs, texts, rep, top_n = list(cands), [], dict(cands), self.report, self.top_n
-        max_rounds = self.flt.max_rounds
-        while len(cur) > top_n and (max_rounds is None or rep.rounds < max_rounds):
+        while len(cur) > top_n:
             chunks = self.chunks(cur) if chunked else [cur]
             if len(chunks) > 1 and all(len(ch) <= top_n for ch in chunks):
                 rep.note = (f"the context window holds at most {max(map(len, chunks))} candidates per call: "
@@ -518,10 +500,7 @@ class Tournament(_ChunkCalls):
         rep, how, top_n, texts = self.report, self.how, self.top_n, dict(cands)
         out = [i for i, _ in cur]
         if len(out) > top_n:
-            rep.n_cut_unjudged = len(out) - top_n if rep.rounds else 0
-            rep.note = (rep.note or
-                        f"{self.flt.max_rounds} rounds were not enough: kept the first {top_n} winners")
-            out = out[:top_n]
+            rep.n_cut_unjudged, out = len(out) - top_n if rep.rounds else 0, out[:top_n]
         if len(cur) <= top_n and not recs:
             how.update(dict.fromkeys(out, 'bye'))   # nothing to choose from: no call
         how.update({i: 'passed' for i in out if i not in how})   # more than top_n, and no call could select
@@ -539,15 +518,13 @@ class Tournament(_ChunkCalls):
 # %% ../../nbs/20_agents.ipynb #54af9c63
 @dataclass(frozen=True)
 class EvidenceFilter(Agent):
-    """A filter, built from its settings: `steps(cm, query, ref_date, candidates, top_n)` chooses `top_n` ids
-    by tournament over context-sized chunks, a step per round; (ids, call records, report)."""
+    "A filter: keeps `top_n` ids by tournament over context-sized chunks; (ids, call records, report)."
     prompts: str = "pace"               # the prompt set: its prompt and listing
     labels: str = "doc_id"              # what the model sees and answers with: `shown_labels`
     max_tokens: int = 160               # completion budget per call
     pad: bool = True                    # fill a short selection from the order given
     constrained_ids: bool = True        # False: any ids admitted, those not shown dropped
     dedupe: bool = True                 # False: repeated ids kept (in the candidates too)
-    max_rounds: int | None = None       # bound on rounds (None: a call sees all winners)
 
     def messages(self, query: str, ref_date,
                  shown: list[tuple[str, str]], # (label, text) of one call, in the order shown
@@ -589,8 +566,7 @@ def _json_string(s: str) -> str:
 
 def read_structured_answer(r, stage: str = "answer", decoding: str = "greedy", # as `pace.calls.read_reply`
                           ) -> tuple[str | None, str | None, AgentCall]:
-    """(reply or None, decision or None, record) of a structured answer; output that is not the JSON asked for
-    is salvaged."""
+    "(reply or None, decision or None, record) of a structured answer; other output salvaged."
     ans, rec = read_reply(r, stage, AnswerWithDecision, decoding)
     if ans is not None and ans.reply.strip(): return ans.reply.strip(), ans.decision, rec
     text = (rec.text or '').strip()
@@ -609,8 +585,7 @@ def read_structured_answer(r, stage: str = "answer", decoding: str = "greedy", #
 # %% ../../nbs/20_agents.ipynb #6898a492
 @dataclass(frozen=True)
 class AnswerGenerator(Agent):
-    """The assistant's reply to a request given facts (cut to fit the context), tidied to at most 4 sentences:
-    one request; (answer, record). Fallback: empty answer."""
+    "The reply to a request from facts (cut to fit), tidied: (answer, record). Fallback: empty answer."
     prompts: str = "pace"               # the prompt set (the release's: free text)
     answer_format: str = "free_text"    # 'structured': the decision in `record.notes`
     max_tokens: int = 200               # room kept for the answer

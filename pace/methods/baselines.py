@@ -62,8 +62,7 @@ def _shown(x, n: int = 60) -> str:
     return f"{r[:n] + '...' if len(r) > n else r} ({type(x).__name__})"
 
 def check_ids(ids, known, k: int | None = None, what: str = "ids") -> list[str]:
-    """`ids` as a list when each is a string and a `known` doc id, none twice and at most `k` of them (None:
-    no bound); an `OutputError` naming every problem otherwise."""
+    "`ids` as a list of known doc ids, none twice, at most `k`; else an `OutputError` naming each problem."
     if _not_a_list(ids):
         raise OutputError(f"{what}: got {_shown(ids)}, not a list of doc ids")
     ids = list(ids)
@@ -142,8 +141,7 @@ class Oracle(_Base):
 
 # %% ../../nbs/22_baselines.ipynb #fcde5279
 class FullKB(_Base):
-    """All facts in KB order ('kb-order'), or sorted by dense similarity to the request ('dense-fit'); the
-    prompt keeps what fits."""
+    "All facts in KB order ('kb-order') or by dense similarity ('dense-fit'), as many as the prompt fits."
     name, ranked, retrieves = "full_kb", False, False
     def __init__(self, chat_model, index=None, *,
                  policy: str = "kb-order", # 'kb-order' or 'dense-fit' (needs an index)
@@ -233,8 +231,7 @@ class PaceMakerMethod:
         return self._result(self.pm.run(query, instance, kb=kb, answer=answer))
     def run_batch(self, queries: list, instances: list, kbs: list | None = None,
                   answer: bool = True) -> list[MethodResult]:
-        """Run PaceMaker on many queries stage by stage (`PaceMaker.run_batch`): the same results as `run` one
-        by one."""
+        "Run PaceMaker on many queries stage by stage: the same results as `run` one by one."
         return [self._result(tr) for tr in self.pm.run_batch(queries, instances, kbs, answer=answer)]
     def _result(self, tr) -> MethodResult:
         return MethodResult(retrieved_ids=tr.final_ids, ranked=True, answer=tr.answer, evidence=tr.evidence,
@@ -415,8 +412,7 @@ def run_method(spec: str) -> MethodSpec:
 
 # %% ../../nbs/22_baselines.ipynb #176e2b3b
 def method_size(name: str) -> tuple[str, int | None]:
-    """(base name, evidence size or None) of a method name; a size on a method not in `SIZED`, or not >= 1, is
-    an error."""
+    "(base name, evidence size or None) of a method name; a bad size, or one on a method not `SIZED`: error."
     base, at, n = name.partition("@")
     if not at: return name, None
     if base not in SIZED or not re.fullmatch(r"[1-9][0-9]*", n):
@@ -483,8 +479,7 @@ def refused_result(method, query, e: Exception) -> MethodResult:
 
 # %% ../../nbs/22_baselines.ipynb #2fefda08
 def checked_result(r, method, kb) -> MethodResult:
-    """`r` (what `method.run` returned) as a `MethodResult` when it keeps the rule above (`method`'s `k` and
-    `repeats` are read); an `OutputError` saying what is wrong otherwise."""
+    "`r` as a `MethodResult` if it keeps the rule (`method`'s `k`, `repeats` read); else `OutputError`."
     if isinstance(r, dict):
         try: r = MethodResult(**r)
         except (TypeError, ValueError) as e:

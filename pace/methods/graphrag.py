@@ -15,7 +15,8 @@ from .agents import AnswerGenerator, persona_name
 from .baselines import MethodResult, BaselineTrace
 from ..atomic import write_text
 from ..index import facts_sha256, check_facts, embedder_fingerprint
-from .hipporag import model_identity, own_accounts, InstanceStore
+from .hipporag import own_accounts, InstanceStore, StructuredMethod
+from ..runfolder import model_fingerprint
 
 _log = logging.getLogger(__name__)
 
@@ -44,8 +45,7 @@ def _schema(rf) -> dict | None:
 
 # %% ../../nbs/24_graphrag.ipynb #38ced9b3
 def _chat_request(body: dict, max_tokens: int) -> tuple[list[dict], dict]:
-    """(messages, keyword arguments) of the `pace.llm` chat call for the OpenAI chat request `body`;
-    `max_tokens` when it sets none."""
+    "(messages, keyword arguments) of the `pace.llm` chat call for the OpenAI request `body`."
     msgs = [{"role": {"developer": "system"}.get(m.get("role"), m.get("role")),
              "content": _text(m.get("content"))} for m in body.get("messages", [])]
     mt = body.get("max_completion_tokens") or body.get("max_tokens") or max_tokens
@@ -68,15 +68,13 @@ def _chat_completion(text: str, usage: dict, model: str) -> dict:
 
 # %% ../../nbs/24_graphrag.ipynb #0f328ae2
 def _chat_stream(text: str, usage: dict | None, model: str) -> bytes:
-    """The server-sent events of a streamed completion whose reply is `text` (a usage chunk when `usage` is
-    given)."""
+    "The server-sent events of a streamed completion of `text` (a usage chunk when `usage` is given)."
     cid, now = "chatcmpl-" + uuid.uuid4().hex[:12], int(time.time())
     chunk = lambda delta, fin: {"id": cid, "object": "chat.completion.chunk", "created": now, "model": model,
                                 "choices": [{"index": 0, "delta": delta, "finish_reason": fin}]}
     events = [chunk({"role": "assistant", "content": text}, None), chunk({}, "stop")]
     if usage is not None:
-        events.append({"id": cid, "object": "chat.completion.chunk", "created": now, "model": model,
-                       "choices": [], "usage": usage})
+        events.append(dict(chunk({}, None), choices=[], usage=usage))
     return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
 
 # %% ../../nbs/24_graphrag.ipynb #187bec51
@@ -105,8 +103,7 @@ class _Server(ThreadingHTTPServer):
 
 # %% ../../nbs/24_graphrag.ipynb #1b107a62
 def _handler(proxy) -> type:
-    """The `BaseHTTPRequestHandler` class of `proxy` (a `ModelProxy`): GET <stage>/v1/models, POST
-    <stage>/v1/chat/completions and <stage>/v1/embeddings."""
+    "The request handler of `proxy`: GET <stage>/v1/models, POST <stage>/v1/chat/completions, embeddings."
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         def log_message(self, *a): pass
@@ -135,8 +132,7 @@ def _handler(proxy) -> type:
 
 # %% ../../nbs/24_graphrag.ipynb #75b871c6
 class ModelProxy:
-    """An OpenAI-compatible HTTP endpoint on 127.0.0.1 answering with a `pace.llm` chat model and a
-    `pace.embed` embedder."""
+    "An OpenAI-compatible HTTP endpoint on 127.0.0.1 for a `pace.llm` chat model and `pace.embed` embedder."
     def __init__(self, chat_model=None, embedder=None, *, host: str = "127.0.0.1", port: int = 0,
                  max_tokens: int = 1024, # completion budget when a request sets none
                  # the same for the requests of some stages (stage -> budget)
@@ -146,7 +142,6 @@ class ModelProxy:
         self.n_chat = self.n_embed = self.n_failed = 0
         self._lock = threading.Lock()
         self.server = _Server((host, port), _handler(self))
-        self.server.daemon_threads = True
         self.host, self.port, self._thread = host, self.server.server_address[1], None
 
     def base_url(self, stage: str = "proxy") -> str:
@@ -163,8 +158,7 @@ class ModelProxy:
     def __exit__(self, *a): self.stop()
 
     def _chat(self, h, body: dict, stage: str):
-        """Answer the chat completion request `body` on handler `h` with the chat model (an empty reply when
-        its call failed)."""
+        "Answer the chat request `body` on handler `h` with the chat model (empty if its call failed)."
         msgs, kw = _chat_request(body, self.stage_max_tokens.get(stage, self.max_tokens))
         r = self.cm.chat(msgs, stage=stage, **kw)
         with self._lock: self.n_chat += 1; self.n_failed += 0 if r.ok else 1
@@ -209,8 +203,7 @@ GRAPHRAG_STAGES = {"extract_graph": "graphrag_extract", "summarize_descriptions"
 
 # %% ../../nbs/24_graphrag.ipynb #4e1b2198
 def graphrag_settings(root, proxy: ModelProxy, dim: int) -> dict:
-    """GraphRAG's settings for an instance folder `root`: defaults, with models routed through `proxy` (one
-    stage per workflow)."""
+    "GraphRAG's settings for the folder `root`: defaults, models behind `proxy` (a stage a workflow)."
     root = Path(root).resolve()
     model = lambda stage, name: dict(model_provider="openai", model=name, api_base=proxy.base_url(stage),
                                      api_key="sk-local")
@@ -229,9 +222,8 @@ def graphrag_settings(root, proxy: ModelProxy, dim: int) -> dict:
         # be sent again
         s["concurrent_requests"] = 1
     for wf, st in GRAPHRAG_STAGES.items():
-        s[wf] = {"completion_model_id": st} | ({"embedding_model_id": "graphrag_embed"}
-                                               if wf in ("local_search", "drift_search", "basic_search")
-                                               else {})
+        embeds = wf in ("local_search", "drift_search", "basic_search")
+        s[wf] = {"completion_model_id": st} | ({"embedding_model_id": "graphrag_embed"} if embeds else {})
     return s
 
 # %% ../../nbs/24_graphrag.ipynb #25430bee
@@ -250,8 +242,7 @@ def _dist_version() -> str | None:
 
 # %% ../../nbs/24_graphrag.ipynb #1fe0e319
 def _graphrag_env():
-    """Environment GraphRAG needs offline, set before it is first imported: litellm's bundled price list,
-    quiet LanceDB."""
+    "Environment GraphRAG needs offline, set before its import: litellm's local prices, quiet LanceDB."
     # litellm must not fetch its price list at import
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("LANCEDB_LOG", "error")
@@ -264,8 +255,7 @@ def _load_config(settings: dict):
 
 # %% ../../nbs/24_graphrag.ipynb #c4c2bf9f
 def _run_async(coro_fn, timeout: float | None = None):
-    """Run `coro_fn()` to completion in a fresh event loop on a worker thread (safe inside Jupyter), with an
-    optional timeout."""
+    "Run `coro_fn()` in a fresh event loop on a worker thread (safe in Jupyter), with an optional timeout."
     async def main(): return await (asyncio.wait_for(coro_fn(), timeout) if timeout else coro_fn())
     with ThreadPoolExecutor(1) as ex: return ex.submit(asyncio.run, main()).result()
 
@@ -322,29 +312,15 @@ class GraphRAGIndex:
         if self._tables is None:
             import pandas as pd
             out = self.root/"output"
-            self._tables = {n: pd.read_parquet(out/f"{n}.parquet") for n in ("entities", "communities",
-                                                                             "community_reports",
-                                                                             "text_units", "relationships")}
+            names = ("entities", "communities", "community_reports", "text_units", "relationships")
+            self._tables = {n: pd.read_parquet(out/f"{n}.parquet") for n in names}
             cov = out/"covariates.parquet"
             self._tables["covariates"] = pd.read_parquet(cov) if cov.exists() else None
         return self._tables
 
-# %% ../../nbs/24_graphrag.ipynb #cd7072fb
-def _stored_index(d: Path, key: dict) -> GraphRAGIndex | None:
-    """The index saved in folder `d` if its manifest matches `key`; None (with a warning when it is stale)
-    otherwise."""
-    try:
-        man = json.loads((d/"manifest.json").read_text())
-        if {k: man.get(k) for k in key} == key: return GraphRAGIndex(d, man, "loaded")
-        _log.warning("GraphRAG index %s is stale (%s): rebuilding", d, ", ".join(k for k in key
-                                                                                 if man.get(k) != key[k]))
-    except (OSError, ValueError): pass
-    return None
-
 # %% ../../nbs/24_graphrag.ipynb #5f6a3ac7
 def _write_input(d: Path, facts):
-    """Clear folder `d` of a previous build's manifest and output, and write `facts` as GraphRAG's input
-    (`input/docs.jsonl`)."""
+    "Clear folder `d` of an old build's manifest and output; write `facts` as `input/docs.jsonl`."
     (d/"manifest.json").unlink(missing_ok=True)
     shutil.rmtree(d/"output", ignore_errors=True)
     (d/"input").mkdir(parents=True, exist_ok=True)
@@ -354,8 +330,7 @@ def _write_input(d: Path, facts):
 
 # %% ../../nbs/24_graphrag.ipynb #d95fbfcf
 def _build_cost(n_facts: int, t0: float, ca, ea, n_failed: int) -> dict:
-    """The cost of a build of `n_facts` facts started at `t0`: from its chat and embedder accounts `ca`, `ea`,
-    and the replies the proxy left empty."""
+    "The cost of a build of `n_facts` facts from `t0`: chat and embedder accounts, empty replies."
     stages, emb = _stage_cost(ca), _stage_cost(ea)
     tot = lambda f: sum(v[f] for v in stages.values())
     return dict(n_facts=n_facts, wall_seconds=round(time.perf_counter() - t0, 3), llm_calls=int(tot("calls")),
@@ -379,23 +354,19 @@ def _table_counts(d: Path) -> dict[str, int]:
 # %% ../../nbs/24_graphrag.ipynb #f4289760
 class GraphRAGStore(InstanceStore):
     "Disk-backed GraphRAG indexes, one folder per instance under `root`."
-    def __init__(self, root, chat_model, embedder, config: GraphRAGConfig | None = None):
-        self.root, self.cm, self.embedder = Path(root), chat_model, embedder
-        self.config = config or GraphRAGConfig()
-        self._mem = {}
+    Config, what = GraphRAGConfig, "GraphRAG"
     def key(self, facts) -> dict:
         _graphrag_env()
         import graphrag
-        return dict(facts_sha256=facts_sha256(check_facts(facts)), chat=model_identity(self.cm),
+        return dict(facts_sha256=facts_sha256(check_facts(facts)), chat=model_fingerprint(self.cm),
                     embedder=embedder_fingerprint(self.embedder),
                     graphrag=getattr(graphrag, "__version__", None) or _dist_version(),
                     max_tokens=self.config.max_tokens,
                     **({} if self.config.extract_max_tokens is None
                        else dict(extract_max_tokens=self.config.extract_max_tokens)))
-    load = staticmethod(_stored_index)   # the stored index if its manifest matches, else None
+    def open(self, d: Path, man: dict) -> GraphRAGIndex: return GraphRAGIndex(d, man, "loaded")
     def build(self, instance_id: str, facts, key: dict) -> GraphRAGIndex:
-        """Run GraphRAG's indexing pipeline for `instance_id`, its models behind a proxy, and save the
-        manifest (last) with the cost."""
+        "Run GraphRAG's indexing for `instance_id` (models behind a proxy); the manifest last."
         _graphrag_env()
         import graphrag.api as api
         d = self.path(instance_id)
@@ -431,8 +402,7 @@ def source_doc_ids(context: dict, text_units) -> list[str]:
 # %% ../../nbs/24_graphrag.ipynb #ff07d2c5
 def local_search(idx: GraphRAGIndex, query: str, proxy: ModelProxy, embed_dim: int,
                  config: GraphRAGConfig | None = None) -> tuple[str, dict]:
-    """GraphRAG's local search over an index, its models routed through `proxy`: (response, context tables).
-    Raises TimeoutError after `config.timeout`."""
+    "GraphRAG's local search, models behind `proxy`: (response, context tables); TimeoutError past timeout."
     _graphrag_env()
     import graphrag.api as api
     cfg = config or GraphRAGConfig()
@@ -446,8 +416,7 @@ def local_search(idx: GraphRAGIndex, query: str, proxy: ModelProxy, embed_dim: i
 
 # %% ../../nbs/24_graphrag.ipynb #5d059143
 def _check_runnable(store):
-    """Raise when GraphRAG cannot run: the `graphrag` extra is missing, or there is no `store` (no embedder or
-    folder)."""
+    "Raise when GraphRAG cannot run: no `graphrag` extra, or no `store` (no embedder or folder)."
     why = graphrag_missing()
     if why: raise ModuleNotFoundError(why)
     if store is None:
@@ -456,8 +425,7 @@ def _check_runnable(store):
 
 # %% ../../nbs/24_graphrag.ipynb #840fe2ef
 def _index_or_error(store, errors: dict, iid: str, kb):
-    """The index of instance `iid`, or None when its build failed (now or before: `errors` maps instance ids
-    to why)."""
+    "The index of instance `iid`, or None when its build failed (`errors`: instance id -> why)."
     if iid in errors: return None
     try: return store.get(iid, kb)
     # a failed build (e.g. a model that extracts no entity) fails this instance's queries, not the run
@@ -468,21 +436,18 @@ def _index_or_error(store, errors: dict, iid: str, kb):
 # %% ../../nbs/24_graphrag.ipynb #60c6b2b2
 def _search(idx, query: str, cm, embedder, config: GraphRAGConfig,
             error: str | None = None) -> tuple[str | None, dict, list[str], AgentCall]:
-    """(response, context tables, cited doc ids, the search's call record) for `query` on `idx`; `error`: why
-    the index is missing."""
+    "(response, context tables, cited doc ids, call record) for `query`; `error`: why there is no index."
     rec = AgentCall(stage="graphrag_search", ok=True)
     try:
         if error: raise RuntimeError(error)
         with ModelProxy(cm, embedder, **config.proxy_budgets()) as px:
             response, ctx = local_search(idx, query, px, embedder.dim, config)
         ids = source_doc_ids(ctx, idx.tables()["text_units"])
-    except (TimeoutError, asyncio.TimeoutError):
-        response, ctx, ids = None, {}, []
-        rec.ok, rec.fallback = False, "no context"
-        rec.error = f"local search timed out after {config.timeout:g} s"
     except Exception as e:
         response, ctx, ids = None, {}, []
-        rec.ok, rec.error, rec.fallback = False, f"{type(e).__name__}: {e}", "no context"
+        rec.ok, rec.fallback = False, "no context"
+        rec.error = (f"local search timed out after {config.timeout:g} s"
+                     if isinstance(e, (TimeoutError, asyncio.TimeoutError)) else f"{type(e).__name__}: {e}")
     rec.text = response
     return response, ctx, ids, rec
 
@@ -496,8 +461,7 @@ def _search_details(response: str | None, ctx: dict, ids: list[str], idx, error:
 
 # %% ../../nbs/24_graphrag.ipynb #1efa8212
 def _policy(use_resp: bool, top_k: int) -> str:
-    """The trace's policy: local search's response as the answer's context (`use_resp`), or its first `top_k`
-    cited facts."""
+    "The trace's policy: the response as the answer's context (`use_resp`), or the first `top_k` cited."
     return ("local search's response as the answer's context; the ranking is the text units (facts) it "
             "cited, in context order"
             if use_resp else f"the first {top_k} facts local search cited, in context order")
@@ -515,22 +479,13 @@ def _answer_from(cm, query, instance, kb, response: str | None, ids: list[str], 
     return ans, None if use_resp else ids[:tr.answer_facts_used]
 
 # %% ../../nbs/24_graphrag.ipynb #df474f00
-class GraphRAG:
+class GraphRAG(StructuredMethod):
     "Microsoft GraphRAG (standard indexing, local search) behind the `Method` interface."
-    name, ranked, retrieves = "graphrag", True, True
-    def __init__(self, chat_model, index=None, *, embedder=None, root=None,
-                 config: GraphRAGConfig | None = None,
-                 answer_max_tokens: int | None = None):
-        embedder = embedder if embedder is not None else getattr(index, "embedder", None)
-        if root is None and hasattr(index, "root"): root = Path(index.root)/"@graphrag"
-        cfg = config or GraphRAGConfig()
-        if answer_max_tokens is not None:
-            cfg = cfg.model_copy(update=dict(answer_max_tokens=answer_max_tokens))
-        if cfg.answer_context not in ("response", "sources"):
-            raise ValueError(f"answer_context must be 'response' or 'sources', got {cfg.answer_context!r}")
-        self.cm, self.embedder, self.config = chat_model, embedder, cfg
-        self.store = GraphRAGStore(root, chat_model, embedder,
-                                   cfg) if embedder is not None and root is not None else None
+    name, Store = "graphrag", GraphRAGStore
+    def __init__(self, chat_model, index=None, **kw): # embedder, root, config, answer_max_tokens
+        super().__init__(chat_model, index, **kw)
+        if (ctx := self.config.answer_context) not in ("response", "sources"):
+            raise ValueError(f"answer_context must be 'response' or 'sources', got {ctx!r}")
         self._index_errors = {}   # instance id -> why its index could not be built (in this process)
 
     def run(self, query, instance, kb, answer: bool = True) -> MethodResult:

@@ -14,6 +14,7 @@ from ..calls import AgentCall, call_agent, prompt_asset
 from .agents import AnswerGenerator, persona_name
 from .baselines import MethodResult, BaselineTrace
 from ..atomic import write_text
+from ..runfolder import model_fingerprint
 from ..index import facts_sha256, check_facts, embedder_fingerprint
 from ..embed import inner_products, l2_normalise
 
@@ -24,8 +25,8 @@ __all__ = ['NER_SYSTEM', 'TRIPLE_SYSTEM', 'NER_SCHEMA', 'TRIPLE_SCHEMA', 'FILTER
            'text_processing', 'valid_triples', 'graph_triples', 'min_max', 'ner_messages', 'triple_messages',
            'prompts_sha256', 'read_openie', 'extract_openie', 'chunk_id', 'to_official_openie', 'from_official_openie',
            'HippoGraph', 'personalized_pagerank', 'FactFilter', 'link_facts', 'filter_messages', 'filter_schema',
-           'nearest_candidate', 'recognition_filter', 'dense_ranking', 'graph_ranking', 'model_identity',
-           'own_accounts', 'HippoIndex', 'InstanceStore', 'HippoStore', 'HippoRAG2']
+           'nearest_candidate', 'recognition_filter', 'dense_ranking', 'graph_ranking', 'own_accounts', 'HippoIndex',
+           'InstanceStore', 'HippoStore', 'StructuredMethod', 'HippoRAG2']
 
 # %% ../../nbs/23_hipporag.ipynb #21834878
 class HippoRAGConfig(BaseModel):
@@ -55,15 +56,13 @@ class HippoRAGConfig(BaseModel):
 
 # %% ../../nbs/23_hipporag.ipynb #28c65df5
 def text_processing(text) -> str:
-    """Lower-cased text with every character other than [a-z0-9 ] replaced by a space (the official
-    normalisation)."""
+    "Lower-cased text, each character but [a-z0-9 ] a space (the official normalisation)."
     if isinstance(text, (list, tuple)): return [text_processing(t) for t in text]
     return re.sub(r"[^A-Za-z0-9 ]", " ", str(text).lower()).strip()
 
 # %% ../../nbs/23_hipporag.ipynb #272fd619
 def valid_triples(triples) -> list[list[str]]:
-    """Triples with exactly three parts, as strings, first occurrence kept (the official
-    `filter_invalid_triples`)."""
+    "Triples of exactly three parts, as strings, first occurrence kept (official `filter_invalid_triples`)."
     out, seen = [], set()
     for t in triples or []:
         if not isinstance(t, (list, tuple)) or len(t) != 3: continue
@@ -91,18 +90,13 @@ NER_SYSTEM = prompt_asset("hipporag/NER_SYSTEM.md")
 TRIPLE_SYSTEM = prompt_asset("hipporag/TRIPLE_SYSTEM.md")
 
 # %% ../../nbs/23_hipporag.ipynb #0042a837
-_EXAMPLE_NOTE = "Dr. Lena Park moved her Tuesday clinic at Riverside Hospital to 14:00 from 3 March 2026."
-_EXAMPLE_NER = {"named_entities": ["Dr. Lena Park", "Tuesday clinic", "Riverside Hospital", "14:00",
-                                   "3 March 2026"]}
-_EXAMPLE_TRIPLES = {"triples": [["Dr. Lena Park", "moved", "Tuesday clinic"], ["Tuesday clinic", "is held at",
-                                                                               "Riverside Hospital"],
-                                ["Tuesday clinic", "now starts at", "14:00"], ["Tuesday clinic", "moved from",
-                                                                               "3 March 2026"]]}
+_EXAMPLE = prompt_asset("hipporag/EXAMPLE.json")   # the extraction's worked example
+_EXAMPLE_NOTE, _EXAMPLE_NER, _EXAMPLE_TRIPLES = _EXAMPLE["note"], _EXAMPLE["ner"], _EXAMPLE["triples"]
 
 # %% ../../nbs/23_hipporag.ipynb #4c4e5af0
+_STRINGS = {"type": "array", "items": {"type": "string"}}
 NER_SCHEMA = {"type": "object", "required": ["named_entities"],
-              "properties": {"named_entities": {"type": "array", "items": {"type": "string"},
-                                                "maxItems": 20}}}
+              "properties": {"named_entities": _STRINGS | {"maxItems": 20}}}
 TRIPLE_SCHEMA = {"type": "object", "required": ["triples"],
                  "properties": {"triples": {"type": "array", "maxItems": 20, "items": {
                      "type": "array", "items": {"type": "string"}, "minItems": 3, "maxItems": 3}}}}
@@ -111,8 +105,8 @@ TRIPLE_SCHEMA = {"type": "object", "required": ["triples"],
 def ner_messages(passage: str) -> list[dict]:
     "Chat messages for the named-entity step."
     return [dict(role="system", content=NER_SYSTEM), dict(role="user", content=f"Note: {_EXAMPLE_NOTE}"),
-            dict(role="assistant", content=json.dumps(_EXAMPLE_NER)), dict(role="user",
-                                                                           content=f"Note: {passage}")]
+            dict(role="assistant", content=json.dumps(_EXAMPLE_NER)),
+            dict(role="user", content=f"Note: {passage}")]
 
 # %% ../../nbs/23_hipporag.ipynb #9049b87c
 def triple_messages(passage: str, entities: list[str]) -> list[dict]:
@@ -126,15 +120,13 @@ def triple_messages(passage: str, entities: list[str]) -> list[dict]:
 
 # %% ../../nbs/23_hipporag.ipynb #a9c6ae1f
 def prompts_sha256() -> str:
-    """sha256 (16 hex) of the extraction prompts and their example: part of the index manifest, so changed
-    prompts rebuild the index."""
+    "sha256 (16 hex) of the extraction prompts and example: in the manifest, so new prompts rebuild."
     return hashlib.sha256(json.dumps([NER_SYSTEM, TRIPLE_SYSTEM, _EXAMPLE_NOTE, _EXAMPLE_NER,
                                       _EXAMPLE_TRIPLES]).encode()).hexdigest()[:16]
 
 # %% ../../nbs/23_hipporag.ipynb #79a24022
 def _parsed(r, key: str) -> list:
-    """The list under `key` of a structured chat result (parsed, or dug out of the text), [] when there is
-    none."""
+    "The list under `key` of a structured chat result (parsed, or dug out of the text); [] if none."
     p = r.parsed if r.ok else None
     if isinstance(p, BaseModel): p = p.model_dump()
     if p is None and r.ok and r.text:
@@ -146,15 +138,13 @@ def _parsed(r, key: str) -> list:
 
 # %% ../../nbs/23_hipporag.ipynb #cdbebd4e
 def _usage(r) -> dict:
-    return dict(ok=bool(r.ok), error=r.error, prompt_tokens=r.usage.prompt_tokens,
-                completion_tokens=r.usage.completion_tokens,
-                seconds=round(float(getattr(r, "seconds", 0.0) or 0.0), 4), cached=bool(getattr(r, "cached",
-                                                                                                False)))
+    u, secs = r.usage, round(float(getattr(r, "seconds", 0.0) or 0.0), 4)
+    return dict(ok=bool(r.ok), error=r.error, prompt_tokens=u.prompt_tokens,
+                completion_tokens=u.completion_tokens, seconds=secs, cached=bool(getattr(r, "cached", False)))
 
 # %% ../../nbs/23_hipporag.ipynb #293a193d
 def read_openie(path) -> dict[str, dict]:
-    """Rows of an extraction file by doc_id (the last line of a doc wins); a broken last line (a kill
-    mid-write) is ignored."""
+    "Rows of an extraction file by doc_id (a doc's last line wins); a broken last line is ignored."
     p, out = Path(path), {}
     if not p.exists(): return out
     lines = p.read_text(encoding="utf-8").splitlines()
@@ -176,8 +166,7 @@ def _cut_partial_line(path):
 
 # %% ../../nbs/23_hipporag.ipynb #ee82427a
 def _extract_batch(cm, chunk, cfg: HippoRAGConfig) -> list[dict]:
-    """The extraction rows of the facts `chunk`: NER for all, then triples given each fact's entities (two
-    chat batches)."""
+    "The extraction rows of the facts `chunk`: NER for all, then triples given the entities (2 batches)."
     ner = cm.chat_batch([dict(messages=ner_messages(f.text), schema=NER_SCHEMA,
                               max_tokens=cfg.ner_max_tokens) for f in chunk], stage="hippo_ner")
     ents = [list(dict.fromkeys(str(e) for e in _parsed(r, "named_entities"))) for r in ner]
@@ -186,8 +175,8 @@ def _extract_batch(cm, chunk, cfg: HippoRAGConfig) -> list[dict]:
                          for f, e in zip(chunk, ents)], stage="hippo_triples")
     return [dict(doc_id=f.doc_id, passage=f.text, extracted_entities=e,
                  extracted_triples=valid_triples(_parsed(rt, "triples")),
-                 usage=dict(ner=_usage(rn), triples=_usage(rt))) for f, rn, e, rt in zip(chunk, ner, ents,
-                                                                                         tri)]
+                 usage=dict(ner=_usage(rn), triples=_usage(rt)))
+            for f, rn, e, rt in zip(chunk, ner, ents, tri)]
 
 # %% ../../nbs/23_hipporag.ipynb #92faf801
 def extract_openie(cm, facts, path=None, *, config: HippoRAGConfig | None = None,
@@ -225,23 +214,20 @@ def to_official_openie(rows: list[dict]) -> dict:
 
 # %% ../../nbs/23_hipporag.ipynb #4d7b00fa
 def from_official_openie(obj: dict | str | Path, facts) -> list[dict]:
-    """Rows for `facts` from an official extraction file (or its parsed dict); a fact with no entry gets empty
-    lists."""
+    "Rows for `facts` from an official extraction file (or its dict); no entry: empty lists."
     if not isinstance(obj, dict): obj = json.loads(Path(obj).read_text(encoding="utf-8"))
     by_text = {d["passage"]: d for d in obj.get("docs", [])}
     out = []
     for f in facts:
         d = by_text.get(f.text, {})
-        out.append(dict(doc_id=f.doc_id, passage=f.text, extracted_entities=list(d.get("extracted_entities",
-                                                                                       [])),
-                        extracted_triples=valid_triples(d.get("extracted_triples", [])), usage={},
-                        imported=bool(d)))
+        ents, triples = list(d.get("extracted_entities", [])), valid_triples(d.get("extracted_triples", []))
+        out.append(dict(doc_id=f.doc_id, passage=f.text, extracted_entities=ents, extracted_triples=triples,
+                        usage={}, imported=bool(d)))
     return out
 
 # %% ../../nbs/23_hipporag.ipynb #ff33551e
 def _knn(vecs: np.ndarray, k: int, floor: float = -np.inf, batch: int = 256, slack: int = 8):
-    """For each row, the indices and cosines of its k nearest rows at least `floor` similar (itself included),
-    best first, ties by index."""
+    "Per row: indices and cosines of its k nearest rows at least `floor` similar (itself too), ties by index."
     n = len(vecs); k = min(k, n)
     for s in range(0, n, batch):
         sims = vecs[s:s + batch] @ vecs.T
@@ -260,8 +246,7 @@ def _embed(embedder, texts, stage) -> np.ndarray:
 
 # %% ../../nbs/23_hipporag.ipynb #057e4e99
 def _triple_edges(rows: list[dict], chunk_triples: list[list[tuple]]) -> tuple[dict, dict]:
-    """(edges, phrase -> doc ids): +1 to (subject, object) and (object, subject) per fact stating a triple,
-    and (passage, phrase) = 1."""
+    "(edges, phrase -> doc ids): +1 both ways per fact stating a triple; (passage, phrase) = 1."
     edges, ent_docs = {}, {}
     for r, ts in zip(rows, chunk_triples):
         for s, _, o in ts:
@@ -274,8 +259,7 @@ def _triple_edges(rows: list[dict], chunk_triples: list[list[tuple]]) -> tuple[d
 
 # %% ../../nbs/23_hipporag.ipynb #b782c678
 def _synonymy_edges(entities: list[str], vecs: np.ndarray, cfg: HippoRAGConfig) -> dict:
-    """(phrase, neighbour) -> cosine for the neighbours of each phrase at least `synonymy_threshold` similar,
-    at most `synonymy_max_edges` each."""
+    "(phrase, neighbour) -> cosine, at least `synonymy_threshold`, at most `synonymy_max_edges` each."
     syn = {}
     for i, idx, sc in _knn(vecs, cfg.synonymy_top_k, floor=cfg.synonymy_threshold):
         if len(re.sub("[^A-Za-z0-9]", "", entities[i])) <= 2: continue
@@ -354,12 +338,10 @@ class HippoGraph:
 
 # %% ../../nbs/23_hipporag.ipynb #00b51de7
 def personalized_pagerank(graph, reset: np.ndarray, damping: float = 0.5) -> np.ndarray:
-    """PPR scores of every node (igraph PRPACK, undirected, weighted), the reset vector cleaned as the
-    official code does."""
+    "PPR scores of every node (igraph PRPACK, undirected, weighted), reset cleaned as officially."
     reset = np.where(np.isnan(reset) | (reset < 0), 0.0, np.asarray(reset, dtype=np.float64))
     return np.asarray(graph.personalized_pagerank(vertices=range(graph.vcount()), damping=damping,
-                                                  directed=False,
-                                                   weights="weight", reset=reset.tolist(),
+                                                  directed=False, weights="weight", reset=reset.tolist(),
                                                   implementation="prpack"))
 
 # %% ../../nbs/23_hipporag.ipynb #8407777f
@@ -390,8 +372,8 @@ def filter_schema(candidates: list[tuple], n: int, matching: str = "nearest") ->
     "The filter's JSON schema: the official `Fact` (`nearest`), or at most `n` candidates (`exact`)."
     if matching == "nearest":
         triple = {"type": "array", "items": {"type": "string"}}
-        return {"type": "object", "required": ["fact"], "properties": {"fact": {"type": "array",
-                                                                                "items": triple}}}
+        return {"type": "object", "required": ["fact"],
+                "properties": {"fact": {"type": "array", "items": triple}}}
     return {"type": "object", "required": ["fact"],
             "properties": {"fact": {"type": "array", "maxItems": n,
                                     "items": {"enum": [list(c) for c in candidates]}}}}
@@ -406,8 +388,7 @@ def nearest_candidate(fact: list[str], candidates: list[tuple]) -> int:
 def recognition_filter(cm, query: str, candidates: list[tuple], *, max_kept: int = 5, max_tokens: int = 512,
                        matching: str = "nearest", stage: str = "hippo_filter"
                       ) -> tuple[list[int] | None, AgentCall]:
-    """Positions in `candidates` of the kept triples (the model's order, at most `max_kept`); None if the call
-    failed."""
+    "Positions in `candidates` of the kept triples (model's order, at most `max_kept`); None: failed."
     if matching not in ("nearest", "exact"):
         raise ValueError(f"matching: 'nearest' or 'exact', not {matching!r}")
     if not candidates: return [], AgentCall(stage=stage, ok=True, notes=dict(n_candidates=0))
@@ -433,8 +414,7 @@ def dense_ranking(g: HippoGraph, qvec: np.ndarray) -> list[tuple[str, float]]:
 # %% ../../nbs/23_hipporag.ipynb #3e151eb4
 def graph_ranking(g: HippoGraph, qvec: np.ndarray, kept: list[int], fact_scores: np.ndarray,
                   config: HippoRAGConfig | None = None) -> tuple[list[tuple[str, float]], dict]:
-    """All passages ranked by PPR seeded from the kept triples' phrases and every passage's dense score;
-    (ranking, details)."""
+    "(ranking, details): all passages by PPR from the kept triples' phrases and the dense scores."
     cfg = config or HippoRAGConfig()
     n_e = len(g.entities)
     phrase_w, occurs = np.zeros(g.n_nodes), np.zeros(g.n_nodes)
@@ -460,18 +440,10 @@ def graph_ranking(g: HippoGraph, qvec: np.ndarray, kept: list[int], fact_scores:
 # %% ../../nbs/23_hipporag.ipynb #274b894e
 FORMAT_VERSION = 2   # 2: vectors, synonymy edges and scores alike on every CPU (`inner_products`)
 
-# %% ../../nbs/23_hipporag.ipynb #835f72eb
-def model_identity(m) -> dict:
-    "A model's fingerprint (backend, model id, options), or its class and id."
-    fp = getattr(m, "fingerprint", None)
-    ident = fp() if callable(fp) else dict(backend=type(m).__name__, model_id=getattr(m, "model_id", None))
-    return json.loads(json.dumps(ident, default=str))
-
 # %% ../../nbs/23_hipporag.ipynb #0982cbb7
 @contextmanager
 def own_accounts(*models):
-    """Give each model a fresh `Accounts` inside the block (restored after); yields them, so a build's cost is
-    kept apart."""
+    "Give each model a fresh `Accounts` inside the block (restored after), yielded: a build's cost apart."
     from pace.cache import Accounts
     olds = [getattr(m, "accounts", None) for m in models]
     news = [Accounts() for _ in models]
@@ -485,19 +457,18 @@ def own_accounts(*models):
 # %% ../../nbs/23_hipporag.ipynb #838d2eb5
 def _stage_sum(acc, prefix) -> dict:
     st = {k: v for k, v in acc.by_stage().items() if k.startswith(prefix)}
-    return {f: round(sum(d[f] for d in st.values()), 4) for f in ("calls", "cache_hits", "model_calls",
-                                                                  "failures", "prompt_tokens",
-                                                                  "completion_tokens", "seconds",
-                                                                  "model_seconds")}
+    fields = ("calls", "cache_hits", "model_calls", "failures", "prompt_tokens", "completion_tokens",
+              "seconds", "model_seconds")
+    return {f: round(sum(d[f] for d in st.values()), 4) for f in fields}
 
 # %% ../../nbs/23_hipporag.ipynb #6c95c4ef
 def _save_graph(g: HippoGraph, d: Path):
     pos = {n: i for i, n in enumerate(g.names)}
-    (d/"graph.json").write_text(json.dumps(dict(passages=g.passages, texts=g.texts, entities=g.entities,
-                                                facts=g.facts,
-        edges=[[pos[a], pos[b], w] for (a, b), w in g.edges.items()], synonymy=[[pos[a], pos[b]] for a,
-                                                                                b in sorted(g._syn)],
-        ent_docs=g.ent_docs), ensure_ascii=False))
+    edges = [[pos[a], pos[b], w] for (a, b), w in g.edges.items()]
+    synonymy = [[pos[a], pos[b]] for a, b in sorted(g._syn)]
+    graph = dict(passages=g.passages, texts=g.texts, entities=g.entities, facts=g.facts, edges=edges,
+                 synonymy=synonymy, ent_docs=g.ent_docs)
+    (d/"graph.json").write_text(json.dumps(graph, ensure_ascii=False))
     np.savez(d/"vectors.npz", **g.vecs)
 
 # %% ../../nbs/23_hipporag.ipynb #7d880570
@@ -505,9 +476,8 @@ def _load_graph(d: Path) -> HippoGraph:
     j = json.loads((d/"graph.json").read_text())
     with np.load(d/"vectors.npz", allow_pickle=False) as z: vecs = {k: z[k] for k in z.files}
     names = [f"e:{e}" for e in j["entities"]] + [f"p:{p}" for p in j["passages"]]
-    g = HippoGraph(j["passages"], j["texts"], j["entities"], j["facts"], {(names[a], names[b]): w for a, b,
-                                                                          w in j["edges"]}, j["ent_docs"],
-                   vecs)
+    edges = {(names[a], names[b]): w for a, b, w in j["edges"]}
+    g = HippoGraph(j["passages"], j["texts"], j["entities"], j["facts"], edges, j["ent_docs"], vecs)
     g._syn = {(names[a], names[b]) for a, b in j["synonymy"]}
     return g
 
@@ -519,23 +489,9 @@ class HippoIndex:
     @property
     def cost(self) -> dict: return self.manifest.get("cost", {})
 
-# %% ../../nbs/23_hipporag.ipynb #543f112e
-def _stored_index(d: Path, key: dict) -> HippoIndex | None:
-    """The index saved in folder `d` if its manifest matches `key`; None (with a warning when it is stale)
-    otherwise."""
-    try:
-        man = json.loads((d/"manifest.json").read_text())
-        if {k: man.get(k) for k in key} == key:
-            return HippoIndex(_load_graph(d), list(read_openie(d/"openie.jsonl").values()), man, "loaded")
-        why = ", ".join(k for k in key if man.get(k) != key[k])
-        _log.warning("HippoRAG 2 index %s is stale (%s): rebuilding", d, why)
-    except (OSError, ValueError, KeyError): pass
-    return None
-
 # %% ../../nbs/23_hipporag.ipynb #a70f90ad
 def _prepare_folder(d: Path, meta: dict) -> int:
-    """Ready folder `d` for a build (made by `meta`: chat model, prompts, graph settings); the number of facts
-    already extracted there."""
+    "Ready folder `d` for a build made by `meta`; the number of facts already extracted there."
     d.mkdir(parents=True, exist_ok=True)
     (d/"manifest.json").unlink(missing_ok=True)
     mp = d/"openie.meta.json"
@@ -551,8 +507,7 @@ def _prepare_folder(d: Path, meta: dict) -> int:
 
 # %% ../../nbs/23_hipporag.ipynb #b16803f5
 def _index_cost(rows: list[dict], ca, ea, n_before: int, t0: float, t1: float, t2: float) -> dict:
-    """The build's cost: `rows` extracted (`n_before` of them resumed), chat and embedder accounts `ca`, `ea`,
-    clock at start, after extraction, after the graph."""
+    "The build's cost from its rows, chat and embedder accounts, resumed rows and clock readings."
     use = [u for r in rows for u in (r.get("usage") or {}).values()]
     emb = _stage_sum(ea, "hippo_embed")
     cost = dict(n_facts=len(rows), llm_calls=len(use), llm_failures=sum(not u["ok"] for u in use),
@@ -568,16 +523,29 @@ def _index_cost(rows: list[dict], ca, ea, n_before: int, t0: float, t1: float, t
 
 # %% ../../nbs/23_hipporag.ipynb #02020496
 class InstanceStore:
-    """Indexes kept per instance under `root`: in memory, on disk while their manifest matches `key(facts)`,
-    else rebuilt (subclasses give `key`, `load`, `build`)."""
+    "Indexes per instance under `root`: in memory, on disk while the manifest matches `key(facts)`, or built."
+    def __init__(self, root, chat_model, embedder, config=None): # config: a `Config` (None: its defaults)
+        self.root, self.cm, self.embedder, self._mem = Path(root), chat_model, embedder, {}
+        self.config = config or self.Config()
+
     def path(self, instance_id: str) -> Path:
         "Folder of `instance_id` (the `pace.index.IndexStore` naming)."
         from pace.index import IndexStore
         return IndexStore(self.root, None).path(instance_id)
 
+    def load(self, d: Path, key: dict):
+        "The index saved in folder `d` if its manifest matches `key`; else None (warned when stale)."
+        try:
+            man = json.loads((d/"manifest.json").read_text())
+            if {k: man.get(k) for k in key} == key: return self.open(d, man)
+            why = ", ".join(k for k in key if man.get(k) != key[k])
+            log = logging.getLogger(type(self).__module__)   # the store's own module's logger
+            log.warning("%s index %s is stale (%s): rebuilding", self.what, d, why)
+        except (OSError, ValueError, KeyError): pass
+        return None
+
     def get(self, instance_id: str, facts):
-        """The index of `instance_id` over `facts`: from memory, from disk when its manifest matches, else
-        built."""
+        "The index of `instance_id` over `facts`: from memory, from disk if it matches, else built."
         key = self.key(facts)
         hit = self._mem.get(instance_id)
         if hit is not None and hit[0] == key: return hit[1]
@@ -588,19 +556,21 @@ class InstanceStore:
 # %% ../../nbs/23_hipporag.ipynb #adc10fa0
 class HippoStore(InstanceStore):
     "Disk-backed, manifest-checked HippoRAG 2 indexes, one folder per instance under `root`."
+    Config, what = HippoRAGConfig, "HippoRAG 2"
     def __init__(self, root, chat_model, embedder, config: HippoRAGConfig | None = None,
                  progress: bool = False):
-        self.root, self.cm, self.embedder = Path(root), chat_model, embedder
-        self.config, self.progress = config or HippoRAGConfig(), progress
-        self._mem = {}
+        super().__init__(root, chat_model, embedder, config)
+        self.progress = progress
 
     def key(self, facts) -> dict:
         "What the stored index must match."
         return dict(format_version=FORMAT_VERSION, facts_sha256=facts_sha256(check_facts(facts)),
-                    chat=model_identity(self.cm), embedder=embedder_fingerprint(self.embedder),
+                    chat=model_fingerprint(self.cm), embedder=embedder_fingerprint(self.embedder),
                     prompts=prompts_sha256(), params=self.config.graph_params())
 
-    load = staticmethod(_stored_index)   # the stored index if its manifest matches, else None
+    def open(self, d: Path, man: dict) -> HippoIndex:
+        "The index saved in folder `d`, its manifest `man`."
+        return HippoIndex(_load_graph(d), list(read_openie(d/"openie.jsonl").values()), man, "loaded")
 
     def build(self, instance_id: str, facts, key: dict) -> HippoIndex:
         "Extract, embed and build the graph of `instance_id`, then save it with its manifest (written last)."
@@ -623,11 +593,10 @@ class HippoStore(InstanceStore):
 # %% ../../nbs/23_hipporag.ipynb #4651c759
 def _ranking_details(g: HippoGraph, qvec: np.ndarray, fs: np.ndarray, top: list[int], kept: list[int] | None,
                      cfg: HippoRAGConfig) -> tuple[list[tuple[str, float]], dict]:
-    """(ranking, details): the candidate triples `top` with their scores `fs`, the `kept` ones, the PPR seeds,
-    and the `fallback` (None for PPR)."""
+    "(ranking, details): candidate triples and scores, the kept ones, PPR seeds and `fallback`."
     cands = [g.facts[i] for i in top]
-    det = dict(candidate_facts=[list(c) for c in cands], candidate_scores=[round(float(fs[i]), 4)
-                                                                           for i in top],
+    scores = [round(float(fs[i]), 4) for i in top]
+    det = dict(candidate_facts=[list(c) for c in cands], candidate_scores=scores,
                kept_facts=[list(cands[i]) for i in kept or []])
     if not cands: ranking, det["fallback"] = dense_ranking(g, qvec), "no triples in the index"
     elif kept is None: ranking, det["fallback"] = dense_ranking(g, qvec), "filter call failed"
@@ -639,28 +608,31 @@ def _ranking_details(g: HippoGraph, qvec: np.ndarray, fs: np.ndarray, top: list[
 
 # %% ../../nbs/23_hipporag.ipynb #95f5ec53
 def _top_ids(ranking: list[tuple[str, float]], k: int, tr: BaselineTrace) -> list[str]:
-    """The ids of the top `k` of `ranking`; their scores and the policy (PPR, or dense and why: the details'
-    `fallback`) go into `tr`."""
+    "The ids of the top `k` of `ranking`; their scores and the policy (PPR, or dense and why) go into `tr`."
     fb = tr.details.get("fallback")
     tr.policy = f"top-{k} passages by " + ("Personalized PageRank" if not fb else f"dense similarity ({fb})")
     tr.details["scores"] = [[d, round(s, 6)] for d, s in ranking[:k]]
     return [d for d, _ in ranking[:k]]
 
-# %% ../../nbs/23_hipporag.ipynb #f188001a
-class HippoRAG2:
-    "HippoRAG 2 behind the `Method` interface (index built on first use per instance)."
-    name, ranked, retrieves = "hipporag2", True, True
-    def __init__(self, chat_model, index=None, *, embedder=None, root=None,
-                 config: HippoRAGConfig | None = None,
-                 answer_max_tokens: int | None = None, progress: bool = False):
+# %% ../../nbs/23_hipporag.ipynb #5232129a
+class StructuredMethod:
+    "A method with an index of its own (`Store`, with its `Config`) behind the `Method` interface."
+    ranked, retrieves = True, True
+    def __init__(self, chat_model, index=None, *, embedder=None, root=None, config=None,
+                 answer_max_tokens: int | None = None, **store_kw):
         embedder = embedder if embedder is not None else getattr(index, "embedder", None)
-        if root is None and hasattr(index, "root"): root = Path(index.root)/"@hipporag2"
-        cfg = config or HippoRAGConfig()
+        if root is None and hasattr(index, "root"): root = Path(index.root)/f"@{self.name}"
+        cfg = config or self.Store.Config()
         if answer_max_tokens is not None:
             cfg = cfg.model_copy(update=dict(answer_max_tokens=answer_max_tokens))
         self.cm, self.embedder, self.config = chat_model, embedder, cfg
-        self.store = HippoStore(root, chat_model, embedder, cfg,
-                                progress=progress) if embedder is not None and root is not None else None
+        ok = embedder is not None and root is not None
+        self.store = self.Store(root, chat_model, embedder, cfg, **store_kw) if ok else None
+
+# %% ../../nbs/23_hipporag.ipynb #f188001a
+class HippoRAG2(StructuredMethod):
+    "HippoRAG 2 behind the `Method` interface (index built on first use per instance)."
+    name, Store = "hipporag2", HippoStore
 
     def retrieve(self, query: str, idx: HippoIndex, tr: BaselineTrace) -> list[tuple[str, float]]:
         "The full passage ranking for `query`, with what happened recorded in `tr`."

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import datetime as dt, math, re
 from pydantic import BaseModel, Field
-from ..calls import AgentCall, agent_request
+from ..calls import AgentCall, agent_request, prompt_asset
 from .agents import as_date
 from .pipeline import (PaceMakerConfig, Trace, View, ViewCandidates, RunState, StageSpec, STEPS,
                                    Variant, without)
@@ -36,8 +36,7 @@ def _next_with_day(ref: dt.date, day: int) -> dt.date | None:
     return None
 
 def request_dates(query: str, ref_date) -> list[dt.date]:
-    """The dates a request names, resolved against `ref_date`: ISO dates, 'June 14' / '14 June', 'the 12th',
-    today, tomorrow, weekdays."""
+    "The dates a request names, against `ref_date`: ISO, 'June 14', 'the 12th', today, weekdays..."
     t, ref, out = query.lower(), as_date(ref_date), []
     if re.search(r"\b(today|tonight|this (morning|afternoon|evening))\b", t): out.append(ref)
     if re.search(r"\btomorrow\b", t): out.append(ref + dt.timedelta(1))
@@ -64,8 +63,7 @@ def request_dates(query: str, ref_date) -> list[dt.date]:
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #cbf8939d
 def date_facts(idx, dates: list[dt.date], days_before: int = 1) -> list[str]:
-    """Ids of the facts of `idx` that name one of `dates`, or a day up to `days_before` before it (a night
-    shift, a late flight), as an ISO date; in KB order."""
+    "Ids of the facts naming one of `dates` (or up to `days_before` days before) as ISO dates."
     keys = {(d - dt.timedelta(i)).isoformat() for d in dates for i in range(days_before + 1)}
     return [i for i in idx.doc_ids if any(k in idx.text(i) for k in keys)] if keys else []
 
@@ -73,8 +71,7 @@ def date_facts(idx, dates: list[dt.date], days_before: int = 1) -> list[str]:
 _NOT_NAMES = {m.capitalize() for m in _WEEKDAYS + _MONTHS} | {"I"}
 
 def request_names(query: str) -> list[str]:
-    """The capitalised words of a request but the first of each sentence (its verb), weekdays, months and 'I':
-    people, places, titles."""
+    "The request's capitalised words but each sentence's first, weekdays, months and 'I'."
     out = []
     for sent in re.split(r"(?<=[.!?])\s+", query.strip()):
         caps = re.findall(r"\b[A-Z][\w'’-]*", sent)
@@ -85,23 +82,14 @@ def request_names(query: str) -> list[str]:
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #02f8ad8d
 def entity_view(query: str, dates: list[dt.date]) -> str:
-    """A structured view of the request: its names, then each date it names as an ISO date and a weekday (''
-    when it has none)."""
+    "The request's names, then each date it names as ISO date and weekday ('' when none)."
     return " ".join(request_names(query) + [x for d in dates for x in (d.isoformat(), f"{d:%A}")])
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #8f55548c
-SCORE_SYSTEM = """You help a personal assistant check a request from its user before acting on it.
-You see the request, the day it is made, the dates it names, and one fact from the assistant's memory.
-Question: could this fact change whether the request should go ahead as asked?
-Answer Yes if it is about the same people, place, day or time as the request,
-or about a commitment, routine, limit, need, rule, opening hour or travel time
-that could make the request impossible, late or unwise.
-Answer No if it is background that does not bear on this request.
-Answer with one word: Yes or No."""
+SCORE_SYSTEM = prompt_asset("agents/SCORE_SYSTEM.md")
 
 def score_messages(query: str, ref_date, dates: list[dt.date], fact: str) -> list[dict]:
-    """Chat messages of one pointwise judgement of `fact`; everything before the fact is the same for all of a
-    request's candidates."""
+    "Chat messages judging `fact`; all before the fact is the same for a request's candidates."
     ref = as_date(ref_date)
     named = ", ".join(f"{d:%A} {d.isoformat()}" for d in dates) or "none"
     user = f"Request: {query}\nMade on: {ref:%A} {ref.isoformat()}\nDates it names: {named}\nFact: {fact}"
@@ -109,8 +97,7 @@ def score_messages(query: str, ref_date, dates: list[dt.date], fact: str) -> lis
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #ef3bc9ba
 def yes_probability(top: dict | None) -> float | None:
-    """P(yes) / (P(yes) + P(no)) over the tokens of `top` ({token text: log-probability} of the first
-    generated token) that read 'yes' or 'no' (any case, spaces stripped); None if neither is there."""
+    "P(yes) / (P(yes) + P(no)) of first-token log-probabilities `top`; None if neither is there."
     if not top: return None
     mass = lambda w: sum(math.exp(v) for t, v in top.items() if t.strip().lower() == w)
     y, n = mass("yes"), mass("no")
@@ -118,8 +105,7 @@ def yes_probability(top: dict | None) -> float | None:
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #61503a1d
 def read_score(r) -> tuple[float | None, str]:
-    """(score, where it came from): 'logprob' (P(yes) from the log-probabilities), 'text' (a plain yes 1.0 /
-    no 0.0), 'junk' or 'failed' (None)."""
+    "(score, source): 'logprob' (P(yes)), 'text' (yes 1.0 / no 0.0), 'junk' or 'failed' (None)."
     if isinstance(r, Exception) or not r.ok: return None, "failed"
     if r.top_logprobs and (p := yes_probability(r.top_logprobs[0])) is not None: return p, "logprob"
     w = re.match(r"\W*(yes|no)\b", (r.text or "").lower())
@@ -129,8 +115,7 @@ def read_score(r) -> tuple[float | None, str]:
 # %% ../../nbs/21b_pacemaker_score.ipynb #a213321b
 def score_steps(query: str, ref_date, dates: list[dt.date], candidates: list[tuple[str, str]], *,
                 stage: str = "score", top_logprobs: int = 8):
-    """Steps (see `pace.calls.run_steps`): one yes/no call per candidate (doc_id, text), in order, all in one
-    step, `top_logprobs` asked for per call; returns ({doc_id: score or None}, record)."""
+    "Steps: one yes/no call per (doc_id, text), all in one step; ({doc_id: score or None}, record)."
     ask = lambda t: agent_request(score_messages(query, ref_date, dates, t), stage=stage, max_tokens=1)
     reqs = [dict(ask(t), top_logprobs=top_logprobs) for _, t in candidates]
     res = (yield reqs) if reqs else []
@@ -155,8 +140,7 @@ def score_ranking(scores: dict, order: list[str]) -> list[str]:
 
 # %% ../../nbs/21b_pacemaker_score.ipynb #df9ff5f9
 class ScoreConfig(PaceMakerConfig):
-    """pacemaker-score: the request's Hybrid ranking, its date facts, a view of its names and dates, and
-    yes/no scores, fused by WRRF."""
+    "pacemaker-score: the request's Hybrid ranking, date facts, entity view and yes/no scores, by WRRF."
     score_depth: int = Field(20, ge=1)          # the request's dense and BM25 top N (fused as Hybrid does)
     date_days_before: int = Field(1, ge=0)      # also the days before each named date
     max_date_facts: int = Field(5, ge=0)        # at most this many, the most similar to the request first

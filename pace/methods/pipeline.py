@@ -155,8 +155,7 @@ def pool_order(pool: list[PoolDoc], how: str = "bfs", seed: str = "") -> list[st
 
 # %% ../../nbs/21_pipeline.ipynb #44df087f
 def resolve_index(index, instance_id: str, kb):
-    """The index of `instance_id` from an index, an `IndexStore` (`get`, which needs the facts `kb`) or a
-    callable `(instance_id, kb) -> index`."""
+    "The index of `instance_id` from an index, an `IndexStore` (needs `kb`) or a callable `(id, kb)`."
     if hasattr(index, 'get'):
         if kb is None:
             raise ValueError("an IndexStore builds the index from the instance's facts: pass the kb")
@@ -168,8 +167,7 @@ def resolve_index(index, instance_id: str, kb):
 HYBRID_K = 10   # facts the Hybrid baseline retrieves, and its depth per retriever
 
 def hybrid_ranking(idx, query: str, k: int = HYBRID_K, k_rrf: float = 60) -> list[tuple[str, float]]:
-    """The Hybrid baseline's ranking: the request's dense and BM25 top `k`, fused by WRRF (weight 1), first
-    `k`."""
+    "The Hybrid baseline's ranking: the request's dense and BM25 top `k`, fused by WRRF; first `k`."
     return hybrid_search(idx, [(query, 1.0)], top_k=k, k_rrf=k_rrf).fused[:k]
 
 # %% ../../nbs/21_pipeline.ipynb #283c5025
@@ -226,10 +224,8 @@ def retrieve(st: RunState, c: PaceMakerConfig) -> list[str]:
 # %% ../../nbs/21_pipeline.ipynb #58d164f8
 def filter_ids(st: RunState, c: PaceMakerConfig, stage: str, ids: list[str], n: int,
                **kw): # more options of `EvidenceFilter.steps` (max_candidates, chunked)
-    """Steps: the filter stage `stage` ('prehop' or 'posthop') over the candidates `ids`, in the order shown;
-    `n` ids, the anchors first (not shown), then the filter's picks."""
-    kept = st.tr.anchors
-    slots = n - len(kept)
+    "Steps: filter `stage` over `ids`; `n` ids, the anchors first (not shown), then the filter's picks."
+    kept, slots = st.tr.anchors, n - len(st.tr.anchors)
     if slots <= 0: return kept[:n]
     cands = [(i, st.idx.text(i)) for i in ids if i not in kept]
     flt = EvidenceFilter(prompts=c.agent_prompts, labels=c.filter_labels, max_tokens=c.filter_max_tokens,
@@ -303,8 +299,7 @@ class StageSpec(NamedTuple):
 
 # %% ../../nbs/21_pipeline.ipynb #cdfefe49
 def run_stages(stages, st: RunState, c):
-    """Steps (see `pace.calls.run_steps`): each stage in order, with its funnel ids, its seconds and, from the
-    stage that decides the final order, the final ids and ranking rule recorded; returns the trace."""
+    "Steps: each stage in order, its funnel ids, seconds, final ids and rule recorded; the trace."
     tr = st.tr
     for s in stages:
         t0, out = time.perf_counter(), s.run(st, c)
@@ -359,8 +354,7 @@ class Pipeline(NamedTuple):
 
     def with_settings(self, **kw) -> Pipeline:
         "The same method with the settings `kw` changed (checked)."
-        s = self.settings
-        return self._replace(settings=type(s)(**(s.model_dump() | kw)))
+        return self._replace(settings=type(self.settings)(**(self.settings.model_dump() | kw)))
 
 # %% ../../nbs/21_pipeline.ipynb #99512750
 def without(*names: str) -> Callable:
@@ -374,8 +368,7 @@ def paper_value(*keys: str) -> Callable:
 
 # %% ../../nbs/21_pipeline.ipynb #1d0045e9
 def view_specificity(view: str, query: str) -> float:
-    """Share of the view's distinct BM25 tokens (stemmed, no stopwords) that also occur in the request; 0 for
-    a view with no token."""
+    "Share of the view's distinct BM25 tokens also in the request (0 for a view with no token)."
     v, q = (set(t) for t in bm25_tokens([view, query]))
     return len(v & q) / len(v) if v else 0.0
 
@@ -471,8 +464,7 @@ class PaceMaker:
     def config(self) -> PaceMakerConfig: return self.method.settings
 
     def _steps(self, query, instance, kb, answer):
-        """Steps (see `pace.calls.run_steps`): the stages on one query, without 'answer' when `answer` is
-        False; its trace (without `stages` and the total time)."""
+        "Steps: the stages on one query (no 'answer' unless `answer`); its trace."
         m, idx = self.method, resolve_index(self.index, instance.instance_id, kb)
         tr = m.trace(method=m.name, query_id=getattr(query, 'query_id', None), query=query.query,
                      ref_date=as_date(query.ref_date).isoformat(), config=m.settings.changed())
@@ -496,8 +488,7 @@ class PaceMaker:
 
     def run_batch(self, queries: list, instances: list, kbs: list | None = None,
                   answer: bool = True) -> list[Trace]:
-        """`run` for many queries (each with its instance and facts), stage by stage: each stage of all
-        queries (each tournament round) in one `chat_batch` call; the same traces."""
+        "`run` for many queries, stage by stage (one `chat_batch` per stage); the same traces."
         t_all, kbs = time.perf_counter(), [None] * len(queries) if kbs is None else list(kbs)
         if not len(queries) == len(instances) == len(kbs):
             raise ValueError("run_batch needs one instance (and kb) per query")
