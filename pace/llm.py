@@ -248,43 +248,30 @@ def _was_truncated(e:Entry, prep:dict) -> bool:
     return cap is not None and e.completion_tokens >= max(1, int(e.response.get("attempts") or 1)) * cap
 
 def _result_from_entry(e:Entry, prep:dict) -> ChatResult|None:
-    text, js = e.response.get("text"), prep["req"]["schema"]
-    parsed = None
-    if js is not None:
-        parsed, err = parse_structured(text, js, prep["cls"])
+    "The result a reply or a recorded failure of `prep` gives; None for a reply the schema now refuses."
+    r, js, parsed, ok = e.response, prep["req"]["schema"], None, e.kind != "failure"
+    if ok and js is not None:
+        parsed, err = parse_structured(r.get("text"), js, prep["cls"])
         if err: return None  # stored under another validator: treat as a miss
-    return ChatResult(ok=True, text=text, parsed=parsed, usage=Usage(e.prompt_tokens, e.completion_tokens),
-                      cached=True, seconds=e.seconds, attempts=0, key=e.key,
-                      notes=e.response.get("notes", []), top_logprobs=e.response.get("top_logprobs"),
-                      truncated=_was_truncated(e, prep))
+    return ChatResult(ok=ok, text=r.get("text"), parsed=parsed, error=r.get("error"),
+                      usage=Usage(e.prompt_tokens, e.completion_tokens), cached=True, seconds=e.seconds,
+                      attempts=0, key=prep["key"], notes=r.get("notes", []),
+                      top_logprobs=r.get("top_logprobs") if ok else None, truncated=_was_truncated(e, prep))
 
 def _failure_key(prep:dict) -> str: return request_key("failure", {"fingerprint": prep["fp"], **prep["req"]})
-
-def _result_from_failure(e:Entry, prep:dict) -> ChatResult:
-    "The recorded failure of `prep`, as a result answered from the cache."
-    r = e.response
-    return ChatResult(ok=False, text=r.get("text"), error=r.get("error"),
-                      usage=Usage(e.prompt_tokens, e.completion_tokens),
-                      cached=True, seconds=e.seconds, attempts=0, key=prep["key"], notes=r.get("notes", []),
-                      truncated=_was_truncated(e, prep))
 
 def _cached_results(cache:Cache|None, preps:list[dict],
                     failures:bool|set=False, # read recorded failures back: of every request, or of these keys
                    ) -> tuple[list, dict]:
-    ("Results found in `cache` (with `failures`, recorded failures too; else None), and {key: the request "
-     "that computes it}.")
-    hits = cache.get_many([p["key"] for p in preps]) if cache is not None else {}
-    results, first = [None]*len(preps), {}
-    for i, p in enumerate(preps):
-        if p["key"] in hits: results[i] = _result_from_entry(hits[p["key"]], p)
-    want = [r is None and (failures is True or (bool(failures) and p["key"] in failures))
-            for p, r in zip(preps, results)]
-    if cache is not None and any(want):
-        fails = cache.get_many([_failure_key(p) for p, w in zip(preps, want) if w])
-        results = [_result_from_failure(fails[_failure_key(p)], p) if w and _failure_key(p) in fails else r
-                   for p, r, w in zip(preps, results, want)]
-    for i, p in enumerate(preps):
-        if results[i] is None: first.setdefault(p["key"], i)
+    "Results found in `cache` (with `failures`, recorded failures too; else None), {key: its first index}."
+    want = [failures is True or (bool(failures) and p["key"] in failures) for p in preps]
+    keys = [p["key"] for p in preps] + [_failure_key(p) for p, w in zip(preps, want) if w]
+    hits, results, first = cache.get_many(keys) if cache is not None else {}, [], {}
+    for i, (p, w) in enumerate(zip(preps, want)):
+        r = _result_from_entry(hits[p["key"]], p) if p["key"] in hits else None
+        if r is None and w and _failure_key(p) in hits: r = _result_from_entry(hits[_failure_key(p)], p)
+        if r is None: first.setdefault(p["key"], i)
+        results.append(r)
     return results, first
 
 def _entry_for(model_id:str, p:dict, r:ChatResult) -> Entry:
@@ -358,8 +345,9 @@ FAILURE_POLICIES = ("retry", "reuse", "retry_once")   # what a request whose fai
 # %% ../nbs/02_llm.ipynb #5d806398
 ASK_OPTIONS = ("failures", "max_parse_retries", "decoding")   # how a `Cached` asks its backend (its options)
 
-class _Wrapping(Wrapper):
-    "The chat wrapper's own state; every other attribute is its backend's (read and set through)."
+# %% ../nbs/02_llm.ipynb #e6e4d494
+class Cached(Wrapper):
+    "A backend with a cache, accounts and a failure policy; every other attribute is its backend's."
     _own = Wrapper._own | {*ASK_OPTIONS, "_token_memo", "_cards_noted", "_retried"}
     def __init__(self, inner:ChatBackend, # the backend that computes replies
                  cache=None, # None: default cache file; a path or Cache; False: no cache
@@ -378,9 +366,6 @@ class _Wrapping(Wrapper):
 
     def __repr__(self): return f"Cached({self.inner!r}, cache={self.cache!r})"
 
-# %% ../nbs/02_llm.ipynb #38cc3f57
-class _Counting(_Wrapping):
-    "Token counts through a memo and the cache, and the model card a replay rebuilds the model object from."
     def count_tokens(self, text:str, *, stage:str="tokens") -> int:
         ("Token count of `text`: from memory, else from the cache, else from the backend (`_count_tokens`), "
          "then cached.")
@@ -426,9 +411,6 @@ class _Counting(_Wrapping):
         self._cards_noted.add(k)
         return [Entry(key=k, kind="card", model=self.model_id, stage="card", request=req, response=card)]
 
-# %% ../nbs/02_llm.ipynb #e6e4d494
-class Cached(_Counting):
-    "A backend with a cache, accounts and a failure policy: `chat` and `chat_batch` (options: `_Wrapping`)."
     def chat(self, messages:list[dict], *, schema=None, stage:str="default",
              temperature:float|None=0.0, # None: none sent (the backend's default sampling)
              max_tokens:int|None=512, # None: the room left in the context window (no cap sent)
@@ -441,12 +423,6 @@ class Cached(_Counting):
                                      max_tokens=max_tokens, seed=seed, top_logprobs=top_logprobs,
                                      response_format=response_format)],
                                stage=stage)[0]
-
-    def _lookup(self, preps:list[dict]) -> tuple[list, dict]:
-        ("The results the cache holds for `preps` (else None), and {key: the request that computes it}: "
-         "`_cached_results`, failures read back as the `failures` policy (or a replay) says.")
-        reads = {"retry": False, "reuse": True, "retry_once": self._retried}[self.failures]
-        return _cached_results(self.cache, preps, failures=True if self.replay else reads)
 
     def _on_miss(self, preps:list[dict]):
         "Called with the requests the cache lacks, before they go to the backend: a replay raises."
@@ -464,7 +440,8 @@ class Cached(_Counting):
         # once per batch; the round trip checks it is plain JSON
         fp = json.loads(canonical_json(self.inner.fingerprint()))
         preps = [_prepare(r, stage, fp, self.max_parse_retries) for r in requests]
-        results, first = self._lookup(preps)
+        reads = {"retry": False, "reuse": True, "retry_once": self._retried}[self.failures]
+        results, first = _cached_results(self.cache, preps, True if self.replay else reads)
         look, todo = (time.perf_counter() - t0) / max(1, len(preps)), sorted(first.values())
         if todo: self._on_miss([preps[i] for i in todo])
         self._retried.update(preps[i]["key"] for i in todo)
@@ -643,7 +620,7 @@ def as_chat_model(spec, # a chat spec (see `get_chat_model`), a backend, a `Cach
     if isinstance(spec, Cached):   # a copy (of its class) with its backend, cache and accounts, and `kw`
         if not kw: return spec
         old, new = {k: getattr(spec, k) for k in ASK_OPTIONS}, copy.copy(spec)
-        _Wrapping.__init__(new, spec.inner, spec.cache if spec.cache is not None else False,
+        Cached.__init__(new, spec.inner, spec.cache if spec.cache is not None else False,
                            accounts=spec.accounts, replay=spec.replay, **{**old, **kw})
         return new
     if hasattr(spec, "chat") and not isinstance(spec, ChatBackend): return spec
