@@ -184,9 +184,16 @@ def _check_store(path: Path):
         raise CacheFileError(f"{path} is a SQLite file of something else (tables: "
                              f"{', '.join(sorted(tables))}), not a pace cache")
 
-class _EntryStore(_SQLiteFile):
-    "The `entries` table of a SQLite file: read and write `Entry`s."
-    def __init__(self, path:Path, timeout:float|None=None, readonly:bool=False):
+class Cache(_SQLiteFile):
+    "SQLite cache of model calls (its `entries` table), safe for many threads and processes."
+    def __init__(self, path:str|Path|None=None, # file; default `default_cache_path()`; ":memory:" is refused
+                                                # (not shareable)
+                 timeout:float|None=None, # seconds to wait for another writer's lock (None: LOCK_TIMEOUT)
+                 readonly:bool=False, # only read (`stats`, export): nothing written, even on a read-only disk
+                ):
+        path = Path(path).expanduser() if path is not None else default_cache_path()
+        if str(path) == ":memory:":
+            raise ValueError("Cache needs a file path (an in-memory db is not shared between threads)")
         super().__init__(path, timeout, readonly)
         _check_store(self.path)
         if readonly: return
@@ -227,43 +234,16 @@ class _EntryStore(_SQLiteFile):
         "Store one entry; False if the key was already there."
         return self.put_many([entry]) == 1
 
-# %% ../nbs/01_cache.ipynb #7c492fdf
-def _where(stage=None, model=None, kind=None) -> tuple[str, list]:
-    "A WHERE clause (or '') and its arguments for the given filters."
-    conds, args = [], []
-    for col, v in (("stage", stage), ("model", model), ("kind", kind)):
-        if v is not None: conds.append(f"{col}=?"); args.append(v)
-    return (" WHERE " + " AND ".join(conds)) if conds else "", args
-
-def _group_stats(con) -> list[dict]:
-    "Counts and sums per (kind, model, stage)."
-    q = """SELECT kind, model, stage, COUNT(*), COUNT(DISTINCT json_extract(request, '$.fingerprint')),
-           SUM(prompt_tokens),
-           SUM(completion_tokens), SUM(seconds), SUM(LENGTH(request)+LENGTH(response))
-           FROM entries GROUP BY kind, model, stage ORDER BY kind, model, stage"""
-    return [dict(kind=r[0], model=r[1], stage=r[2], entries=r[3], fingerprints=r[4], prompt_tokens=r[5],
-                 completion_tokens=r[6],
-                 seconds=round(r[7], 3), bytes=r[8]) for r in con.execute(q)]
-
-# %% ../nbs/01_cache.ipynb #a11463b1
-class Cache(_EntryStore):
-    "SQLite cache of model calls, safe for many threads and processes."
-    def __init__(self, path:str|Path|None=None, # file; default `default_cache_path()`; ":memory:" is refused
-                                                # (not shareable)
-                 timeout:float|None=None, # seconds to wait for another writer's lock (None: LOCK_TIMEOUT)
-                 readonly:bool=False, # only read (`stats`, export): nothing written, even on a read-only disk
-                ):
-        path = Path(path).expanduser() if path is not None else default_cache_path()
-        if str(path) == ":memory:":
-            raise ValueError("Cache needs a file path (an in-memory db is not shared between threads)")
-        super().__init__(path, timeout, readonly)
-
     def __repr__(self): return f"Cache({str(self.path)!r})"
 
     def stats(self) -> dict:
-        ("Entries, distinct fingerprints, tokens, seconds and stored bytes per (kind, model, stage), plus "
-         "file size.")
-        rows = _group_stats(self._con())
+        "Entries, fingerprints, tokens, seconds and stored bytes per (kind, model, stage); the file size."
+        q = """SELECT kind, model, stage, COUNT(*), COUNT(DISTINCT json_extract(request, '$.fingerprint')),
+               SUM(prompt_tokens), SUM(completion_tokens), SUM(seconds), SUM(LENGTH(request)+LENGTH(response))
+               FROM entries GROUP BY kind, model, stage ORDER BY kind, model, stage"""
+        rows = [dict(kind=r[0], model=r[1], stage=r[2], entries=r[3], fingerprints=r[4], prompt_tokens=r[5],
+                     completion_tokens=r[6], seconds=round(r[7], 3), bytes=r[8])
+                for r in self._con().execute(q)]
         size = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
         return dict(path=str(self.path), version=CACHE_VERSION, entries=sum(r["entries"] for r in rows),
                     file_bytes=size, groups=rows)
@@ -279,6 +259,14 @@ class Cache(_EntryStore):
     def integrity(self) -> str:
         "SQLite's own `PRAGMA integrity_check` result ('ok' when the file is sound)."
         return self._con().execute("PRAGMA integrity_check").fetchone()[0]
+
+# %% ../nbs/01_cache.ipynb #7c492fdf
+def _where(stage=None, model=None, kind=None) -> tuple[str, list]:
+    "A WHERE clause (or '') and its arguments for the given filters."
+    conds, args = [], []
+    for col, v in (("stage", stage), ("model", model), ("kind", kind)):
+        if v is not None: conds.append(f"{col}=?"); args.append(v)
+    return (" WHERE " + " AND ".join(conds)) if conds else "", args
 
 # %% ../nbs/01_cache.ipynb #b63ad22d
 def as_cache(cache) -> Cache|None:
@@ -546,20 +534,24 @@ _FIELDS = ("calls", "cache_hits", "failures", "model_calls", "prompt_tokens", "c
            "model_seconds")
 
 # %% ../nbs/01_cache.ipynb #1c2a3d24
-class _Counters:
-    "Thread-safe per-stage counters of calls, cache hits, failures, tokens and seconds."
+_SCOPES = contextvars.ContextVar("pace_accounts_scopes", default=())  # ((accounts, its scope's counters),
+                                                                      # ...) open here
+
+class Accounts:
+    "Thread-safe per-stage counters; `scope` counts one thread's or task's calls apart (a shared model)."
     def __init__(self): self._d, self._lock = {}, threading.Lock()
     def record(self, stage:str, *, cached:bool=False, ok:bool=True, prompt_tokens:int=0,
                completion_tokens:int=0,
                seconds:float=0.0, model_seconds:float=0.0, n:int=1, model_calls:int|None=None):
-        ("Add `n` requests of `stage` with their totals (`model_calls` defaults to 0 for cache hits, else "
-         "`n`).")
-        with self._lock:
-            d = self._d.setdefault(stage, dict.fromkeys(_FIELDS, 0))
-            d["calls"] += n; d["cache_hits"] += n if cached else 0; d["failures"] += 0 if ok else n
-            d["model_calls"] += (0 if cached else n) if model_calls is None else int(model_calls)
-            d["prompt_tokens"] += int(prompt_tokens); d["completion_tokens"] += int(completion_tokens)
-            d["seconds"] += float(seconds); d["model_seconds"] += float(model_seconds)
+        "Add `n` requests of `stage` (`model_calls`: 0 for cache hits, else `n`), to its open scopes too."
+        add = dict(calls=n, cache_hits=n if cached else 0, failures=0 if ok else n,
+                   model_calls=(0 if cached else n) if model_calls is None else int(model_calls),
+                   prompt_tokens=int(prompt_tokens), completion_tokens=int(completion_tokens),
+                   seconds=float(seconds), model_seconds=float(model_seconds))
+        for acc in [self, *(sub for owner, sub in _SCOPES.get() if owner is self)]:
+            with acc._lock:
+                d = acc._d.setdefault(stage, dict.fromkeys(_FIELDS, 0))
+                for f, v in add.items(): d[f] += v
     def by_stage(self) -> dict[str, dict]:
         "{stage: {calls, cache_hits, failures, prompt_tokens, completion_tokens, seconds, model_seconds}}"
         with self._lock: return {k: dict(v) for k, v in self._d.items()}
@@ -567,37 +559,14 @@ class _Counters:
         "Sum over stages (of `stages` if given, e.g. the output of `since`)."
         stages = self.by_stage() if stages is None else stages
         return {f: sum(d[f] for d in stages.values()) for f in _FIELDS}
-    def merge(self, other:"_Counters|dict"):
-        "Add another Accounts (or its `by_stage()` dict) into this one, e.g. from a worker process."
-        other = other.by_stage() if isinstance(other, _Counters) else other
-        for st, d in other.items():
-            self.record(st, n=0, prompt_tokens=d["prompt_tokens"], completion_tokens=d["completion_tokens"],
-                        seconds=d["seconds"], model_seconds=d["model_seconds"])
-            with self._lock:
-                for f in ("calls", "cache_hits", "failures", "model_calls"): self._d[st][f] += d.get(f, 0)
     def __repr__(self): return f"{type(self).__name__}({self.by_stage()})"
-
-# %% ../nbs/01_cache.ipynb #15b05a4b
-_SCOPES = contextvars.ContextVar("pace_accounts_scopes", default=())  # ((accounts, its scope's counters),
-                                                                      # ...) open here
-
-class Accounts(_Counters):
-    ("Per-stage counters (thread-safe); `scope` counts the calls of one thread or task apart, for runs that "
-     "share a model.")
-    def record(self, stage:str, **kw):
-        ("Add requests of `stage` (arguments of `_Counters.record`), also to this thread's open scopes of "
-         "these accounts.")
-        super().record(stage, **kw)
-        for acc, sub in _SCOPES.get():
-            if acc is self: sub.record(stage, **kw)
     @contextmanager
     def scope(self):
-        ("While open, `snapshot` and `since` in this thread (or asyncio task) see only the calls recorded "
-         "in it; yields those counters.")
-        sub = _Counters(); tok = _SCOPES.set(_SCOPES.get() + ((self, sub),))
+        "While open, `snapshot` and `since` in this thread (or task) see its calls alone; yields them."
+        sub = Accounts(); tok = _SCOPES.set(_SCOPES.get() + ((self, sub),))
         try: yield sub
         finally: _SCOPES.reset(tok)
-    def _view(self) -> _Counters:
+    def _view(self) -> Accounts:
         return next((sub for acc, sub in reversed(_SCOPES.get()) if acc is self), self)
     def snapshot(self) -> dict[str, dict]:
         "A copy of the counters (of the innermost open scope, if any), to diff against later with `since`."
@@ -733,18 +702,6 @@ def recorded_cards(cache:Cache, fingerprint:dict, # a recorded model's fingerpri
     return [json.loads(c) for c in sorted(cards)]
 
 # %% ../nbs/01_cache.ipynb #b57c27ff
-def _print_stats(s:dict, file=None):
-    file = file or sys.stdout
-    print(f"cache {s['path']} (version {s['version']}): {s['entries']} entries, {s['file_bytes']/1e6:.1f} MB "
-          f"on disk", file=file)
-    if not s["groups"]: return
-    from tabulate import tabulate
-    print(tabulate(s["groups"], headers="keys", tablefmt="github"), file=file)
-
-def _cache_path(args) -> Path:
-    "The cache file a command names (`--cache`, else the default); not opened."
-    return Path(args.cache).expanduser() if args.cache else default_cache_path()
-
 def _no_cache(args, path: Path) -> int:
     ("A command on a cache file that does not exist: stats and clear say so and create nothing; export is a "
      "mistake.")
@@ -757,7 +714,7 @@ def _no_cache(args, path: Path) -> int:
     return 0
 
 def _run_cache_cmd(args) -> int:
-    path = _cache_path(args)
+    path = Path(args.cache).expanduser() if args.cache else default_cache_path()   # not opened yet
     if (args.cache_cmd == "clear" and args.stage is None and args.model is None and args.kind is None
             and not args.all):
         print("pace: error: refusing to clear every entry: give --stage, --model, --kind or --all",
@@ -771,11 +728,15 @@ def _run_cache_cmd(args) -> int:
               f"{r['skipped']} skipped (key does not match the request)")
         return 0
     if not path.exists(): return _no_cache(args, path)
+    from tabulate import tabulate
     c = Cache(path, readonly=args.cache_cmd in ("stats", "export"))   # reading opens nothing for writing
     if args.cache_cmd == "stats":
         s = c.stats()
         if args.json: print(json.dumps(s, indent=1))
-        else: _print_stats(s)
+        else:
+            print(f"cache {s['path']} (version {s['version']}): {s['entries']} entries, "
+                  f"{s['file_bytes']/1e6:.1f} MB on disk")
+            if s["groups"]: print(tabulate(s["groups"], headers="keys", tablefmt="github"))
     elif args.cache_cmd == "clear":
         n = c.clear(stage=args.stage, model=args.model, kind=args.kind)
         print(f"deleted {n} entries from {c.path}")
