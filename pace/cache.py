@@ -48,8 +48,7 @@ def default_cache_path() -> Path:
 
 # %% ../nbs/01_cache.ipynb #17f0d459
 class CacheFileError(UsageError):
-    ("A cache path that cannot hold a cache: a folder, a file that is not SQLite, a SQLite file of "
-     "something else.")
+    "A cache path that cannot hold a cache: a folder, a non-SQLite file, a SQLite file of something else."
 
 LOCK_TIMEOUT = 30.0   # seconds a write waits for another process's write lock before it gives up
 
@@ -60,8 +59,7 @@ def _is_locked(e: sqlite3.Error) -> bool:
     return isinstance(e, sqlite3.OperationalError) and "locked" in str(e)
 
 def _read_only(path: Path, timeout: float = LOCK_TIMEOUT) -> sqlite3.Connection:
-    ("A connection that never writes: `mode=ro`, or `immutable=1` where SQLite cannot make the WAL's "
-     "shared-memory file (a read-only file system).")
+    "A connection that never writes: `mode=ro`, else `immutable=1` (a read-only file system)."
     uri = "file:" + urllib.parse.quote(str(Path(path).absolute()))
     con = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=timeout, isolation_level=None)
     try: con.execute("SELECT count(*) FROM sqlite_master").fetchone(); return con
@@ -69,8 +67,7 @@ def _read_only(path: Path, timeout: float = LOCK_TIMEOUT) -> sqlite3.Connection:
     return sqlite3.connect(uri + "?immutable=1", uri=True, timeout=timeout, isolation_level=None)
 
 class _SQLiteFile:
-    ("A SQLite file shared by threads and processes: one connection per thread and process, WAL, short "
-     "write transactions.")
+    "A SQLite file shared by threads and processes: a connection per thread and process, WAL."
     def __init__(self, path:Path, timeout:float|None=None, readonly:bool=False):
         self.path, self._local, self.readonly = Path(path), threading.local(), readonly
         self.timeout = LOCK_TIMEOUT if timeout is None else timeout
@@ -113,8 +110,7 @@ class _SQLiteFile:
 
     @contextmanager
     def _transaction(self):
-        ("An IMMEDIATE write transaction: committed when the block ends, rolled back if it raises before "
-         "the COMMIT went through (never after: a Ctrl-C then is passed on as it is).")
+        "An IMMEDIATE write transaction, rolled back if it raises before its COMMIT (never after)."
         con = self._con()
         try: con.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as e:
@@ -170,8 +166,7 @@ def _entry2row(e:Entry) -> tuple:
 _SQLITE_MAGIC = b"SQLite format 3\x00"   # the first 16 bytes of every SQLite file
 
 def _check_store(path: Path):
-    ("Refuse (`CacheFileError`) a file that is not SQLite, or a SQLite file of something else; a missing or "
-     "empty file is a new cache.")
+    "Refuse a file that is not SQLite, or a SQLite file of something else; a missing or empty one is new."
     if not path.is_file() or path.stat().st_size == 0: return
     with open(path, "rb") as f: head = f.read(len(_SQLITE_MAGIC))
     if head != _SQLITE_MAGIC: raise CacheFileError(f"{path} is not a SQLite file, so not a pace cache")
@@ -219,8 +214,7 @@ class Cache(_SQLiteFile):
                  replace:bool=False, # the last value for a key wins (a failure's newest outcome), not the
                                      # first
                 ) -> int:
-        ("Store entries in one transaction (the first value for a key wins, unless `replace`); how many "
-         "rows were written.")
+        "Store entries in one transaction (a key's first value wins, unless `replace`); rows written."
         rows = [_entry2row(e) for e in entries]
         if not rows: return 0
         with self._transaction() as con:
@@ -270,8 +264,7 @@ def _where(stage=None, model=None, kind=None) -> tuple[str, list]:
 
 # %% ../nbs/01_cache.ipynb #b63ad22d
 def as_cache(cache) -> Cache|None:
-    ("Normalise a `cache` argument: None -> default file, str/Path -> that file, Cache -> itself, False -> "
-     "no cache.")
+    "A `cache` argument normalised: None: the default file; a path: that file; a Cache; False: None."
     if cache is False: return None
     if cache is None: return Cache()
     if isinstance(cache, Cache): return cache
@@ -286,8 +279,7 @@ def _jsonl_bytes(entries:list[Entry], path:Path) -> bytes:
     return gzip.compress(data, compresslevel=9, mtime=0) if str(path).endswith(".gz") else data
 
 def _export(cache:Cache, path, stage=None, model=None, kind=None, embeddings=None) -> dict:
-    ("Export the matching entries; how many went to `path` (lines), to the store (stored; added: new there) "
-     "and its files.")
+    "Export the matching entries: {lines, stored, added, files} (the last three: the store's)."
     where, args = _where(stage, model, kind)
     es = [_row2entry(r)
           for r in cache._con().execute(f"SELECT {_COLS} FROM entries{where} ORDER BY key", args)]
@@ -304,8 +296,7 @@ def export_cache(cache:Cache, # the cache to read
                  *, embeddings:str|Path|None=None, # a store folder for the vectors (`store_path`); None: in
                                                    # `path`
                 ) -> int:
-    ("Write the matching entries to `path` as canonical JSON lines sorted by key (vectors to `embeddings`); "
-     "how many.")
+    "Write the matching entries to `path` as sorted canonical JSON lines (vectors to `embeddings`); how many."
     r = _export(cache, path, stage, model, kind, embeddings)
     return r["lines"] + r["stored"]
 
@@ -349,8 +340,7 @@ def _vector_problem(e: Entry) -> str | None:
 
 def read_export(path:str|Path, # JSONL file written by `export_cache` (gzip'd or not)
                ) -> list[Entry]:
-    ("Every entry of an export file, each line checked before any is used (`CacheImportError` names the bad "
-     "one).")
+    "Every entry of an export file, each line checked first (`CacheImportError` names the bad one)."
     path = Path(path)
     try: raw = path.read_bytes()
     except OSError as e: raise CacheImportError(f"{path}: {e.strerror}") from None
@@ -377,8 +367,7 @@ def import_cache(cache:Cache, # the cache to fill
                  path:str|Path|None, # JSONL file written by `export_cache` (None: only the store)
                  *, embeddings:str|Path|None=None, # a store folder of vectors (see `store_path`) to read too
                 ) -> dict:
-    ("Add the entries of `path` and `embeddings` whose key matches their request (all checked first); "
-     "{read, added, skipped}.")
+    "Add the entries of `path` and `embeddings` whose key matches their request: {read, added, skipped}."
     es = (read_export(path) if path is not None else []) + (read_store(embeddings)
                                                             if embeddings is not None else [])
     return add_entries(cache, es)
@@ -390,8 +379,7 @@ _ZIP_TIME = (1980, 1, 1, 0, 0, 0) # the earliest date a zip holds: no clock in t
 def store_path(folder:str|Path, # the store folder
                fingerprint:dict, # an embedder's fingerprint
               ) -> Path:
-    ("The file of `folder` that holds an embedder's vectors: `<model id>-<sha256 of its fingerprint, 16 "
-     "hex>.zip`.")
+    "The store file of an embedder's vectors: `<model id>-<16 hex of its fingerprint's sha256>.zip`."
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-",
                   str(fingerprint.get("model_id", "embedder"))).strip("-.")[:60] or "embedder"
     digest = hashlib.sha256(canonical_json(fingerprint).encode()).hexdigest()
@@ -415,8 +403,7 @@ def _finite(b:bytes) -> bool:
     return bool(np.isfinite(np.frombuffer(b, "<f4")).all())
 
 def _store_groups(entries:list[Entry]) -> tuple[dict, list[Entry]]:
-    ("{canonical fingerprint: {key: (entry, vector bytes)}} of the entries a store file can hold, and the "
-     "others.")
+    "{canonical fingerprint: {key: (entry, vector bytes)}} of what a store file can hold, and the rest."
     groups, rest = {}, []
     for e in entries:
         b = _vec_bytes(e)
@@ -461,8 +448,7 @@ def _store_bytes(fp:dict, rows:list) -> bytes:
 # %% ../nbs/01_cache.ipynb #c902e863
 def read_store_file(path:str|Path, # a file of a store folder
                    ) -> list[Entry]:
-    ("The embedding entries of one store file, the whole file checked first (`CacheImportError` says what "
-     "is wrong).")
+    "The embedding entries of one store file, the whole file checked first (`CacheImportError`)."
     path = Path(path)
     bad = lambda why: CacheImportError(f"{path}: {why}")
     try:
@@ -513,8 +499,7 @@ def read_store(folder:str|Path, # a store folder
 
 # %% ../nbs/01_cache.ipynb #ba049dc1
 def _to_store(entries:list[Entry], folder) -> tuple[dict, list[Entry]]:
-    ("Merge the vectors among `entries` into `folder`'s files: ({stored, added, files}, the entries a store "
-     "cannot hold).")
+    "Merge the vectors among `entries` into `folder`: ({stored, added, files}, the entries it cannot hold)."
     groups, rest = _store_groups(entries)
     stored = added = 0
     for fpj, rows in groups.items():
@@ -587,8 +572,7 @@ def log_calls(kind:str, # "chat", "embed", "tokens" (or "miss": a replay asked f
               model:str, stage:str, # the model id and the stage of the requests
               n:int=1, # how many requests
              ):
-    ("Append `{kind, model, stage, n}` to the file `$PACE_CALL_LOG` names (nothing when it is unset or `n` "
-     "is 0).")
+    "Append `{kind, model, stage, n}` to the file `$PACE_CALL_LOG` names (if it is set and `n` > 0)."
     path = os.environ.get("PACE_CALL_LOG")
     if not path or n < 1: return
     line = canonical_json(dict(kind=kind, model=model, stage=stage, n=int(n))) + "\n"
@@ -610,8 +594,7 @@ class ReplayMissError(ReplayError):
 
 def replay_enabled(replay:bool|None=None, # an explicit choice; None: `$PACE_REPLAY`
                   ) -> bool:
-    ("Whether models are replayed from the cache: `replay` if given, else whether `$PACE_REPLAY` is 1, "
-     "true, yes or on.")
+    "Whether models replay from the cache: `replay` if given, else `$PACE_REPLAY` is 1, true, yes or on."
     if replay is not None: return bool(replay)
     return os.environ.get("PACE_REPLAY", "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -620,8 +603,7 @@ def replay_miss(what:str, # "reply", "token count" or "embedding"
                 stage:str, model:str, key:str, # the first missing request: its stage, model id and cache key
                 n:int=1, # how many requests of the call are missing
                ) -> ReplayMissError:
-    ("The one-line error of a replay asked for what the cache lacks (logged as a 'miss' too, should a "
-     "caller swallow it).")
+    "The one-line error of a replay asked for what the cache lacks (logged as a 'miss' too)."
     log_calls("miss", model, stage, n)
     more, a = f", and {n - 1} more" if n > 1 else "", "an" if str(stage)[:1].lower() in "aeiou" else "a"
     return ReplayMissError(f"replay: no cached {what} for {a} {stage!r} call of {model} (key "
@@ -675,8 +657,7 @@ def recorded_fingerprints(cache:Cache, model:str, # a model id
 def recorded_model(cache:Cache, fields:dict, # what the spec decides of the fingerprint: backend, model_id and
                                              # settings
                    kinds:tuple=("chat", "tokens", "card"), what:str="chat model") -> dict:
-    ("The one fingerprint recorded in `cache` (entries of `kinds`) that agrees with `fields`; `ReplayError` "
-     "for none or several.")
+    "The one fingerprint in `cache` (entries of `kinds`) agreeing with `fields`; else `ReplayError`."
     fps, name = recorded_fingerprints(cache, fields["model_id"],
                                       kinds), f"{what} {fields['backend']}:{fields['model_id']}"
     hits = [fp for fp in fps if all(fp.get(k) == v for k, v in fields.items())]
@@ -694,8 +675,7 @@ def recorded_model(cache:Cache, fields:dict, # what the spec decides of the fing
 # %% ../nbs/01_cache.ipynb #71b25f14
 def recorded_cards(cache:Cache, fingerprint:dict, # a recorded model's fingerprint
                   ) -> list[dict]:
-    ("The distinct model cards stored in `cache` for `fingerprint` (its context window, whether it serves "
-     "threads at once).")
+    "The distinct model cards stored in `cache` for `fingerprint`."
     fp, q = canonical_json(fingerprint), "SELECT request, response FROM entries WHERE kind='card' AND model=?"
     cards = {canonical_json(json.loads(b)) for a, b in cache._con().execute(q, [fingerprint.get("model_id")])
              if canonical_json(json.loads(a).get("fingerprint")) == fp}
@@ -703,8 +683,7 @@ def recorded_cards(cache:Cache, fingerprint:dict, # a recorded model's fingerpri
 
 # %% ../nbs/01_cache.ipynb #b57c27ff
 def _no_cache(args, path: Path) -> int:
-    ("A command on a cache file that does not exist: stats and clear say so and create nothing; export is a "
-     "mistake.")
+    "A command on a missing cache file: stats and clear say so, creating nothing; export is a mistake."
     if args.cache_cmd == "export": raise UsageError(f"no cache file at {path}")
     if args.cache_cmd == "stats":
         s = dict(path=str(path), version=CACHE_VERSION, entries=0, file_bytes=0, groups=[])

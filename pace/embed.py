@@ -105,8 +105,7 @@ class Embedder(BareBackend):
 QUERY_KEYS = ("query_prompt", "query_prompt_name")   # fingerprint keys that decide query vectors only
 
 class CachedEmbedder(Wrapper):
-    ("An embedder with a cache and accounts (`Wrapper(backend, cache, accounts=, replay=)`): "
-     "`embed(texts) -> (n, dim)` float32 unit rows, cached per text.")
+    "An embedder with a cache and accounts: `embed(texts) -> (n, dim)` float32 unit rows, cached per text."
     def __repr__(self): return f"CachedEmbedder({self.inner!r}, cache={self.cache!r})"
     def _key(self, text:str, fp:dict) -> str: return request_key("embed", {"fingerprint": fp, "text": text})
     def _on_miss(self, texts:list[str], fp:dict, stage:str):
@@ -304,8 +303,7 @@ ST_CONFIG = "config_sentence_transformers.json"   # where a sentence-transformer
 def st_prompts(model:str|Path, # a model folder, or a hub id
                hub_cache:str|Path|None=None, # the local hub cache (None: huggingface_hub's own)
               ) -> dict|None:
-    ("The prompts a sentence-transformers model's configuration names (`{}` for none, or no configuration); "
-     "None where it cannot be read: a hub id with no snapshot here, or no huggingface_hub.")
+    "The prompts a sentence-transformers model's config names ({} for none); None where unreadable."
     if Path(model).is_dir(): f = Path(model) / ST_CONFIG
     else:
         try: from huggingface_hub import try_to_load_from_cache
@@ -521,8 +519,7 @@ def get_embedder(spec:str|dict|Embedder|CachedEmbedder|None=None, # "backend:mod
                                            # $PACE_REPLAY
                  accounts:Accounts|None=None, # the wrapper's accounts
                  **kw) -> CachedEmbedder:
-    ("The backend a spec names (see `EMBED_BACKENDS`; `kw`: its options) in a `CachedEmbedder`, or with "
-     "`replay` its recording in the cache.")
+    "The backend a spec names (`EMBED_BACKENDS`) in a `CachedEmbedder`; with `replay`, its recording."
     if isinstance(spec, CachedEmbedder): return spec
     if isinstance(spec, Embedder): return CachedEmbedder(spec, cache, accounts=accounts)
     if replay_enabled(replay): return replay_embedder(spec, cache, accounts=accounts, **kw)
@@ -559,8 +556,7 @@ def _named(backend:str, name):
     return lambda d: dict(backend=backend, model_id=d.get("model_id") or name(str(d["model"])))
 
 def _st_replay(d:dict) -> dict|list[dict]:
-    ("An st spec's fingerprint fields: its id and the query instruction `st_query_prompt` would choose; "
-     "for the default, which the model's prompts decide, both choices: its `query` prompt, then none.")
+    "An st spec's fingerprint fields; for the default prompt, both choices: its `query` prompt, then none."
     f = _named("st", lambda m: Path(m).name)(d)
     name, text = d.get("query_prompt_name", MODEL_QUERY_PROMPT), d.get("query_prompt")
     if text is not None or name is None: return f | dict(query_prompt_name=None, query_prompt=text or None)

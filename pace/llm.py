@@ -89,8 +89,7 @@ def _check_shape(shape_text:str):
 
 @functools.lru_cache(maxsize=512)
 def _validator(schema_text:str):
-    ("A jsonschema validator for a schema given as JSON text, its shape checked once (None without "
-     "jsonschema: only JSON-ness is checked).")
+    "A jsonschema validator of a schema's JSON text, its shape checked once (None without jsonschema)."
     try: import jsonschema
     except ImportError: return None
     js = json.loads(schema_text)
@@ -162,8 +161,7 @@ def _json_mode(fmt, js) -> str:
     return fmt
 
 def _prepare(r:dict, stage:str, fp:dict, retries:int=PARSE_RETRIES) -> dict:
-    ("A chat request made canonical: the request (`req`), fingerprint, pydantic class, cache key and stage; "
-     "`retries`: the model's re-asks of a structured reply (in the key when not the default).")
+    "A chat request made canonical: {req, fp, cls, key, stage}; `retries` is keyed when not the default."
     bad = set(r) - _CHAT_KW
     if bad: raise TypeError(f"unknown chat request keys: {sorted(bad)}")
     js, cls = schema_info(r.get("schema"))
@@ -184,8 +182,7 @@ def _state(p:dict) -> dict:
     return dict(msgs=p["req"]["messages"], usage=Usage(), secs=0.0, tries=0, notes=[], err=None)
 
 def _settle(c:Completion, p:dict, s:dict, last:bool) -> ChatResult|None:
-    ("Fold completion `c` of request `p` into its state `s`: the result, or None to try again (the reason "
-     "in `s['err']`).")
+    "Fold completion `c` of `p` into its state `s`: the result, or None to ask again (why in `s['err']`)."
     s["tries"] += 1; s["secs"] += c.seconds
     s["usage"].prompt_tokens += c.usage.prompt_tokens
     s["usage"].completion_tokens += c.usage.completion_tokens
@@ -207,8 +204,7 @@ def _retry_messages(messages, bad_text, err):
 
 # %% ../nbs/02_llm.ipynb #7490e6ea
 def _run_chunk(model, preps:list[dict]) -> list[ChatResult]:
-    ("Results of `preps` from the backend of `model` (a `Cached`), each attempt logged, retrying unusable "
-     "structured replies with a correction.")
+    "Results of `preps` from `model`'s backend, each attempt logged, unusable structured replies re-asked."
     st, results, todo = [_state(p) for p in preps], [None]*len(preps), list(range(len(preps)))
     for attempt in range(1 + model.max_parse_retries):
         if not todo: break
@@ -240,8 +236,7 @@ def _run_requests(model, preps:list[dict]) -> list[ChatResult]:
 
 # %% ../nbs/02_llm.ipynb #beb27412
 def _was_truncated(e:Entry, prep:dict) -> bool:
-    ("Whether a recorded reply was cut by `max_tokens`: as recorded, or for an entry recorded before that "
-     "was kept, every attempt's completion tokens at the cap.")
+    "Whether a recorded reply was cut by `max_tokens` (older entries: every attempt's tokens at the cap)."
     if "truncated" in e.response: return bool(e.response["truncated"])
     if "finish" in e.response: return e.response["finish"] == "length"   # how pace 0.2's first entries say it
     cap = prep["req"]["max_tokens"]
@@ -275,8 +270,7 @@ def _cached_results(cache:Cache|None, preps:list[dict],
     return results, first
 
 def _entry_for(model_id:str, p:dict, r:ChatResult) -> Entry:
-    ("The cache entry of a result: a reply under the request's key, a failure under its own (the request is "
-     "what both hash).")
+    "The cache entry of a result: a reply under the request's key, a failure under its own."
     resp = {"text": r.text, "attempts": r.attempts, **({"notes": r.notes} if r.notes else {}),
             **({"top_logprobs": r.top_logprobs} if r.top_logprobs is not None else {}),
             "truncated": r.truncated}
@@ -302,29 +296,24 @@ class ChatBackend(BareBackend):
     def __repr__(self): return f"{type(self).__name__}({self.model_id!r})"
 
     def _count_tokens(self, text:str) -> int:
-        ("Backend hook: the token count of `text` (exact with a tokenizer; the default is ~4 characters per "
-         "token).")
+        "Backend hook: the token count of `text` (by default ~4 characters a token)."
         return (len(text) + 3) // 4
 
     def _complete(self, reqs:list[dict]) -> list[Completion]:
-        ("Backend hook: one `Completion` per prepared request (messages, schema, temperature, max_tokens, "
-         "seed; and stage).")
+        "Backend hook: one `Completion` per prepared request (messages, schema, temperature...)."
         raise NotImplementedError
 
     def fingerprint(self) -> dict:
-        ("JSON identity of what, besides the request, decides a reply: backend, model id and backend "
-         "settings (part of every cache key).")
+        "JSON identity of what besides the request decides a reply (part of every cache key)."
         return {"backend": self.backend, "model_id": self.model_id}
 
     def card(self) -> dict:
-        ("What a replay needs to rebuild this model besides its fingerprint: its context window and "
-         "`concurrent`.")
+        "What a replay needs besides the fingerprint to rebuild this model."
         return {"context_window": int(self.context_window), "concurrent": bool(self.concurrent)}
 
     @classmethod
     def replay_spec(cls, d:dict) -> tuple[dict, int|None]:
-        ("(Fingerprint fields a spec dict `d` decides, the context window it fixes or None): what a replay "
-         "looks up.")
+        "(Fingerprint fields a spec dict `d` decides, the context window it fixes or None)."
         return dict(backend=cls.backend, model_id=d.get("model_id")
                     or d.get("model")), d.get("context_window")
 
@@ -367,24 +356,21 @@ class Cached(Wrapper):
     def __repr__(self): return f"Cached({self.inner!r}, cache={self.cache!r})"
 
     def count_tokens(self, text:str, *, stage:str="tokens") -> int:
-        ("Token count of `text`: from memory, else from the cache, else from the backend (`_count_tokens`), "
-         "then cached.")
+        "Token count of `text`: from memory, the cache, or the backend (then cached)."
         return self.count_tokens_many([text], stage=stage)[0]
 
     def count_tokens_many(self, texts:list[str], # the texts to count
                           *, stage:str="tokens", # the stage that needs them (stored with new entries, named
                                                  # by a replay miss)
                          ) -> list[int]:
-        ("Token counts of `texts` in order: one cache read for those not in memory, one write of what the "
-         "backend counted.")
+        "Token counts of `texts`: one cache read for those not in memory, one write of new counts."
         memo = self._token_memo
         todo = [t for t in dict.fromkeys(texts) if t not in memo]
         if todo: memo.update(self._counts(todo, stage))
         return [memo[t] for t in texts]
 
     def _counts(self, texts:list[str], stage:str) -> dict:
-        ("{text: count} of distinct `texts`: those the cache holds, and the backend's count of the others "
-         "(then stored).")
+        "{text: count} of distinct `texts`: from the cache, else from the backend (then stored)."
         fp = json.loads(canonical_json(self.inner.fingerprint()))
         keys = {t: request_key("tokens", {"fingerprint": fp, "text": t}) for t in texts}
         hits = self.cache.get_many(list(keys.values())) if self.cache is not None else {}
@@ -434,8 +420,7 @@ class Cached(Wrapper):
                    *, stage:str="default", # stage tag for requests that do not name one
                    show_progress:bool=False, # tqdm bar over the requests that need the model
                   ) -> list[ChatResult]:
-        ("Run many requests (order kept): cache hits at once, the misses through the backend `chunk_size` "
-         "at a time.")
+        "Run many requests (order kept): hits at once, misses through the backend `chunk_size` at a time."
         t0 = time.perf_counter()
         # once per batch; the round trip checks it is plain JSON
         fp = json.loads(canonical_json(self.inner.fingerprint()))
@@ -498,8 +483,7 @@ def read_json_memo(path:Path) -> dict:
 
 # %% ../nbs/02_llm.ipynb #8b9fa899
 def write_json_memo(path:Path, d:dict):
-    ("Write `d` to `path` through a temporary file (readers never see half a file); a write that fails is "
-     "skipped.")
+    "Write `d` to `path` atomically; a write that fails is skipped."
     try: write_text(path, json.dumps(d, indent=1, sort_keys=True), fsync=False)   # a lost memo is redone
     except OSError: pass
 
@@ -532,8 +516,7 @@ def file_identity(path:str|Path, # a model file
 
 # %% ../nbs/02_llm.ipynb #9949e505
 def dir_identity(path:str|Path) -> dict|None:
-    ("For a local model directory: its absolute path, file count and sha256 of its files' names, sizes and "
-     "mtimes; None otherwise.")
+    "A local model folder's path, file count and sha256 of its files' names, sizes, mtimes; else None."
     p = Path(path).expanduser()
     if not p.is_dir(): return None
     files = sorted([str(f.relative_to(p)), f.stat().st_size, f.stat().st_mtime_ns] for f in p.rglob("*")
@@ -552,8 +535,7 @@ def parse_spec(spec:str|dict|None, # 'backend:model', a JSON object, a dict, or 
                default:str, # the spec when none is given
                env:str, # the environment variable that overrides the default
               ) -> dict:
-    ("A model spec as a dict with `backend` and `model`: 'backend:model', a JSON object (for options such "
-     "as base_url), or a dict.")
+    "A model spec ('backend:model', a JSON object or a dict) as a dict with `backend` and `model`."
     if spec is None: spec = os.environ.get(env) or default
     if isinstance(spec, str) and spec.lstrip().startswith("{"):
         try: spec = json.loads(spec)
@@ -604,8 +586,7 @@ def get_chat_model(spec:str|dict|ChatBackend|Cached|None=None, # "backend:model"
                    *, replay:bool|None=None, # the recorded model from the cache (`replay_chat_model`); None:
                                              # $PACE_REPLAY
                    **kw) -> Cached:
-    ("The backend a spec names (see `CHAT_BACKENDS`) wrapped in `Cached` (`kw`: its options, such as "
-     "`failures`), or with `replay` its recording in the cache.")
+    "The backend a spec names (`CHAT_BACKENDS`) in `Cached` (`kw`: its options); `replay`: its recording."
     if isinstance(spec, Cached): return spec
     if isinstance(spec, ChatBackend): return Cached(spec, cache, **kw)
     if replay_enabled(replay): return replay_chat_model(spec, cache, **kw)
@@ -643,8 +624,7 @@ class RecordedChat(ChatBackend):
 
 # %% ../nbs/02_llm.ipynb #e28b5788
 def _replay_window(cache:Cache, fp:dict, window:int|None) -> int:
-    ("The context window a replay of `fp` gets: `window` if the spec fixes one, else the one the model "
-     "cards record.")
+    "The context window a replay of `fp` gets: `window` if given, else the one its model cards record."
     if window is not None: return int(window)
     ws = sorted({c["context_window"] for c in recorded_cards(cache, fp)
                  if type(c.get("context_window")) is int})
@@ -656,8 +636,7 @@ def _replay_window(cache:Cache, fp:dict, window:int|None) -> int:
 def replay_chat_model(spec:str|dict|None=None, # as for `get_chat_model`
                       cache=None, # the cache to replay from (None: the default file)
                       **kw) -> Cached:
-    ("The recorded chat model a spec names, rebuilt from `cache` alone: no library, no weights, no model "
-     "call (`kw`: `Cached` options, then spec fields).")
+    "The recorded chat model a spec names, from `cache` alone (`kw`: `Cached` options, then spec fields)."
     opts = {k: kw.pop(k) for k in ("accounts", *ASK_OPTIONS) if k in kw}
     d = {**_chat_spec(spec), **kw}
     cls, c = backend_class(CHAT_BACKENDS, d["backend"], "chat"), as_cache(cache)

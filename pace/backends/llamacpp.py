@@ -88,8 +88,7 @@ def resolve_gguf(model:str, # a .gguf path, or a name in KNOWN_GGUF
 
 # %% ../../nbs/02a_llamacpp.ipynb #0f176d71
 def _llama_request(r:dict) -> dict:
-    ("The `create_chat_completion` arguments of a prepared request (a schema becomes a grammar-constrained "
-     "JSON object; 'json_object' alone, llama-cpp-python's grammar of any JSON object).")
+    "`create_chat_completion` arguments of a prepared request (a schema: grammar-constrained JSON)."
     kw = dict(messages=r["messages"], temperature=r["temperature"], max_tokens=r["max_tokens"],
               seed=r["seed"])
     for k in ("temperature", "seed"):   # None: not sent, llama-cpp-python's defaults apply
@@ -112,8 +111,7 @@ def _llama_prompt_tokens(llm, messages:list[dict]) -> list[int]:
     return llm.tokenize(res.prompt.encode("utf-8"), add_bos=not res.added_special, special=True)
 
 def _next_token_logprobs(llm, tokens:list[int], k:int) -> dict:
-    """{token text: log-probability} of the `k` likeliest next tokens after `tokens`, the context's shared
-    prefix reused."""
+    "{token text: log-probability} of the `k` likeliest tokens after `tokens` (shared prefix reused)."
     import numpy as np
     held, n = list(llm.input_ids), 0    # what the context holds (llama-cpp-python's `generate` reuses it too)
     while n < min(len(held), len(tokens) - 1) and held[n] == tokens[n]: n += 1
@@ -212,8 +210,7 @@ class LlamaCppChat(ChatBackend):
             self._llm = Llama(**self._llama_kw)
         return self._llm
     def _grow(self, e:Exception) -> bool:
-        ("With `grow_context`, a context overflow `e` reloads the model with the context `grown_context` "
-         "gives (said on stderr with its KV cache's size); False when it cannot grow.")
+        "With `grow_context`, reload on context overflow `e` at `grown_context`'s size; False if it cannot."
         m = re.search(r"Requested tokens \((\d+)\) exceed context window of (\d+)", str(e))
         if not (self.grow_context and m): return False
         md = self._llm.metadata
@@ -323,8 +320,7 @@ def llamacpp_selfcheck(model_path:str|Path, # the GGUF file
                        code:str=_SELFCHECK, # the child's program (tests put a crashing one here)
                        timeout:float=600, # seconds before the child counts as hung
                       ) -> bool:
-    ("Load `model_path` with llama.cpp in a child process and generate a few tokens: True, or "
-     "`ModelUnusableError`.")
+    "Run `model_path` in a child llama.cpp for a few tokens: True, or `ModelUnusableError`."
     path, memo = Path(model_path), Path(memo) if memo else models_dir()/"llamacpp_checks.json"
     key = llamacpp_check_key(path)
     if key in (passed := read_json_memo(memo)): return True

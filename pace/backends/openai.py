@@ -91,8 +91,7 @@ def backoff_seconds(attempt:int, # retries so far (0 for the first)
 _TOKEN_PARAMS = ("max_tokens", "max_completion_tokens")
 
 def _rejected(text:str, kw:dict) -> tuple|None:
-    ("What a 400 reply's `text` rejects among the sent `kw`: (setting, new value, note), or None for "
-     "anything else.")
+    "What a 400 reply's `text` rejects among `kw`: (setting, new value, note), or None."
     text = text.lower()
     unsupported = "unsupported" in text or "not support" in text
     sent = next((p for p in _TOKEN_PARAMS if p in kw), None)   # None: no cap sent
@@ -106,8 +105,7 @@ def _rejected(text:str, kw:dict) -> tuple|None:
 # %% ../../nbs/02b_openai.ipynb #1c421784
 def _openai_request(r:dict, model:str, mode:str, send_temp:bool, token_param:str, send_seed:bool,
                     extra_body:dict|None) -> dict:
-    ("The `chat.completions.create` arguments of a prepared request (a temperature or seed of None is not "
-     "sent: the server's default applies).")
+    "`chat.completions.create` arguments of a prepared request (None temperature or seed: not sent)."
     in_format = r["schema"] is None or mode in ("json_schema", "json_object_schema")
     msgs = r["messages"] if in_format else with_schema_instruction(r["messages"], r["schema"])
     kw = {"model": model, "messages": msgs}
@@ -122,8 +120,7 @@ def _openai_request(r:dict, model:str, mode:str, send_temp:bool, token_param:str
     return kw
 
 def _choice_logprobs(choice) -> list|None:
-    """Per generated token, {token: log-probability} of its top alternatives, from a `chat.completions`
-    choice; None when absent."""
+    "Per generated token, {token: log-probability} of its top alternatives; None when absent."
     content = getattr(getattr(choice, "logprobs", None), "content", None)
     if not content: return None
     return [{a.token: a.logprob for a in (c.top_logprobs or [])} or {c.token: c.logprob} for c in content]
@@ -237,8 +234,7 @@ class OpenAIChat(ChatBackend):
         self.chunk_size = max(self.chunk_size, 4 * n)
 
     def _adjust(self, e, kw:dict) -> str|None:
-        ("If a 400 reply `e` rejects a parameter of `kw`, stop sending it (or send the one the server "
-         "names) from now on; what changed, or None.")
+        "Stop sending a parameter of `kw` a 400 reply `e` rejects (or send the one it names); what changed."
         hit = _rejected(str(e) + " " + str(getattr(e, "body", "")), kw)
         if hit is None: return None
         what, value, note = hit
@@ -256,8 +252,7 @@ class OpenAIChat(ChatBackend):
             if self._modes[0] == mode and len(self._modes) > 1: self._modes.pop(0)
 
     def _notes(self, kw:dict, r:dict) -> list[str]:
-        ("Notes for request `r` sent as `kw`: each parameter it asks for under the configuration that was "
-         "not sent as configured, and why.")
+        "Notes for request `r` sent as `kw`: each configured parameter not sent as configured, and why."
         temp = self.send_temperature and r["temperature"] is not None and "temperature" not in kw
         cap = r["max_tokens"] is not None and self.token_param not in kw   # None: no cap asked for
         return ([self.adjustments["temperature"]] if temp else []) + \

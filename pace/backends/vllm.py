@@ -12,9 +12,7 @@ __all__ = ['vllm_settings', 'VLLMChat']
 
 # %% ../../nbs/02c_vllm.ipynb #d0eda82f
 def _vllm_sampling(r:dict):
-    ("vllm SamplingParams for a prepared request, with JSON-schema guided decoding when a schema is given "
-     "(any JSON object for 'json_object'); `max_tokens` None: up to the model's length; a temperature or "
-     "seed of None: not given (SamplingParams' defaults).")
+    "vllm SamplingParams of a prepared request, with guided JSON decoding (None values: not given)."
     from vllm import SamplingParams
     kw = dict(temperature=r["temperature"], max_tokens=r["max_tokens"], seed=r["seed"])
     for k in ("temperature", "seed"):
@@ -35,8 +33,7 @@ _VLLM_OUTPUT_KW = ("dtype", "quantization", "kv_cache_dtype", "revision", "token
                    "tokenizer_mode", "hf_overrides")
 
 def vllm_settings(llm, kw:dict) -> dict:
-    ("The `vllm.LLM` arguments that change outputs, with dtype and quantisation as the engine resolved them "
-     "where it says.")
+    "The `vllm.LLM` arguments that change outputs, dtype and quantisation as the engine resolved them."
     out = {k: kw[k] for k in _VLLM_OUTPUT_KW if k in kw}
     mc = getattr(getattr(llm, "llm_engine", None), "model_config", None)
     for k in ("dtype", "quantization"):
