@@ -124,10 +124,6 @@ class _SQLiteFile:
                 with suppress(sqlite3.Error): con.execute("ROLLBACK")
             raise
 
-    # picklable for worker processes
-    def __getstate__(self): return {"path": self.path, "timeout": self.timeout, "readonly": self.readonly}
-    def __setstate__(self, d): self.__init__(d["path"], d["timeout"], d.get("readonly", False))
-
 # %% ../nbs/01_cache.ipynb #b125ab9a
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries(
@@ -154,9 +150,7 @@ class Entry:
     seconds: float = 0.0
 
 def _row2entry(r) -> Entry:
-    return Entry(key=r[0], kind=r[1], model=r[2], stage=r[3], request=json.loads(r[4]),
-                 response=json.loads(r[5]),
-                 prompt_tokens=r[6], completion_tokens=r[7], seconds=r[8])
+    return Entry(*r[:4], json.loads(r[4]), json.loads(r[5]), *r[6:9])   # the columns of `_COLS`, in order
 
 def _entry2row(e:Entry) -> tuple:
     return (e.key, e.kind, e.model, e.stage, canonical_json(e.request), canonical_json(e.response),
@@ -263,8 +257,9 @@ def _where(stage=None, model=None, kind=None) -> tuple[str, list]:
     return (" WHERE " + " AND ".join(conds)) if conds else "", args
 
 # %% ../nbs/01_cache.ipynb #b63ad22d
-def as_cache(cache) -> Cache|None:
-    "A `cache` argument normalised: None: the default file; a path: that file; a Cache; False: None."
+def as_cache(cache, replay:bool=False) -> Cache|None:
+    "A `cache` argument as a Cache: None: the default file; a path: that file; False: None (not to replay)."
+    if cache is False and replay: raise ReplayError("replay needs a cache to replay from, not cache=False")
     if cache is False: return None
     if cache is None: return Cache()
     if isinstance(cache, Cache): return cache
@@ -274,15 +269,14 @@ def as_cache(cache) -> Cache|None:
 # %% ../nbs/01_cache.ipynb #0a6d7ef4
 def _jsonl_bytes(entries:list[Entry], path:Path) -> bytes:
     "Canonical JSON lines of `entries` sorted by key; gzip'd with a zero timestamp when `path` ends in .gz."
-    data = "".join(canonical_json(asdict(e)) + "\n"
-                   for e in sorted(entries, key=lambda e: e.key)).encode("utf-8")
+    data = "".join(canonical_json(asdict(e)) + "\n" for e in sorted(entries, key=lambda e: e.key)).encode()
     return gzip.compress(data, compresslevel=9, mtime=0) if str(path).endswith(".gz") else data
 
 def _export(cache:Cache, path, stage=None, model=None, kind=None, embeddings=None) -> dict:
     "Export the matching entries: {lines, stored, added, files} (the last three: the store's)."
     where, args = _where(stage, model, kind)
-    es = [_row2entry(r)
-          for r in cache._con().execute(f"SELECT {_COLS} FROM entries{where} ORDER BY key", args)]
+    rows = cache._con().execute(f"SELECT {_COLS} FROM entries{where} ORDER BY key", args)
+    es = [_row2entry(r) for r in rows]
     st = dict(stored=0, added=0, files=0)
     if embeddings is not None:
         st, rest = _to_store([e for e in es if e.kind == "embed"], embeddings)
@@ -387,15 +381,11 @@ def store_path(folder:str|Path, # the store folder
 
 def _vec_bytes(e:Entry) -> bytes|None:
     "The float32 bytes of an embedding entry as `pace.embed` writes one ({'f32': base64}), else None."
-    q, r = e.request, e.response
-    if e.kind != "embed" or e.completion_tokens or not (isinstance(q, dict)
-                                                        and set(q) == {"fingerprint", "text"}):
-        return None
-    if not (isinstance(q["fingerprint"], dict) and isinstance(q["text"], str)): return None
-    if not (isinstance(r, dict) and set(r) == {"f32"}): return None
-    try: b = base64.b64decode(r["f32"], validate=True)
-    except (TypeError, ValueError): return None
-    return b if b and len(b) % 4 == 0 and base64.b64encode(b).decode("ascii") == r["f32"] else None
+    q = e.request
+    if (e.kind != "embed" or e.completion_tokens or not isinstance(q, dict)
+            or set(q) != {"fingerprint", "text"} or _vector_problem(e)): return None
+    b = base64.b64decode(e.response["f32"])
+    return b if base64.b64encode(b).decode("ascii") == e.response["f32"] else None   # canonical base64 only
 
 # %% ../nbs/01_cache.ipynb #b0293db2
 def _finite(b:bytes) -> bool:
@@ -409,8 +399,7 @@ def _store_groups(entries:list[Entry]) -> tuple[dict, list[Entry]]:
         b = _vec_bytes(e)
         if b is None: rest.append(e); continue
         fp = e.request["fingerprint"]; g = groups.setdefault(canonical_json(fp), {})
-        size = (len(next(iter(g.values()))[1]) if g else
-                4 * fp["dim"] if type(fp.get("dim")) is int else len(b))
+        size = len(next(iter(g.values()))[1]) if g else len(b)   # `_vec_bytes` checked it against `dim`
         if len(b) != size or not _finite(b): rest.append(e)
         else: g.setdefault(e.key, (e, b))
     return {k: g for k, g in groups.items() if g}, rest
@@ -442,8 +431,7 @@ def _store_bytes(fp:dict, rows:list) -> bytes:
     line = lambda e: canonical_json(dict(key=e.key, model=e.model, stage=e.stage, text=e.request["text"],
                                          prompt_tokens=e.prompt_tokens, seconds=e.seconds)) + "\n"
     return _zip({"store.json": canonical_json(head).encode(),
-                 "entries.jsonl": "".join(line(e) for e, _ in rows).encode(),
-                 "vectors.f32": vecs})
+                 "entries.jsonl": "".join(line(e) for e, _ in rows).encode(), "vectors.f32": vecs})
 
 # %% ../nbs/01_cache.ipynb #c902e863
 def read_store_file(path:str|Path, # a file of a store folder
@@ -607,8 +595,7 @@ def replay_miss(what:str, # "reply", "token count" or "embedding"
     log_calls("miss", model, stage, n)
     more, a = f", and {n - 1} more" if n > 1 else "", "an" if str(stage)[:1].lower() in "aeiou" else "a"
     return ReplayMissError(f"replay: no cached {what} for {a} {stage!r} call of {model} (key "
-                           f"{key[:8]}...{more}): "
-                           "the committed cache lacks it")
+                           f"{key[:8]}...{more}): the committed cache lacks it")
 
 # %% ../nbs/01_cache.ipynb #8f06ce6b
 class Wrapper:
@@ -621,10 +608,11 @@ class Wrapper:
                  **own): # more state of the wrapper's own (names in `_own`)
         bad = sorted(set(own) - type(self)._own)
         if bad: raise TypeError(f"{type(self).__name__}: unknown options {bad}")
-        c = as_cache(cache)
-        if replay and c is None: raise ReplayError("replay needs a cache to replay from, not cache=False")
+        c = as_cache(cache, replay)
         self.__dict__.update(inner=inner, cache=c, accounts=accounts if accounts is not None else Accounts(),
                              replay=replay, **own)
+
+    def __repr__(self): return f"{type(self).__name__}({self.inner!r}, cache={self.cache!r})"
 
     def __getattr__(self, name):
         if name in type(self)._own: raise AttributeError(name)   # not set yet (a copy being built)
@@ -647,9 +635,8 @@ def recorded_fingerprints(cache:Cache, model:str, # a model id
                           kinds:tuple=("chat", "tokens", "card"), # the entry kinds to look in
                          ) -> list[dict]:
     "The distinct fingerprints of `model`'s entries of `kinds` in `cache` (sorted by their canonical JSON)."
-    q = ("SELECT DISTINCT json_extract(request, '$.fingerprint') FROM entries"
-         f" WHERE model=? AND kind IN ({','.join('?' * len(kinds))}) AND json_type(request, "
-         f"'$.fingerprint')='object'")
+    q = ("SELECT DISTINCT json_extract(request, '$.fingerprint') FROM entries WHERE model=?"
+         f" AND kind IN ({','.join('?' * len(kinds))}) AND json_type(request, '$.fingerprint')='object'")
     fps = {canonical_json(json.loads(r[0])) for r in cache._con().execute(q, [model, *kinds])}
     return [json.loads(s) for s in sorted(fps)]
 
@@ -682,45 +669,36 @@ def recorded_cards(cache:Cache, fingerprint:dict, # a recorded model's fingerpri
     return [json.loads(c) for c in sorted(cards)]
 
 # %% ../nbs/01_cache.ipynb #b57c27ff
-def _no_cache(args, path: Path) -> int:
-    "A command on a missing cache file: stats and clear say so, creating nothing; export is a mistake."
-    if args.cache_cmd == "export": raise UsageError(f"no cache file at {path}")
-    if args.cache_cmd == "stats":
-        s = dict(path=str(path), version=CACHE_VERSION, entries=0, file_bytes=0, groups=[])
-        if args.json: print(json.dumps(s, indent=1))
-        else: print(f"cache {path}: no such file (0 entries)")
-    else: print(f"deleted 0 entries from {path} (no such file)")
-    return 0
-
 def _run_cache_cmd(args) -> int:
-    path = Path(args.cache).expanduser() if args.cache else default_cache_path()   # not opened yet
-    if (args.cache_cmd == "clear" and args.stage is None and args.model is None and args.kind is None
-            and not args.all):
+    cmd, path = args.cache_cmd, Path(args.cache).expanduser() if args.cache else default_cache_path()
+    if cmd == "clear" and args.stage is None and args.model is None and args.kind is None and not args.all:
         print("pace: error: refusing to clear every entry: give --stage, --model, --kind or --all",
               file=sys.stderr); return 2
-    if args.cache_cmd == "import":
-        # checked before the cache opens
+    if cmd == "import":   # the files are read (and checked) before the cache opens
         es = read_export(args.file) + (read_store(args.embeddings) if args.embeddings else [])
         r = add_entries(Cache(path), es)
         src = args.file + (f" and {args.embeddings}" if args.embeddings else "")
         print(f"read {r['read']} entries from {src}: {r['added']} added, "
               f"{r['skipped']} skipped (key does not match the request)")
-        return 0
-    if not path.exists(): return _no_cache(args, path)
-    from tabulate import tabulate
-    c = Cache(path, readonly=args.cache_cmd in ("stats", "export"))   # reading opens nothing for writing
-    if args.cache_cmd == "stats":
-        s = c.stats()
+    elif not path.exists():   # stats and clear say so, creating nothing; export is a mistake
+        if cmd == "export": raise UsageError(f"no cache file at {path}")
+        empty = dict(path=str(path), version=CACHE_VERSION, entries=0, file_bytes=0, groups=[])
+        if cmd == "clear": print(f"deleted 0 entries from {path} (no such file)")
+        elif args.json: print(json.dumps(empty, indent=1))
+        else: print(f"cache {path}: no such file (0 entries)")
+    elif cmd == "stats":
+        s = Cache(path, readonly=True).stats()   # reading opens nothing for writing
         if args.json: print(json.dumps(s, indent=1))
         else:
+            from tabulate import tabulate
             print(f"cache {s['path']} (version {s['version']}): {s['entries']} entries, "
                   f"{s['file_bytes']/1e6:.1f} MB on disk")
             if s["groups"]: print(tabulate(s["groups"], headers="keys", tablefmt="github"))
-    elif args.cache_cmd == "clear":
-        n = c.clear(stage=args.stage, model=args.model, kind=args.kind)
-        print(f"deleted {n} entries from {c.path}")
-    elif args.cache_cmd == "export":
-        r = _export(c, args.file, args.stage, args.model, args.kind, args.embeddings)
+    elif cmd == "clear":
+        print(f"deleted {Cache(path).clear(stage=args.stage, model=args.model, kind=args.kind)} entries "
+              f"from {path}")
+    else:
+        r = _export(Cache(path, readonly=True), args.file, args.stage, args.model, args.kind, args.embeddings)
         print(f"wrote {r['lines']} entries to {args.file}" +
               (f"; {r['stored']} vectors to {args.embeddings} ({r['added']} new, {r['files']} files)"
                if args.embeddings else ""))

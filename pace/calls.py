@@ -35,8 +35,7 @@ def reply_json(r) -> dict | None:
     p = r.parsed
     if isinstance(p, BaseModel): return p.model_dump()
     if isinstance(p, dict): return p
-    t = r.text or ''
-    m = re.search(r'\{.*\}', t, re.S)
+    m = re.search(r'\{.*\}', r.text or '', re.S)
     if not m: return None
     try: return json.loads(m.group(0))
     except ValueError: return None
@@ -101,8 +100,8 @@ def read_reply(r,                          # a chat result, or the Exception its
     if isinstance(r, Exception):
         return None, AgentCall(stage=stage, ok=False, error=f"{type(r).__name__}: {r}")
     rec = AgentCall(stage=stage, ok=bool(r.ok), error=r.error, text=r.text,
-                    prompt_tokens=r.usage.prompt_tokens,
-                    completion_tokens=r.usage.completion_tokens, cached=bool(getattr(r, 'cached', False)),
+                    prompt_tokens=r.usage.prompt_tokens, completion_tokens=r.usage.completion_tokens,
+                    cached=bool(getattr(r, 'cached', False)),
                     seconds=float(getattr(r, 'seconds', 0.0) or 0.0))
     if getattr(r, 'truncated', False): rec.notes = {'truncated': True}   # cut by max_tokens
     if not r.ok: return None, rec

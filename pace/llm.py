@@ -4,7 +4,7 @@
 
 # %% ../nbs/02_llm.ipynb #269e0d37
 from __future__ import annotations
-import copy, functools, hashlib, importlib, json, os, re, threading, time
+import contextlib, copy, functools, hashlib, importlib, json, os, re, threading, time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,10 +96,6 @@ def _validator(schema_text:str):
     _check_shape(json.dumps(_shape(js), sort_keys=True))
     return jsonschema.validators.validator_for(js)(js)
 
-def _best_error(errors):
-    from jsonschema.exceptions import best_match
-    return best_match(errors)
-
 # %% ../nbs/02_llm.ipynb #d222825d
 def parse_structured(text:str, # model reply
                      json_schema:dict, # JSON schema the reply must satisfy
@@ -113,9 +109,10 @@ def parse_structured(text:str, # model reply
         try: return model_cls.model_validate(obj), None
         except ValidationError as e:
             return None, f"reply does not match the schema: {e.errors()[0]['loc']}: {e.errors()[0]['msg']}"
-    v = _validator(json.dumps(json_schema))
-    err = None if v is None else _best_error(v.iter_errors(obj))
-    if err is not None: return None, f"reply does not match the schema: {err.message}"
+    if (v := _validator(json.dumps(json_schema))) is not None:
+        from jsonschema.exceptions import best_match
+        err = best_match(v.iter_errors(obj))
+        if err is not None: return None, f"reply does not match the schema: {err.message}"
     return obj, None
 
 # %% ../nbs/02_llm.ipynb #dd0a992d
@@ -154,11 +151,6 @@ def _max_tokens(v) -> int|None:
         raise ValueError(f"max_tokens must be a positive integer or None (the room left), got {v!r}")
     return int(v)
 
-def _json_mode(fmt, js) -> str:
-    "A request's `response_format`: 'json_object' (any JSON object, no schema), and only without a schema."
-    if fmt != "json_object": raise ValueError(f"response_format must be 'json_object' or None, got {fmt!r}")
-    if js is not None: raise ValueError("response_format 'json_object' with a schema: give one of them")
-    return fmt
 
 def _prepare(r:dict, stage:str, fp:dict, retries:int=PARSE_RETRIES) -> dict:
     "A chat request made canonical: {req, fp, cls, key, stage}; `retries` is keyed when not the default."
@@ -171,7 +163,11 @@ def _prepare(r:dict, stage:str, fp:dict, retries:int=PARSE_RETRIES) -> dict:
              max_tokens=_max_tokens(r.get("max_tokens", 512)), seed=None if seed is None else int(seed))
     # only when asked: the keys of other requests stay as they were
     if int(r.get("top_logprobs") or 0) > 0: p["top_logprobs"] = int(r["top_logprobs"])
-    if r.get("response_format") is not None: p["response_format"] = _json_mode(r["response_format"], js)
+    if (fmt := r.get("response_format")) is not None:   # 'json_object': any JSON object, and no schema
+        if fmt != "json_object":
+            raise ValueError(f"response_format must be 'json_object' or None, got {fmt!r}")
+        if js is not None: raise ValueError("response_format 'json_object' with a schema: give one of them")
+        p["response_format"] = fmt
     if js is not None and retries != PARSE_RETRIES: p["parse_retries"] = int(retries)
     key = request_key("chat", {"fingerprint": fp, **p})
     return dict(req=p, fp=fp, cls=cls, key=key, stage=r.get("stage", stage))
@@ -276,10 +272,9 @@ def _entry_for(model_id:str, p:dict, r:ChatResult) -> Entry:
             "truncated": r.truncated}
     if not r.ok: resp["error"] = r.error
     return Entry(key=p["key"] if r.ok else _failure_key(p), kind="chat" if r.ok else "failure",
-                 model=model_id,
-                 stage=p["stage"], request={"fingerprint": p["fp"], **p["req"]}, response=resp,
-                 prompt_tokens=r.usage.prompt_tokens, completion_tokens=r.usage.completion_tokens,
-                 seconds=r.seconds)
+                 model=model_id, stage=p["stage"], request={"fingerprint": p["fp"], **p["req"]},
+                 response=resp, prompt_tokens=r.usage.prompt_tokens,
+                 completion_tokens=r.usage.completion_tokens, seconds=r.seconds)
 
 # %% ../nbs/02_llm.ipynb #ca2a94d3
 class ChatBackend(BareBackend):
@@ -314,8 +309,8 @@ class ChatBackend(BareBackend):
     @classmethod
     def replay_spec(cls, d:dict) -> tuple[dict, int|None]:
         "(Fingerprint fields a spec dict `d` decides, the context window it fixes or None)."
-        return dict(backend=cls.backend, model_id=d.get("model_id")
-                    or d.get("model")), d.get("context_window")
+        return dict(backend=cls.backend, model_id=d.get("model_id") or d.get("model")), \
+               d.get("context_window")
 
     @functools.cached_property
     def plain(self) -> Cached:
@@ -352,8 +347,6 @@ class Cached(Wrapper):
                          decoding=decoding, **kw,
                          _token_memo={}, _cards_noted=set(),   # counts known in this process; cards written
                          _retried=set())   # keys of requests this wrapper sent to the backend
-
-    def __repr__(self): return f"Cached({self.inner!r}, cache={self.cache!r})"
 
     def count_tokens(self, text:str, *, stage:str="tokens") -> int:
         "Token count of `text`: from memory, the cache, or the backend (then cached)."
@@ -407,8 +400,7 @@ class Cached(Wrapper):
         "One request: text out, or (with `schema`) a validated object in `parsed`."
         return self.chat_batch([dict(messages=messages, schema=schema, temperature=temperature,
                                      max_tokens=max_tokens, seed=seed, top_logprobs=top_logprobs,
-                                     response_format=response_format)],
-                               stage=stage)[0]
+                                     response_format=response_format)], stage=stage)[0]
 
     def _on_miss(self, preps:list[dict]):
         "Called with the requests the cache lacks, before they go to the backend: a replay raises."
@@ -484,8 +476,7 @@ def read_json_memo(path:Path) -> dict:
 # %% ../nbs/02_llm.ipynb #8b9fa899
 def write_json_memo(path:Path, d:dict):
     "Write `d` to `path` atomically; a write that fails is skipped."
-    try: write_text(path, json.dumps(d, indent=1, sort_keys=True), fsync=False)   # a lost memo is redone
-    except OSError: pass
+    with contextlib.suppress(OSError): write_text(path, json.dumps(d, indent=1, sort_keys=True), fsync=False)
 
 # %% ../nbs/02_llm.ipynb #83c4a01b
 _HASH_LOCK = threading.Lock()
@@ -507,8 +498,8 @@ def file_identity(path:str|Path, # a model file
     with _HASH_LOCK:
         known = read_json_memo(memo)
         hit = known.get(str(p))
-        if isinstance(hit, dict) and {k: hit.get(k)
-                                      for k in stamp} == stamp and isinstance(hit.get("sha256"), str):
+        ok = isinstance(hit, dict) and type(hit.get("sha256")) is str
+        if ok and {k: hit.get(k) for k in stamp} == stamp:
             return {"size": st.st_size, "sha256": hit["sha256"]}
         sha = _sha256_file(p)
         write_json_memo(memo, {**known, str(p): {**stamp, "sha256": sha}})
@@ -602,7 +593,7 @@ def as_chat_model(spec, # a chat spec (see `get_chat_model`), a backend, a `Cach
         if not kw: return spec
         old, new = {k: getattr(spec, k) for k in ASK_OPTIONS}, copy.copy(spec)
         Cached.__init__(new, spec.inner, spec.cache if spec.cache is not None else False,
-                           accounts=spec.accounts, replay=spec.replay, **{**old, **kw})
+                        accounts=spec.accounts, replay=spec.replay, **{**old, **kw})
         return new
     if hasattr(spec, "chat") and not isinstance(spec, ChatBackend): return spec
     return get_chat_model(spec, cache=cache, **kw)
@@ -639,8 +630,7 @@ def replay_chat_model(spec:str|dict|None=None, # as for `get_chat_model`
     "The recorded chat model a spec names, from `cache` alone (`kw`: `Cached` options, then spec fields)."
     opts = {k: kw.pop(k) for k in ("accounts", *ASK_OPTIONS) if k in kw}
     d = {**_chat_spec(spec), **kw}
-    cls, c = backend_class(CHAT_BACKENDS, d["backend"], "chat"), as_cache(cache)
-    if c is None: raise ReplayError("replay needs a cache to replay from, not cache=False")
+    cls, c = backend_class(CHAT_BACKENDS, d["backend"], "chat"), as_cache(cache, replay=True)
     fields, window = cls.replay_spec(d)
     fp = recorded_model(c, fields, ("chat", "tokens", "card"), "chat model")
     rec = RecordedChat(fp, context_window=_replay_window(c, fp, window), concurrent=cls.concurrent)

@@ -54,9 +54,9 @@ class HFChat(ChatBackend):
         for r in reqs:
             t = time.perf_counter()
             try:
-                enc = self.tok.apply_chat_template(with_schema_instruction(r["messages"], r["schema"]),
-                                                   add_generation_prompt=True,
-                                                   return_tensors="pt", return_dict=True)
+                msgs = with_schema_instruction(r["messages"], r["schema"])
+                enc = self.tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt",
+                                                   return_dict=True)
                 dev = getattr(self.hf_model, "device", None)
                 if dev is not None and hasattr(enc, "to"): enc = enc.to(dev)
                 try:

@@ -14,9 +14,7 @@ __all__ = ['vllm_settings', 'VLLMChat']
 def _vllm_sampling(r:dict):
     "vllm SamplingParams of a prepared request, with guided JSON decoding (None values: not given)."
     from vllm import SamplingParams
-    kw = dict(temperature=r["temperature"], max_tokens=r["max_tokens"], seed=r["seed"])
-    for k in ("temperature", "seed"):
-        if kw[k] is None: del kw[k]
+    kw = dict(max_tokens=r["max_tokens"], **{k: r[k] for k in ("temperature", "seed") if r[k] is not None})
     guide = (dict(json=r["schema"]) if r["schema"] is not None else
              dict(json_object=True) if r.get("response_format") == "json_object" else None)
     if guide is not None:
@@ -62,10 +60,6 @@ class VLLMChat(ChatBackend):
     def fingerprint(self) -> dict:
         return {**super().fingerprint(), "model": self._source, "settings": self.settings,
                 "chat_template": chat_template_sha256(self.tokenizer)}
-
-    @classmethod
-    def replay_spec(cls, d:dict) -> tuple[dict, int|None]:
-        return dict(backend="vllm", model_id=d.get("model_id") or str(d["model"])), d.get("context_window")
 
     def _count_tokens(self, text:str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False))
