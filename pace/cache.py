@@ -450,8 +450,7 @@ def read_store_file(path:str|Path, # a file of a store folder
         raise bad(f"not a store file of format {STORE_FORMAT}")
     dim, n, fp = head.get("dim"), head.get("n"), head.get("fingerprint")
     if not (type(dim) is int and dim > 0 and n == len(lines) == len(vecs) // (4 * dim)
-            and len(vecs) % (4 * dim) == 0
-            and isinstance(fp, dict)):
+            and len(vecs) % (4 * dim) == 0 and isinstance(fp, dict)):
         raise bad(f"sizes do not agree: {n} vectors of {dim} floats, {len(lines)} entries, {len(vecs)} bytes")
     sha = head.get("vectors_sha256")   # files written before it was recorded have none
     if sha is not None and sha != hashlib.sha256(vecs).hexdigest():
@@ -514,8 +513,8 @@ class Accounts:
     "Thread-safe per-stage counters; `scope` counts one thread's or task's calls apart (a shared model)."
     def __init__(self): self._d, self._lock = {}, threading.Lock()
     def record(self, stage:str, *, cached:bool=False, ok:bool=True, prompt_tokens:int=0,
-               completion_tokens:int=0,
-               seconds:float=0.0, model_seconds:float=0.0, n:int=1, model_calls:int|None=None):
+               completion_tokens:int=0, seconds:float=0.0, model_seconds:float=0.0, n:int=1,
+               model_calls:int|None=None):
         "Add `n` requests of `stage` (`model_calls`: 0 for cache hits, else `n`), to its open scopes too."
         add = dict(calls=n, cache_hits=n if cached else 0, failures=0 if ok else n,
                    model_calls=(0 if cached else n) if model_calls is None else int(model_calls),

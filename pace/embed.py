@@ -384,8 +384,7 @@ class STEmbedder(Embedder):
                 **({"query_prompt_name": self.query_prompt_name} if self.query_prompt_name else {})}
 
     def _embed_query(self, texts):
-        if self.query_prompt is None: return self._embed(texts)
-        if self.st is None: return self._embed([self.query_prompt + t for t in texts])
+        if self.query_prompt is None or self.st is None: return super()._embed_query(texts)   # text in front
         if self.query_prompt_name: return self._embed(texts, prompt_name=self.query_prompt_name)
         return self._embed(texts, prompt=self.query_prompt)
 
