@@ -48,8 +48,7 @@ def default_cache_path() -> Path:
 
 # %% ../nbs/01_cache.ipynb #17f0d459
 class CacheFileError(UsageError):
-    ("A cache path that cannot hold a cache: a folder, a file that is not SQLite, a SQLite file of "
-     "something else.")
+    "A cache path that cannot hold a cache: a folder, a non-SQLite file, a SQLite file of something else."
 
 LOCK_TIMEOUT = 30.0   # seconds a write waits for another process's write lock before it gives up
 
@@ -60,8 +59,7 @@ def _is_locked(e: sqlite3.Error) -> bool:
     return isinstance(e, sqlite3.OperationalError) and "locked" in str(e)
 
 def _read_only(path: Path, timeout: float = LOCK_TIMEOUT) -> sqlite3.Connection:
-    ("A connection that never writes: `mode=ro`, or `immutable=1` where SQLite cannot make the WAL's "
-     "shared-memory file (a read-only file system).")
+    "A connection that never writes: `mode=ro`, else `immutable=1` (a read-only file system)."
     uri = "file:" + urllib.parse.quote(str(Path(path).absolute()))
     con = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=timeout, isolation_level=None)
     try: con.execute("SELECT count(*) FROM sqlite_master").fetchone(); return con
@@ -69,8 +67,7 @@ def _read_only(path: Path, timeout: float = LOCK_TIMEOUT) -> sqlite3.Connection:
     return sqlite3.connect(uri + "?immutable=1", uri=True, timeout=timeout, isolation_level=None)
 
 class _SQLiteFile:
-    ("A SQLite file shared by threads and processes: one connection per thread and process, WAL, short "
-     "write transactions.")
+    "A SQLite file shared by threads and processes: a connection per thread and process, WAL."
     def __init__(self, path:Path, timeout:float|None=None, readonly:bool=False):
         self.path, self._local, self.readonly = Path(path), threading.local(), readonly
         self.timeout = LOCK_TIMEOUT if timeout is None else timeout
@@ -113,8 +110,7 @@ class _SQLiteFile:
 
     @contextmanager
     def _transaction(self):
-        ("An IMMEDIATE write transaction: committed when the block ends, rolled back if it raises before "
-         "the COMMIT went through (never after: a Ctrl-C then is passed on as it is).")
+        "An IMMEDIATE write transaction, rolled back if it raises before its COMMIT (never after)."
         con = self._con()
         try: con.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as e:
@@ -127,10 +123,6 @@ class _SQLiteFile:
             if con.in_transaction:   # not yet committed; a failed rollback must not hide what went wrong
                 with suppress(sqlite3.Error): con.execute("ROLLBACK")
             raise
-
-    # picklable for worker processes
-    def __getstate__(self): return {"path": self.path, "timeout": self.timeout, "readonly": self.readonly}
-    def __setstate__(self, d): self.__init__(d["path"], d["timeout"], d.get("readonly", False))
 
 # %% ../nbs/01_cache.ipynb #b125ab9a
 _SCHEMA = """
@@ -158,9 +150,7 @@ class Entry:
     seconds: float = 0.0
 
 def _row2entry(r) -> Entry:
-    return Entry(key=r[0], kind=r[1], model=r[2], stage=r[3], request=json.loads(r[4]),
-                 response=json.loads(r[5]),
-                 prompt_tokens=r[6], completion_tokens=r[7], seconds=r[8])
+    return Entry(*r[:4], json.loads(r[4]), json.loads(r[5]), *r[6:9])   # the columns of `_COLS`, in order
 
 def _entry2row(e:Entry) -> tuple:
     return (e.key, e.kind, e.model, e.stage, canonical_json(e.request), canonical_json(e.response),
@@ -170,8 +160,7 @@ def _entry2row(e:Entry) -> tuple:
 _SQLITE_MAGIC = b"SQLite format 3\x00"   # the first 16 bytes of every SQLite file
 
 def _check_store(path: Path):
-    ("Refuse (`CacheFileError`) a file that is not SQLite, or a SQLite file of something else; a missing or "
-     "empty file is a new cache.")
+    "Refuse a file that is not SQLite, or a SQLite file of something else; a missing or empty one is new."
     if not path.is_file() or path.stat().st_size == 0: return
     with open(path, "rb") as f: head = f.read(len(_SQLITE_MAGIC))
     if head != _SQLITE_MAGIC: raise CacheFileError(f"{path} is not a SQLite file, so not a pace cache")
@@ -184,9 +173,16 @@ def _check_store(path: Path):
         raise CacheFileError(f"{path} is a SQLite file of something else (tables: "
                              f"{', '.join(sorted(tables))}), not a pace cache")
 
-class _EntryStore(_SQLiteFile):
-    "The `entries` table of a SQLite file: read and write `Entry`s."
-    def __init__(self, path:Path, timeout:float|None=None, readonly:bool=False):
+class Cache(_SQLiteFile):
+    "SQLite cache of model calls (its `entries` table), safe for many threads and processes."
+    def __init__(self, path:str|Path|None=None, # file; default `default_cache_path()`; ":memory:" is refused
+                                                # (not shareable)
+                 timeout:float|None=None, # seconds to wait for another writer's lock (None: LOCK_TIMEOUT)
+                 readonly:bool=False, # only read (`stats`, export): nothing written, even on a read-only disk
+                ):
+        path = Path(path).expanduser() if path is not None else default_cache_path()
+        if str(path) == ":memory:":
+            raise ValueError("Cache needs a file path (an in-memory db is not shared between threads)")
         super().__init__(path, timeout, readonly)
         _check_store(self.path)
         if readonly: return
@@ -212,8 +208,7 @@ class _EntryStore(_SQLiteFile):
                  replace:bool=False, # the last value for a key wins (a failure's newest outcome), not the
                                      # first
                 ) -> int:
-        ("Store entries in one transaction (the first value for a key wins, unless `replace`); how many "
-         "rows were written.")
+        "Store entries in one transaction (a key's first value wins, unless `replace`); rows written."
         rows = [_entry2row(e) for e in entries]
         if not rows: return 0
         with self._transaction() as con:
@@ -227,43 +222,16 @@ class _EntryStore(_SQLiteFile):
         "Store one entry; False if the key was already there."
         return self.put_many([entry]) == 1
 
-# %% ../nbs/01_cache.ipynb #7c492fdf
-def _where(stage=None, model=None, kind=None) -> tuple[str, list]:
-    "A WHERE clause (or '') and its arguments for the given filters."
-    conds, args = [], []
-    for col, v in (("stage", stage), ("model", model), ("kind", kind)):
-        if v is not None: conds.append(f"{col}=?"); args.append(v)
-    return (" WHERE " + " AND ".join(conds)) if conds else "", args
-
-def _group_stats(con) -> list[dict]:
-    "Counts and sums per (kind, model, stage)."
-    q = """SELECT kind, model, stage, COUNT(*), COUNT(DISTINCT json_extract(request, '$.fingerprint')),
-           SUM(prompt_tokens),
-           SUM(completion_tokens), SUM(seconds), SUM(LENGTH(request)+LENGTH(response))
-           FROM entries GROUP BY kind, model, stage ORDER BY kind, model, stage"""
-    return [dict(kind=r[0], model=r[1], stage=r[2], entries=r[3], fingerprints=r[4], prompt_tokens=r[5],
-                 completion_tokens=r[6],
-                 seconds=round(r[7], 3), bytes=r[8]) for r in con.execute(q)]
-
-# %% ../nbs/01_cache.ipynb #a11463b1
-class Cache(_EntryStore):
-    "SQLite cache of model calls, safe for many threads and processes."
-    def __init__(self, path:str|Path|None=None, # file; default `default_cache_path()`; ":memory:" is refused
-                                                # (not shareable)
-                 timeout:float|None=None, # seconds to wait for another writer's lock (None: LOCK_TIMEOUT)
-                 readonly:bool=False, # only read (`stats`, export): nothing written, even on a read-only disk
-                ):
-        path = Path(path).expanduser() if path is not None else default_cache_path()
-        if str(path) == ":memory:":
-            raise ValueError("Cache needs a file path (an in-memory db is not shared between threads)")
-        super().__init__(path, timeout, readonly)
-
     def __repr__(self): return f"Cache({str(self.path)!r})"
 
     def stats(self) -> dict:
-        ("Entries, distinct fingerprints, tokens, seconds and stored bytes per (kind, model, stage), plus "
-         "file size.")
-        rows = _group_stats(self._con())
+        "Entries, fingerprints, tokens, seconds and stored bytes per (kind, model, stage); the file size."
+        q = """SELECT kind, model, stage, COUNT(*), COUNT(DISTINCT json_extract(request, '$.fingerprint')),
+               SUM(prompt_tokens), SUM(completion_tokens), SUM(seconds), SUM(LENGTH(request)+LENGTH(response))
+               FROM entries GROUP BY kind, model, stage ORDER BY kind, model, stage"""
+        rows = [dict(kind=r[0], model=r[1], stage=r[2], entries=r[3], fingerprints=r[4], prompt_tokens=r[5],
+                     completion_tokens=r[6], seconds=round(r[7], 3), bytes=r[8])
+                for r in self._con().execute(q)]
         size = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
         return dict(path=str(self.path), version=CACHE_VERSION, entries=sum(r["entries"] for r in rows),
                     file_bytes=size, groups=rows)
@@ -280,10 +248,18 @@ class Cache(_EntryStore):
         "SQLite's own `PRAGMA integrity_check` result ('ok' when the file is sound)."
         return self._con().execute("PRAGMA integrity_check").fetchone()[0]
 
+# %% ../nbs/01_cache.ipynb #7c492fdf
+def _where(stage=None, model=None, kind=None) -> tuple[str, list]:
+    "A WHERE clause (or '') and its arguments for the given filters."
+    conds, args = [], []
+    for col, v in (("stage", stage), ("model", model), ("kind", kind)):
+        if v is not None: conds.append(f"{col}=?"); args.append(v)
+    return (" WHERE " + " AND ".join(conds)) if conds else "", args
+
 # %% ../nbs/01_cache.ipynb #b63ad22d
-def as_cache(cache) -> Cache|None:
-    ("Normalise a `cache` argument: None -> default file, str/Path -> that file, Cache -> itself, False -> "
-     "no cache.")
+def as_cache(cache, replay:bool=False) -> Cache|None:
+    "A `cache` argument as a Cache: None: the default file; a path: that file; False: None (not to replay)."
+    if cache is False and replay: raise ReplayError("replay needs a cache to replay from, not cache=False")
     if cache is False: return None
     if cache is None: return Cache()
     if isinstance(cache, Cache): return cache
@@ -293,16 +269,14 @@ def as_cache(cache) -> Cache|None:
 # %% ../nbs/01_cache.ipynb #0a6d7ef4
 def _jsonl_bytes(entries:list[Entry], path:Path) -> bytes:
     "Canonical JSON lines of `entries` sorted by key; gzip'd with a zero timestamp when `path` ends in .gz."
-    data = "".join(canonical_json(asdict(e)) + "\n"
-                   for e in sorted(entries, key=lambda e: e.key)).encode("utf-8")
+    data = "".join(canonical_json(asdict(e)) + "\n" for e in sorted(entries, key=lambda e: e.key)).encode()
     return gzip.compress(data, compresslevel=9, mtime=0) if str(path).endswith(".gz") else data
 
 def _export(cache:Cache, path, stage=None, model=None, kind=None, embeddings=None) -> dict:
-    ("Export the matching entries; how many went to `path` (lines), to the store (stored; added: new there) "
-     "and its files.")
+    "Export the matching entries: {lines, stored, added, files} (the last three: the store's)."
     where, args = _where(stage, model, kind)
-    es = [_row2entry(r)
-          for r in cache._con().execute(f"SELECT {_COLS} FROM entries{where} ORDER BY key", args)]
+    rows = cache._con().execute(f"SELECT {_COLS} FROM entries{where} ORDER BY key", args)
+    es = [_row2entry(r) for r in rows]
     st = dict(stored=0, added=0, files=0)
     if embeddings is not None:
         st, rest = _to_store([e for e in es if e.kind == "embed"], embeddings)
@@ -316,8 +290,7 @@ def export_cache(cache:Cache, # the cache to read
                  *, embeddings:str|Path|None=None, # a store folder for the vectors (`store_path`); None: in
                                                    # `path`
                 ) -> int:
-    ("Write the matching entries to `path` as canonical JSON lines sorted by key (vectors to `embeddings`); "
-     "how many.")
+    "Write the matching entries to `path` as sorted canonical JSON lines (vectors to `embeddings`); how many."
     r = _export(cache, path, stage, model, kind, embeddings)
     return r["lines"] + r["stored"]
 
@@ -361,8 +334,7 @@ def _vector_problem(e: Entry) -> str | None:
 
 def read_export(path:str|Path, # JSONL file written by `export_cache` (gzip'd or not)
                ) -> list[Entry]:
-    ("Every entry of an export file, each line checked before any is used (`CacheImportError` names the bad "
-     "one).")
+    "Every entry of an export file, each line checked first (`CacheImportError` names the bad one)."
     path = Path(path)
     try: raw = path.read_bytes()
     except OSError as e: raise CacheImportError(f"{path}: {e.strerror}") from None
@@ -389,8 +361,7 @@ def import_cache(cache:Cache, # the cache to fill
                  path:str|Path|None, # JSONL file written by `export_cache` (None: only the store)
                  *, embeddings:str|Path|None=None, # a store folder of vectors (see `store_path`) to read too
                 ) -> dict:
-    ("Add the entries of `path` and `embeddings` whose key matches their request (all checked first); "
-     "{read, added, skipped}.")
+    "Add the entries of `path` and `embeddings` whose key matches their request: {read, added, skipped}."
     es = (read_export(path) if path is not None else []) + (read_store(embeddings)
                                                             if embeddings is not None else [])
     return add_entries(cache, es)
@@ -402,8 +373,7 @@ _ZIP_TIME = (1980, 1, 1, 0, 0, 0) # the earliest date a zip holds: no clock in t
 def store_path(folder:str|Path, # the store folder
                fingerprint:dict, # an embedder's fingerprint
               ) -> Path:
-    ("The file of `folder` that holds an embedder's vectors: `<model id>-<sha256 of its fingerprint, 16 "
-     "hex>.zip`.")
+    "The store file of an embedder's vectors: `<model id>-<16 hex of its fingerprint's sha256>.zip`."
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-",
                   str(fingerprint.get("model_id", "embedder"))).strip("-.")[:60] or "embedder"
     digest = hashlib.sha256(canonical_json(fingerprint).encode()).hexdigest()
@@ -411,15 +381,11 @@ def store_path(folder:str|Path, # the store folder
 
 def _vec_bytes(e:Entry) -> bytes|None:
     "The float32 bytes of an embedding entry as `pace.embed` writes one ({'f32': base64}), else None."
-    q, r = e.request, e.response
-    if e.kind != "embed" or e.completion_tokens or not (isinstance(q, dict)
-                                                        and set(q) == {"fingerprint", "text"}):
-        return None
-    if not (isinstance(q["fingerprint"], dict) and isinstance(q["text"], str)): return None
-    if not (isinstance(r, dict) and set(r) == {"f32"}): return None
-    try: b = base64.b64decode(r["f32"], validate=True)
-    except (TypeError, ValueError): return None
-    return b if b and len(b) % 4 == 0 and base64.b64encode(b).decode("ascii") == r["f32"] else None
+    q = e.request
+    if (e.kind != "embed" or e.completion_tokens or not isinstance(q, dict)
+            or set(q) != {"fingerprint", "text"} or _vector_problem(e)): return None
+    b = base64.b64decode(e.response["f32"])
+    return b if base64.b64encode(b).decode("ascii") == e.response["f32"] else None   # canonical base64 only
 
 # %% ../nbs/01_cache.ipynb #b0293db2
 def _finite(b:bytes) -> bool:
@@ -427,15 +393,13 @@ def _finite(b:bytes) -> bool:
     return bool(np.isfinite(np.frombuffer(b, "<f4")).all())
 
 def _store_groups(entries:list[Entry]) -> tuple[dict, list[Entry]]:
-    ("{canonical fingerprint: {key: (entry, vector bytes)}} of the entries a store file can hold, and the "
-     "others.")
+    "{canonical fingerprint: {key: (entry, vector bytes)}} of what a store file can hold, and the rest."
     groups, rest = {}, []
     for e in entries:
         b = _vec_bytes(e)
         if b is None: rest.append(e); continue
         fp = e.request["fingerprint"]; g = groups.setdefault(canonical_json(fp), {})
-        size = (len(next(iter(g.values()))[1]) if g else
-                4 * fp["dim"] if type(fp.get("dim")) is int else len(b))
+        size = len(next(iter(g.values()))[1]) if g else len(b)   # `_vec_bytes` checked it against `dim`
         if len(b) != size or not _finite(b): rest.append(e)
         else: g.setdefault(e.key, (e, b))
     return {k: g for k, g in groups.items() if g}, rest
@@ -467,14 +431,12 @@ def _store_bytes(fp:dict, rows:list) -> bytes:
     line = lambda e: canonical_json(dict(key=e.key, model=e.model, stage=e.stage, text=e.request["text"],
                                          prompt_tokens=e.prompt_tokens, seconds=e.seconds)) + "\n"
     return _zip({"store.json": canonical_json(head).encode(),
-                 "entries.jsonl": "".join(line(e) for e, _ in rows).encode(),
-                 "vectors.f32": vecs})
+                 "entries.jsonl": "".join(line(e) for e, _ in rows).encode(), "vectors.f32": vecs})
 
 # %% ../nbs/01_cache.ipynb #c902e863
 def read_store_file(path:str|Path, # a file of a store folder
                    ) -> list[Entry]:
-    ("The embedding entries of one store file, the whole file checked first (`CacheImportError` says what "
-     "is wrong).")
+    "The embedding entries of one store file, the whole file checked first (`CacheImportError`)."
     path = Path(path)
     bad = lambda why: CacheImportError(f"{path}: {why}")
     try:
@@ -488,8 +450,7 @@ def read_store_file(path:str|Path, # a file of a store folder
         raise bad(f"not a store file of format {STORE_FORMAT}")
     dim, n, fp = head.get("dim"), head.get("n"), head.get("fingerprint")
     if not (type(dim) is int and dim > 0 and n == len(lines) == len(vecs) // (4 * dim)
-            and len(vecs) % (4 * dim) == 0
-            and isinstance(fp, dict)):
+            and len(vecs) % (4 * dim) == 0 and isinstance(fp, dict)):
         raise bad(f"sizes do not agree: {n} vectors of {dim} floats, {len(lines)} entries, {len(vecs)} bytes")
     sha = head.get("vectors_sha256")   # files written before it was recorded have none
     if sha is not None and sha != hashlib.sha256(vecs).hexdigest():
@@ -525,8 +486,7 @@ def read_store(folder:str|Path, # a store folder
 
 # %% ../nbs/01_cache.ipynb #ba049dc1
 def _to_store(entries:list[Entry], folder) -> tuple[dict, list[Entry]]:
-    ("Merge the vectors among `entries` into `folder`'s files: ({stored, added, files}, the entries a store "
-     "cannot hold).")
+    "Merge the vectors among `entries` into `folder`: ({stored, added, files}, the entries it cannot hold)."
     groups, rest = _store_groups(entries)
     stored = added = 0
     for fpj, rows in groups.items():
@@ -546,20 +506,24 @@ _FIELDS = ("calls", "cache_hits", "failures", "model_calls", "prompt_tokens", "c
            "model_seconds")
 
 # %% ../nbs/01_cache.ipynb #1c2a3d24
-class _Counters:
-    "Thread-safe per-stage counters of calls, cache hits, failures, tokens and seconds."
+_SCOPES = contextvars.ContextVar("pace_accounts_scopes", default=())  # ((accounts, its scope's counters),
+                                                                      # ...) open here
+
+class Accounts:
+    "Thread-safe per-stage counters; `scope` counts one thread's or task's calls apart (a shared model)."
     def __init__(self): self._d, self._lock = {}, threading.Lock()
     def record(self, stage:str, *, cached:bool=False, ok:bool=True, prompt_tokens:int=0,
-               completion_tokens:int=0,
-               seconds:float=0.0, model_seconds:float=0.0, n:int=1, model_calls:int|None=None):
-        ("Add `n` requests of `stage` with their totals (`model_calls` defaults to 0 for cache hits, else "
-         "`n`).")
-        with self._lock:
-            d = self._d.setdefault(stage, dict.fromkeys(_FIELDS, 0))
-            d["calls"] += n; d["cache_hits"] += n if cached else 0; d["failures"] += 0 if ok else n
-            d["model_calls"] += (0 if cached else n) if model_calls is None else int(model_calls)
-            d["prompt_tokens"] += int(prompt_tokens); d["completion_tokens"] += int(completion_tokens)
-            d["seconds"] += float(seconds); d["model_seconds"] += float(model_seconds)
+               completion_tokens:int=0, seconds:float=0.0, model_seconds:float=0.0, n:int=1,
+               model_calls:int|None=None):
+        "Add `n` requests of `stage` (`model_calls`: 0 for cache hits, else `n`), to its open scopes too."
+        add = dict(calls=n, cache_hits=n if cached else 0, failures=0 if ok else n,
+                   model_calls=(0 if cached else n) if model_calls is None else int(model_calls),
+                   prompt_tokens=int(prompt_tokens), completion_tokens=int(completion_tokens),
+                   seconds=float(seconds), model_seconds=float(model_seconds))
+        for acc in [self, *(sub for owner, sub in _SCOPES.get() if owner is self)]:
+            with acc._lock:
+                d = acc._d.setdefault(stage, dict.fromkeys(_FIELDS, 0))
+                for f, v in add.items(): d[f] += v
     def by_stage(self) -> dict[str, dict]:
         "{stage: {calls, cache_hits, failures, prompt_tokens, completion_tokens, seconds, model_seconds}}"
         with self._lock: return {k: dict(v) for k, v in self._d.items()}
@@ -567,37 +531,14 @@ class _Counters:
         "Sum over stages (of `stages` if given, e.g. the output of `since`)."
         stages = self.by_stage() if stages is None else stages
         return {f: sum(d[f] for d in stages.values()) for f in _FIELDS}
-    def merge(self, other:"_Counters|dict"):
-        "Add another Accounts (or its `by_stage()` dict) into this one, e.g. from a worker process."
-        other = other.by_stage() if isinstance(other, _Counters) else other
-        for st, d in other.items():
-            self.record(st, n=0, prompt_tokens=d["prompt_tokens"], completion_tokens=d["completion_tokens"],
-                        seconds=d["seconds"], model_seconds=d["model_seconds"])
-            with self._lock:
-                for f in ("calls", "cache_hits", "failures", "model_calls"): self._d[st][f] += d.get(f, 0)
     def __repr__(self): return f"{type(self).__name__}({self.by_stage()})"
-
-# %% ../nbs/01_cache.ipynb #15b05a4b
-_SCOPES = contextvars.ContextVar("pace_accounts_scopes", default=())  # ((accounts, its scope's counters),
-                                                                      # ...) open here
-
-class Accounts(_Counters):
-    ("Per-stage counters (thread-safe); `scope` counts the calls of one thread or task apart, for runs that "
-     "share a model.")
-    def record(self, stage:str, **kw):
-        ("Add requests of `stage` (arguments of `_Counters.record`), also to this thread's open scopes of "
-         "these accounts.")
-        super().record(stage, **kw)
-        for acc, sub in _SCOPES.get():
-            if acc is self: sub.record(stage, **kw)
     @contextmanager
     def scope(self):
-        ("While open, `snapshot` and `since` in this thread (or asyncio task) see only the calls recorded "
-         "in it; yields those counters.")
-        sub = _Counters(); tok = _SCOPES.set(_SCOPES.get() + ((self, sub),))
+        "While open, `snapshot` and `since` in this thread (or task) see its calls alone; yields them."
+        sub = Accounts(); tok = _SCOPES.set(_SCOPES.get() + ((self, sub),))
         try: yield sub
         finally: _SCOPES.reset(tok)
-    def _view(self) -> _Counters:
+    def _view(self) -> Accounts:
         return next((sub for acc, sub in reversed(_SCOPES.get()) if acc is self), self)
     def snapshot(self) -> dict[str, dict]:
         "A copy of the counters (of the innermost open scope, if any), to diff against later with `since`."
@@ -618,8 +559,7 @@ def log_calls(kind:str, # "chat", "embed", "tokens" (or "miss": a replay asked f
               model:str, stage:str, # the model id and the stage of the requests
               n:int=1, # how many requests
              ):
-    ("Append `{kind, model, stage, n}` to the file `$PACE_CALL_LOG` names (nothing when it is unset or `n` "
-     "is 0).")
+    "Append `{kind, model, stage, n}` to the file `$PACE_CALL_LOG` names (if it is set and `n` > 0)."
     path = os.environ.get("PACE_CALL_LOG")
     if not path or n < 1: return
     line = canonical_json(dict(kind=kind, model=model, stage=stage, n=int(n))) + "\n"
@@ -641,8 +581,7 @@ class ReplayMissError(ReplayError):
 
 def replay_enabled(replay:bool|None=None, # an explicit choice; None: `$PACE_REPLAY`
                   ) -> bool:
-    ("Whether models are replayed from the cache: `replay` if given, else whether `$PACE_REPLAY` is 1, "
-     "true, yes or on.")
+    "Whether models replay from the cache: `replay` if given, else `$PACE_REPLAY` is 1, true, yes or on."
     if replay is not None: return bool(replay)
     return os.environ.get("PACE_REPLAY", "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -651,13 +590,11 @@ def replay_miss(what:str, # "reply", "token count" or "embedding"
                 stage:str, model:str, key:str, # the first missing request: its stage, model id and cache key
                 n:int=1, # how many requests of the call are missing
                ) -> ReplayMissError:
-    ("The one-line error of a replay asked for what the cache lacks (logged as a 'miss' too, should a "
-     "caller swallow it).")
+    "The one-line error of a replay asked for what the cache lacks (logged as a 'miss' too)."
     log_calls("miss", model, stage, n)
     more, a = f", and {n - 1} more" if n > 1 else "", "an" if str(stage)[:1].lower() in "aeiou" else "a"
     return ReplayMissError(f"replay: no cached {what} for {a} {stage!r} call of {model} (key "
-                           f"{key[:8]}...{more}): "
-                           "the committed cache lacks it")
+                           f"{key[:8]}...{more}): the committed cache lacks it")
 
 # %% ../nbs/01_cache.ipynb #8f06ce6b
 class Wrapper:
@@ -670,10 +607,11 @@ class Wrapper:
                  **own): # more state of the wrapper's own (names in `_own`)
         bad = sorted(set(own) - type(self)._own)
         if bad: raise TypeError(f"{type(self).__name__}: unknown options {bad}")
-        c = as_cache(cache)
-        if replay and c is None: raise ReplayError("replay needs a cache to replay from, not cache=False")
+        c = as_cache(cache, replay)
         self.__dict__.update(inner=inner, cache=c, accounts=accounts if accounts is not None else Accounts(),
                              replay=replay, **own)
+
+    def __repr__(self): return f"{type(self).__name__}({self.inner!r}, cache={self.cache!r})"
 
     def __getattr__(self, name):
         if name in type(self)._own: raise AttributeError(name)   # not set yet (a copy being built)
@@ -696,9 +634,8 @@ def recorded_fingerprints(cache:Cache, model:str, # a model id
                           kinds:tuple=("chat", "tokens", "card"), # the entry kinds to look in
                          ) -> list[dict]:
     "The distinct fingerprints of `model`'s entries of `kinds` in `cache` (sorted by their canonical JSON)."
-    q = ("SELECT DISTINCT json_extract(request, '$.fingerprint') FROM entries"
-         f" WHERE model=? AND kind IN ({','.join('?' * len(kinds))}) AND json_type(request, "
-         f"'$.fingerprint')='object'")
+    q = ("SELECT DISTINCT json_extract(request, '$.fingerprint') FROM entries WHERE model=?"
+         f" AND kind IN ({','.join('?' * len(kinds))}) AND json_type(request, '$.fingerprint')='object'")
     fps = {canonical_json(json.loads(r[0])) for r in cache._con().execute(q, [model, *kinds])}
     return [json.loads(s) for s in sorted(fps)]
 
@@ -706,8 +643,7 @@ def recorded_fingerprints(cache:Cache, model:str, # a model id
 def recorded_model(cache:Cache, fields:dict, # what the spec decides of the fingerprint: backend, model_id and
                                              # settings
                    kinds:tuple=("chat", "tokens", "card"), what:str="chat model") -> dict:
-    ("The one fingerprint recorded in `cache` (entries of `kinds`) that agrees with `fields`; `ReplayError` "
-     "for none or several.")
+    "The one fingerprint in `cache` (entries of `kinds`) agreeing with `fields`; else `ReplayError`."
     fps, name = recorded_fingerprints(cache, fields["model_id"],
                                       kinds), f"{what} {fields['backend']}:{fields['model_id']}"
     hits = [fp for fp in fps if all(fp.get(k) == v for k, v in fields.items())]
@@ -725,62 +661,43 @@ def recorded_model(cache:Cache, fields:dict, # what the spec decides of the fing
 # %% ../nbs/01_cache.ipynb #71b25f14
 def recorded_cards(cache:Cache, fingerprint:dict, # a recorded model's fingerprint
                   ) -> list[dict]:
-    ("The distinct model cards stored in `cache` for `fingerprint` (its context window, whether it serves "
-     "threads at once).")
+    "The distinct model cards stored in `cache` for `fingerprint`."
     fp, q = canonical_json(fingerprint), "SELECT request, response FROM entries WHERE kind='card' AND model=?"
     cards = {canonical_json(json.loads(b)) for a, b in cache._con().execute(q, [fingerprint.get("model_id")])
              if canonical_json(json.loads(a).get("fingerprint")) == fp}
     return [json.loads(c) for c in sorted(cards)]
 
 # %% ../nbs/01_cache.ipynb #b57c27ff
-def _print_stats(s:dict, file=None):
-    file = file or sys.stdout
-    print(f"cache {s['path']} (version {s['version']}): {s['entries']} entries, {s['file_bytes']/1e6:.1f} MB "
-          f"on disk", file=file)
-    if not s["groups"]: return
-    from tabulate import tabulate
-    print(tabulate(s["groups"], headers="keys", tablefmt="github"), file=file)
-
-def _cache_path(args) -> Path:
-    "The cache file a command names (`--cache`, else the default); not opened."
-    return Path(args.cache).expanduser() if args.cache else default_cache_path()
-
-def _no_cache(args, path: Path) -> int:
-    ("A command on a cache file that does not exist: stats and clear say so and create nothing; export is a "
-     "mistake.")
-    if args.cache_cmd == "export": raise UsageError(f"no cache file at {path}")
-    if args.cache_cmd == "stats":
-        s = dict(path=str(path), version=CACHE_VERSION, entries=0, file_bytes=0, groups=[])
-        if args.json: print(json.dumps(s, indent=1))
-        else: print(f"cache {path}: no such file (0 entries)")
-    else: print(f"deleted 0 entries from {path} (no such file)")
-    return 0
-
 def _run_cache_cmd(args) -> int:
-    path = _cache_path(args)
-    if (args.cache_cmd == "clear" and args.stage is None and args.model is None and args.kind is None
-            and not args.all):
+    cmd, path = args.cache_cmd, Path(args.cache).expanduser() if args.cache else default_cache_path()
+    if cmd == "clear" and args.stage is None and args.model is None and args.kind is None and not args.all:
         print("pace: error: refusing to clear every entry: give --stage, --model, --kind or --all",
               file=sys.stderr); return 2
-    if args.cache_cmd == "import":
-        # checked before the cache opens
+    if cmd == "import":   # the files are read (and checked) before the cache opens
         es = read_export(args.file) + (read_store(args.embeddings) if args.embeddings else [])
         r = add_entries(Cache(path), es)
         src = args.file + (f" and {args.embeddings}" if args.embeddings else "")
         print(f"read {r['read']} entries from {src}: {r['added']} added, "
               f"{r['skipped']} skipped (key does not match the request)")
-        return 0
-    if not path.exists(): return _no_cache(args, path)
-    c = Cache(path, readonly=args.cache_cmd in ("stats", "export"))   # reading opens nothing for writing
-    if args.cache_cmd == "stats":
-        s = c.stats()
+    elif not path.exists():   # stats and clear say so, creating nothing; export is a mistake
+        if cmd == "export": raise UsageError(f"no cache file at {path}")
+        empty = dict(path=str(path), version=CACHE_VERSION, entries=0, file_bytes=0, groups=[])
+        if cmd == "clear": print(f"deleted 0 entries from {path} (no such file)")
+        elif args.json: print(json.dumps(empty, indent=1))
+        else: print(f"cache {path}: no such file (0 entries)")
+    elif cmd == "stats":
+        s = Cache(path, readonly=True).stats()   # reading opens nothing for writing
         if args.json: print(json.dumps(s, indent=1))
-        else: _print_stats(s)
-    elif args.cache_cmd == "clear":
-        n = c.clear(stage=args.stage, model=args.model, kind=args.kind)
-        print(f"deleted {n} entries from {c.path}")
-    elif args.cache_cmd == "export":
-        r = _export(c, args.file, args.stage, args.model, args.kind, args.embeddings)
+        else:
+            from tabulate import tabulate
+            print(f"cache {s['path']} (version {s['version']}): {s['entries']} entries, "
+                  f"{s['file_bytes']/1e6:.1f} MB on disk")
+            if s["groups"]: print(tabulate(s["groups"], headers="keys", tablefmt="github"))
+    elif cmd == "clear":
+        print(f"deleted {Cache(path).clear(stage=args.stage, model=args.model, kind=args.kind)} entries "
+              f"from {path}")
+    else:
+        r = _export(Cache(path, readonly=True), args.file, args.stage, args.model, args.kind, args.embeddings)
         print(f"wrote {r['lines']} entries to {args.file}" +
               (f"; {r['stored']} vectors to {args.embeddings} ({r['added']} new, {r['files']} files)"
                if args.embeddings else ""))

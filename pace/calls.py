@@ -35,8 +35,7 @@ def reply_json(r) -> dict | None:
     p = r.parsed
     if isinstance(p, BaseModel): return p.model_dump()
     if isinstance(p, dict): return p
-    t = r.text or ''
-    m = re.search(r'\{.*\}', t, re.S)
+    m = re.search(r'\{.*\}', r.text or '', re.S)
     if not m: return None
     try: return json.loads(m.group(0))
     except ValueError: return None
@@ -69,8 +68,7 @@ def agent_request(messages: list[dict],     # the prompt
                   json_mode: bool = False,  # under 'release': the backend's JSON mode (the release's views
                                             # and filters ask for it)
                  ) -> dict:
-    ("One agent call as a request: the keyword arguments of `chat` (and an item of `chat_batch`); 'greedy': "
-     "temperature 0, the seed and the schema; 'release': as the release calls its server.")
+    "One agent call as `chat` arguments: 'greedy': temperature 0, seed, schema; 'release': as released."
     if decoding not in DECODINGS: raise ValueError(f"decoding must be one of {DECODINGS}, got {decoding!r}")
     if decoding == "release":   # the server's default sampling; the reply is read with `release_json`
         return dict(messages=messages, schema=None, stage=stage, temperature=None, max_tokens=max_tokens,
@@ -86,8 +84,7 @@ def decoding_of(cm, # a chat model, or any object with `chat`
 
 # %% ../nbs/03_calls.ipynb #f8ad71fd
 def chat_one(cm, req: dict):
-    ("The result of `req` through `cm.chat`, or the Exception it raised (a backend bug must not stop an "
-     "experiment).")
+    "`cm.chat` of `req`, or the Exception it raised (a backend bug must not stop an experiment)."
     try: return cm.chat(req['messages'], **{k: v for k, v in req.items() if k != 'messages'})
     except UsageError: raise   # a mistake of use (a replay lacking a reply) stops: not a failure
     except Exception as e: return e
@@ -103,8 +100,8 @@ def read_reply(r,                          # a chat result, or the Exception its
     if isinstance(r, Exception):
         return None, AgentCall(stage=stage, ok=False, error=f"{type(r).__name__}: {r}")
     rec = AgentCall(stage=stage, ok=bool(r.ok), error=r.error, text=r.text,
-                    prompt_tokens=r.usage.prompt_tokens,
-                    completion_tokens=r.usage.completion_tokens, cached=bool(getattr(r, 'cached', False)),
+                    prompt_tokens=r.usage.prompt_tokens, completion_tokens=r.usage.completion_tokens,
+                    cached=bool(getattr(r, 'cached', False)),
                     seconds=float(getattr(r, 'seconds', 0.0) or 0.0))
     if getattr(r, 'truncated', False): rec.notes = {'truncated': True}   # cut by max_tokens
     if not r.ok: return None, rec
@@ -131,8 +128,7 @@ def call_agent(cm,                       # chat model (`pace.llm.Cached`, a back
                max_tokens: int | None = 512, seed: int = 0,
                decoding: str = "greedy", json_mode: bool = False, # see `agent_request`
               ) -> tuple[Any, AgentCall]:
-    ("Call `cm`; return (validated `model` instance, or the text when `model` is None; or None on failure) "
-     "and the record.")
+    "Call `cm`: (validated `model` instance, the text when `model` is None, or None; the record)."
     req = agent_request(messages, stage=stage, schema=schema, max_tokens=max_tokens, seed=seed,
                         decoding=decoding, json_mode=json_mode)
     return read_reply(chat_one(cm, req), stage, model, decoding)
@@ -156,8 +152,7 @@ def _chat_many(cm, reqs: list[dict]) -> list:
     except Exception: return [chat_one(cm, r) for r in reqs]
 
 def _tally(acc: Accounts, reqs: list[dict], results: list):
-    ("Record `results` in `acc` the way `chat_batch` records them in the model's accounts (an Exception is "
-     "not recorded).")
+    "Record `results` in `acc` as `chat_batch` records them (an Exception is not recorded)."
     for q, r in zip(reqs, results):
         if isinstance(r, Exception): continue
         acc.record(q['stage'], cached=r.cached, ok=r.ok, prompt_tokens=r.usage.prompt_tokens,
@@ -169,8 +164,7 @@ def run_steps_batch(cm,            # chat model
                     steps: list,   # generators as for `run_steps`
                     order=(), # stage names in the order they are served (others after them)
                    ) -> tuple[list, list[dict]]:
-    ("Drive all `steps` stage by stage, one `chat_batch` call per round: (their values, each one's accounts "
-     "by stage).")
+    "Drive all `steps` stage by stage, a `chat_batch` per round: (their values, each one's accounts)."
     vals, accs, counts, wait = [None] * len(steps), [Accounts() for _ in steps], [{} for _ in steps], {}
     def advance(i, res):
         try:

@@ -13,9 +13,9 @@ from tqdm.auto import tqdm
 from .cache import (Cache, Entry, Accounts, Wrapper, BareBackend, as_cache, request_key, canonical_json,
                         log_calls, ReplayError, replay_enabled, replay_miss, recorded_model,
                         recorded_fingerprints)
-from .llm import parse_spec, build_from_spec, file_identity, dir_identity, need
+from .llm import parse_spec, backend_class, build_from_spec, file_identity, dir_identity, need
 from pydantic import BaseModel, ConfigDict, Field
-from .backends.openai import normalise_base_url, checked_options
+from .backends.openai import normalise_base_url, checked_options, openai_client
 from .backends.vllm import vllm_settings
 
 # %% auto #0
@@ -75,6 +75,7 @@ class Embedder(BareBackend):
     "An embedding backend: an id, a size, batching, and the hook `_embed` (`CachedEmbedder` adds the cache)."
     backend = "base"
     recompute = False   # True: vectors cheaper to compute than to store (an index's facts skip the cache)
+    query_prompt = None   # an instruction put before each query text
     def __init__(self, model_id:str, # identity of the model (part of the cache key)
                  dim:int, # embedding size
                  *, batch_size:int=32, # texts per backend call
@@ -88,8 +89,8 @@ class Embedder(BareBackend):
         "Backend hook: raw vectors (len(texts), dim) and the number of input tokens (0 if unknown)."
         raise NotImplementedError
     def _embed_query(self, texts:list[str]) -> tuple[np.ndarray, int]:
-        "Backend hook for query texts (a backend with a query instruction overrides it): `_embed` by default."
-        return self._embed(texts)
+        "Backend hook for query texts: `_embed` of them behind `query_prompt`, if any."
+        return self._embed([(self.query_prompt or "") + t for t in texts])
     def fingerprint(self) -> dict:
         "What, besides the text, decides a vector (JSON): backend, model id, size and backend settings."
         return {"backend": self.backend, "model_id": self.model_id, "dim": self.dim}
@@ -105,14 +106,8 @@ class Embedder(BareBackend):
 QUERY_KEYS = ("query_prompt", "query_prompt_name")   # fingerprint keys that decide query vectors only
 
 class CachedEmbedder(Wrapper):
-    ("An embedder with a cache and accounts (`Wrapper(backend, cache, accounts=, replay=)`): "
-     "`embed(texts) -> (n, dim)` float32 unit rows, cached per text.")
-    def __repr__(self): return f"CachedEmbedder({self.inner!r}, cache={self.cache!r})"
+    "An embedder with a cache and accounts: `embed(texts) -> (n, dim)` float32 unit rows, cached per text."
     def _key(self, text:str, fp:dict) -> str: return request_key("embed", {"fingerprint": fp, "text": text})
-    def _on_miss(self, texts:list[str], fp:dict, stage:str):
-        "Called with the texts the cache lacks, before they are embedded: a replay raises."
-        if self.replay:
-            raise replay_miss("embedding", stage, self.model_id, self._key(texts[0], fp), len(texts))
     def _run_batch(self, batch:list[str], stage:str="embed", query:bool=False,
                    logged:bool=True): # False: a recomputed vector, no model call to log
         "Unit vectors, tokens, seconds of one logged backend call; `EmbeddingError` on failure or bad shape."
@@ -127,28 +122,18 @@ class CachedEmbedder(Wrapper):
             raise EmbeddingError(f"{self.model_id!r} returned shape {vecs.shape}, expected "
                                  f"{(len(batch), self.dim)}")
         return l2_normalise(vecs), int(ntok), time.perf_counter() - t
-    def _store(self, batch:list[str], vecs, ntok:int, secs:float, fp:dict, stage:str):
-        "Cache the vectors of one computed batch (tokens and seconds shared out per text)."
-        if self.cache is not None:
-            self.cache.put_many([Entry(key=self._key(t, fp), kind="embed", model=self.model_id, stage=stage,
-                                       request={"fingerprint": fp, "text": t},
-                                       response=encode_vec(v), prompt_tokens=ntok // len(batch),
-                                       seconds=secs / len(batch)) for t, v in zip(batch, vecs)])
     def _from_cache(self, texts, keys, out, stage, t0) -> list[str]:
         "Fill `out` with the cached rows and count them; the distinct texts still to embed, shortest first."
         hits = self.cache.get_many(keys) if self.cache is not None else {}
-        for i, k in enumerate(keys):
-            if k in hits: out[i] = decode_vec(hits[k].response)
-        found = [hits[k] for k in keys if k in hits]
-        nhit = len(found)
+        found = [(i, hits[k]) for i, k in enumerate(keys) if k in hits]
+        for i, h in found: out[i] = decode_vec(h.response)
         if found:
-            self.accounts.record(stage, cached=True, n=nhit, seconds=time.perf_counter() - t0,
-                                 prompt_tokens=sum(h.prompt_tokens for h in found),
-                                 model_seconds=sum(h.seconds for h in found))
+            self.accounts.record(stage, cached=True, n=len(found), seconds=time.perf_counter() - t0,
+                                 prompt_tokens=sum(h.prompt_tokens for _, h in found),
+                                 model_seconds=sum(h.seconds for _, h in found))
         todo = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in hits))
-        # repeats within the call
-        if todo and len(texts) - nhit > len(todo):
-            self.accounts.record(stage, cached=True, n=len(texts) - nhit - len(todo))
+        if todo and len(texts) - len(found) > len(todo):   # repeats within the call
+            self.accounts.record(stage, cached=True, n=len(texts) - len(found) - len(todo))
         return sorted(todo, key=len)  # similar lengths together: less padding
 
     def embed(self, texts:list[str], # texts to embed
@@ -172,7 +157,8 @@ class CachedEmbedder(Wrapper):
         if cache or self.replay: todo = self._from_cache(texts, keys, out, stage, t0)
         else: todo = sorted(dict.fromkeys(texts), key=len)
         if not todo: return out
-        if cache: self._on_miss(todo, fp, stage)
+        if cache and self.replay:   # a replay refuses what its recording lacks
+            raise replay_miss("embedding", stage, self.model_id, self._key(todo[0], fp), len(todo))
         batches, where = [todo[i:i+self.batch_size] for i in range(0, len(todo), self.batch_size)], {}
         for i, t in enumerate(texts): where.setdefault(t, []).append(i)
         run = functools.partial(self._run_batch, stage=stage, query=query, logged=cache)
@@ -181,7 +167,11 @@ class CachedEmbedder(Wrapper):
             for batch, (vecs, ntok, secs) in tqdm(zip(batches, it), total=len(batches),
                                                   disable=not show_progress, desc=f"embed {self.model_id}"):
                 for t, v in zip(batch, vecs): out[where[t]] = v
-                if cache: self._store(batch, vecs, ntok, secs, fp, stage)
+                if cache and self.cache is not None:   # tokens and seconds shared out per text
+                    self.cache.put_many([Entry(key=self._key(t, fp), kind="embed", model=self.model_id,
+                                               stage=stage, request={"fingerprint": fp, "text": t},
+                                               response=encode_vec(v), prompt_tokens=ntok // len(batch),
+                                               seconds=secs / len(batch)) for t, v in zip(batch, vecs)])
                 self.accounts.record(stage, n=len(batch), prompt_tokens=ntok, seconds=secs,
                                      model_seconds=secs)
         return out
@@ -304,8 +294,7 @@ ST_CONFIG = "config_sentence_transformers.json"   # where a sentence-transformer
 def st_prompts(model:str|Path, # a model folder, or a hub id
                hub_cache:str|Path|None=None, # the local hub cache (None: huggingface_hub's own)
               ) -> dict|None:
-    ("The prompts a sentence-transformers model's configuration names (`{}` for none, or no configuration); "
-     "None where it cannot be read: a hub id with no snapshot here, or no huggingface_hub.")
+    "The prompts a sentence-transformers model's config names ({} for none); None where unreadable."
     if Path(model).is_dir(): f = Path(model) / ST_CONFIG
     else:
         try: from huggingface_hub import try_to_load_from_cache
@@ -395,8 +384,7 @@ class STEmbedder(Embedder):
                 **({"query_prompt_name": self.query_prompt_name} if self.query_prompt_name else {})}
 
     def _embed_query(self, texts):
-        if self.query_prompt is None: return self._embed(texts)
-        if self.st is None: return self._embed([self.query_prompt + t for t in texts])
+        if self.query_prompt is None or self.st is None: return super()._embed_query(texts)   # text in front
         if self.query_prompt_name: return self._embed(texts, prompt_name=self.query_prompt_name)
         return self._embed(texts, prompt=self.query_prompt)
 
@@ -444,18 +432,10 @@ class OpenAIEmbedder(Embedder):
                  options:OpenAIEmbedOptions|dict|None=None, # the backend's options; keywords override them
                  *, client=None, # an openai client to send through (default: one built from the options)
                  **kw): # fields of `OpenAIEmbedOptions`
-        import openai
         o = checked_options(options, {k: kw.pop(k) for k in list(kw) if k in OpenAIEmbedOptions.model_fields},
                             OpenAIEmbedOptions, "openai embedder options")
-        base_url = o.base_url or os.environ.get("OPENAI_BASE_URL")
-        api_key = o.api_key or os.environ.get("OPENAI_API_KEY") or ("sk-no-key" if base_url else None)
-        if client is None and api_key is None:
-            raise ValueError("openai embedder needs an API key: set OPENAI_API_KEY (or api_key), or a "
-                             "base_url for a local server")
-        self.client = client or openai.OpenAI(base_url=base_url, api_key=api_key, timeout=o.timeout,
-                                              max_retries=o.max_retries)
+        self.client, self.base_url = openai_client(o, client, "openai embedder", o.max_retries)
         self.model, self.dimensions = model, o.dimensions
-        self.base_url = base_url or getattr(self.client, "base_url", None)
         self.query_prompt = o.query_prompt
         dim = o.dim or o.dimensions or len(self._embed(["dimension probe"])[0][0])
         super().__init__(o.model_id or (model if o.dimensions is None else f"{model}@{o.dimensions}"), dim,
@@ -466,9 +446,6 @@ class OpenAIEmbedder(Embedder):
         return {**super().fingerprint(), "model": self.model, "base_url": normalise_base_url(self.base_url),
                 "dimensions": self.dimensions,
                 **({"query_prompt": self.query_prompt} if self.query_prompt is not None else {})}
-
-    def _embed_query(self, texts):   # a server applies no prompt of its own: the text goes in front
-        return self._embed([(self.query_prompt or "") + t for t in texts])
 
     def _embed(self, texts):
         kw = {"dimensions": self.dimensions} if self.dimensions else {}
@@ -500,9 +477,6 @@ class VLLMEmbedder(Embedder):
         return {**super().fingerprint(), "model": self._source, "settings": self.settings,
                 **({"query_prompt": self.query_prompt} if self.query_prompt else {})}
 
-    def _embed_query(self, texts):   # vLLM applies no prompt of the model's own: the text goes in front
-        return self._embed([(self.query_prompt or "") + t for t in texts])
-
     def _embed(self, texts):
         outs = self.llm.embed(list(texts), use_tqdm=False)
         return np.array([o.outputs.embedding for o in outs],
@@ -511,8 +485,8 @@ class VLLMEmbedder(Embedder):
 # %% ../nbs/04_embed.ipynb #22e7e2c5
 DEFAULT_EMBEDDER = "onnx:all-MiniLM-L6-v2"
 EMBED_BACKENDS = {"onnx": OnnxEmbedder, "st": STEmbedder, "hf": STEmbedder,
-                  "sentence-transformers": STEmbedder,
-                  "openai": OpenAIEmbedder, "vllm": VLLMEmbedder, "hash": HashEmbedder}
+                  "sentence-transformers": STEmbedder, "openai": OpenAIEmbedder, "vllm": VLLMEmbedder,
+                  "hash": HashEmbedder}
 
 def get_embedder(spec:str|dict|Embedder|CachedEmbedder|None=None, # "backend:model", a dict with backend
                                                                  # options, or an embedder object
@@ -521,8 +495,7 @@ def get_embedder(spec:str|dict|Embedder|CachedEmbedder|None=None, # "backend:mod
                                            # $PACE_REPLAY
                  accounts:Accounts|None=None, # the wrapper's accounts
                  **kw) -> CachedEmbedder:
-    ("The backend a spec names (see `EMBED_BACKENDS`; `kw`: its options) in a `CachedEmbedder`, or with "
-     "`replay` its recording in the cache.")
+    "The backend a spec names (`EMBED_BACKENDS`) in a `CachedEmbedder`; with `replay`, its recording."
     if isinstance(spec, CachedEmbedder): return spec
     if isinstance(spec, Embedder): return CachedEmbedder(spec, cache, accounts=accounts)
     if replay_enabled(replay): return replay_embedder(spec, cache, accounts=accounts, **kw)
@@ -555,13 +528,9 @@ def _hash_replay(d:dict) -> dict:
     m, dim = d.get("model", "hash"), d.get("dim", 256)
     return dict(backend="hash", model_id=f"{m}-{dim}", dim=dim)
 
-def _named(backend:str, name):
-    return lambda d: dict(backend=backend, model_id=d.get("model_id") or name(str(d["model"])))
-
 def _st_replay(d:dict) -> dict|list[dict]:
-    ("An st spec's fingerprint fields: its id and the query instruction `st_query_prompt` would choose; "
-     "for the default, which the model's prompts decide, both choices: its `query` prompt, then none.")
-    f = _named("st", lambda m: Path(m).name)(d)
+    "An st spec's fingerprint fields; for the default prompt, both choices: its `query` prompt, then none."
+    f = dict(backend="st", model_id=d.get("model_id") or Path(str(d["model"])).name)
     name, text = d.get("query_prompt_name", MODEL_QUERY_PROMPT), d.get("query_prompt")
     if text is not None or name is None: return f | dict(query_prompt_name=None, query_prompt=text or None)
     if name is not MODEL_QUERY_PROMPT: return f | dict(query_prompt_name=name)
@@ -569,7 +538,8 @@ def _st_replay(d:dict) -> dict|list[dict]:
             f | dict(query_prompt_name=None, query_prompt=None)]
 
 def _vllm_embed_replay(d:dict) -> dict:
-    return _named("vllm", lambda m: m)(d) | dict(query_prompt=d.get("query_prompt") or None)
+    return dict(backend="vllm", model_id=d.get("model_id") or str(d["model"]),
+                query_prompt=d.get("query_prompt") or None)
 
 EMBED_REPLAY_SPECS = {OnnxEmbedder: _onnx_replay, STEmbedder: _st_replay,
                       OpenAIEmbedder: _openai_embed_replay, VLLMEmbedder: _vllm_embed_replay,
@@ -592,30 +562,16 @@ class RecordedEmbedder(Embedder):
         if self.recompute: return _hash_vectors(texts, self.dim), sum(len(t.split()) for t in texts)
         raise ReplayError("a replayed embedder computes no vector")
 
-def _cached_dim(cache:Cache, fp:dict) -> int:
-    "The size of a vector the cache holds for `fp`."
-    q = ("SELECT response FROM entries WHERE kind='embed' AND model=? AND json_extract(request, "
-         "'$.fingerprint')=json(?)"
-         " LIMIT 1")
-    row = cache._con().execute(q, [fp["model_id"], canonical_json(fp)]).fetchone()
-    if row is None:
-        raise ReplayError(f"replay: cache {cache.path} holds no vector of {fp['backend']}:{fp['model_id']}")
-    return len(decode_vec(json.loads(row[0])))
-
 def replay_embedder(spec:str|dict|None=None, # as for `get_embedder`
                     cache=None, # the cache to replay from (None: the default file)
                     **kw) -> CachedEmbedder:
     "The recorded embedder a spec names, rebuilt from `cache` alone: no library, model file or model call."
     accounts, d = kw.pop("accounts", None), {**parse_spec(spec, DEFAULT_EMBEDDER, "PACE_EMBED_MODEL"), **kw}
-    if d["backend"] not in EMBED_BACKENDS:
-        raise ValueError(f"unknown embedding backend {d['backend']!r}; choose from {sorted(EMBED_BACKENDS)}")
-    cls, c = EMBED_BACKENDS[d["backend"]], as_cache(cache)
-    if c is None: raise ReplayError("replay needs a cache to replay from, not cache=False")
-    fields = EMBED_REPLAY_SPECS.get(cls, _named(cls.backend, lambda m: m))(d)
+    cls, c = backend_class(EMBED_BACKENDS, d["backend"], "embedding"), as_cache(cache, replay=True)
+    fields = EMBED_REPLAY_SPECS[cls](d)
     if isinstance(fields, list): fields = _first_recorded(c, fields)
     fp = recorded_model(c, fields, ("embed",), "embedder")
-    dim = fp.get("dim") if type(fp.get("dim")) is int else _cached_dim(c, fp)
-    return CachedEmbedder(RecordedEmbedder(fp, dim=dim), c, accounts=accounts, replay=True)
+    return CachedEmbedder(RecordedEmbedder(fp, dim=fp["dim"]), c, accounts=accounts, replay=True)
 
 def _first_recorded(cache:Cache, choices:list[dict]) -> dict:
     "The first of `choices` (fingerprint fields) an embedder recorded in `cache` agrees with, else the last."

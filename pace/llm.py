@@ -4,7 +4,7 @@
 
 # %% ../nbs/02_llm.ipynb #269e0d37
 from __future__ import annotations
-import copy, functools, hashlib, importlib, json, os, re, threading, time
+import contextlib, copy, functools, hashlib, importlib, json, os, re, threading, time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,17 +89,12 @@ def _check_shape(shape_text:str):
 
 @functools.lru_cache(maxsize=512)
 def _validator(schema_text:str):
-    ("A jsonschema validator for a schema given as JSON text, its shape checked once (None without "
-     "jsonschema: only JSON-ness is checked).")
+    "A jsonschema validator of a schema's JSON text, its shape checked once (None without jsonschema)."
     try: import jsonschema
     except ImportError: return None
     js = json.loads(schema_text)
     _check_shape(json.dumps(_shape(js), sort_keys=True))
     return jsonschema.validators.validator_for(js)(js)
-
-def _best_error(errors):
-    from jsonschema.exceptions import best_match
-    return best_match(errors)
 
 # %% ../nbs/02_llm.ipynb #d222825d
 def parse_structured(text:str, # model reply
@@ -114,9 +109,10 @@ def parse_structured(text:str, # model reply
         try: return model_cls.model_validate(obj), None
         except ValidationError as e:
             return None, f"reply does not match the schema: {e.errors()[0]['loc']}: {e.errors()[0]['msg']}"
-    v = _validator(json.dumps(json_schema))
-    err = None if v is None else _best_error(v.iter_errors(obj))
-    if err is not None: return None, f"reply does not match the schema: {err.message}"
+    if (v := _validator(json.dumps(json_schema))) is not None:
+        from jsonschema.exceptions import best_match
+        err = best_match(v.iter_errors(obj))
+        if err is not None: return None, f"reply does not match the schema: {err.message}"
     return obj, None
 
 # %% ../nbs/02_llm.ipynb #dd0a992d
@@ -155,15 +151,9 @@ def _max_tokens(v) -> int|None:
         raise ValueError(f"max_tokens must be a positive integer or None (the room left), got {v!r}")
     return int(v)
 
-def _json_mode(fmt, js) -> str:
-    "A request's `response_format`: 'json_object' (any JSON object, no schema), and only without a schema."
-    if fmt != "json_object": raise ValueError(f"response_format must be 'json_object' or None, got {fmt!r}")
-    if js is not None: raise ValueError("response_format 'json_object' with a schema: give one of them")
-    return fmt
 
 def _prepare(r:dict, stage:str, fp:dict, retries:int=PARSE_RETRIES) -> dict:
-    ("A chat request made canonical: the request (`req`), fingerprint, pydantic class, cache key and stage; "
-     "`retries`: the model's re-asks of a structured reply (in the key when not the default).")
+    "A chat request made canonical: {req, fp, cls, key, stage}; `retries` is keyed when not the default."
     bad = set(r) - _CHAT_KW
     if bad: raise TypeError(f"unknown chat request keys: {sorted(bad)}")
     js, cls = schema_info(r.get("schema"))
@@ -173,7 +163,11 @@ def _prepare(r:dict, stage:str, fp:dict, retries:int=PARSE_RETRIES) -> dict:
              max_tokens=_max_tokens(r.get("max_tokens", 512)), seed=None if seed is None else int(seed))
     # only when asked: the keys of other requests stay as they were
     if int(r.get("top_logprobs") or 0) > 0: p["top_logprobs"] = int(r["top_logprobs"])
-    if r.get("response_format") is not None: p["response_format"] = _json_mode(r["response_format"], js)
+    if (fmt := r.get("response_format")) is not None:   # 'json_object': any JSON object, and no schema
+        if fmt != "json_object":
+            raise ValueError(f"response_format must be 'json_object' or None, got {fmt!r}")
+        if js is not None: raise ValueError("response_format 'json_object' with a schema: give one of them")
+        p["response_format"] = fmt
     if js is not None and retries != PARSE_RETRIES: p["parse_retries"] = int(retries)
     key = request_key("chat", {"fingerprint": fp, **p})
     return dict(req=p, fp=fp, cls=cls, key=key, stage=r.get("stage", stage))
@@ -184,8 +178,7 @@ def _state(p:dict) -> dict:
     return dict(msgs=p["req"]["messages"], usage=Usage(), secs=0.0, tries=0, notes=[], err=None)
 
 def _settle(c:Completion, p:dict, s:dict, last:bool) -> ChatResult|None:
-    ("Fold completion `c` of request `p` into its state `s`: the result, or None to try again (the reason "
-     "in `s['err']`).")
+    "Fold completion `c` of `p` into its state `s`: the result, or None to ask again (why in `s['err']`)."
     s["tries"] += 1; s["secs"] += c.seconds
     s["usage"].prompt_tokens += c.usage.prompt_tokens
     s["usage"].completion_tokens += c.usage.completion_tokens
@@ -207,8 +200,7 @@ def _retry_messages(messages, bad_text, err):
 
 # %% ../nbs/02_llm.ipynb #7490e6ea
 def _run_chunk(model, preps:list[dict]) -> list[ChatResult]:
-    ("Results of `preps` from the backend of `model` (a `Cached`), each attempt logged, retrying unusable "
-     "structured replies with a correction.")
+    "Results of `preps` from `model`'s backend, each attempt logged, unusable structured replies re-asked."
     st, results, todo = [_state(p) for p in preps], [None]*len(preps), list(range(len(preps)))
     for attempt in range(1 + model.max_parse_retries):
         if not todo: break
@@ -240,65 +232,49 @@ def _run_requests(model, preps:list[dict]) -> list[ChatResult]:
 
 # %% ../nbs/02_llm.ipynb #beb27412
 def _was_truncated(e:Entry, prep:dict) -> bool:
-    ("Whether a recorded reply was cut by `max_tokens`: as recorded, or for an entry recorded before that "
-     "was kept, every attempt's completion tokens at the cap.")
+    "Whether a recorded reply was cut by `max_tokens` (older entries: every attempt's tokens at the cap)."
     if "truncated" in e.response: return bool(e.response["truncated"])
     if "finish" in e.response: return e.response["finish"] == "length"   # how pace 0.2's first entries say it
     cap = prep["req"]["max_tokens"]
     return cap is not None and e.completion_tokens >= max(1, int(e.response.get("attempts") or 1)) * cap
 
 def _result_from_entry(e:Entry, prep:dict) -> ChatResult|None:
-    text, js = e.response.get("text"), prep["req"]["schema"]
-    parsed = None
-    if js is not None:
-        parsed, err = parse_structured(text, js, prep["cls"])
+    "The result a reply or a recorded failure of `prep` gives; None for a reply the schema now refuses."
+    r, js, parsed, ok = e.response, prep["req"]["schema"], None, e.kind != "failure"
+    if ok and js is not None:
+        parsed, err = parse_structured(r.get("text"), js, prep["cls"])
         if err: return None  # stored under another validator: treat as a miss
-    return ChatResult(ok=True, text=text, parsed=parsed, usage=Usage(e.prompt_tokens, e.completion_tokens),
-                      cached=True, seconds=e.seconds, attempts=0, key=e.key,
-                      notes=e.response.get("notes", []), top_logprobs=e.response.get("top_logprobs"),
-                      truncated=_was_truncated(e, prep))
+    return ChatResult(ok=ok, text=r.get("text"), parsed=parsed, error=r.get("error"),
+                      usage=Usage(e.prompt_tokens, e.completion_tokens), cached=True, seconds=e.seconds,
+                      attempts=0, key=prep["key"], notes=r.get("notes", []),
+                      top_logprobs=r.get("top_logprobs") if ok else None, truncated=_was_truncated(e, prep))
 
 def _failure_key(prep:dict) -> str: return request_key("failure", {"fingerprint": prep["fp"], **prep["req"]})
-
-def _result_from_failure(e:Entry, prep:dict) -> ChatResult:
-    "The recorded failure of `prep`, as a result answered from the cache."
-    r = e.response
-    return ChatResult(ok=False, text=r.get("text"), error=r.get("error"),
-                      usage=Usage(e.prompt_tokens, e.completion_tokens),
-                      cached=True, seconds=e.seconds, attempts=0, key=prep["key"], notes=r.get("notes", []),
-                      truncated=_was_truncated(e, prep))
 
 def _cached_results(cache:Cache|None, preps:list[dict],
                     failures:bool|set=False, # read recorded failures back: of every request, or of these keys
                    ) -> tuple[list, dict]:
-    ("Results found in `cache` (with `failures`, recorded failures too; else None), and {key: the request "
-     "that computes it}.")
-    hits = cache.get_many([p["key"] for p in preps]) if cache is not None else {}
-    results, first = [None]*len(preps), {}
-    for i, p in enumerate(preps):
-        if p["key"] in hits: results[i] = _result_from_entry(hits[p["key"]], p)
-    want = [r is None and (failures is True or (bool(failures) and p["key"] in failures))
-            for p, r in zip(preps, results)]
-    if cache is not None and any(want):
-        fails = cache.get_many([_failure_key(p) for p, w in zip(preps, want) if w])
-        results = [_result_from_failure(fails[_failure_key(p)], p) if w and _failure_key(p) in fails else r
-                   for p, r, w in zip(preps, results, want)]
-    for i, p in enumerate(preps):
-        if results[i] is None: first.setdefault(p["key"], i)
+    "Results found in `cache` (with `failures`, recorded failures too; else None), {key: its first index}."
+    want = [failures is True or (bool(failures) and p["key"] in failures) for p in preps]
+    keys = [p["key"] for p in preps] + [_failure_key(p) for p, w in zip(preps, want) if w]
+    hits, results, first = cache.get_many(keys) if cache is not None else {}, [], {}
+    for i, (p, w) in enumerate(zip(preps, want)):
+        r = _result_from_entry(hits[p["key"]], p) if p["key"] in hits else None
+        if r is None and w and _failure_key(p) in hits: r = _result_from_entry(hits[_failure_key(p)], p)
+        if r is None: first.setdefault(p["key"], i)
+        results.append(r)
     return results, first
 
 def _entry_for(model_id:str, p:dict, r:ChatResult) -> Entry:
-    ("The cache entry of a result: a reply under the request's key, a failure under its own (the request is "
-     "what both hash).")
+    "The cache entry of a result: a reply under the request's key, a failure under its own."
     resp = {"text": r.text, "attempts": r.attempts, **({"notes": r.notes} if r.notes else {}),
             **({"top_logprobs": r.top_logprobs} if r.top_logprobs is not None else {}),
             "truncated": r.truncated}
     if not r.ok: resp["error"] = r.error
     return Entry(key=p["key"] if r.ok else _failure_key(p), kind="chat" if r.ok else "failure",
-                 model=model_id,
-                 stage=p["stage"], request={"fingerprint": p["fp"], **p["req"]}, response=resp,
-                 prompt_tokens=r.usage.prompt_tokens, completion_tokens=r.usage.completion_tokens,
-                 seconds=r.seconds)
+                 model=model_id, stage=p["stage"], request={"fingerprint": p["fp"], **p["req"]},
+                 response=resp, prompt_tokens=r.usage.prompt_tokens,
+                 completion_tokens=r.usage.completion_tokens, seconds=r.seconds)
 
 # %% ../nbs/02_llm.ipynb #ca2a94d3
 class ChatBackend(BareBackend):
@@ -315,31 +291,26 @@ class ChatBackend(BareBackend):
     def __repr__(self): return f"{type(self).__name__}({self.model_id!r})"
 
     def _count_tokens(self, text:str) -> int:
-        ("Backend hook: the token count of `text` (exact with a tokenizer; the default is ~4 characters per "
-         "token).")
+        "Backend hook: the token count of `text` (by default ~4 characters a token)."
         return (len(text) + 3) // 4
 
     def _complete(self, reqs:list[dict]) -> list[Completion]:
-        ("Backend hook: one `Completion` per prepared request (messages, schema, temperature, max_tokens, "
-         "seed; and stage).")
+        "Backend hook: one `Completion` per prepared request (messages, schema, temperature...)."
         raise NotImplementedError
 
     def fingerprint(self) -> dict:
-        ("JSON identity of what, besides the request, decides a reply: backend, model id and backend "
-         "settings (part of every cache key).")
+        "JSON identity of what besides the request decides a reply (part of every cache key)."
         return {"backend": self.backend, "model_id": self.model_id}
 
     def card(self) -> dict:
-        ("What a replay needs to rebuild this model besides its fingerprint: its context window and "
-         "`concurrent`.")
+        "What a replay needs besides the fingerprint to rebuild this model."
         return {"context_window": int(self.context_window), "concurrent": bool(self.concurrent)}
 
     @classmethod
     def replay_spec(cls, d:dict) -> tuple[dict, int|None]:
-        ("(Fingerprint fields a spec dict `d` decides, the context window it fixes or None): what a replay "
-         "looks up.")
-        return dict(backend=cls.backend, model_id=d.get("model_id")
-                    or d.get("model")), d.get("context_window")
+        "(Fingerprint fields a spec dict `d` decides, the context window it fixes or None)."
+        return dict(backend=cls.backend, model_id=d.get("model_id") or d.get("model")), \
+               d.get("context_window")
 
     @functools.cached_property
     def plain(self) -> Cached:
@@ -358,8 +329,9 @@ FAILURE_POLICIES = ("retry", "reuse", "retry_once")   # what a request whose fai
 # %% ../nbs/02_llm.ipynb #5d806398
 ASK_OPTIONS = ("failures", "max_parse_retries", "decoding")   # how a `Cached` asks its backend (its options)
 
-class _Wrapping(Wrapper):
-    "The chat wrapper's own state; every other attribute is its backend's (read and set through)."
+# %% ../nbs/02_llm.ipynb #e6e4d494
+class Cached(Wrapper):
+    "A backend with a cache, accounts and a failure policy; every other attribute is its backend's."
     _own = Wrapper._own | {*ASK_OPTIONS, "_token_memo", "_cards_noted", "_retried"}
     def __init__(self, inner:ChatBackend, # the backend that computes replies
                  cache=None, # None: default cache file; a path or Cache; False: no cache
@@ -376,30 +348,22 @@ class _Wrapping(Wrapper):
                          _token_memo={}, _cards_noted=set(),   # counts known in this process; cards written
                          _retried=set())   # keys of requests this wrapper sent to the backend
 
-    def __repr__(self): return f"Cached({self.inner!r}, cache={self.cache!r})"
-
-# %% ../nbs/02_llm.ipynb #38cc3f57
-class _Counting(_Wrapping):
-    "Token counts through a memo and the cache, and the model card a replay rebuilds the model object from."
     def count_tokens(self, text:str, *, stage:str="tokens") -> int:
-        ("Token count of `text`: from memory, else from the cache, else from the backend (`_count_tokens`), "
-         "then cached.")
+        "Token count of `text`: from memory, the cache, or the backend (then cached)."
         return self.count_tokens_many([text], stage=stage)[0]
 
     def count_tokens_many(self, texts:list[str], # the texts to count
                           *, stage:str="tokens", # the stage that needs them (stored with new entries, named
                                                  # by a replay miss)
                          ) -> list[int]:
-        ("Token counts of `texts` in order: one cache read for those not in memory, one write of what the "
-         "backend counted.")
+        "Token counts of `texts`: one cache read for those not in memory, one write of new counts."
         memo = self._token_memo
         todo = [t for t in dict.fromkeys(texts) if t not in memo]
         if todo: memo.update(self._counts(todo, stage))
         return [memo[t] for t in texts]
 
     def _counts(self, texts:list[str], stage:str) -> dict:
-        ("{text: count} of distinct `texts`: those the cache holds, and the backend's count of the others "
-         "(then stored).")
+        "{text: count} of distinct `texts`: from the cache, else from the backend (then stored)."
         fp = json.loads(canonical_json(self.inner.fingerprint()))
         keys = {t: request_key("tokens", {"fingerprint": fp, "text": t}) for t in texts}
         hits = self.cache.get_many(list(keys.values())) if self.cache is not None else {}
@@ -426,9 +390,6 @@ class _Counting(_Wrapping):
         self._cards_noted.add(k)
         return [Entry(key=k, kind="card", model=self.model_id, stage="card", request=req, response=card)]
 
-# %% ../nbs/02_llm.ipynb #e6e4d494
-class Cached(_Counting):
-    "A backend with a cache, accounts and a failure policy: `chat` and `chat_batch` (options: `_Wrapping`)."
     def chat(self, messages:list[dict], *, schema=None, stage:str="default",
              temperature:float|None=0.0, # None: none sent (the backend's default sampling)
              max_tokens:int|None=512, # None: the room left in the context window (no cap sent)
@@ -439,14 +400,7 @@ class Cached(_Counting):
         "One request: text out, or (with `schema`) a validated object in `parsed`."
         return self.chat_batch([dict(messages=messages, schema=schema, temperature=temperature,
                                      max_tokens=max_tokens, seed=seed, top_logprobs=top_logprobs,
-                                     response_format=response_format)],
-                               stage=stage)[0]
-
-    def _lookup(self, preps:list[dict]) -> tuple[list, dict]:
-        ("The results the cache holds for `preps` (else None), and {key: the request that computes it}: "
-         "`_cached_results`, failures read back as the `failures` policy (or a replay) says.")
-        reads = {"retry": False, "reuse": True, "retry_once": self._retried}[self.failures]
-        return _cached_results(self.cache, preps, failures=True if self.replay else reads)
+                                     response_format=response_format)], stage=stage)[0]
 
     def _on_miss(self, preps:list[dict]):
         "Called with the requests the cache lacks, before they go to the backend: a replay raises."
@@ -458,13 +412,13 @@ class Cached(_Counting):
                    *, stage:str="default", # stage tag for requests that do not name one
                    show_progress:bool=False, # tqdm bar over the requests that need the model
                   ) -> list[ChatResult]:
-        ("Run many requests (order kept): cache hits at once, the misses through the backend `chunk_size` "
-         "at a time.")
+        "Run many requests (order kept): hits at once, misses through the backend `chunk_size` at a time."
         t0 = time.perf_counter()
         # once per batch; the round trip checks it is plain JSON
         fp = json.loads(canonical_json(self.inner.fingerprint()))
         preps = [_prepare(r, stage, fp, self.max_parse_retries) for r in requests]
-        results, first = self._lookup(preps)
+        reads = {"retry": False, "reuse": True, "retry_once": self._retried}[self.failures]
+        results, first = _cached_results(self.cache, preps, True if self.replay else reads)
         look, todo = (time.perf_counter() - t0) / max(1, len(preps)), sorted(first.values())
         if todo: self._on_miss([preps[i] for i in todo])
         self._retried.update(preps[i]["key"] for i in todo)
@@ -521,10 +475,8 @@ def read_json_memo(path:Path) -> dict:
 
 # %% ../nbs/02_llm.ipynb #8b9fa899
 def write_json_memo(path:Path, d:dict):
-    ("Write `d` to `path` through a temporary file (readers never see half a file); a write that fails is "
-     "skipped.")
-    try: write_text(path, json.dumps(d, indent=1, sort_keys=True), fsync=False)   # a lost memo is redone
-    except OSError: pass
+    "Write `d` to `path` atomically; a write that fails is skipped."
+    with contextlib.suppress(OSError): write_text(path, json.dumps(d, indent=1, sort_keys=True), fsync=False)
 
 # %% ../nbs/02_llm.ipynb #83c4a01b
 _HASH_LOCK = threading.Lock()
@@ -546,8 +498,8 @@ def file_identity(path:str|Path, # a model file
     with _HASH_LOCK:
         known = read_json_memo(memo)
         hit = known.get(str(p))
-        if isinstance(hit, dict) and {k: hit.get(k)
-                                      for k in stamp} == stamp and isinstance(hit.get("sha256"), str):
+        ok = isinstance(hit, dict) and type(hit.get("sha256")) is str
+        if ok and {k: hit.get(k) for k in stamp} == stamp:
             return {"size": st.st_size, "sha256": hit["sha256"]}
         sha = _sha256_file(p)
         write_json_memo(memo, {**known, str(p): {**stamp, "sha256": sha}})
@@ -555,8 +507,7 @@ def file_identity(path:str|Path, # a model file
 
 # %% ../nbs/02_llm.ipynb #9949e505
 def dir_identity(path:str|Path) -> dict|None:
-    ("For a local model directory: its absolute path, file count and sha256 of its files' names, sizes and "
-     "mtimes; None otherwise.")
+    "A local model folder's path, file count and sha256 of its files' names, sizes, mtimes; else None."
     p = Path(path).expanduser()
     if not p.is_dir(): return None
     files = sorted([str(f.relative_to(p)), f.stat().st_size, f.stat().st_mtime_ns] for f in p.rglob("*")
@@ -575,8 +526,7 @@ def parse_spec(spec:str|dict|None, # 'backend:model', a JSON object, a dict, or 
                default:str, # the spec when none is given
                env:str, # the environment variable that overrides the default
               ) -> dict:
-    ("A model spec as a dict with `backend` and `model`: 'backend:model', a JSON object (for options such "
-     "as base_url), or a dict.")
+    "A model spec ('backend:model', a JSON object or a dict) as a dict with `backend` and `model`."
     if spec is None: spec = os.environ.get(env) or default
     if isinstance(spec, str) and spec.lstrip().startswith("{"):
         try: spec = json.loads(spec)
@@ -627,8 +577,7 @@ def get_chat_model(spec:str|dict|ChatBackend|Cached|None=None, # "backend:model"
                    *, replay:bool|None=None, # the recorded model from the cache (`replay_chat_model`); None:
                                              # $PACE_REPLAY
                    **kw) -> Cached:
-    ("The backend a spec names (see `CHAT_BACKENDS`) wrapped in `Cached` (`kw`: its options, such as "
-     "`failures`), or with `replay` its recording in the cache.")
+    "The backend a spec names (`CHAT_BACKENDS`) in `Cached` (`kw`: its options); `replay`: its recording."
     if isinstance(spec, Cached): return spec
     if isinstance(spec, ChatBackend): return Cached(spec, cache, **kw)
     if replay_enabled(replay): return replay_chat_model(spec, cache, **kw)
@@ -643,8 +592,8 @@ def as_chat_model(spec, # a chat spec (see `get_chat_model`), a backend, a `Cach
     if isinstance(spec, Cached):   # a copy (of its class) with its backend, cache and accounts, and `kw`
         if not kw: return spec
         old, new = {k: getattr(spec, k) for k in ASK_OPTIONS}, copy.copy(spec)
-        _Wrapping.__init__(new, spec.inner, spec.cache if spec.cache is not None else False,
-                           accounts=spec.accounts, replay=spec.replay, **{**old, **kw})
+        Cached.__init__(new, spec.inner, spec.cache if spec.cache is not None else False,
+                        accounts=spec.accounts, replay=spec.replay, **{**old, **kw})
         return new
     if hasattr(spec, "chat") and not isinstance(spec, ChatBackend): return spec
     return get_chat_model(spec, cache=cache, **kw)
@@ -666,8 +615,7 @@ class RecordedChat(ChatBackend):
 
 # %% ../nbs/02_llm.ipynb #e28b5788
 def _replay_window(cache:Cache, fp:dict, window:int|None) -> int:
-    ("The context window a replay of `fp` gets: `window` if the spec fixes one, else the one the model "
-     "cards record.")
+    "The context window a replay of `fp` gets: `window` if given, else the one its model cards record."
     if window is not None: return int(window)
     ws = sorted({c["context_window"] for c in recorded_cards(cache, fp)
                  if type(c.get("context_window")) is int})
@@ -679,12 +627,10 @@ def _replay_window(cache:Cache, fp:dict, window:int|None) -> int:
 def replay_chat_model(spec:str|dict|None=None, # as for `get_chat_model`
                       cache=None, # the cache to replay from (None: the default file)
                       **kw) -> Cached:
-    ("The recorded chat model a spec names, rebuilt from `cache` alone: no library, no weights, no model "
-     "call (`kw`: `Cached` options, then spec fields).")
+    "The recorded chat model a spec names, from `cache` alone (`kw`: `Cached` options, then spec fields)."
     opts = {k: kw.pop(k) for k in ("accounts", *ASK_OPTIONS) if k in kw}
     d = {**_chat_spec(spec), **kw}
-    cls, c = backend_class(CHAT_BACKENDS, d["backend"], "chat"), as_cache(cache)
-    if c is None: raise ReplayError("replay needs a cache to replay from, not cache=False")
+    cls, c = backend_class(CHAT_BACKENDS, d["backend"], "chat"), as_cache(cache, replay=True)
     fields, window = cls.replay_spec(d)
     fp = recorded_model(c, fields, ("chat", "tokens", "card"), "chat model")
     rec = RecordedChat(fp, context_window=_replay_window(c, fp, window), concurrent=cls.concurrent)

@@ -15,9 +15,7 @@ __all__ = ['HFChat']
 
 # %% ../../nbs/02d_hf.ipynb #9fbd8505
 def _hf_generate_kw(r:dict, room:int) -> dict:
-    ("`generate` arguments of a prepared request: greedy at temperature 0, sampling above, the model's "
-     "`generation_config` for no temperature (None); `room`: the tokens left in the context (the cap when "
-     "the request sends none).")
+    "`generate` arguments: greedy at 0, sampling above, the model's config for None; `room`: the cap."
     gen = dict(max_new_tokens=r["max_tokens"] or room)
     if r["temperature"] is None: return gen
     gen["do_sample"] = r["temperature"] > 0
@@ -56,9 +54,9 @@ class HFChat(ChatBackend):
         for r in reqs:
             t = time.perf_counter()
             try:
-                enc = self.tok.apply_chat_template(with_schema_instruction(r["messages"], r["schema"]),
-                                                   add_generation_prompt=True,
-                                                   return_tensors="pt", return_dict=True)
+                msgs = with_schema_instruction(r["messages"], r["schema"])
+                enc = self.tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt",
+                                                   return_dict=True)
                 dev = getattr(self.hf_model, "device", None)
                 if dev is not None and hasattr(enc, "to"): enc = enc.to(dev)
                 try:

@@ -9,8 +9,7 @@ from pathlib import Path
 from ..atomic import atomic_open
 from ..cache import canonical_json
 from ..llm import (ChatBackend, Completion, Usage, ModelNotFoundError, ModelUnusableError, models_dir,
-                      file_identity,
-                      read_json_memo, write_json_memo)
+                      file_identity, read_json_memo, write_json_memo)
 
 # %% auto #0
 __all__ = ['KNOWN_GGUF', 'LLAMACPP_PORTABLE_BUILD', 'resolve_gguf', 'trained_context', 'grown_context', 'kv_cache_bytes',
@@ -88,12 +87,9 @@ def resolve_gguf(model:str, # a .gguf path, or a name in KNOWN_GGUF
 
 # %% ../../nbs/02a_llamacpp.ipynb #0f176d71
 def _llama_request(r:dict) -> dict:
-    ("The `create_chat_completion` arguments of a prepared request (a schema becomes a grammar-constrained "
-     "JSON object; 'json_object' alone, llama-cpp-python's grammar of any JSON object).")
-    kw = dict(messages=r["messages"], temperature=r["temperature"], max_tokens=r["max_tokens"],
-              seed=r["seed"])
-    for k in ("temperature", "seed"):   # None: not sent, llama-cpp-python's defaults apply
-        if kw[k] is None: del kw[k]
+    "`create_chat_completion` arguments of a prepared request (a schema: grammar-constrained JSON)."
+    kw = dict(messages=r["messages"], max_tokens=r["max_tokens"],   # None: not sent, the library's default
+              **{k: r[k] for k in ("temperature", "seed") if r[k] is not None})
     if r["schema"] is not None: kw["response_format"] = {"type": "json_object", "schema": r["schema"]}
     elif r.get("response_format") == "json_object": kw["response_format"] = {"type": "json_object"}
     return kw
@@ -112,8 +108,7 @@ def _llama_prompt_tokens(llm, messages:list[dict]) -> list[int]:
     return llm.tokenize(res.prompt.encode("utf-8"), add_bos=not res.added_special, special=True)
 
 def _next_token_logprobs(llm, tokens:list[int], k:int) -> dict:
-    """{token text: log-probability} of the `k` likeliest next tokens after `tokens`, the context's shared
-    prefix reused."""
+    "{token text: log-probability} of the `k` likeliest tokens after `tokens` (shared prefix reused)."
     import numpy as np
     held, n = list(llm.input_ids), 0    # what the context holds (llama-cpp-python's `generate` reuses it too)
     while n < min(len(held), len(tokens) - 1) and held[n] == tokens[n]: n += 1
@@ -148,8 +143,7 @@ def _llama_completion(resp:dict, t:float) -> Completion:
 # %% ../../nbs/02a_llamacpp.ipynb #a26b4eda
 def trained_context(metadata:dict) -> int|None:
     "The context length a GGUF model was trained on (its `<architecture>.context_length`), or None."
-    arch = metadata.get("general.architecture")
-    v = metadata.get(f"{arch}.context_length")
+    v = metadata.get(f"{metadata.get('general.architecture')}.context_length")
     return int(v) if v else None
 
 # %% ../../nbs/02a_llamacpp.ipynb #bfea40f5
@@ -192,9 +186,8 @@ class LlamaCppChat(ChatBackend):
         if check if check is not None else os.environ.get("PACE_LLAMACPP_CHECK", "1") != "0":
             llamacpp_selfcheck(self.path)
         k = KNOWN_GGUF.get(model, {}); n_ctx = n_ctx or min(k.get("n_ctx", 8192), 8192)
-        self._llama_kw = dict(model_path=str(self.path), n_ctx=n_ctx, n_threads=n_threads
-                              or os.cpu_count(), seed=0,
-                              chat_format=chat_format, verbose=verbose)
+        self._llama_kw = dict(model_path=str(self.path), n_ctx=n_ctx, n_threads=n_threads or os.cpu_count(),
+                              seed=0, chat_format=chat_format, verbose=verbose)
         self._llm, self._lock, self.chat_format, self._gguf = None, threading.Lock(), chat_format, None
         self.grow_context = grow_context
         super().__init__(model_id or k.get("model_id") or self.path.stem.lower(), context_window=n_ctx)
@@ -212,8 +205,7 @@ class LlamaCppChat(ChatBackend):
             self._llm = Llama(**self._llama_kw)
         return self._llm
     def _grow(self, e:Exception) -> bool:
-        ("With `grow_context`, a context overflow `e` reloads the model with the context `grown_context` "
-         "gives (said on stderr with its KV cache's size); False when it cannot grow.")
+        "With `grow_context`, reload on context overflow `e` at `grown_context`'s size; False if it cannot."
         m = re.search(r"Requested tokens \((\d+)\) exceed context window of (\d+)", str(e))
         if not (self.grow_context and m): return False
         md = self._llm.metadata
@@ -310,11 +302,6 @@ out = llm.create_completion("One, two, three,", max_tokens=int(sys.argv[3]), tem
 print(out["usage"]["completion_tokens"])
 """
 
-def _signal_name(rc:int) -> str:
-    import signal
-    try: return f"{signal.Signals(-rc).name} ({signal.strsignal(-rc)})"
-    except ValueError: return f"signal {-rc}"
-
 # %% ../../nbs/02a_llamacpp.ipynb #18d60099
 def llamacpp_selfcheck(model_path:str|Path, # the GGUF file
                        n_tokens:int=4, # tokens to generate
@@ -323,18 +310,18 @@ def llamacpp_selfcheck(model_path:str|Path, # the GGUF file
                        code:str=_SELFCHECK, # the child's program (tests put a crashing one here)
                        timeout:float=600, # seconds before the child counts as hung
                       ) -> bool:
-    ("Load `model_path` with llama.cpp in a child process and generate a few tokens: True, or "
-     "`ModelUnusableError`.")
+    "Run `model_path` in a child llama.cpp for a few tokens: True, or `ModelUnusableError`."
     path, memo = Path(model_path), Path(memo) if memo else models_dir()/"llamacpp_checks.json"
     key = llamacpp_check_key(path)
     if key in (passed := read_json_memo(memo)): return True
     rc, last = child_status(code, [path, min(2, os.cpu_count() or 1), n_tokens], timeout)
     if rc < 0:
-        raise ModelUnusableError(f"llama.cpp died of {_signal_name(rc)} running {path.name} in a check "
-                                 f"process"
+        import signal
+        try: sig = f"{signal.Signals(-rc).name} ({signal.strsignal(-rc)})"
+        except ValueError: sig = f"signal {-rc}"
+        raise ModelUnusableError(f"llama.cpp died of {sig} running {path.name} in a check process"
                                  f"{': ' + last if 'within' in last else ''}. The installed llama-cpp-python "
-                                 f"was "
-                                 f"built for another CPU; rebuild it portable with: "
+                                 f"was built for another CPU; rebuild it portable with: "
                                  f"{llamacpp_rebuild_command()}")
     if rc != 0: raise ModelUnusableError(f"llama.cpp could not run {path.name} in a check process: {last}")
     write_json_memo(memo,
@@ -349,9 +336,48 @@ def free_port(host:str="127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0)); return s.getsockname()[1]
 
-class _ChildProcess:
-    "A child process with a log file, stopped politely (SIGTERM, then SIGKILL) or killed at once."
-    proc = log = None
+# %% ../../nbs/02a_llamacpp.ipynb #51309947
+class LlamaServer:
+    "llama-cpp-python's OpenAI-compatible server in a child process."
+    def __init__(self, model:str="smollm2-135m", # a name in KNOWN_GGUF or a .gguf path
+                 *, host:str="127.0.0.1", port:int|None=None, # default: a free port
+                 # the model name clients use
+                 n_ctx:int=2048, n_threads:int|None=None, model_alias:str|None=None,
+                 startup_timeout:float=120.0, # seconds to wait for the server to answer
+                 extra_args:tuple=()):
+        self.path = resolve_gguf(model)
+        self.alias = model_alias or KNOWN_GGUF.get(model, {}).get("model_id") or self.path.stem.lower()
+        self.host, self.port, self.n_ctx = host, port or free_port(host), n_ctx
+        self.n_threads = n_threads or os.cpu_count()
+        self.startup_timeout, self.extra_args, self.proc = startup_timeout, tuple(extra_args), None
+
+    @property
+    def base_url(self) -> str: return f"http://{self.host}:{self.port}/v1"
+
+    def command(self) -> list[str]:
+        "The command line that starts the server."
+        return [sys.executable, "-m", "llama_cpp.server", "--model", str(self.path),
+                "--model_alias", self.alias, "--host", self.host, "--port", str(self.port),
+                "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads),
+                "--interrupt_requests", "False", *self.extra_args]
+
+    def start(self) -> "LlamaServer":
+        "Start the server and wait until it answers `/v1/models`."
+        self.log = tempfile.NamedTemporaryFile(prefix="llama_server_", suffix=".log", delete=False)
+        self.proc = subprocess.Popen(self.command(), stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llama.cpp server exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(self.base_url + "/models", timeout=2) as r:
+                    if r.status == 200: return self
+            except OSError: time.sleep(0.2)
+        self.stop()
+        raise TimeoutError(f"llama.cpp server did not answer within "
+                           f"{self.startup_timeout}s:\n{self.log_tail()}")
+
     def log_tail(self, n:int=2000) -> str:
         "The end of the process's log."
         try: return Path(self.log.name).read_text(errors="replace")[-n:]
@@ -371,46 +397,3 @@ class _ChildProcess:
 
     def __enter__(self): return self.start()
     def __exit__(self, *a): self.stop()
-
-# %% ../../nbs/02a_llamacpp.ipynb #51309947
-class LlamaServer(_ChildProcess):
-    "llama-cpp-python's OpenAI-compatible server in a child process."
-    def __init__(self, model:str="smollm2-135m", # a name in KNOWN_GGUF or a .gguf path
-                 *, host:str="127.0.0.1", port:int|None=None, # default: a free port
-                 # the model name clients use
-                 n_ctx:int=2048, n_threads:int|None=None, model_alias:str|None=None,
-                 startup_timeout:float=120.0, # seconds to wait for the server to answer
-                 extra_args:tuple=()):
-        self.path = resolve_gguf(model)
-        self.alias = model_alias or KNOWN_GGUF.get(model, {}).get("model_id") or self.path.stem.lower()
-        self.host, self.port, self.n_ctx = host, port or free_port(host), n_ctx
-        self.n_threads = n_threads or os.cpu_count()
-        self.startup_timeout, self.extra_args, self.proc = startup_timeout, tuple(extra_args), None
-
-    @property
-    def base_url(self) -> str: return f"http://{self.host}:{self.port}/v1"
-
-    def command(self) -> list[str]:
-        "The command line that starts the server."
-        return [sys.executable, "-m", "llama_cpp.server", "--model", str(self.path), "--model_alias",
-                self.alias,
-                "--host", self.host, "--port", str(self.port), "--n_ctx", str(self.n_ctx), "--n_threads",
-                str(self.n_threads),
-                "--interrupt_requests", "False", *self.extra_args]
-
-    def start(self) -> "LlamaServer":
-        "Start the server and wait until it answers `/v1/models`."
-        self.log = tempfile.NamedTemporaryFile(prefix="llama_server_", suffix=".log", delete=False)
-        self.proc = subprocess.Popen(self.command(), stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"llama.cpp server exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(self.base_url + "/models", timeout=2) as r:
-                    if r.status == 200: return self
-            except OSError: time.sleep(0.2)
-        self.stop()
-        raise TimeoutError(f"llama.cpp server did not answer within "
-                           f"{self.startup_timeout}s:\n{self.log_tail()}")

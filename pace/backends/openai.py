@@ -14,7 +14,7 @@ _log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['OPENAI_BASE_URL', 'MAX_RETRY_AFTER', 'response_format', 'normalise_base_url', 'RequestLimiter', 'retry_after_seconds',
-           'backoff_seconds', 'OpenAIOptions', 'checked_options', 'OpenAIChat']
+           'backoff_seconds', 'OpenAIOptions', 'checked_options', 'openai_client', 'OpenAIChat']
 
 # %% ../../nbs/02b_openai.ipynb #3d1d587d
 _JSON_MODES = ("json_schema", "json_object_schema", "json_object", "prompt")
@@ -91,8 +91,7 @@ def backoff_seconds(attempt:int, # retries so far (0 for the first)
 _TOKEN_PARAMS = ("max_tokens", "max_completion_tokens")
 
 def _rejected(text:str, kw:dict) -> tuple|None:
-    ("What a 400 reply's `text` rejects among the sent `kw`: (setting, new value, note), or None for "
-     "anything else.")
+    "What a 400 reply's `text` rejects among `kw`: (setting, new value, note), or None."
     text = text.lower()
     unsupported = "unsupported" in text or "not support" in text
     sent = next((p for p in _TOKEN_PARAMS if p in kw), None)   # None: no cap sent
@@ -106,8 +105,7 @@ def _rejected(text:str, kw:dict) -> tuple|None:
 # %% ../../nbs/02b_openai.ipynb #1c421784
 def _openai_request(r:dict, model:str, mode:str, send_temp:bool, token_param:str, send_seed:bool,
                     extra_body:dict|None) -> dict:
-    ("The `chat.completions.create` arguments of a prepared request (a temperature or seed of None is not "
-     "sent: the server's default applies).")
+    "`chat.completions.create` arguments of a prepared request (None temperature or seed: not sent)."
     in_format = r["schema"] is None or mode in ("json_schema", "json_object_schema")
     msgs = r["messages"] if in_format else with_schema_instruction(r["messages"], r["schema"])
     kw = {"model": model, "messages": msgs}
@@ -122,8 +120,7 @@ def _openai_request(r:dict, model:str, mode:str, send_temp:bool, token_param:str
     return kw
 
 def _choice_logprobs(choice) -> list|None:
-    """Per generated token, {token: log-probability} of its top alternatives, from a `chat.completions`
-    choice; None when absent."""
+    "Per generated token, {token: log-probability} of its top alternatives; None when absent."
     content = getattr(getattr(choice, "logprobs", None), "content", None)
     if not content: return None
     return [{a.token: a.logprob for a in (c.top_logprobs or [])} or {c.token: c.logprob} for c in content]
@@ -136,9 +133,8 @@ def _reply_completion(resp, t:float, notes:list) -> Completion:
         return Completion(error=f"empty reply "
                           f"(finish_reason={resp.choices[0].finish_reason if resp.choices else None})",
                           seconds=time.perf_counter() - t)
-    return Completion(text=text,
-                      usage=Usage(getattr(u, "prompt_tokens", 0) or 0,
-                                  getattr(u, "completion_tokens", 0) or 0),
+    return Completion(text=text, usage=Usage(getattr(u, "prompt_tokens", 0) or 0,
+                                             getattr(u, "completion_tokens", 0) or 0),
                       seconds=time.perf_counter() - t, notes=notes,
                       top_logprobs=_choice_logprobs(resp.choices[0]), finish=resp.choices[0].finish_reason)
 
@@ -178,6 +174,19 @@ def checked_options(options, # an options model of `cls`, a dict of its fields, 
         why = [f"{'.'.join(map(str, x['loc']))}: {x['msg']} (got {x['input']!r})" for x in e.errors()]
         raise ValueError(f"{what}: " + "; ".join(why)) from None
 
+# %% ../../nbs/02b_openai.ipynb #c6679a03
+def openai_client(o, client, what:str, max_retries:int=0) -> tuple:
+    "(`client`, else one for the server options `o` name; the server's base URL), for chat and embeddings."
+    import openai
+    base_url = o.base_url or os.environ.get("OPENAI_BASE_URL")
+    api_key = o.api_key or os.environ.get("OPENAI_API_KEY") or ("sk-no-key" if base_url else None)
+    if client is None and api_key is None:
+        raise ValueError(f"{what} needs an API key: set OPENAI_API_KEY (or api_key in the spec), "
+                         "or a base_url for a local server")
+    client = client or openai.OpenAI(base_url=base_url, api_key=api_key, timeout=o.timeout,
+                                     max_retries=max_retries)
+    return client, base_url or getattr(client, "base_url", None)
+
 # %% ../../nbs/02b_openai.ipynb #695d6f33
 _RETRY_STATUS = (408, 409, 429)
 
@@ -189,27 +198,18 @@ class OpenAIChat(ChatBackend):
                  options:OpenAIOptions|dict|None=None, # the backend's options; keywords override them
                  *, client=None, # an openai client to send through (default: one built from the options)
                  **kw): # fields of `OpenAIOptions`
-        import openai
         o = checked_options(options, {k: kw.pop(k) for k in list(kw) if k in OpenAIOptions.model_fields})
-        base_url = o.base_url or os.environ.get("OPENAI_BASE_URL")
-        api_key = o.api_key or os.environ.get("OPENAI_API_KEY") or ("sk-no-key" if base_url else None)
-        if client is None and api_key is None:
-            raise ValueError("openai backend needs an API key: set OPENAI_API_KEY (or api_key in the spec), "
-                             "or a base_url for a local server")
-        # the model retries (`_send`); the client sends each attempt once
-        self.client = (client.with_options(max_retries=0) if client is not None else
-                       openai.OpenAI(base_url=base_url, api_key=api_key, timeout=o.timeout, max_retries=0))
+        given = client and client.with_options(max_retries=0)   # the model retries (`_send`), not the client
+        self.client, self.base_url = openai_client(o, given, "openai backend")
         self.options, self.max_retries, self.backoff = o, o.max_retries, (o.backoff_base, o.backoff_cap)
         self.limiter = RequestLimiter(o.max_in_flight, o.max_rps)
-        self.base_url = base_url or getattr(self.client, "base_url", None)
         self.model, self.concurrency = model, o.concurrency
         self.send_seed, self.extra_body = o.send_seed, o.extra_body
         # as configured (the fingerprint)
         self.send_temperature, self.token_param = o.send_temperature, o.token_param
         # as sent now
         self._send_temp, self._token_param, self.adjustments = o.send_temperature, o.token_param, {}
-        self.chunk_size = 4 * max(1, o.concurrency)
-        self.json_mode = o.json_mode
+        self.chunk_size, self.json_mode = 4 * max(1, o.concurrency), o.json_mode
         self._modes = list(_JSON_MODES) if o.json_mode == "auto" else [o.json_mode]
         self._mode_ok, self._lock = o.json_mode != "auto", threading.Lock()
         if kw: raise TypeError(f"OpenAIChat: unknown options {sorted(kw)}")
@@ -218,15 +218,15 @@ class OpenAIChat(ChatBackend):
     def fingerprint(self) -> dict:
         return {**super().fingerprint(), "model": self.model, "base_url": normalise_base_url(self.base_url),
                 "json_mode": self.json_mode, "send_seed": self.send_seed,
-                "send_temperature": self.send_temperature,
-                "token_param": self.token_param, "extra_body": self.extra_body}
+                "send_temperature": self.send_temperature, "token_param": self.token_param,
+                "extra_body": self.extra_body}
 
     @classmethod
     def replay_spec(cls, d:dict) -> tuple[dict, int|None]:
         url, o = normalise_base_url(d.get("base_url") or os.environ.get("OPENAI_BASE_URL")), OpenAIOptions()
         return (dict(backend="openai", model_id=d.get("model_id") or d["model"], model=d["model"],
-                     base_url=url,
-                     json_mode=d.get("json_mode", o.json_mode), send_seed=d.get("send_seed", o.send_seed),
+                     base_url=url, json_mode=d.get("json_mode", o.json_mode),
+                     send_seed=d.get("send_seed", o.send_seed),
                      send_temperature=d.get("send_temperature", o.send_temperature),
                      token_param=d.get("token_param", o.token_param),
                      extra_body=d.get("extra_body")), d.get("context_window", o.context_window))
@@ -237,8 +237,7 @@ class OpenAIChat(ChatBackend):
         self.chunk_size = max(self.chunk_size, 4 * n)
 
     def _adjust(self, e, kw:dict) -> str|None:
-        ("If a 400 reply `e` rejects a parameter of `kw`, stop sending it (or send the one the server "
-         "names) from now on; what changed, or None.")
+        "Stop sending a parameter of `kw` a 400 reply `e` rejects (or send the one it names); what changed."
         hit = _rejected(str(e) + " " + str(getattr(e, "body", "")), kw)
         if hit is None: return None
         what, value, note = hit
@@ -256,8 +255,7 @@ class OpenAIChat(ChatBackend):
             if self._modes[0] == mode and len(self._modes) > 1: self._modes.pop(0)
 
     def _notes(self, kw:dict, r:dict) -> list[str]:
-        ("Notes for request `r` sent as `kw`: each parameter it asks for under the configuration that was "
-         "not sent as configured, and why.")
+        "Notes for request `r` sent as `kw`: each configured parameter not sent as configured, and why."
         temp = self.send_temperature and r["temperature"] is not None and "temperature" not in kw
         cap = r["max_tokens"] is not None and self.token_param not in kw   # None: no cap asked for
         return ([self.adjustments["temperature"]] if temp else []) + \

@@ -12,13 +12,9 @@ __all__ = ['vllm_settings', 'VLLMChat']
 
 # %% ../../nbs/02c_vllm.ipynb #d0eda82f
 def _vllm_sampling(r:dict):
-    ("vllm SamplingParams for a prepared request, with JSON-schema guided decoding when a schema is given "
-     "(any JSON object for 'json_object'); `max_tokens` None: up to the model's length; a temperature or "
-     "seed of None: not given (SamplingParams' defaults).")
+    "vllm SamplingParams of a prepared request, with guided JSON decoding (None values: not given)."
     from vllm import SamplingParams
-    kw = dict(temperature=r["temperature"], max_tokens=r["max_tokens"], seed=r["seed"])
-    for k in ("temperature", "seed"):
-        if kw[k] is None: del kw[k]
+    kw = dict(max_tokens=r["max_tokens"], **{k: r[k] for k in ("temperature", "seed") if r[k] is not None})
     guide = (dict(json=r["schema"]) if r["schema"] is not None else
              dict(json_object=True) if r.get("response_format") == "json_object" else None)
     if guide is not None:
@@ -35,8 +31,7 @@ _VLLM_OUTPUT_KW = ("dtype", "quantization", "kv_cache_dtype", "revision", "token
                    "tokenizer_mode", "hf_overrides")
 
 def vllm_settings(llm, kw:dict) -> dict:
-    ("The `vllm.LLM` arguments that change outputs, with dtype and quantisation as the engine resolved them "
-     "where it says.")
+    "The `vllm.LLM` arguments that change outputs, dtype and quantisation as the engine resolved them."
     out = {k: kw[k] for k in _VLLM_OUTPUT_KW if k in kw}
     mc = getattr(getattr(llm, "llm_engine", None), "model_config", None)
     for k in ("dtype", "quantization"):
@@ -65,10 +60,6 @@ class VLLMChat(ChatBackend):
     def fingerprint(self) -> dict:
         return {**super().fingerprint(), "model": self._source, "settings": self.settings,
                 "chat_template": chat_template_sha256(self.tokenizer)}
-
-    @classmethod
-    def replay_spec(cls, d:dict) -> tuple[dict, int|None]:
-        return dict(backend="vllm", model_id=d.get("model_id") or str(d["model"])), d.get("context_window")
 
     def _count_tokens(self, text:str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False))
