@@ -4,7 +4,7 @@
 
 # %% ../../nbs/31_evaluate.ipynb #2d3638f0
 from __future__ import annotations
-import json, re
+import hashlib, json, re
 from pathlib import Path
 import numpy as np, pandas as pd
 from ..methods.baselines import METHOD_SPECS
@@ -61,21 +61,19 @@ def _judge_cols(j: dict | None) -> dict:
     if j is None:   # not judged
         nan = dict.fromkeys([*LABEL_COLS.values(), "judge_error", "decision_correct"], float("nan"))
         return nan | dict(judge=None, judge_mode=None)
-    lab = j.get("label")
-    d = {c: float(lab == l) for l, c in LABEL_COLS.items()}
-    d |= dict(judge_error=float(lab is None), judge=lab, judge_mode=j.get("mode"))
-    dc = j.get("decision_correct")
-    d["decision_correct"] = float(dc) if dc is not None else float("nan")
-    return d
+    lab, dc = j.get("label"), j.get("decision_correct")
+    return {c: float(lab == l) for l, c in LABEL_COLS.items()} | dict(
+        judge_error=float(lab is None), judge=lab, judge_mode=j.get("mode"),
+        decision_correct=float("nan") if dc is None else float(dc))
 
 def _decision_cols(r: dict, judged: float) -> dict:
     "Decision accuracy from the answer's decision field if any, else the judge's (`judged`); source; both."
     structured, dec = stated_decision(r)
-    d = dict(stated_decision=dec, judge_decision=(r.get("judge") or {}).get("decision"))
-    d["judge_decision_correct"] = judged
+    d = dict(stated_decision=dec, judge_decision=(r.get("judge") or {}).get("decision"),
+             judge_decision_correct=judged)
     if structured and r.get("answer") is not None:
-        correct = float(dec == expected_decision(r["label"]))
-        return d | dict(decision_correct=correct, decision_source="answer")
+        return d | dict(decision_correct=float(dec == expected_decision(r["label"])),
+                        decision_source="answer")
     return d | dict(decision_correct=judged, decision_source="judge" if judged == judged else None)
 
 def _row_funnel(r: dict) -> dict:
@@ -102,10 +100,9 @@ def _row_record(r: dict, repeats: str = "drop") -> dict:
     d["coverage"] = stage_coverage(f[seen]) if seen else None
     d["evidence"] = f[seen]["n"] if seen else float("nan")   # facts the answerer got (retrieval-only: ranked)
     u, ju = r.get("usage") or {}, r.get("judge_usage") or {}
-    d["llm_calls"] = sum(s.get("calls", 0) for s in u.values())
-    d["prompt_tokens"] = sum(s.get("prompt_tokens", 0) for s in u.values())
-    d["completion_tokens"] = sum(s.get("completion_tokens", 0) for s in u.values())
-    d["judge_calls"] = sum(s.get("calls", 0) for s in ju.values())
+    total = lambda us, k: sum(s.get(k, 0) for s in us.values())
+    d |= dict(llm_calls=total(u, "calls"), prompt_tokens=total(u, "prompt_tokens"),
+              completion_tokens=total(u, "completion_tokens"), judge_calls=total(ju, "calls"))
     for st, s in u.items(): d[f"calls:{st}"] = s.get("calls", 0)
     d["instance_id"] = r.get("instance_id")   # the case: the release averages within it first
     return d
@@ -213,21 +210,18 @@ def paired_tests(df: pd.DataFrame, # a results frame
                  reference: str | None = None, # default `reference_method`
                 ) -> pd.DataFrame:
     "Per (method, column): n paired queries, mean difference from the reference, p, Holm-adjusted p."
-    ref = reference or reference_method(df)
-    out = []
-    if ref is not None:
-        base = df[df.method == ref].set_index("query_id")
-        for c in cols:
-            ps = {}
-            for m in _method_order(df.method):
-                if m == ref: continue
-                x = df[df.method == m].set_index("query_id")[c]
-                d = (x - base[c].reindex(x.index)).dropna()
-                if len(d) < 2: continue
-                ps[m] = paired_randomization(d.to_numpy())
-                out.append(dict(method=m, column=c, n=len(d), diff=float(d.mean()), p=ps[m]))
-            for r in out:
-                if r["column"] == c and r["method"] in ps: r["p_holm"] = holm(ps)[r["method"]]
+    ref, out = reference or reference_method(df), []
+    base = df[df.method == ref].set_index("query_id")
+    for c in cols if ref is not None else []:
+        rows = []
+        for m in _method_order(df.method):
+            x = df[df.method == m].set_index("query_id")[c]
+            d = (x - base[c].reindex(x.index)).dropna()
+            if m != ref and len(d) >= 2:
+                rows.append(dict(method=m, column=c, n=len(d), diff=float(d.mean()),
+                                 p=paired_randomization(d.to_numpy())))
+        holm_p = holm({r["method"]: r["p"] for r in rows})
+        out += [r | dict(p_holm=holm_p[r["method"]]) for r in rows]
     cols_ = ["method", "column", "n", "diff", "p", "p_holm"]
     return pd.DataFrame(out, columns=cols_).assign(reference=ref).set_index(["method", "column"])
 
@@ -334,12 +328,13 @@ def calls_frame(rows: list[dict]) -> pd.DataFrame:
             out.append(dict(query_id=r["query_id"], method=r["method"], stage=c["stage"], ok=ok,
                             fallback=c.get("fallback"), truncated=cut,
                             overflow=not ok and is_context_overflow(c.get("error"))))
-    cols = ["query_id", "method", "stage", "ok", "fallback", "truncated", "overflow"]
-    return pd.DataFrame(out, columns=cols)
+    return pd.DataFrame(out, columns=["query_id", "method", "stage", "ok", "fallback", "truncated",
+                                      "overflow"])
 
 # %% ../../nbs/31_evaluate.ipynb #f88660cf
-_SELECTION = {f"n_{k}": f"{k}_per_query" for k in ("chosen", "padded", "passed_uncalled", "unseen_dropped")}
-_SELECTION["n_fallback"] = "fallback_ids_per_query"
+_SELECTION = {"n_chosen": "chosen_per_query", "n_padded": "padded_per_query",
+              "n_fallback": "fallback_ids_per_query", "n_passed_uncalled": "passed_uncalled_per_query",
+              "n_unseen_dropped": "unseen_dropped_per_query"}
 
 def failures(rows: list[dict]) -> pd.DataFrame:
     "Per method and stage: calls, failed, fallback, truncated, overflow (%); for filters, ids per query."
@@ -352,9 +347,7 @@ def failures(rows: list[dict]) -> pd.DataFrame:
                         for st, rep in ((r.get("trace") or {}).get("selection") or {}).items()])
     if len(sel):
         t = t.join(_mean(sel.groupby(["method", "stage"])[[c for c in _SELECTION if c in sel]]))
-    cols = ["queries", "calls", "failed", "fallback", "truncated", "overflow", "chosen_per_query",
-            "padded_per_query", "fallback_ids_per_query", "passed_uncalled_per_query",
-            "unseen_dropped_per_query"]
+    cols = ["queries", "calls", "failed", "fallback", "truncated", "overflow", *_SELECTION.values()]
     order, rank = _method_order(cf.method), {s: i for i, s in enumerate(CALL_STAGES)}   # other stages: a-z
     cells = sorted(t.index, key=lambda ms: (order.index(ms[0]), rank.get(ms[1], len(rank)), ms[1]))
     cells = pd.MultiIndex.from_tuples(cells, names=["method", "stage"])
@@ -421,11 +414,9 @@ def to_markdown(t: pd.DataFrame, int_cols=("n", "judge_errors", "queries", "call
     mark = lambda r, c: (marks or {}).get((r.get("method"), c), "")
     cell = lambda r, c: (_cell(r[c], r.get(f"{c}_lo"), r.get(f"{c}_hi"), digits=0 if c in int_cols else 1)
                          + mark(r, c))
-    body = [[cell(r, c) if not isinstance(r[c], str) else r[c]
-             for c in cols] for _, r in t.iterrows()]
+    body = [[r[c] if isinstance(r[c], str) else cell(r, c) for c in cols] for _, r in t.iterrows()]
     names = {"pass": "PASS", "wrong_rationale": "WRONG_RATIONALE", "fail": "FAIL", "mrr": "MRR",
-             "decision_acc": "decision acc",
-             "judge_errors": "judge errors", "decision_from": "decision from"}
+             "decision_acc": "decision acc", "judge_errors": "judge errors", "decision_from": "decision from"}
     head = [names.get(c, c).replace("mrr@", "MRR@") for c in cols]
     from tabulate import tabulate
     return tabulate(body, headers=head, tablefmt="github", disable_numparse=True)
@@ -514,7 +505,6 @@ def scores(df: pd.DataFrame, # a results frame
            tests: pd.DataFrame | None = None, # `paired_tests` of the same frame
           ) -> dict:
     "scores.json: every metric per method (fraction, n, interval, paired test), the settings' digest."
-    import hashlib
     s = (meta or {}).get("settings")
     num = lambda v: None if v is None or v != v else float(v)
     methods = {}

@@ -13,7 +13,7 @@ from tqdm.auto import tqdm
 from ..calls import AgentCall, agent_request, call_agent, chat_one, decoding_of, prompt_asset, read_reply
 from ..atomic import write_text
 from ..data import (DatasetError, PaceDataset, Problem, UsageError, load_pace_dataset,
-                       validate_object, read_jsonl_objects)
+                       validate_object, read_jsonl_objects, jsonl_text)
 from ..runfolder import JobFolder, positive_int
 
 # %% auto #0
@@ -180,8 +180,7 @@ def judge_answer(cm,                      # judge chat model
                                      failed_stage=rec.stage, **kw)
     if mode == "paper":
         lab, rec = paper_judge(cm, answer, gold_label, gold_judgment, max_tokens=max_tokens)
-        if lab is None: return fail(rec), [rec]
-        return Verdict(label=lab, mode=mode), [rec]
+        return (fail(rec) if lab is None else Verdict(label=lab, mode=mode)), [rec]
     if mode == "paper_json":
         msgs = paper_messages(answer, gold_label, gold_judgment)
         out, rec = _judge_call(cm, msgs, "judge", PaperOutput, max_tokens)
@@ -190,8 +189,8 @@ def judge_answer(cm,                      # judge chat model
     d, rec1 = _judge_call(cm, decision_messages(query, answer), "judge_decision", DecisionOutput, max_tokens)
     if d is None: return fail(rec1), [rec1]
     if d.decision != want:
-        v = Verdict(label="FAIL", decision=d.decision, decision_correct=False, reason=d.reason.strip())
-        return v, [rec1]
+        return Verdict(label="FAIL", decision=d.decision, decision_correct=False,
+                       reason=d.reason.strip()), [rec1]
     msgs = rationale_messages(query, answer, gold_judgment)
     r, rec2 = _judge_call(cm, msgs, "judge_rationale", RationaleOutput, max_tokens)
     if r is None: return fail(rec2, decision=d.decision, decision_correct=True), [rec1, rec2]
@@ -336,10 +335,9 @@ def load_calibration(path,      # a calibration .jsonl file or a folder of them
         for n, obj in read_jsonl_objects(f, rel, problems):
             line = validate_object(CalibrationLine, obj, rel, n, problems)
             if line is None: continue
-            if line.item_id in first:
-                first_at = first[line.item_id]
-                problems.append(Problem(rel, n, "item_id",
-                                        f"duplicate item_id {line.item_id!r} (first at {first_at})"))
+            if (first_at := first.get(line.item_id)) is not None:
+                why = f"duplicate item_id {line.item_id!r} (first at {first_at})"
+                problems.append(Problem(rel, n, "item_id", why))
                 continue
             first[line.item_id] = f"{rel}:{n}"
             q = queries.get(line.query_id)
@@ -348,8 +346,7 @@ def load_calibration(path,      # a calibration .jsonl file or a folder of them
             if ps: problems += ps; continue
             fp = line.first_pass or PassLabel(decision=line.decision, verdict=line.verdict, why=line.note)
             items.append(CalibrationItem(**(line.model_dump() | dict(first_pass=fp)), query=q.query,
-                                         label=q.label,
-                                         judgment=q.judgment, situation_type=q.situation_type,
+                                         label=q.label, judgment=q.judgment, situation_type=q.situation_type,
                                          source=f"{rel}:{n}"))
     if (sp := _second_pass_file(path, second_pass)) is not None:
         _ruling_problems(items, _second_pass(sp, gold, problems), problems)
@@ -411,8 +408,7 @@ def agreement(a: list, # one rater's labels, in item order (None: no label)
     if bad: raise ValueError(f"labels {bad} not in {list(labels)}")
     pairs = [(x, y) for x, y in zip(a, b) if not pd.isna(x) and not pd.isna(y)]
     t = confusion([x for x, _ in pairs], [y for _, y in pairs], labels, names).drop(columns=ERROR)
-    n, po, pe = _chance(t)
-    k = cohen_kappa(t)
+    (n, po, pe), k = _chance(t), cohen_kappa(t)
     se = math.sqrt(po * (1 - po) / n) / (1 - pe) if n and pe < 1 else float("nan")
     lo, hi = (float("nan"), float("nan")) if se != se else (max(-1.0, k - z * se), min(1.0, k + z * se))
     return dict(n=int(n), agreement=po, kappa=k, kappa_low=lo, kappa_high=hi, confusion=t)
@@ -603,8 +599,7 @@ def write_calibration(rep: dict, # a `calibrate` report
     write_text(d / "summary.json", json.dumps(calibration_summary(rep), indent=1) + "\n")
     confusions = {f["name"]: f["confusion"] for f in rep["judges"].values()}
     write_text(d / "confusion.csv", pd.concat(confusions, names=["judge"]).to_csv())
-    write_text(d / "verdicts.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n"
-                                             for r in rep["verdicts"]))
+    write_text(d / "verdicts.jsonl", jsonl_text(rep["verdicts"], sort_keys=False))
     write_text(d / "report.md", calibration_markdown(rep))
     return d
 

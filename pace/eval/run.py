@@ -77,8 +77,7 @@ def build_method(name: str | MethodSpec, # one of `METHODS`, a sized retriever, 
                  config=None, # the base `PaceMakerConfig`, or a PaceMaker method built (`Pipeline`)
                  graphrag_config=None, # a `GraphRAGConfig` or its settings as a dict (graphrag only)
                  **kw): # options of the method's class
-    """A `Method` from its name or spec (`make_method`); GraphRAG's settings are checked here, and a PaceMaker
-    name its settings contradict (pacemaker-small with anchor_keep=0) is a `UsageError`."""
+    "A `Method` from its name or spec (`make_method`); contradicting PaceMaker settings: a `UsageError`."
     s = name if isinstance(name, MethodSpec) else method_spec(name)
     gcfg = _graphrag_config(graphrag_config) if s.config == "graphrag" else None
     try: return make_method(s, chat_model, index, config, gcfg, **kw)
@@ -360,9 +359,7 @@ class RunConfig(BaseModel):
 
     @classmethod
     def from_args(cls, args) -> RunConfig:
-        """The checked settings from `pace run`'s parsed options (`add_cli`): the namespace holds only the
-        options typed (`add_options`), so under a preset those alone win over it, even when they name the
-        default."""
+        "The checked settings from `pace run`'s parsed options (`add_cli`): options typed win over a preset."
         return cls.checked(**option_values(args, cls))
 
 # %% ../../nbs/32_run.ipynb #06fbb589
@@ -429,8 +426,7 @@ def _run_folder(out_dir, name: str) -> JobFolder:
     return JobFolder(run_dir, explain=lambda old, new: _run_change(old, new))
 
 def _open_cache(cache, run_dir: Path):
-    ("The run's cache, opened once for all its models: `<run>/cache.sqlite` by default; False: none (as a "
-     "model reads it: None would be the default file).")
+    "The run's cache for all its models: `<run>/cache.sqlite` by default; False: none."
     if cache is False: return False
     if cache is None: return as_cache(run_dir / "cache.sqlite")
     try: return as_cache(cache)
@@ -457,8 +453,7 @@ def _changed_settings(c: RunConfig, # the run's settings
     return {k: v for k, v in d.items() if v}
 
 def _preset_settings(c) -> dict:
-    """The preset, and the sha256 (first 16 hex) of the release's prompts and the paper judge's when the run
-    uses them; {} for a run under the defaults."""
+    "The preset; the sha256 (first 16 hex) of the release's and paper judge's prompts if the run uses them."
     digest = lambda ps: {k: hashlib.sha256(v.encode()).hexdigest()[:16] for k, v in sorted(ps.items())}
     out = dict(preset=c.preset) if c.preset != "pace" else {}
     if c.pacemaker.agent_prompts == "release": out["release_prompts"] = digest(RELEASE_PROMPTS)
@@ -721,14 +716,11 @@ def _mark_stopped(run, why: str) -> int:
     "Write `run.json` as `partial`, with why the run stopped; the number of pairs the folder holds."
     n = len({(r["query_id"], r["method"]) for r in load_done(run.results)})
     try: run.job.write("partial", run.scope, n_pairs=n, stopped=why[:300])
-    except OSError: _partial_in_place(run.run_dir / "run.json")   # a full disk: no room for a new file
+    except OSError:   # a full disk: `running` becomes `partial` (as long) in the manifest's own bytes
+        with contextlib.suppress(OSError), open(run.run_dir / "run.json", "r+b") as f:
+            at = f.read().find(b'"status": "running"')
+            if at >= 0: f.seek(at); f.write(b'"status": "partial"'); f.flush(); os.fsync(f.fileno())
     return n
-
-def _partial_in_place(man: Path):
-    "Overwrite `running` with `partial` (as long) in the manifest's own bytes: no new block needed."
-    with contextlib.suppress(OSError), open(man, "r+b") as f:
-        at = f.read().find(b'"status": "running"')
-        if at >= 0: f.seek(at); f.write(b'"status": "partial"'); f.flush(); os.fsync(f.fileno())
 
 def _finish_run(run, new: int, retried: int) -> dict:
     "Sort the run's files, write the manifest's final status, the tables and index costs: the run's summary."
@@ -750,15 +742,11 @@ def _write_run_files(run_dir: Path, rows: list[dict], dataset=None) -> dict:
     "A finished run's tables, <method>.trec and qrels.txt, index costs and report, from its rows."
     tabs = write_tables(run_dir / "results.jsonl")
     write_runs(run_dir, rows); write_index_costs(run_dir)
-    _write_report(run_dir, dataset)
-    return tabs
-
-def _write_report(run_dir: Path, dataset=None):
-    "Write the run's report.html and losses.csv (`pace.eval.report.write_report`); a failure is a warning."
     from pace.eval.report import write_report
-    try: write_report(run_dir, dataset)
+    try: write_report(run_dir, dataset)   # report.html and losses.csv; a failure is a warning
     except Exception as e:
         print(f"pace: warning: {run_dir}: no report.html ({type(e).__name__}: {e})", file=sys.stderr)
+    return tabs
 
 @contextlib.contextmanager
 def stop_on_sigterm():
@@ -848,9 +836,7 @@ class _OpenRun:
         return deeper_methods(ms, c.scope.depth)   # --depth: a deeper list for the metrics
 
     def build_models(self):
-        """Open the cache once; build the chat model, the judge (the chat model unless given) and the
-        embedder, each wrapped in its cache with how it is asked (failures, re-asks, decoding); then set a
-        backend's context growth, concurrency and rate."""
+        "Build the chat model, the judge (the chat model unless given) and the embedder on one cache."
         from pace.llm import as_chat_model
         from pace.embed import as_embedder
         m, x = self.cfg.models, self.cfg.execution
