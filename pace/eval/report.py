@@ -7,6 +7,7 @@ from __future__ import annotations
 import html, json
 from pathlib import Path
 import pandas as pd
+from ..data import read_jsonl
 from ..methods.agents import EVIDENCE_STAGES
 from .figures import run_title
 
@@ -39,13 +40,10 @@ def loss_table(rows: list[dict], # result rows (`results.jsonl`)
               ) -> pd.DataFrame:
     "Per query, method and gold fact: held (1/0) at each stage (in pipeline order), the stage that lost it."
     stages = in_pipeline_order({s for r in rows for s in (r.get("evidence") or {})})
-    out = []
-    for r in rows:
-        for g in gold_losses(r):
-            out.append(dict(query_id=r["query_id"], method=r["method"], label=r.get("label"),
-                            situation_type=r.get("situation_type"), doc_id=g["doc_id"],
-                            **{s: int(g["held"][s]) if s in g["held"] else None for s in stages},
-                            lost_at=g["lost_at"]))
+    out = [dict(query_id=r["query_id"], method=r["method"], label=r.get("label"),
+                situation_type=r.get("situation_type"), doc_id=g["doc_id"],
+                **{s: int(g["held"][s]) if s in g["held"] else None for s in stages}, lost_at=g["lost_at"])
+           for r in rows for g in gold_losses(r)]
     cols = ["query_id", "method", "label", "situation_type", "doc_id", *stages, "lost_at"]
     return pd.DataFrame(out, columns=cols).astype({s: "Int64" for s in stages})
 
@@ -65,11 +63,8 @@ def find_dataset(meta: dict, # a run's `run.json`
 def fact_texts(folder, # a dataset folder (its `kb/*.jsonl`), or None
               ) -> dict:
     "{(instance_id, doc_id): text} of every fact in the folder's knowledge bases ({} when there is none)."
-    out = {}
-    for p in sorted(Path(folder).glob("kb/*.jsonl")) if folder else []:
-        for line in p.read_text().splitlines():
-            if line.strip(): f = json.loads(line); out[(p.stem, f["doc_id"])] = f["text"]
-    return out
+    kbs = sorted(Path(folder).glob("kb/*.jsonl")) if folder else []
+    return {(p.stem, f["doc_id"]): f["text"] for p in kbs for f in read_jsonl(p)}
 
 # %% ../../nbs/36_report.ipynb #65231b2b
 def _asset(name: str) -> str:
@@ -85,9 +80,7 @@ def _e(x) -> str: return html.escape("" if x is None else str(x), quote=True)
 def verdict(row: dict, # a result row
            ) -> str:
     "The judge's label of a row; 'not judged' without a judge (retrieval only), 'judge error' when it failed."
-    j = row.get("judge")
-    if j is None: return "not judged"
-    return j.get("label") or "judge error"
+    return "not judged" if (j := row.get("judge")) is None else j.get("label") or "judge error"
 
 # %% ../../nbs/36_report.ipynb #3baea1e4
 def _fact(texts: dict, inst: str, d: str) -> str:
@@ -195,7 +188,7 @@ def report_html(run_dir, # a run folder (run.json, results.jsonl)
     "The run's report: one HTML page, self-contained (inline style and script, nothing fetched)."
     d = Path(run_dir)
     meta = json.loads((d / "run.json").read_text())
-    rows = [json.loads(x) for x in (d / "results.jsonl").read_text().splitlines() if x.strip()]
+    rows = read_jsonl(d / "results.jsonl")
     texts = fact_texts(find_dataset(meta, dataset))
     methods = list(dict.fromkeys([*meta.get("methods", []), *(r["method"] for r in rows)]))
     methods = [m for m in methods if any(r["method"] == m for r in rows)]
@@ -240,7 +233,7 @@ def write_report(run_dir, # a run folder
     d = Path(run_dir)
     for f in ("run.json", "results.jsonl"):
         if not (d / f).is_file(): raise FileNotFoundError(2, f"not a run folder (no {f})", str(d))
-    rows = [json.loads(x) for x in (d / "results.jsonl").read_text().splitlines() if x.strip()]
+    rows = read_jsonl(d / "results.jsonl")
     p = Path(out) if out else d / "report.html"
     p.parent.mkdir(parents=True, exist_ok=True)
     loss_table(rows).to_csv(p.parent / "losses.csv", index=False, lineterminator="\n")

@@ -124,9 +124,8 @@ def _joined_streams(outputs: list) -> list:
     "Outputs with each run of stream outputs of one name joined: a busy kernel may flush one print in two."
     out = []
     for o in outputs:
-        prev = out[-1] if out else None
-        if (o.get("output_type") == "stream" and prev is not None and prev.get("output_type") == "stream"
-                and prev.get("name") == o.get("name")):
+        prev = out[-1] if out else {}
+        if o.get("output_type") == prev.get("output_type") == "stream" and prev.get("name") == o.get("name"):
             text = "".join(prev["text"]) + "".join(o["text"])
             out[-1] = {**prev, "text": text.splitlines(keepends=True)}
         else: out.append(o)
@@ -392,7 +391,7 @@ def subset_dataset(src, # a dataset folder
                   ) -> str:
     "Write a one-instance subset of `src` to `out` (see above) and check that it loads; a one-line summary."
     import random, shutil
-    from pace.data import check_name, load_pace_dataset, read_jsonl
+    from pace.data import check_name, jsonl_text, load_pace_dataset, read_jsonl
     from pace.eval.run import select_queries
     src, out = Path(src), Path(out)
     check_name(instance, "instance")   # it names out/kb/<instance>.jsonl: one file name, never a path
@@ -404,15 +403,13 @@ def subset_dataset(src, # a dataset folder
     rest = [f["doc_id"] for f in kb if f["doc_id"] not in gold]
     keep = gold | set(random.Random(seed).sample(rest, max(0, min(len(rest), facts - len(gold)))))
     shutil.rmtree(out, ignore_errors=True); (out / "kb").mkdir(parents=True)
-    lines = lambda f: [l for l in (src / f).read_text().splitlines() if l.strip()]
-    inst = [l for l in lines("instances.jsonl") if json.loads(l)["instance_id"] == instance]
-    (out / "instances.jsonl").write_text("".join(l + "\n" for l in inst))
+    def copy(f, key, ids):   # the lines of `src/f` whose `key` is one of `ids`, as they are
+        ls = [l for l in (src / f).read_text().splitlines() if l.strip() and json.loads(l)[key] in ids]
+        (out / f).write_text("".join(l + "\n" for l in ls))
+    copy("instances.jsonl", "instance_id", {instance})
+    copy("queries.jsonl", "query_id", {q.query_id for q in qs})
     kept = [f for f in kb if f["doc_id"] in keep]
-    text = "".join(json.dumps(f, ensure_ascii=False) + "\n" for f in kept)
-    (out / "kb" / f"{instance}.jsonl").write_text(text)
-    qids = {q.query_id for q in qs}
-    qls = [l for l in lines("queries.jsonl") if json.loads(l)["query_id"] in qids]
-    (out / "queries.jsonl").write_text("".join(l + "\n" for l in qls))
+    (out / "kb" / f"{instance}.jsonl").write_text(jsonl_text(kept, sort_keys=False))
     load_pace_dataset(out)
     return f"{out.name}: {len(qs)} queries, {len(keep)} of {len(kb)} facts ({len(gold)} gold)"
 
@@ -420,9 +417,7 @@ def subset_dataset(src, # a dataset folder
 def committed_settings(exps: list[Experiment], # the chosen notebooks
                       ) -> dict[str, list[dict]]:
     "The parameter sets committed besides the defaults (`settings.json` by the notebooks), checked."
-    if not exps: return {}
-    f = exps[0].path.parent / "settings.json"
-    if not f.is_file(): return {}
+    if not exps or not (f := exps[0].path.parent / "settings.json").is_file(): return {}
     try: d = json.loads(f.read_text())
     except ValueError as e: raise UsageError(f"{f}: not valid JSON ({e})") from None
     known = {e.name: e for e in find_experiments(f.parent)}

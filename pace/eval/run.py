@@ -433,12 +433,6 @@ def _open_cache(cache, run_dir: Path):
     except (UsageError, OSError) as e: raise UsageError(f"--cache {cache}: {e}") from None
 
 # %% ../../nbs/32_run.ipynb #4c7f4985
-def _warn_dataset(ds):
-    "One line on stderr when a dataset has warnings (e.g. long facts): how many, the first, how to see all."
-    ws = getattr(ds, "warnings", None) or []
-    if ws: print(f"pace run: warning: {ds.path}: {len(ws)} warning(s), the first: {ws[0]} "
-                 f"(`pace data check {ds.path}` lists them)", file=sys.stderr)
-
 def _changed_settings(c: RunConfig, # the run's settings
                       specs: dict, # {name: `MethodSpec`} of the run
                      ) -> dict:
@@ -523,9 +517,9 @@ def _todo(queries, methods, done: dict, retry_failed: bool) -> list[tuple]:
     for q in queries:
         for m in methods:
             old = done.get((q.query_id, m))
-            if old is None: todo.append((q, m, None))
-            elif retry_failed and (old.get("failed") or {}).get("agent"): todo.append((q, m, None))
-            elif retry_failed and (old.get("failed") or {}).get("judge"): todo.append((q, m, old))
+            failed = (old or {}).get("failed") or {} if retry_failed else {}
+            if old is None or failed.get("agent"): todo.append((q, m, None))
+            elif failed.get("judge"): todo.append((q, m, old))
     return todo
 
 # %% ../../nbs/32_run.ipynb #4801563a
@@ -575,7 +569,7 @@ def _pair(run, q, m: str, old: dict | None) -> tuple[dict, dict, bool]:
     if old is None:
         ro, gold = run.cfg.scope.retrieval_only, run.specs[m].sees_gold
         row, secs = _run_pair(run.ms[m], m, q, run.ds, run.cm, ro, gold)
-    else: row, secs = {k: v for k, v in old.items()}, 0.0
+    else: row, secs = dict(old), 0.0
     return *_judged(run, row, q, m, secs), old is not None
 
 # %% ../../nbs/32_run.ipynb #0e897998
@@ -798,7 +792,9 @@ class _OpenRun:
         self.methods = list(self.specs)
         self.ds = load_pace_dataset(s.dataset)
         self.specs = check_run_files(self.specs, self.ds)   # run files: checked against the dataset
-        _warn_dataset(self.ds)
+        if ws := getattr(self.ds, "warnings", None):   # e.g. long facts: how many, the first, how to see all
+            print(f"pace run: warning: {self.ds.path}: {len(ws)} warning(s), the first: {ws[0]} "
+                  f"(`pace data check {self.ds.path}` lists them)", file=sys.stderr)
         self.whole, self.n_dataset = select_queries(self.ds.queries, s.limit, s.seed), len(self.ds.queries)
         self.shard = parse_shard(s.shard)
         mine = set(shard_ids(sorted(self.ds.instances), self.shard))   # a shard: its part of the instances
