@@ -46,8 +46,7 @@ def _method_order(ms) -> list[str]:
     return known + sorted(m for m in ms if base(m) not in ORDER)
 
 # %% ../../nbs/31_evaluate.ipynb #b4fdd0e4
-def stated_decision(r: dict, # a result row
-                   ) -> tuple[bool, str | None]:
+def stated_decision(r: dict) -> tuple[bool, str | None]:
     "(was the answer structured, the decision it stated or None), from the notes of the row's answer call."
     for c in reversed((r.get("trace") or {}).get("calls") or []):
         if c.get("stage") == "answer":
@@ -122,8 +121,7 @@ def with_measures(df: pd.DataFrame, # `results_frame`'s rows, in the order of `r
     return df.assign(**cols)
 
 # %% ../../nbs/31_evaluate.ipynb #628a3725
-def scored_as_release(meta: dict | None, # a run's `run.json` (None: not known)
-                     ) -> bool:
+def scored_as_release(meta: dict | None) -> bool:
     "Is the run scored as the authors' release scores it? Runs of the paper preset (`--preset paper`) are."
     return ((meta or {}).get("settings") or {}).get("preset") == "paper"
 
@@ -252,8 +250,7 @@ def retrieval_table(df: pd.DataFrame, # a results frame (`with_measures` columns
 CASE_COLS = METRIC_COLS + [f"release_precision@{k}" for k in KS] + ["mrr"]   # the per-case table's metrics
 AVERAGES = {"case": "per-case mean (release)", "query": "per-query mean (pace)"}   # its rows per method
 
-def per_case_table(df: pd.DataFrame, # a results frame whose rows name their case (`instance_id`)
-                  ) -> pd.DataFrame:
+def per_case_table(df: pd.DataFrame) -> pd.DataFrame:
     "Per ranked method: queries, cases, retrieval (%) as means over cases and over queries; PASS (%) pooled."
     r = df[df.ranked]
     if r.instance_id.isna().any(): raise ValueError("result rows without an instance_id: no case to average")
@@ -313,8 +310,7 @@ _OVERFLOW = re.compile("|".join([
     r"longer than the model's context length",                            # SGLang
 ]), re.I)
 
-def is_context_overflow(error: str | None, # a model call's error message
-                       ) -> bool:
+def is_context_overflow(error: str | None) -> bool:
     "Does `error` say the prompt did not fit the model's context window (llama.cpp, OpenAI-compatible, vLLM)?"
     return bool(error and _OVERFLOW.search(error))
 
@@ -456,8 +452,7 @@ def header(meta: dict | None, # the run's `run.json` (None: counts only)
     return lines + [w for w in [evidence_warning(df)] if w]
 
 # %% ../../nbs/31_evaluate.ipynb #b7f2f283
-def evidence_warning(df: pd.DataFrame, # the results frame
-                    ) -> str | None:
+def evidence_warning(df: pd.DataFrame) -> str | None:
     "A warning when the ranked methods hand the answerer different numbers of facts (mean, rounded), or None."
     r = df[df.ranked]
     v = _mean(r.groupby("method").evidence).reindex(_method_order(r.method)).dropna()
@@ -589,8 +584,7 @@ def paper_metrics(df: pd.DataFrame, # a results frame with MRR at every k (`resu
     return t.reindex(_method_order(df.method)).rename_axis("method")
 
 # %% ../../nbs/31_evaluate.ipynb #6eb70554
-def label_outcomes(df: pd.DataFrame, # a results frame
-                  ) -> pd.DataFrame:
+def label_outcomes(df: pd.DataFrame) -> pd.DataFrame:
     "Per method: PASS, WRONG_RATIONALE, FAIL (%) per gold label; columns (label, outcome); NaN: not judged."
     t = 100 * _mean(df.groupby(["method", "label"])[list(LABEL_COLS.values())])
     t = t.set_axis(list(LABEL_COLS), axis=1).rename_axis(columns="outcome").unstack("label")
@@ -609,8 +603,7 @@ def side_by_side(tables: dict, # configuration -> a table, methods as rows (`pap
 def _short_model(m: dict | None) -> str:
     return re.sub(r"-(instruct|q\d|gguf).*$", "", (m or {}).get("model_id") or "none")
 
-def config_label(meta: dict, # a run's `run.json`
-                ) -> str:
+def config_label(meta: dict) -> str:
     "The run's chat model, short ('qwen2.5-coder-0.5b'), a preset but pace, a judge that is another model."
     s = meta["settings"]
     j = s.get("judge")

@@ -27,8 +27,7 @@ def is_small_model(model: str, # a model id or spec, e.g. 'llamacpp:qwen2.5-0.5b
     return bool(sizes) and min(sizes) <= max_b
 
 # %% ../../nbs/35_figures.ipynb #f34ebc13
-def recorded_models(folder, # a dataset folder of `pace generate` or a run folder of `pace run`
-                   ) -> list[str]:
+def recorded_models(folder) -> list[str]:
     "The models a folder records in its generate.json or run.json (`backend:model_id`); [] if it has neither."
     p = next((Path(folder) / f for f in ("generate.json", "run.json") if (Path(folder) / f).is_file()), None)
     s = json.loads(p.read_text()).get("settings", {}) if p else {}
@@ -52,8 +51,7 @@ def caption(title: str, # what the table or figure shows, e.g. 'Table 1: dataset
     return " ".join(out + ([SMALL_MODEL_NOTE] if small else []))
 
 # %% ../../nbs/35_figures.ipynb #fe7c3a56
-def run_title(meta: dict, # a run's `run.json`
-             ) -> str:
+def run_title(meta: dict) -> str:
     "What a run is, for a title: its chat model, how many queries of which dataset, the preset."
     s = meta.get("settings") or {}
     chat = (s.get("chat") or {}).get("model_id")
@@ -136,8 +134,7 @@ def _drawn(ax) -> bool:
                 for l in ax.lines if len(l.get_ydata()))
     return bars or lines or any(len(c.get_paths()) or c.get_array() is not None for c in ax.collections)
 
-def figure_problems(fig, # a matplotlib figure
-                   ) -> list[str]:
+def figure_problems(fig) -> list[str]:
     "What a figure lacks: a title (its own or each panel's), an x and y label per panel, data in each panel."
     axes = [ax for ax in fig.axes if ax.get_visible() and getattr(ax, "_colorbar", None) is None]
     sup = fig._suptitle.get_text() if fig._suptitle is not None else ""

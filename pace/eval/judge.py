@@ -48,8 +48,7 @@ class Verdict(BaseModel):
     failed_stage: str | None = None       # the judge stage whose call failed
 
 # %% ../../nbs/30_judge.ipynb #a7ce4fd2
-def expected_decision(gold_label: str, # 'conflict' or 'non_conflict'
-                     ) -> str:
+def expected_decision(gold_label: str) -> str:
     "The decision a correct reply takes for `gold_label`: 'decline' for conflict, 'carry_out' otherwise."
     if gold_label not in ("conflict", "non_conflict"):
         raise ValueError(f"gold label must be 'conflict' or 'non_conflict', got {gold_label!r}")
@@ -139,8 +138,7 @@ def bare_label_messages(answer: str, # the reply to grade
 
 
 # %% ../../nbs/30_judge.ipynb #055df7f8
-def read_bare_label(text: str | None, # the judge's reply
-                   ) -> str:
+def read_bare_label(text: str | None) -> str:
     "The label of a bare-label reply: stripped and upper-cased, FAIL unless it is then one of `LABELS`."
     t = (text or "").strip().upper()
     return t if t in LABELS else "FAIL"
@@ -246,8 +244,7 @@ def decision_status(decision: str, # 'carry_out', 'decline' or 'ambiguous'
 # %% ../../nbs/30_judge.ipynb #aa0ddea8
 SECOND_PASS = "second_pass.jsonl"   # the file name of a second labelling pass, beside the set it labels
 
-def calibration_files(path, # a .jsonl file or a folder of them
-                     ) -> list[Path]:
+def calibration_files(path) -> list[Path]:
     "`path` itself (a file) or the *.jsonl files of a folder except its second pass, sorted."
     p = Path(path)
     if p.is_dir():
@@ -378,8 +375,7 @@ def _chance(table: pd.DataFrame) -> tuple[float, float, float]:
     if n == 0: return 0.0, float("nan"), float("nan")
     return n, t.trace() / n, float(t.sum(1) @ t.sum(0)) / n**2
 
-def cohen_kappa(table: pd.DataFrame, # a contingency table (rows one rater, columns the other)
-               ) -> float:
+def cohen_kappa(table: pd.DataFrame) -> float:
     "Cohen's kappa of a contingency table (rows one rater, columns the other); NaN when undefined."
     n, po, pe = _chance(table)
     return float("nan") if n == 0 or pe == 1 else (po - pe) / (1 - pe)
@@ -419,8 +415,7 @@ def _side(ref, first, second) -> str:
     return ("both" if ref == first == second else "first pass" if ref == first else
             "second pass" if ref == second else "neither")
 
-def pass_agreement(items: list[CalibrationItem], # loaded calibration items, with their second pass
-                  ) -> dict:
+def pass_agreement(items: list[CalibrationItem]) -> dict:
     "First vs second pass on verdict and decision, and every ruled item: {n, verdict, decision, rulings}."
     both, names = [i for i in items if i.second_pass is not None], ("first pass", "second pass")
     key, show = (lambda l: (l.decision, l.verdict)), (lambda l: f"{l.decision} / {l.verdict}")
@@ -542,8 +537,7 @@ def _jsonable(x):
     if isinstance(x, float) and x != x: return None
     return x
 
-def calibration_summary(rep: dict, # a `calibrate` report
-                       ) -> dict:
+def calibration_summary(rep: dict) -> dict:
     "The JSON-able figures of a calibration report."
     figs = dict(mode=rep["mode"], n_items=rep["n_items"], judges=rep["judges"], between=rep["between"])
     return _jsonable(figs) | dict(
@@ -565,8 +559,7 @@ def _between_md(b: dict) -> str:
     return (f"agreement {_pct(b['agreement'])}%, kappa {b['kappa']:.3f}, "
             f"over the {b['n']} replies both labelled" + ci)
 
-def calibration_markdown(rep: dict, # a `calibrate` report
-                        ) -> str:
+def calibration_markdown(rep: dict) -> str:
     "The figures of a calibration report as Markdown tables."
     fs = rep["judges"]
     head = pd.DataFrame([{"judge": f["name"], "n": f["n"], "accuracy %": _pct(f["accuracy"]),

@@ -20,8 +20,7 @@ __all__ = ['QUIETED_AT_INTERRUPT', 'parse_parameters', 'Experiment', 'read_exper
            'list_experiments', 'reproduce', 'add_cli']
 
 # %% ../../nbs/34_reproduce.ipynb #6a300c72
-def parse_parameters(src: str, # the source of a cell tagged `parameters`
-                    ) -> dict[str, tuple[str, str]]:
+def parse_parameters(src: str) -> dict[str, tuple[str, str]]:
     "Each assignment of a parameters cell: name -> (the default as written, the comment after it)."
     lines, out = src.splitlines(), {}
     for node in ast.parse(src).body:
@@ -49,8 +48,7 @@ class Experiment:
         "The value of parameter `key` as the notebook sets it."
         return ast.literal_eval(self.params[key][0])
 
-def read_experiment(path, # an experiment notebook
-                   ) -> Experiment:
+def read_experiment(path) -> Experiment:
     "The title and parameters of an experiment notebook (a UsageError if no cell is tagged `parameters`)."
     cells = json.loads(Path(path).read_text())["cells"]
     first = next((c for c in cells if c["cell_type"] == "markdown"), None)
@@ -80,8 +78,7 @@ def experiments_dir(root=None, # a folder of experiment notebooks (default: nbs/
     return d
 
 # %% ../../nbs/34_reproduce.ipynb #e2675a9c
-def find_experiments(root=None, # see `experiments_dir`
-                    ) -> list[Experiment]:
+def find_experiments(root=None) -> list[Experiment]:
     "Every `NN_name.ipynb` of the experiments folder, in number order."
     return [read_experiment(p) for p in sorted(experiments_dir(root).glob("[0-9][0-9]_*.ipynb"))]
 
@@ -101,8 +98,7 @@ def select_experiments(exps: list[Experiment], # what `find_experiments` found
     return out if names else list(exps)
 
 # %% ../../nbs/34_reproduce.ipynb #9cd711b6
-def parse_param(s: str, # 'key=value'
-               ) -> tuple[str, object]:
+def parse_param(s: str) -> tuple[str, object]:
     "A `-p key=value` setting: the value parsed as JSON when it parses, else kept as a string."
     key, sep, raw = s.partition("=")
     if not sep or not key.strip().isidentifier():
@@ -131,8 +127,7 @@ def _joined_streams(outputs: list) -> list:
         else: out.append(o)
     return out
 
-def clean_notebook(nb: dict, # an executed notebook (nbformat 4 JSON)
-                  ) -> dict:
+def clean_notebook(nb: dict) -> dict:
     "`nb` without what varies between runs (papermill's times, kernel versions, random ids); counts in order."
     md = nb["metadata"]
     params = md.pop("papermill", {}).get("parameters")
@@ -253,8 +248,7 @@ def accept_rows_enabled() -> bool:
     return os.environ.get("PACE_ACCEPT_ROWS", "").strip().lower() in ("1", "true", "yes", "on")
 
 # %% ../../nbs/34_reproduce.ipynb #e16a4f0f
-def refresh_run_files(folder, # a committed run folder: results.jsonl, timings.jsonl, run.json
-                     ) -> list[str]:
+def refresh_run_files(folder) -> list[str]:
     "Write a run folder's tables, `scores.json`, `<method>.trec` and `qrels.txt` again from its own rows."
     from pace.eval.evaluate import write_tables
     from pace.data import read_jsonl
@@ -414,8 +408,7 @@ def subset_dataset(src, # a dataset folder
     return f"{out.name}: {len(qs)} queries, {len(keep)} of {len(kb)} facts ({len(gold)} gold)"
 
 # %% ../../nbs/34_reproduce.ipynb #94bf75f3
-def committed_settings(exps: list[Experiment], # the chosen notebooks
-                      ) -> dict[str, list[dict]]:
+def committed_settings(exps: list[Experiment]) -> dict[str, list[dict]]:
     "The parameter sets committed besides the defaults (`settings.json` by the notebooks), checked."
     if not exps or not (f := exps[0].path.parent / "settings.json").is_file(): return {}
     try: d = json.loads(f.read_text())

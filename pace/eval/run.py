@@ -104,8 +104,7 @@ def hipporag_settings() -> dict:
     return dict(config=h.HippoRAGConfig().model_dump(), prompts=_prompt_digests(h))
 
 # %% ../../nbs/32_run.ipynb #a69502c2
-def chat_name(spec, # a chat model spec or a model object
-             ) -> str:
+def chat_name(spec) -> str:
     "The model name of a chat spec (or model object), known before the model is built: it names the folder."
     if hasattr(spec, "chat"): return spec.model_id
     from pace.llm import parse_spec
@@ -363,8 +362,7 @@ class RunConfig(BaseModel):
         return cls.checked(**option_values(args, cls))
 
 # %% ../../nbs/32_run.ipynb #06fbb589
-def public_query(q, # a `pace.data.Query`
-                ):
+def public_query(q):
     "The request as a method may see it: id, instance, text and date; no label, gold ids or judgment."
     return SimpleNamespace(query_id=q.query_id, instance_id=q.instance_id, query=q.query, ref_date=q.ref_date)
 
@@ -930,8 +928,7 @@ def _run_cmd(a) -> int:
     if (page := res["run_dir"] / "report.html").is_file(): print(f"Each query's funnel and verdict: {page}")
     return 0
 
-def add_cli(subparsers, # the `pace` parser's sub-parsers
-           ) -> argparse.ArgumentParser:
+def add_cli(subparsers) -> argparse.ArgumentParser:
     "Register the `run` subcommand: an option for every setting of `RunConfig` (`add_options`)."
     p = subparsers.add_parser(
         "run", help="run methods on a dataset, judge the answers, write results and tables",
