@@ -109,13 +109,12 @@ def _row_record(r: dict, repeats: str = "drop") -> dict:
 # %% ../../nbs/31_evaluate.ipynb #ae457775
 def with_measures(df: pd.DataFrame, # `results_frame`'s rows, in the order of `rows`
                   rows: list[dict], # the result rows
-                  measures=MEASURES, # ir_measures names
                  ) -> pd.DataFrame:
     "`df` with a column per trec_eval measure of each ranked row's list (`trec_measures`); NaN when unranked."
     ranked = {str(i): r for i, r in enumerate(rows) if r.get("ranked")}
     m = trec_measures({i: row_ranking(r) for i, r in ranked.items()},
-                      {i: dict.fromkeys(r["gold_doc_ids"], 1) for i, r in ranked.items()}, measures)
-    names = list(next(iter(m.values()))) if m else list(measures)
+                      {i: dict.fromkeys(r["gold_doc_ids"], 1) for i, r in ranked.items()}, MEASURES)
+    names = list(next(iter(m.values()))) if m else list(MEASURES)
     nan = dict.fromkeys(names, float("nan"))
     cols = pd.DataFrame([m.get(str(i), nan) for i in range(len(rows))], index=df.index, columns=names)
     return df.assign(**cols)
@@ -179,12 +178,11 @@ PAIRED_TEST = dict(test="paired randomization (sign flips)", n_resamples=10_000,
 
 # %% ../../nbs/31_evaluate.ipynb #dbf0010e
 def paired_randomization(diffs, # per-query differences (method minus reference), NaNs left out
-                         n_resamples: int = PAIRED_TEST["n_resamples"],
-                         seed: int = PAIRED_TEST["seed"]) -> float:
+                        ) -> float:
     "Two-sided p-value of a paired randomization test: how often random sign flips give a mean as far from 0."
-    d = np.asarray([x for x in diffs if x == x], dtype=float)
+    d, n_resamples = np.asarray([x for x in diffs if x == x], dtype=float), PAIRED_TEST["n_resamples"]
     if len(d) == 0 or not d.any(): return 1.0
-    signs = np.random.default_rng(seed).choice((-1.0, 1.0), size=(n_resamples, len(d)))
+    signs = np.random.default_rng(PAIRED_TEST["seed"]).choice((-1.0, 1.0), size=(n_resamples, len(d)))
     far = np.abs((signs * d).mean(1)) >= abs(d.mean()) - 1e-12
     return float((1 + far.sum()) / (n_resamples + 1))
 
@@ -224,9 +222,9 @@ def paired_tests(df: pd.DataFrame, # a results frame
     return pd.DataFrame(out, columns=cols_).assign(reference=ref).set_index(["method", "column"])
 
 # %% ../../nbs/31_evaluate.ipynb #969f9f3b
-def paired_marks(tests: pd.DataFrame, # `paired_tests`
-                 alpha: float = PAIRED_TEST["alpha"]) -> dict:
-    "{(method, column): '▲' or '▼'} where the Holm-adjusted p is below `alpha`: above or below the reference."
+def paired_marks(tests: pd.DataFrame) -> dict:
+    "{(method, column): '▲' or '▼'} of `paired_tests` where the Holm-adjusted p is below the test's alpha."
+    alpha = PAIRED_TEST["alpha"]
     return {k: "▲" if r["diff"] > 0 else "▼" for k, r in tests.iterrows() if r["p_holm"] < alpha}
 
 # %% ../../nbs/31_evaluate.ipynb #8e8ef769
@@ -237,12 +235,11 @@ def paired_note(reference: str | None) -> str:
             "flips, two-sided), Holm-corrected over the methods, p < 0.05.")
 
 # %% ../../nbs/31_evaluate.ipynb #10ca18f3
-def retrieval_table(df: pd.DataFrame, # a results frame (`with_measures` columns)
-                    measures=MEASURES) -> pd.DataFrame:
-    "Per ranked method: n, facts handed to the answerer, depth of the ranked list, trec_eval's measures (%)."
+def retrieval_table(df: pd.DataFrame) -> pd.DataFrame:
+    "Per ranked method of a results frame: n, facts given the answerer, list depth, trec_eval's measures (%)."
     r = df[df.ranked]
     g = r.groupby("method")
-    t = pd.concat([g.size().rename("n"), _mean(g.evidence), _mean(g.depth), 100 * _mean(g[list(measures)])],
+    t = pd.concat([g.size().rename("n"), _mean(g.evidence), _mean(g.depth), 100 * _mean(g[list(MEASURES)])],
                   axis=1)
     return t.reindex(_method_order(r.method)).rename_axis("method")
 
@@ -624,15 +621,13 @@ PRESET_NOTES = {   # a run's preset -> the caption sentence that says what it ch
              "released code runs them).",
 }
 
-def run_note(meta: dict, # a run's `run.json`
-             list_up_to: int = 12, # name the queries when there are at most this many
-            ) -> str:
-    "Caption sentences: the queries (ids when few), the preset, the judge (model, fingerprint, protocol)."
+def run_note(meta: dict) -> str:
+    "A run.json's caption: the queries (ids up to 12), the preset, the judge (model, fingerprint, protocol)."
     s, q = meta.get("settings", {}), meta.get("query_ids") or []
     ds = (s.get("dataset") or {}).get("name", "?")
     which = (f"all {len(q)} queries" if not meta.get("limit") else
              f"the {len(q)}-query stratified subset (limit {meta['limit']}, seed {s.get('seed', 0)})")
-    out = f"Queries: {which} of {ds}" + (f" ({', '.join(q)})." if len(q) <= list_up_to else ".")
+    out = f"Queries: {which} of {ds}" + (f" ({', '.join(q)})." if len(q) <= 12 else ".")
     if (p := s.get("preset")) not in (None, "pace"): out += " " + PRESET_NOTES.get(p, f"Preset {p}.")
     if s.get("retrieval_only"): return out + " Retrieval-only: no answer, no judge."
     j = s.get("judge") or {}

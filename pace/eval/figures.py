@@ -17,14 +17,11 @@ SMALL_MODEL_NOTE = ("Made with small models on CPU: it shows the pipeline at wor
                     "not how well the method does.")
 
 def is_small_model(model: str, # a model id or spec, e.g. 'llamacpp:qwen2.5-0.5b' or 'smollm2-135m-q4_1'
-                   max_b: float = 3.0, # the largest size (billions of parameters) counted as small
                   ) -> bool:
-    "True when `model` names its size (a `0.5b`, `1.5B` or `135m` part) and that is at most `max_b` billion."
-    sizes = []
-    for part in re.split(r"[-_/:@ ]", str(model)):
-        if m := re.fullmatch(r"(\d+(?:\.\d+)?)([bm])", part, re.I):
-            sizes.append(float(m[1]) / (1000 if m[2].lower() == "m" else 1))
-    return bool(sizes) and min(sizes) <= max_b
+    "True when `model` names its size (a `0.5b`, `1.5B` or `135m` part) and that is at most 3 billion."
+    sizes = [float(m[1]) / (1000 if m[2].lower() == "m" else 1) for part in re.split(r"[-_/:@ ]", str(model))
+             if (m := re.fullmatch(r"(\d+(?:\.\d+)?)([bm])", part, re.I))]
+    return bool(sizes) and min(sizes) <= 3.0
 
 # %% ../../nbs/35_figures.ipynb #f34ebc13
 def recorded_models(folder) -> list[str]:
@@ -155,12 +152,11 @@ def save_figure(fig, # a matplotlib figure
                 out_dir, # folder for the files (made if missing)
                 name: str, # file stem, e.g. 'figure_judge_confusion'
                 *, caption: str | None = None, # see `caption`; written to name.md above the image
-                dpi: int = 150, # resolution of the PNG
                ) -> list[Path]:
     "Write `fig` as name.png and name.pdf with no dates or version strings in them (same figure, same bytes)."
     if bad := figure_problems(fig): raise ValueError(f"figure {name}: " + "; ".join(bad))
     d = Path(out_dir); d.mkdir(parents=True, exist_ok=True)
-    fig.savefig(d / f"{name}.png", dpi=dpi, metadata={"Software": None})
+    fig.savefig(d / f"{name}.png", dpi=150, metadata={"Software": None})
     fig.savefig(d / f"{name}.pdf", metadata=PDF_METADATA)
     if caption is not None: (d / f"{name}.md").write_text(f"{caption}\n\n![{name}]({name}.png)\n")
     return [d / f"{name}.{x}" for x in ("png", "pdf", *(["md"] if caption is not None else []))]

@@ -521,13 +521,11 @@ def _todo(queries, methods, done: dict, retry_failed: bool) -> list[tuple]:
     return todo
 
 # %% ../../nbs/32_run.ipynb #4801563a
-def round_floats(obj, # a result row (any JSON value)
-                 sig: int = 6, # significant digits kept
-                ):
-    "`obj` with every float rounded to `sig` significant digits (ints, strings and bools untouched)."
-    if isinstance(obj, float): return float(f"{obj:.{sig}g}")
-    if isinstance(obj, dict): return {k: round_floats(v, sig) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)): return [round_floats(v, sig) for v in obj]
+def round_floats(obj):
+    "A result row (any JSON value) with every float rounded to 6 significant digits (the rest untouched)."
+    if isinstance(obj, float): return float(f"{obj:.6g}")
+    if isinstance(obj, dict): return {k: round_floats(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)): return [round_floats(v) for v in obj]
     return obj
 
 # %% ../../nbs/32_run.ipynb #3f376bfe
