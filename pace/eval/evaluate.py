@@ -370,9 +370,9 @@ def warnings(df: pd.DataFrame, fails: pd.DataFrame | None = None) -> list[str]:
                 out.append(f"WARNING: Oracle's {what} ({100 * o:.1f}%) is below " + better
                            + ": with the gold facts in hand the answer should do best; "
                              "suspect the answer model or the judge before the retrievers.")
-    ne = int(df.judge_error.fillna(0).sum())
-    if ne: out.append(f"WARNING: {ne} judge call(s) failed; they count as not PASS. "
-                      "`pace run --retry-failed` judges them again.")
+    if ne := int(df.judge_error.fillna(0).sum()):
+        out.append(f"WARNING: {ne} judge call(s) failed; they count as not PASS. "
+                   "`pace run --retry-failed` judges them again.")
     st = df[(df.decision_source == "answer") & df.judge_decision.notna()]
     for m in _method_order(st.method):
         g = st[st.method == m]
@@ -532,9 +532,8 @@ def write_tables(results_path, # a run's results.jsonl
     release = scored_as_release(meta)   # the paper preset: repeats kept, per-case means beside
     df = results_frame(rows, read_jsonl(results_path.with_name("timings.jsonl")) or None, meta=meta)
     fails = failures(rows)
-    judged = df.judge_mode.notna().any()
     tabs = {"table2": table2(df), "funnel": funnel_table(df), "failures": fails, "cost_per_query": cost(df)}
-    if judged:
+    if df.judge_mode.notna().any():   # judged
         tabs |= {"table3_pass_by_label": table3(df), "pass_by_situation_type": rate_by(df, "situation_type"),
                  "decision_by_label": rate_by(df, "label", "decision_correct"),
                  "decision_by_situation_type": rate_by(df, "situation_type", "decision_correct"),

@@ -462,8 +462,7 @@ def reproduce(names=(), # notebook numbers or names (empty: all)
                          "(see pace reproduce --list)")
     if bad := [e.name for e in exps if "out_dir" not in e.params]:
         raise UsageError(f"{', '.join(bad)}: no out_dir parameter")
-    try: import papermill  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("papermill") is None:
         raise UsageError("pace reproduce needs papermill and a Jupyter kernel: "
                          "pip install -e '.[experiments]'") from None
     # -p runs what it says; otherwise the defaults and the committed settings

@@ -126,8 +126,7 @@ def default_run_name(dataset, # the dataset folder
 # %% ../../nbs/32_run.ipynb #8abf7907
 def check_run_name(name: str) -> str:
     "A run name is one folder name inside --out: one safe file name (`pace.data.name_problem`)."
-    why = name_problem(name)
-    if why is not None:
+    if (why := name_problem(name)) is not None:
         shown = repr(name) if len(repr(name)) <= 60 else repr(name)[:50] + f"... ({len(name)} characters)"
         raise UsageError(f"--name {shown}: a run name is one folder name inside --out; this one {why} "
                          f"(no '/', '\\', '..', NUL; not starting with '.' or '-'; at most {MAX_NAME_BYTES} "
@@ -196,17 +195,14 @@ class ScopeConfig(BaseModel):
                                 json_schema_extra=dict(cli="--out"))
 
     @field_validator("out_dir")
-    @classmethod
     def some_folder(cls, v):
         if not str(v).strip(): raise UsageError(f"--out {str(v)!r}: give a folder (default: results)")
         return v
 
     @field_validator("name")
-    @classmethod
     def one_folder(cls, v): return v if v is None else check_run_name(v)
 
     @field_validator("shard", mode="before")
-    @classmethod
     def one_shard(cls, v): return v if v is None else str(parse_shard(v))
 
 # %% ../../nbs/32_run.ipynb #c45ef844
@@ -261,7 +257,6 @@ class ExecutionConfig(BaseModel):
     progress: bool = Field(True, description="no progress bar", json_schema_extra=dict(cli="--no-progress"))
 
     @field_validator("workers", "batch", mode="before")
-    @classmethod
     def whole(cls, v, info): return _whole(v, f"--{info.field_name}")
 
 # %% ../../nbs/32_run.ipynb #a23fd35d
@@ -304,19 +299,16 @@ class RunConfig(BaseModel):
                           json_schema_extra=dict(kw="graphrag_config", type=key_values),
                           description="GraphRAG settings, e.g. 'extract_max_tokens=384' or JSON")
 
-    @model_validator(mode="before")
-    @classmethod
+    @model_validator(mode="before")   # a classmethod (pydantic makes it one)
     def preset_settings(cls, data):
         "Put the preset's settings under those given (`RUN_PRESETS`)."
         if not isinstance(data, dict) or not RUN_PRESETS.get(data.get("preset") or "pace"): return data
         return data | {part: _overlay(o, data.get(part)) for part, o in RUN_PRESETS[data["preset"]].items()}
 
     @field_validator("pacemaker", mode="before")
-    @classmethod
     def pacemaker_settings(cls, v): return _config(v)
 
     @field_validator("graphrag", mode="before")
-    @classmethod
     def graphrag_settings(cls, v): return _graphrag_config(v)
 
     @model_validator(mode="after")
@@ -854,20 +846,18 @@ class Run(_OpenRun):
     def pending(self, done: dict) -> list[tuple]:
         "(query, method, old row to judge again or None) of each pair still to run, at most `max_pairs`."
         x = self.cfg.execution
-        todo = _todo(self.queries, self.methods, done, x.retry_failed)
-        return todo if x.max_pairs is None else todo[:x.max_pairs]
+        return _todo(self.queries, self.methods, done, x.retry_failed)[:x.max_pairs]   # None: all
 
     def execute(self) -> dict:
         "`open`; then, holding the folder's lock: resume, `run` the `pending`, `finish` (a stop: partial)."
         self.open()
         with self.lock:   # held until the tables are written: no other run reads or writes the folder
-            x = self.cfg.execution
             done = _resume(self.job)
             self.scope = _scope(self, done.values())
             self.job.write("running", self.scope)
             try:
                 todo = self.pending(done)
-                self.workers = _workers(x.workers, self.cm, self.jm)
+                self.workers = _workers(self.cfg.execution.workers, self.cm, self.jm)
                 return _finish_run(self, *_run_pairs(self, todo))
             except KeyboardInterrupt as e:   # Ctrl-C, or SIGTERM (`stop_on_sigterm`: e.args names it)
                 why = f"interrupted ({e.args[0] if e.args else 'Ctrl-C'})"
