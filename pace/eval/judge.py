@@ -5,6 +5,7 @@
 # %% ../../nbs/30_judge.ipynb #8dd81418
 from __future__ import annotations
 import argparse, hashlib, json, math, os, re, sys
+from itertools import chain, zip_longest
 from pathlib import Path
 from typing import Literal
 import pandas as pd
@@ -631,10 +632,8 @@ def select_items(items: list, # calibration items
     by_kind = {}
     for it in sorted(items, key=lambda i: hashlib.sha256(i.item_id.encode()).hexdigest()):
         by_kind.setdefault(it.kind, []).append(it)
-    picked, queues = set(), [by_kind[k] for k in KINDS if k in by_kind]
-    while len(picked) < limit:
-        for q in queues:
-            if q and len(picked) < limit: picked.add(q.pop(0).item_id)
+    rounds = chain.from_iterable(zip_longest(*(by_kind[k] for k in KINDS if k in by_kind)))   # kinds in turn
+    picked = {i.item_id for i in [i for i in rounds if i is not None][:limit]}
     return [i for i in items if i.item_id in picked]
 
 # %% ../../nbs/30_judge.ipynb #19d52010

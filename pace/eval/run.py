@@ -6,7 +6,7 @@
 from __future__ import annotations
 import argparse, contextlib, functools, hashlib, json, math, os, re, shlex, shutil, sys, time, weakref
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from itertools import chain
+from itertools import chain, zip_longest
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -61,11 +61,8 @@ def select_queries(queries: list, # the dataset's queries
     key = lambda q: hashlib.sha256(f"{seed}:{q.query_id}".encode()).hexdigest()
     strata = {}
     for q in sorted(queries, key=key): strata.setdefault((q.label, q.situation_type or ""), []).append(q)
-    order, out = sorted(strata), []
-    while len(out) < limit:
-        for s in order:
-            if strata[s] and len(out) < limit: out.append(strata[s].pop(0))
-    return out
+    rounds = chain.from_iterable(zip_longest(*(strata[s] for s in sorted(strata))))   # one of each in turn
+    return [q for q in rounds if q is not None][:limit]
 
 # %% ../../nbs/32_run.ipynb #e5ee817e
 STRUCTURED_METHODS = tuple(s.name for s in METHOD_SPECS if s.kind == "structured")   # own graph index each
