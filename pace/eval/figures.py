@@ -28,8 +28,7 @@ def recorded_models(folder) -> list[str]:
     "The models a folder records in its generate.json or run.json (`backend:model_id`); [] if it has neither."
     p = next((Path(folder) / f for f in ("generate.json", "run.json") if (Path(folder) / f).is_file()), None)
     s = json.loads(p.read_text()).get("settings", {}) if p else {}
-    ms = [s.get(k) for k in ("chat", "judge", "embedder")]
-    ms = [m for m in ms if isinstance(m, dict) and m.get("model_id")]
+    ms = [m for k in ("chat", "judge", "embedder") if isinstance(m := s.get(k), dict) and m.get("model_id")]
     return list(dict.fromkeys(f"{m.get('backend', '?')}:{m['model_id']}" for m in ms))
 
 # %% ../../nbs/35_figures.ipynb #dbae49d0
@@ -139,9 +138,8 @@ def figure_problems(fig) -> list[str]:
     for i, ax in enumerate(axes, 1):
         name = f"panel {i}" + (f" ({ax.get_title()})" if ax.get_title() else "")
         if len(axes) > 1 and not ax.get_title(): out.append(f"{name} has no title")
-        labels = [(xy, a.label.get_text() if a.label.get_visible() else "")   # a hidden label is no label
-                  for xy, a in (("x", ax.xaxis), ("y", ax.yaxis))]
-        out += [f"{name} has no {xy} label" for xy, lab in labels if not lab]
+        out += [f"{name} has no {xy} label" for xy, a in (("x", ax.xaxis), ("y", ax.yaxis))
+                if not (a.label.get_visible() and a.label.get_text())]   # a hidden label is no label
         if not _drawn(ax): out.append(f"{name} shows no data")
     return out
 

@@ -281,20 +281,23 @@ def _line_problems(line: CalibrationLine, q, rel: str, n: int) -> list[Problem]:
     return out
 
 # %% ../../nbs/30_judge.ipynb #01bfc468
+def _new_lines(f: Path, model, seen: dict, problems: list[Problem]):
+    "(line number, line) of each valid `model` line of `f` whose item_id is new to `seen` (id -> file:line)."
+    rel = str(f)
+    for n, obj in read_jsonl_objects(f, rel, problems):
+        if (line := validate_object(model, obj, rel, n, problems)) is None: continue
+        i, here = line.item_id, f"{rel}:{n}"
+        if (at := seen.setdefault(i, here)) == here: yield n, line
+        else: problems.append(Problem(rel, n, "item_id", f"duplicate item_id {i!r} (first at {at})"))
+
 def _second_pass(f: Path, gold: dict, problems: list[Problem]) -> dict[str, PassLabel]:
     "Second pass `f`'s labels by item_id; `gold`: the set's item ids -> gold label (None: unknown query)."
-    rel, out, seen = str(f), {}, {}
-    for n, obj in read_jsonl_objects(f, rel, problems):
-        line = validate_object(SecondPassLine, obj, rel, n, problems)
-        if line is None: continue
+    rel, out = str(f), {}
+    for n, line in _new_lines(f, SecondPassLine, {}, problems):
         i = line.item_id
         if i not in gold:
             problems.append(Problem(rel, n, "item_id", f"unknown item_id {i!r} (not in the set)"))
-        elif i in seen:
-            problems.append(Problem(rel, n, "item_id", f"duplicate item_id {i!r} (first at {rel}:{seen[i]})"))
-        else:
-            seen[i] = n
-            if gold[i] is None: continue
+        elif gold[i] is not None:
             ps = _fit_problems(line.decision, line.verdict, gold[i], rel, n, "verdict")
             if ps: problems += ps
             else: out[i] = PassLabel(**line.model_dump(exclude={"item_id"}))
@@ -329,14 +332,7 @@ def load_calibration(path,      # a calibration .jsonl file or a folder of them
     items, problems, first, gold = [], [], {}, {}
     for f in calibration_files(path):
         rel = str(f)
-        for n, obj in read_jsonl_objects(f, rel, problems):
-            line = validate_object(CalibrationLine, obj, rel, n, problems)
-            if line is None: continue
-            if (first_at := first.get(line.item_id)) is not None:
-                why = f"duplicate item_id {line.item_id!r} (first at {first_at})"
-                problems.append(Problem(rel, n, "item_id", why))
-                continue
-            first[line.item_id] = f"{rel}:{n}"
+        for n, line in _new_lines(f, CalibrationLine, first, problems):
             q = queries.get(line.query_id)
             gold[line.item_id] = q.label if q is not None else None
             ps = _line_problems(line, q, rel, n)
