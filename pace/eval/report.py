@@ -164,8 +164,7 @@ def loss_summary(lt: pd.DataFrame) -> pd.DataFrame:
     if lt.empty: return pd.DataFrame()
     stages = list(lt.columns[5:-1])
     found = lt[stages].fillna(0).sum(axis=1) > 0
-    what = lt.lost_at.where(lt.lost_at == "", "lost at " + lt.lost_at).replace("", "kept")
-    what = what.where(found, "not found")
+    what = ("lost at " + lt.lost_at).where(lt.lost_at != "", "kept").where(found, "not found")
     c = lt.assign(what=what).groupby(["method", "what"]).size().unstack(fill_value=0)
     cols = ["not found", *[f"lost at {s}" for s in stages], "kept"]
     return c[[x for x in cols if x in c.columns]].rename_axis(columns=None)

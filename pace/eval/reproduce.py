@@ -130,8 +130,7 @@ def _joined_streams(outputs: list) -> list:
 def clean_notebook(nb: dict) -> dict:
     "`nb` without what varies between runs (papermill's times, kernel versions, random ids); counts in order."
     md = nb["metadata"]
-    params = md.pop("papermill", {}).get("parameters")
-    if params: md["papermill"] = {"parameters": params}
+    if params := md.pop("papermill", {}).get("parameters"): md["papermill"] = {"parameters": params}
     md.get("language_info", {}).pop("version", None); md.pop("widgets", None)
     n = 0
     for c in nb["cells"]:
