@@ -571,12 +571,11 @@ def _batch_pairs(run, todo: list):
                                        [public_kb(run.ds, q.instance_id) for q in part],
                                        answer=not run.cfg.scope.retrieval_only)
             secs = (time.perf_counter() - t0 - ix.seconds) / len(part)
-            judge = lambda qr: _judged(run, _row(qr[0], m, qr[1], qr[1].trace.get("stages", {})), qr[0], m,
-                                       secs)
+            judge = lambda q, r: _judged(run, _row(q, m, r, r.trace.get("stages", {})), q, m, secs)
             if len(part) > 1 and getattr(run.jm, "concurrent", False):   # a judge serving requests at once
                 with ThreadPoolExecutor(len(part)) as ex:
-                    lines = list(ex.map(_scoped(judge, run.jm), zip(part, rs)))
-            else: lines = map(judge, zip(part, rs))
+                    lines = list(ex.map(_scoped(judge, run.jm), part, rs))
+            else: lines = map(judge, part, rs)
             for line in lines: yield (*line, False)
 
 # %% ../../nbs/32_run.ipynb #9df170d3
