@@ -75,12 +75,6 @@ def _decision_cols(r: dict, judged: float) -> dict:
                         decision_source="answer")
     return d | dict(decision_correct=judged, decision_source="judge" if judged == judged else None)
 
-def _row_funnel(r: dict) -> dict:
-    "The row's funnel: stored, or computed from its evidence (older rows: from retrieved_ids as 'final')."
-    if r.get("funnel"): return r["funnel"]
-    ev = r.get("evidence") or {"final": r.get("retrieved_ids", [])}
-    return funnel(ev, r["gold_doc_ids"])
-
 def _row_record(r: dict, repeats: str = "drop") -> dict:
     "The flat numbers of one result row (`repeats`: how its ranked list's repeated ids are scored)."
     for k in ("query_id", "method", "label", "situation_type", "gold_doc_ids"):
@@ -92,7 +86,8 @@ def _row_record(r: dict, repeats: str = "drop") -> dict:
     d |= (retrieval_metrics(row_ranking(r), r["gold_doc_ids"], KS, repeats) if r.get("ranked")
           else dict.fromkeys(METRIC_COLS, float("nan")))
     d["depth"] = len(dict.fromkeys(row_ranking(r))) if r.get("ranked") else float("nan")   # the ranked list
-    f = _row_funnel(r)
+    ev = r.get("evidence") or {"final": r.get("retrieved_ids", [])}   # older rows: retrieved_ids as 'final'
+    f = r.get("funnel") or funnel(ev, r["gold_doc_ids"])   # the row's funnel: stored, or from its evidence
     d |= {f"funnel:{s}": f[s]["recall"] if s in f else float("nan") for s in FUNNEL_STAGES}
     d |= {f"docs:{s}": f[s]["n"] if s in f else float("nan") for s in FUNNEL_STAGES}
     seen = "answer" if "answer" in f else "final" if "final" in f else None
