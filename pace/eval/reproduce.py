@@ -463,7 +463,7 @@ def reproduce(names=(), # notebook numbers or names (empty: all)
         raise UsageError(f"{', '.join(bad)}: no out_dir parameter")
     if importlib.util.find_spec("papermill") is None:
         raise UsageError("pace reproduce needs papermill and a Jupyter kernel: "
-                         "pip install -e '.[experiments]'") from None
+                         "pip install -e '.[experiments]'")
     # -p runs what it says; otherwise the defaults and the committed settings
     extra = {} if kv else committed_settings(exps)
     jobs = [(e, {k: v for k, v in kv.items() if k in e.params}) for e in exps]
