@@ -413,7 +413,6 @@ def committed_settings(exps: list[Experiment]) -> dict[str, list[dict]]:
     try: d = json.loads(f.read_text())
     except ValueError as e: raise UsageError(f"{f}: not valid JSON ({e})") from None
     known = {e.name: e for e in find_experiments(f.parent)}
-    out = {}
     for name, sets in d.items():
         if name not in known: raise UsageError(f"{f}: no notebook {name!r}")
         for s in sets:
@@ -423,8 +422,7 @@ def committed_settings(exps: list[Experiment]) -> dict[str, list[dict]]:
             needs = s.get("needs", [])
             if not isinstance(needs, list) or not all(isinstance(m, str) for m in needs):
                 raise UsageError(f"{f}: {name}: 'needs' is a list of module names; got {s['needs']!r}")
-        out[name] = list(sets)
-    return {e.name: out[e.name] for e in exps if e.name in out}
+    return {e.name: list(d[e.name]) for e in exps if e.name in d}
 
 # %% ../../nbs/34_reproduce.ipynb #82a890f3
 def _rel(p) -> str:
