@@ -4,7 +4,7 @@
 
 # %% ../../nbs/31_evaluate.ipynb #2d3638f0
 from __future__ import annotations
-import json, re
+import hashlib, json, re
 from pathlib import Path
 import numpy as np, pandas as pd
 from ..methods.baselines import METHOD_SPECS
@@ -46,8 +46,7 @@ def _method_order(ms) -> list[str]:
     return known + sorted(m for m in ms if base(m) not in ORDER)
 
 # %% ../../nbs/31_evaluate.ipynb #b4fdd0e4
-def stated_decision(r: dict, # a result row
-                   ) -> tuple[bool, str | None]:
+def stated_decision(r: dict) -> tuple[bool, str | None]:
     "(was the answer structured, the decision it stated or None), from the notes of the row's answer call."
     for c in reversed((r.get("trace") or {}).get("calls") or []):
         if c.get("stage") == "answer":
@@ -61,28 +60,20 @@ def _judge_cols(j: dict | None) -> dict:
     if j is None:   # not judged
         nan = dict.fromkeys([*LABEL_COLS.values(), "judge_error", "decision_correct"], float("nan"))
         return nan | dict(judge=None, judge_mode=None)
-    lab = j.get("label")
-    d = {c: float(lab == l) for l, c in LABEL_COLS.items()}
-    d |= dict(judge_error=float(lab is None), judge=lab, judge_mode=j.get("mode"))
-    dc = j.get("decision_correct")
-    d["decision_correct"] = float(dc) if dc is not None else float("nan")
-    return d
+    lab, dc = j.get("label"), j.get("decision_correct")
+    return {c: float(lab == l) for l, c in LABEL_COLS.items()} | dict(
+        judge_error=float(lab is None), judge=lab, judge_mode=j.get("mode"),
+        decision_correct=float("nan") if dc is None else float(dc))
 
 def _decision_cols(r: dict, judged: float) -> dict:
     "Decision accuracy from the answer's decision field if any, else the judge's (`judged`); source; both."
     structured, dec = stated_decision(r)
-    d = dict(stated_decision=dec, judge_decision=(r.get("judge") or {}).get("decision"))
-    d["judge_decision_correct"] = judged
+    d = dict(stated_decision=dec, judge_decision=(r.get("judge") or {}).get("decision"),
+             judge_decision_correct=judged)
     if structured and r.get("answer") is not None:
-        correct = float(dec == expected_decision(r["label"]))
-        return d | dict(decision_correct=correct, decision_source="answer")
+        return d | dict(decision_correct=float(dec == expected_decision(r["label"])),
+                        decision_source="answer")
     return d | dict(decision_correct=judged, decision_source="judge" if judged == judged else None)
-
-def _row_funnel(r: dict) -> dict:
-    "The row's funnel: stored, or computed from its evidence (older rows: from retrieved_ids as 'final')."
-    if r.get("funnel"): return r["funnel"]
-    ev = r.get("evidence") or {"final": r.get("retrieved_ids", [])}
-    return funnel(ev, r["gold_doc_ids"])
 
 def _row_record(r: dict, repeats: str = "drop") -> dict:
     "The flat numbers of one result row (`repeats`: how its ranked list's repeated ids are scored)."
@@ -95,17 +86,17 @@ def _row_record(r: dict, repeats: str = "drop") -> dict:
     d |= (retrieval_metrics(row_ranking(r), r["gold_doc_ids"], KS, repeats) if r.get("ranked")
           else dict.fromkeys(METRIC_COLS, float("nan")))
     d["depth"] = len(dict.fromkeys(row_ranking(r))) if r.get("ranked") else float("nan")   # the ranked list
-    f = _row_funnel(r)
+    ev = r.get("evidence") or {"final": r.get("retrieved_ids", [])}   # older rows: retrieved_ids as 'final'
+    f = r.get("funnel") or funnel(ev, r["gold_doc_ids"])   # the row's funnel: stored, or from its evidence
     d |= {f"funnel:{s}": f[s]["recall"] if s in f else float("nan") for s in FUNNEL_STAGES}
     d |= {f"docs:{s}": f[s]["n"] if s in f else float("nan") for s in FUNNEL_STAGES}
     seen = "answer" if "answer" in f else "final" if "final" in f else None
     d["coverage"] = stage_coverage(f[seen]) if seen else None
     d["evidence"] = f[seen]["n"] if seen else float("nan")   # facts the answerer got (retrieval-only: ranked)
     u, ju = r.get("usage") or {}, r.get("judge_usage") or {}
-    d["llm_calls"] = sum(s.get("calls", 0) for s in u.values())
-    d["prompt_tokens"] = sum(s.get("prompt_tokens", 0) for s in u.values())
-    d["completion_tokens"] = sum(s.get("completion_tokens", 0) for s in u.values())
-    d["judge_calls"] = sum(s.get("calls", 0) for s in ju.values())
+    total = lambda us, k: sum(s.get(k, 0) for s in us.values())
+    d |= dict(llm_calls=total(u, "calls"), prompt_tokens=total(u, "prompt_tokens"),
+              completion_tokens=total(u, "completion_tokens"), judge_calls=total(ju, "calls"))
     for st, s in u.items(): d[f"calls:{st}"] = s.get("calls", 0)
     d["instance_id"] = r.get("instance_id")   # the case: the release averages within it first
     return d
@@ -113,20 +104,18 @@ def _row_record(r: dict, repeats: str = "drop") -> dict:
 # %% ../../nbs/31_evaluate.ipynb #ae457775
 def with_measures(df: pd.DataFrame, # `results_frame`'s rows, in the order of `rows`
                   rows: list[dict], # the result rows
-                  measures=MEASURES, # ir_measures names
                  ) -> pd.DataFrame:
     "`df` with a column per trec_eval measure of each ranked row's list (`trec_measures`); NaN when unranked."
     ranked = {str(i): r for i, r in enumerate(rows) if r.get("ranked")}
     m = trec_measures({i: row_ranking(r) for i, r in ranked.items()},
-                      {i: dict.fromkeys(r["gold_doc_ids"], 1) for i, r in ranked.items()}, measures)
-    names = list(next(iter(m.values()))) if m else list(measures)
+                      {i: dict.fromkeys(r["gold_doc_ids"], 1) for i, r in ranked.items()}, MEASURES)
+    names = list(next(iter(m.values()))) if m else list(MEASURES)
     nan = dict.fromkeys(names, float("nan"))
     cols = pd.DataFrame([m.get(str(i), nan) for i in range(len(rows))], index=df.index, columns=names)
     return df.assign(**cols)
 
 # %% ../../nbs/31_evaluate.ipynb #628a3725
-def scored_as_release(meta: dict | None, # a run's `run.json` (None: not known)
-                     ) -> bool:
+def scored_as_release(meta: dict | None) -> bool:
     "Is the run scored as the authors' release scores it? Runs of the paper preset (`--preset paper`) are."
     return ((meta or {}).get("settings") or {}).get("preset") == "paper"
 
@@ -184,12 +173,11 @@ PAIRED_TEST = dict(test="paired randomization (sign flips)", n_resamples=10_000,
 
 # %% ../../nbs/31_evaluate.ipynb #dbf0010e
 def paired_randomization(diffs, # per-query differences (method minus reference), NaNs left out
-                         n_resamples: int = PAIRED_TEST["n_resamples"],
-                         seed: int = PAIRED_TEST["seed"]) -> float:
+                        ) -> float:
     "Two-sided p-value of a paired randomization test: how often random sign flips give a mean as far from 0."
-    d = np.asarray([x for x in diffs if x == x], dtype=float)
+    d, n_resamples = np.asarray([x for x in diffs if x == x], dtype=float), PAIRED_TEST["n_resamples"]
     if len(d) == 0 or not d.any(): return 1.0
-    signs = np.random.default_rng(seed).choice((-1.0, 1.0), size=(n_resamples, len(d)))
+    signs = np.random.default_rng(PAIRED_TEST["seed"]).choice((-1.0, 1.0), size=(n_resamples, len(d)))
     far = np.abs((signs * d).mean(1)) >= abs(d.mean()) - 1e-12
     return float((1 + far.sum()) / (n_resamples + 1))
 
@@ -213,28 +201,25 @@ def paired_tests(df: pd.DataFrame, # a results frame
                  reference: str | None = None, # default `reference_method`
                 ) -> pd.DataFrame:
     "Per (method, column): n paired queries, mean difference from the reference, p, Holm-adjusted p."
-    ref = reference or reference_method(df)
-    out = []
-    if ref is not None:
-        base = df[df.method == ref].set_index("query_id")
-        for c in cols:
-            ps = {}
-            for m in _method_order(df.method):
-                if m == ref: continue
-                x = df[df.method == m].set_index("query_id")[c]
-                d = (x - base[c].reindex(x.index)).dropna()
-                if len(d) < 2: continue
-                ps[m] = paired_randomization(d.to_numpy())
-                out.append(dict(method=m, column=c, n=len(d), diff=float(d.mean()), p=ps[m]))
-            for r in out:
-                if r["column"] == c and r["method"] in ps: r["p_holm"] = holm(ps)[r["method"]]
+    ref, out = reference or reference_method(df), []
+    base = df[df.method == ref].set_index("query_id")
+    for c in cols if ref is not None else []:
+        rows = []
+        for m in _method_order(df.method):
+            x = df[df.method == m].set_index("query_id")[c]
+            d = (x - base[c].reindex(x.index)).dropna()
+            if m != ref and len(d) >= 2:
+                rows.append(dict(method=m, column=c, n=len(d), diff=float(d.mean()),
+                                 p=paired_randomization(d.to_numpy())))
+        holm_p = holm({r["method"]: r["p"] for r in rows})
+        out += [r | dict(p_holm=holm_p[r["method"]]) for r in rows]
     cols_ = ["method", "column", "n", "diff", "p", "p_holm"]
     return pd.DataFrame(out, columns=cols_).assign(reference=ref).set_index(["method", "column"])
 
 # %% ../../nbs/31_evaluate.ipynb #969f9f3b
-def paired_marks(tests: pd.DataFrame, # `paired_tests`
-                 alpha: float = PAIRED_TEST["alpha"]) -> dict:
-    "{(method, column): '▲' or '▼'} where the Holm-adjusted p is below `alpha`: above or below the reference."
+def paired_marks(tests: pd.DataFrame) -> dict:
+    "{(method, column): '▲' or '▼'} of `paired_tests` where the Holm-adjusted p is below the test's alpha."
+    alpha = PAIRED_TEST["alpha"]
     return {k: "▲" if r["diff"] > 0 else "▼" for k, r in tests.iterrows() if r["p_holm"] < alpha}
 
 # %% ../../nbs/31_evaluate.ipynb #8e8ef769
@@ -245,12 +230,11 @@ def paired_note(reference: str | None) -> str:
             "flips, two-sided), Holm-corrected over the methods, p < 0.05.")
 
 # %% ../../nbs/31_evaluate.ipynb #10ca18f3
-def retrieval_table(df: pd.DataFrame, # a results frame (`with_measures` columns)
-                    measures=MEASURES) -> pd.DataFrame:
-    "Per ranked method: n, facts handed to the answerer, depth of the ranked list, trec_eval's measures (%)."
+def retrieval_table(df: pd.DataFrame) -> pd.DataFrame:
+    "Per ranked method of a results frame: n, facts given the answerer, list depth, trec_eval's measures (%)."
     r = df[df.ranked]
     g = r.groupby("method")
-    t = pd.concat([g.size().rename("n"), _mean(g.evidence), _mean(g.depth), 100 * _mean(g[list(measures)])],
+    t = pd.concat([g.size().rename("n"), _mean(g.evidence), _mean(g.depth), 100 * _mean(g[list(MEASURES)])],
                   axis=1)
     return t.reindex(_method_order(r.method)).rename_axis("method")
 
@@ -258,8 +242,7 @@ def retrieval_table(df: pd.DataFrame, # a results frame (`with_measures` columns
 CASE_COLS = METRIC_COLS + [f"release_precision@{k}" for k in KS] + ["mrr"]   # the per-case table's metrics
 AVERAGES = {"case": "per-case mean (release)", "query": "per-query mean (pace)"}   # its rows per method
 
-def per_case_table(df: pd.DataFrame, # a results frame whose rows name their case (`instance_id`)
-                  ) -> pd.DataFrame:
+def per_case_table(df: pd.DataFrame) -> pd.DataFrame:
     "Per ranked method: queries, cases, retrieval (%) as means over cases and over queries; PASS (%) pooled."
     r = df[df.ranked]
     if r.instance_id.isna().any(): raise ValueError("result rows without an instance_id: no case to average")
@@ -319,8 +302,7 @@ _OVERFLOW = re.compile("|".join([
     r"longer than the model's context length",                            # SGLang
 ]), re.I)
 
-def is_context_overflow(error: str | None, # a model call's error message
-                       ) -> bool:
+def is_context_overflow(error: str | None) -> bool:
     "Does `error` say the prompt did not fit the model's context window (llama.cpp, OpenAI-compatible, vLLM)?"
     return bool(error and _OVERFLOW.search(error))
 
@@ -334,12 +316,13 @@ def calls_frame(rows: list[dict]) -> pd.DataFrame:
             out.append(dict(query_id=r["query_id"], method=r["method"], stage=c["stage"], ok=ok,
                             fallback=c.get("fallback"), truncated=cut,
                             overflow=not ok and is_context_overflow(c.get("error"))))
-    cols = ["query_id", "method", "stage", "ok", "fallback", "truncated", "overflow"]
-    return pd.DataFrame(out, columns=cols)
+    return pd.DataFrame(out, columns=["query_id", "method", "stage", "ok", "fallback", "truncated",
+                                      "overflow"])
 
 # %% ../../nbs/31_evaluate.ipynb #f88660cf
-_SELECTION = {f"n_{k}": f"{k}_per_query" for k in ("chosen", "padded", "passed_uncalled", "unseen_dropped")}
-_SELECTION["n_fallback"] = "fallback_ids_per_query"
+_SELECTION = {"n_chosen": "chosen_per_query", "n_padded": "padded_per_query",
+              "n_fallback": "fallback_ids_per_query", "n_passed_uncalled": "passed_uncalled_per_query",
+              "n_unseen_dropped": "unseen_dropped_per_query"}
 
 def failures(rows: list[dict]) -> pd.DataFrame:
     "Per method and stage: calls, failed, fallback, truncated, overflow (%); for filters, ids per query."
@@ -352,9 +335,7 @@ def failures(rows: list[dict]) -> pd.DataFrame:
                         for st, rep in ((r.get("trace") or {}).get("selection") or {}).items()])
     if len(sel):
         t = t.join(_mean(sel.groupby(["method", "stage"])[[c for c in _SELECTION if c in sel]]))
-    cols = ["queries", "calls", "failed", "fallback", "truncated", "overflow", "chosen_per_query",
-            "padded_per_query", "fallback_ids_per_query", "passed_uncalled_per_query",
-            "unseen_dropped_per_query"]
+    cols = ["queries", "calls", "failed", "fallback", "truncated", "overflow", *_SELECTION.values()]
     order, rank = _method_order(cf.method), {s: i for i, s in enumerate(CALL_STAGES)}   # other stages: a-z
     cells = sorted(t.index, key=lambda ms: (order.index(ms[0]), rank.get(ms[1], len(rank)), ms[1]))
     cells = pd.MultiIndex.from_tuples(cells, names=["method", "stage"])
@@ -384,9 +365,9 @@ def warnings(df: pd.DataFrame, fails: pd.DataFrame | None = None) -> list[str]:
                 out.append(f"WARNING: Oracle's {what} ({100 * o:.1f}%) is below " + better
                            + ": with the gold facts in hand the answer should do best; "
                              "suspect the answer model or the judge before the retrievers.")
-    ne = int(df.judge_error.fillna(0).sum())
-    if ne: out.append(f"WARNING: {ne} judge call(s) failed; they count as not PASS. "
-                      "`pace run --retry-failed` judges them again.")
+    if ne := int(df.judge_error.fillna(0).sum()):
+        out.append(f"WARNING: {ne} judge call(s) failed; they count as not PASS. "
+                   "`pace run --retry-failed` judges them again.")
     st = df[(df.decision_source == "answer") & df.judge_decision.notna()]
     for m in _method_order(st.method):
         g = st[st.method == m]
@@ -421,11 +402,9 @@ def to_markdown(t: pd.DataFrame, int_cols=("n", "judge_errors", "queries", "call
     mark = lambda r, c: (marks or {}).get((r.get("method"), c), "")
     cell = lambda r, c: (_cell(r[c], r.get(f"{c}_lo"), r.get(f"{c}_hi"), digits=0 if c in int_cols else 1)
                          + mark(r, c))
-    body = [[cell(r, c) if not isinstance(r[c], str) else r[c]
-             for c in cols] for _, r in t.iterrows()]
+    body = [[r[c] if isinstance(r[c], str) else cell(r, c) for c in cols] for _, r in t.iterrows()]
     names = {"pass": "PASS", "wrong_rationale": "WRONG_RATIONALE", "fail": "FAIL", "mrr": "MRR",
-             "decision_acc": "decision acc",
-             "judge_errors": "judge errors", "decision_from": "decision from"}
+             "decision_acc": "decision acc", "judge_errors": "judge errors", "decision_from": "decision from"}
     head = [names.get(c, c).replace("mrr@", "MRR@") for c in cols]
     from tabulate import tabulate
     return tabulate(body, headers=head, tablefmt="github", disable_numparse=True)
@@ -465,8 +444,7 @@ def header(meta: dict | None, # the run's `run.json` (None: counts only)
     return lines + [w for w in [evidence_warning(df)] if w]
 
 # %% ../../nbs/31_evaluate.ipynb #b7f2f283
-def evidence_warning(df: pd.DataFrame, # the results frame
-                    ) -> str | None:
+def evidence_warning(df: pd.DataFrame) -> str | None:
     "A warning when the ranked methods hand the answerer different numbers of facts (mean, rounded), or None."
     r = df[df.ranked]
     v = _mean(r.groupby("method").evidence).reindex(_method_order(r.method)).dropna()
@@ -514,7 +492,6 @@ def scores(df: pd.DataFrame, # a results frame
            tests: pd.DataFrame | None = None, # `paired_tests` of the same frame
           ) -> dict:
     "scores.json: every metric per method (fraction, n, interval, paired test), the settings' digest."
-    import hashlib
     s = (meta or {}).get("settings")
     num = lambda v: None if v is None or v != v else float(v)
     methods = {}
@@ -550,9 +527,8 @@ def write_tables(results_path, # a run's results.jsonl
     release = scored_as_release(meta)   # the paper preset: repeats kept, per-case means beside
     df = results_frame(rows, read_jsonl(results_path.with_name("timings.jsonl")) or None, meta=meta)
     fails = failures(rows)
-    judged = df.judge_mode.notna().any()
     tabs = {"table2": table2(df), "funnel": funnel_table(df), "failures": fails, "cost_per_query": cost(df)}
-    if judged:
+    if df.judge_mode.notna().any():   # judged
         tabs |= {"table3_pass_by_label": table3(df), "pass_by_situation_type": rate_by(df, "situation_type"),
                  "decision_by_label": rate_by(df, "label", "decision_correct"),
                  "decision_by_situation_type": rate_by(df, "situation_type", "decision_correct"),
@@ -599,8 +575,7 @@ def paper_metrics(df: pd.DataFrame, # a results frame with MRR at every k (`resu
     return t.reindex(_method_order(df.method)).rename_axis("method")
 
 # %% ../../nbs/31_evaluate.ipynb #6eb70554
-def label_outcomes(df: pd.DataFrame, # a results frame
-                  ) -> pd.DataFrame:
+def label_outcomes(df: pd.DataFrame) -> pd.DataFrame:
     "Per method: PASS, WRONG_RATIONALE, FAIL (%) per gold label; columns (label, outcome); NaN: not judged."
     t = 100 * _mean(df.groupby(["method", "label"])[list(LABEL_COLS.values())])
     t = t.set_axis(list(LABEL_COLS), axis=1).rename_axis(columns="outcome").unstack("label")
@@ -619,8 +594,7 @@ def side_by_side(tables: dict, # configuration -> a table, methods as rows (`pap
 def _short_model(m: dict | None) -> str:
     return re.sub(r"-(instruct|q\d|gguf).*$", "", (m or {}).get("model_id") or "none")
 
-def config_label(meta: dict, # a run's `run.json`
-                ) -> str:
+def config_label(meta: dict) -> str:
     "The run's chat model, short ('qwen2.5-coder-0.5b'), a preset but pace, a judge that is another model."
     s = meta["settings"]
     j = s.get("judge")
@@ -641,15 +615,13 @@ PRESET_NOTES = {   # a run's preset -> the caption sentence that says what it ch
              "released code runs them).",
 }
 
-def run_note(meta: dict, # a run's `run.json`
-             list_up_to: int = 12, # name the queries when there are at most this many
-            ) -> str:
-    "Caption sentences: the queries (ids when few), the preset, the judge (model, fingerprint, protocol)."
+def run_note(meta: dict) -> str:
+    "A run.json's caption: the queries (ids up to 12), the preset, the judge (model, fingerprint, protocol)."
     s, q = meta.get("settings", {}), meta.get("query_ids") or []
     ds = (s.get("dataset") or {}).get("name", "?")
     which = (f"all {len(q)} queries" if not meta.get("limit") else
              f"the {len(q)}-query stratified subset (limit {meta['limit']}, seed {s.get('seed', 0)})")
-    out = f"Queries: {which} of {ds}" + (f" ({', '.join(q)})." if len(q) <= list_up_to else ".")
+    out = f"Queries: {which} of {ds}" + (f" ({', '.join(q)})." if len(q) <= 12 else ".")
     if (p := s.get("preset")) not in (None, "pace"): out += " " + PRESET_NOTES.get(p, f"Preset {p}.")
     if s.get("retrieval_only"): return out + " Retrieval-only: no answer, no judge."
     j = s.get("judge") or {}

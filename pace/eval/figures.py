@@ -17,23 +17,18 @@ SMALL_MODEL_NOTE = ("Made with small models on CPU: it shows the pipeline at wor
                     "not how well the method does.")
 
 def is_small_model(model: str, # a model id or spec, e.g. 'llamacpp:qwen2.5-0.5b' or 'smollm2-135m-q4_1'
-                   max_b: float = 3.0, # the largest size (billions of parameters) counted as small
                   ) -> bool:
-    "True when `model` names its size (a `0.5b`, `1.5B` or `135m` part) and that is at most `max_b` billion."
-    sizes = []
-    for part in re.split(r"[-_/:@ ]", str(model)):
-        if m := re.fullmatch(r"(\d+(?:\.\d+)?)([bm])", part, re.I):
-            sizes.append(float(m[1]) / (1000 if m[2].lower() == "m" else 1))
-    return bool(sizes) and min(sizes) <= max_b
+    "True when `model` names its size (a `0.5b`, `1.5B` or `135m` part) and that is at most 3 billion."
+    sizes = [float(m[1]) / (1000 if m[2].lower() == "m" else 1) for part in re.split(r"[-_/:@ ]", str(model))
+             if (m := re.fullmatch(r"(\d+(?:\.\d+)?)([bm])", part, re.I))]
+    return bool(sizes) and min(sizes) <= 3.0
 
 # %% ../../nbs/35_figures.ipynb #f34ebc13
-def recorded_models(folder, # a dataset folder of `pace generate` or a run folder of `pace run`
-                   ) -> list[str]:
+def recorded_models(folder) -> list[str]:
     "The models a folder records in its generate.json or run.json (`backend:model_id`); [] if it has neither."
     p = next((Path(folder) / f for f in ("generate.json", "run.json") if (Path(folder) / f).is_file()), None)
     s = json.loads(p.read_text()).get("settings", {}) if p else {}
-    ms = [s.get(k) for k in ("chat", "judge", "embedder")]
-    ms = [m for m in ms if isinstance(m, dict) and m.get("model_id")]
+    ms = [m for k in ("chat", "judge", "embedder") if isinstance(m := s.get(k), dict) and m.get("model_id")]
     return list(dict.fromkeys(f"{m.get('backend', '?')}:{m['model_id']}" for m in ms))
 
 # %% ../../nbs/35_figures.ipynb #dbae49d0
@@ -52,8 +47,7 @@ def caption(title: str, # what the table or figure shows, e.g. 'Table 1: dataset
     return " ".join(out + ([SMALL_MODEL_NOTE] if small else []))
 
 # %% ../../nbs/35_figures.ipynb #fe7c3a56
-def run_title(meta: dict, # a run's `run.json`
-             ) -> str:
+def run_title(meta: dict) -> str:
     "What a run is, for a title: its chat model, how many queries of which dataset, the preset."
     s = meta.get("settings") or {}
     chat = (s.get("chat") or {}).get("model_id")
@@ -136,8 +130,7 @@ def _drawn(ax) -> bool:
                 for l in ax.lines if len(l.get_ydata()))
     return bars or lines or any(len(c.get_paths()) or c.get_array() is not None for c in ax.collections)
 
-def figure_problems(fig, # a matplotlib figure
-                   ) -> list[str]:
+def figure_problems(fig) -> list[str]:
     "What a figure lacks: a title (its own or each panel's), an x and y label per panel, data in each panel."
     axes = [ax for ax in fig.axes if ax.get_visible() and getattr(ax, "_colorbar", None) is None]
     sup = fig._suptitle.get_text() if fig._suptitle is not None else ""
@@ -145,9 +138,8 @@ def figure_problems(fig, # a matplotlib figure
     for i, ax in enumerate(axes, 1):
         name = f"panel {i}" + (f" ({ax.get_title()})" if ax.get_title() else "")
         if len(axes) > 1 and not ax.get_title(): out.append(f"{name} has no title")
-        labels = [(xy, a.label.get_text() if a.label.get_visible() else "")   # a hidden label is no label
-                  for xy, a in (("x", ax.xaxis), ("y", ax.yaxis))]
-        out += [f"{name} has no {xy} label" for xy, lab in labels if not lab]
+        out += [f"{name} has no {xy} label" for xy, a in (("x", ax.xaxis), ("y", ax.yaxis))
+                if not (a.label.get_visible() and a.label.get_text())]   # a hidden label is no label
         if not _drawn(ax): out.append(f"{name} shows no data")
     return out
 
@@ -158,12 +150,11 @@ def save_figure(fig, # a matplotlib figure
                 out_dir, # folder for the files (made if missing)
                 name: str, # file stem, e.g. 'figure_judge_confusion'
                 *, caption: str | None = None, # see `caption`; written to name.md above the image
-                dpi: int = 150, # resolution of the PNG
                ) -> list[Path]:
     "Write `fig` as name.png and name.pdf with no dates or version strings in them (same figure, same bytes)."
     if bad := figure_problems(fig): raise ValueError(f"figure {name}: " + "; ".join(bad))
     d = Path(out_dir); d.mkdir(parents=True, exist_ok=True)
-    fig.savefig(d / f"{name}.png", dpi=dpi, metadata={"Software": None})
+    fig.savefig(d / f"{name}.png", dpi=150, metadata={"Software": None})
     fig.savefig(d / f"{name}.pdf", metadata=PDF_METADATA)
     if caption is not None: (d / f"{name}.md").write_text(f"{caption}\n\n![{name}]({name}.png)\n")
     return [d / f"{name}.{x}" for x in ("png", "pdf", *(["md"] if caption is not None else []))]

@@ -17,12 +17,11 @@ COLUMNS = ["method", "instance", "n_facts", "index_seconds", "llm_calls", "promp
 
 # %% ../../nbs/33_index_cost.ipynb #bc718667
 def _shared_row(man: dict, inst: str) -> dict:
-    t = man.get("timings") or {}
-    secs = sum(float(t.get(k, 0.0)) for k in ("embed_s", "faiss_s", "bm25_s", "graph_s"))
-    return dict(method="pacemaker/bm25/dense/hybrid (shared index)", instance=inst,
-                n_facts=man.get("n_facts"), index_seconds=round(secs, 3),
-                llm_calls=0, prompt_tokens=0, completion_tokens=0, embed_texts=t.get("n_embedded", 0),
-                wall_seconds=round(secs, 3))
+    t = man.get("timings") or {}   # the shared index calls no LLM: its cost is its build timings
+    secs = round(sum(float(t.get(k, 0.0)) for k in ("embed_s", "faiss_s", "bm25_s", "graph_s")), 3)
+    cost = dict(n_facts=man.get("n_facts"), index_seconds=secs, embed_texts=t.get("n_embedded", 0),
+                wall_seconds=secs)
+    return _cost_row("pacemaker/bm25/dense/hybrid (shared index)", dict(cost=cost), inst)
 
 # %% ../../nbs/33_index_cost.ipynb #d7c23f54
 def _cost_row(method: str, man: dict, inst: str) -> dict:

@@ -5,6 +5,7 @@
 # %% ../../nbs/30_judge.ipynb #8dd81418
 from __future__ import annotations
 import argparse, hashlib, json, math, os, re, sys
+from itertools import chain, zip_longest
 from pathlib import Path
 from typing import Literal
 import pandas as pd
@@ -13,7 +14,7 @@ from tqdm.auto import tqdm
 from ..calls import AgentCall, agent_request, call_agent, chat_one, decoding_of, prompt_asset, read_reply
 from ..atomic import write_text
 from ..data import (DatasetError, PaceDataset, Problem, UsageError, load_pace_dataset,
-                       validate_object, read_jsonl_objects)
+                       validate_object, read_jsonl_objects, jsonl_text)
 from ..runfolder import JobFolder, positive_int
 
 # %% auto #0
@@ -48,8 +49,7 @@ class Verdict(BaseModel):
     failed_stage: str | None = None       # the judge stage whose call failed
 
 # %% ../../nbs/30_judge.ipynb #a7ce4fd2
-def expected_decision(gold_label: str, # 'conflict' or 'non_conflict'
-                     ) -> str:
+def expected_decision(gold_label: str) -> str:
     "The decision a correct reply takes for `gold_label`: 'decline' for conflict, 'carry_out' otherwise."
     if gold_label not in ("conflict", "non_conflict"):
         raise ValueError(f"gold label must be 'conflict' or 'non_conflict', got {gold_label!r}")
@@ -74,11 +74,10 @@ class PaperOutput(BaseModel):
     label: Literal['PASS', 'WRONG_RATIONALE', 'FAIL']
     reason: str
 
-def capped_schema(model: type[BaseModel], # a judge output model with a `reason` field
-                  max_reason_chars: int = REASON_CHARS) -> dict:
-    "The JSON schema of `model` with its `reason` capped at `max_reason_chars` characters."
+def capped_schema(model: type[BaseModel]) -> dict:
+    "The JSON schema of a judge output `model` with its `reason` capped at `REASON_CHARS` characters."
     s = model.model_json_schema()
-    s["properties"]["reason"]["maxLength"] = max_reason_chars
+    s["properties"]["reason"]["maxLength"] = REASON_CHARS
     return s
 
 # %% ../../nbs/30_judge.ipynb #5d359c69
@@ -139,8 +138,7 @@ def bare_label_messages(answer: str, # the reply to grade
 
 
 # %% ../../nbs/30_judge.ipynb #055df7f8
-def read_bare_label(text: str | None, # the judge's reply
-                   ) -> str:
+def read_bare_label(text: str | None) -> str:
     "The label of a bare-label reply: stripped and upper-cased, FAIL unless it is then one of `LABELS`."
     t = (text or "").strip().upper()
     return t if t in LABELS else "FAIL"
@@ -180,8 +178,7 @@ def judge_answer(cm,                      # judge chat model
                                      failed_stage=rec.stage, **kw)
     if mode == "paper":
         lab, rec = paper_judge(cm, answer, gold_label, gold_judgment, max_tokens=max_tokens)
-        if lab is None: return fail(rec), [rec]
-        return Verdict(label=lab, mode=mode), [rec]
+        return (fail(rec) if lab is None else Verdict(label=lab, mode=mode)), [rec]
     if mode == "paper_json":
         msgs = paper_messages(answer, gold_label, gold_judgment)
         out, rec = _judge_call(cm, msgs, "judge", PaperOutput, max_tokens)
@@ -190,8 +187,8 @@ def judge_answer(cm,                      # judge chat model
     d, rec1 = _judge_call(cm, decision_messages(query, answer), "judge_decision", DecisionOutput, max_tokens)
     if d is None: return fail(rec1), [rec1]
     if d.decision != want:
-        v = Verdict(label="FAIL", decision=d.decision, decision_correct=False, reason=d.reason.strip())
-        return v, [rec1]
+        return Verdict(label="FAIL", decision=d.decision, decision_correct=False,
+                       reason=d.reason.strip()), [rec1]
     msgs = rationale_messages(query, answer, gold_judgment)
     r, rec2 = _judge_call(cm, msgs, "judge_rationale", RationaleOutput, max_tokens)
     if r is None: return fail(rec2, decision=d.decision, decision_correct=True), [rec1, rec2]
@@ -247,8 +244,7 @@ def decision_status(decision: str, # 'carry_out', 'decline' or 'ambiguous'
 # %% ../../nbs/30_judge.ipynb #aa0ddea8
 SECOND_PASS = "second_pass.jsonl"   # the file name of a second labelling pass, beside the set it labels
 
-def calibration_files(path, # a .jsonl file or a folder of them
-                     ) -> list[Path]:
+def calibration_files(path) -> list[Path]:
     "`path` itself (a file) or the *.jsonl files of a folder except its second pass, sorted."
     p = Path(path)
     if p.is_dir():
@@ -285,20 +281,23 @@ def _line_problems(line: CalibrationLine, q, rel: str, n: int) -> list[Problem]:
     return out
 
 # %% ../../nbs/30_judge.ipynb #01bfc468
+def _new_lines(f: Path, model, seen: dict, problems: list[Problem]):
+    "(line number, line) of each valid `model` line of `f` whose item_id is new to `seen` (id -> file:line)."
+    rel = str(f)
+    for n, obj in read_jsonl_objects(f, rel, problems):
+        if (line := validate_object(model, obj, rel, n, problems)) is None: continue
+        i, here = line.item_id, f"{rel}:{n}"
+        if (at := seen.setdefault(i, here)) == here: yield n, line
+        else: problems.append(Problem(rel, n, "item_id", f"duplicate item_id {i!r} (first at {at})"))
+
 def _second_pass(f: Path, gold: dict, problems: list[Problem]) -> dict[str, PassLabel]:
     "Second pass `f`'s labels by item_id; `gold`: the set's item ids -> gold label (None: unknown query)."
-    rel, out, seen = str(f), {}, {}
-    for n, obj in read_jsonl_objects(f, rel, problems):
-        line = validate_object(SecondPassLine, obj, rel, n, problems)
-        if line is None: continue
+    rel, out = str(f), {}
+    for n, line in _new_lines(f, SecondPassLine, {}, problems):
         i = line.item_id
         if i not in gold:
             problems.append(Problem(rel, n, "item_id", f"unknown item_id {i!r} (not in the set)"))
-        elif i in seen:
-            problems.append(Problem(rel, n, "item_id", f"duplicate item_id {i!r} (first at {rel}:{seen[i]})"))
-        else:
-            seen[i] = n
-            if gold[i] is None: continue
+        elif gold[i] is not None:
             ps = _fit_problems(line.decision, line.verdict, gold[i], rel, n, "verdict")
             if ps: problems += ps
             else: out[i] = PassLabel(**line.model_dump(exclude={"item_id"}))
@@ -333,23 +332,14 @@ def load_calibration(path,      # a calibration .jsonl file or a folder of them
     items, problems, first, gold = [], [], {}, {}
     for f in calibration_files(path):
         rel = str(f)
-        for n, obj in read_jsonl_objects(f, rel, problems):
-            line = validate_object(CalibrationLine, obj, rel, n, problems)
-            if line is None: continue
-            if line.item_id in first:
-                first_at = first[line.item_id]
-                problems.append(Problem(rel, n, "item_id",
-                                        f"duplicate item_id {line.item_id!r} (first at {first_at})"))
-                continue
-            first[line.item_id] = f"{rel}:{n}"
+        for n, line in _new_lines(f, CalibrationLine, first, problems):
             q = queries.get(line.query_id)
             gold[line.item_id] = q.label if q is not None else None
             ps = _line_problems(line, q, rel, n)
             if ps: problems += ps; continue
             fp = line.first_pass or PassLabel(decision=line.decision, verdict=line.verdict, why=line.note)
             items.append(CalibrationItem(**(line.model_dump() | dict(first_pass=fp)), query=q.query,
-                                         label=q.label,
-                                         judgment=q.judgment, situation_type=q.situation_type,
+                                         label=q.label, judgment=q.judgment, situation_type=q.situation_type,
                                          source=f"{rel}:{n}"))
     if (sp := _second_pass_file(path, second_pass)) is not None:
         _ruling_problems(items, _second_pass(sp, gold, problems), problems)
@@ -381,19 +371,17 @@ def _chance(table: pd.DataFrame) -> tuple[float, float, float]:
     if n == 0: return 0.0, float("nan"), float("nan")
     return n, t.trace() / n, float(t.sum(1) @ t.sum(0)) / n**2
 
-def cohen_kappa(table: pd.DataFrame, # a contingency table (rows one rater, columns the other)
-               ) -> float:
+def cohen_kappa(table: pd.DataFrame) -> float:
     "Cohen's kappa of a contingency table (rows one rater, columns the other); NaN when undefined."
     n, po, pe = _chance(table)
     return float("nan") if n == 0 or pe == 1 else (po - pe) / (1 - pe)
 
 # %% ../../nbs/30_judge.ipynb #022e7450
-def wilson(k: int, # successes
-           n: int, # trials
-           z: float = 1.96) -> tuple[float, float]:
-    "Wilson score interval of the proportion k/n (95% by default)."
+def wilson(k: int, n: int) -> tuple[float, float]:
+    "The 95% Wilson score interval of the proportion of `k` successes in `n` trials."
     if n == 0: return (float("nan"), float("nan"))
-    p = k / n; d = 1 + z * z / n
+    p, z = k / n, 1.96
+    d = 1 + z * z / n
     c, h = (p + z * z / (2 * n)) / d, z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
     return (max(0.0, c - h), min(1.0, c + h))
 
@@ -402,7 +390,6 @@ def agreement(a: list, # one rater's labels, in item order (None: no label)
               b: list, # the other rater's labels of the same items
               labels=LABELS, # the categories
               names=("a", "b"), # the raters (rows and columns of the confusion matrix)
-              z: float = 1.96, # the interval's normal quantile (1.96: 95%)
              ) -> dict:
     "Two raters' agreement on items both labelled: {n, agreement, kappa, kappa_low, kappa_high, confusion}."
     if len(a) != len(b):
@@ -411,10 +398,9 @@ def agreement(a: list, # one rater's labels, in item order (None: no label)
     if bad: raise ValueError(f"labels {bad} not in {list(labels)}")
     pairs = [(x, y) for x, y in zip(a, b) if not pd.isna(x) and not pd.isna(y)]
     t = confusion([x for x, _ in pairs], [y for _, y in pairs], labels, names).drop(columns=ERROR)
-    n, po, pe = _chance(t)
-    k = cohen_kappa(t)
+    (n, po, pe), k = _chance(t), cohen_kappa(t)
     se = math.sqrt(po * (1 - po) / n) / (1 - pe) if n and pe < 1 else float("nan")
-    lo, hi = (float("nan"), float("nan")) if se != se else (max(-1.0, k - z * se), min(1.0, k + z * se))
+    lo, hi = (float("nan"), float("nan")) if se != se else (max(-1.0, k - 1.96 * se), min(1.0, k + 1.96 * se))
     return dict(n=int(n), agreement=po, kappa=k, kappa_low=lo, kappa_high=hi, confusion=t)
 
 # %% ../../nbs/30_judge.ipynb #16c6dbcd
@@ -423,8 +409,7 @@ def _side(ref, first, second) -> str:
     return ("both" if ref == first == second else "first pass" if ref == first else
             "second pass" if ref == second else "neither")
 
-def pass_agreement(items: list[CalibrationItem], # loaded calibration items, with their second pass
-                  ) -> dict:
+def pass_agreement(items: list[CalibrationItem]) -> dict:
     "First vs second pass on verdict and decision, and every ruled item: {n, verdict, decision, rulings}."
     both, names = [i for i in items if i.second_pass is not None], ("first pass", "second pass")
     key, show = (lambda l: (l.decision, l.verdict)), (lambda l: f"{l.decision} / {l.verdict}")
@@ -546,8 +531,7 @@ def _jsonable(x):
     if isinstance(x, float) and x != x: return None
     return x
 
-def calibration_summary(rep: dict, # a `calibrate` report
-                       ) -> dict:
+def calibration_summary(rep: dict) -> dict:
     "The JSON-able figures of a calibration report."
     figs = dict(mode=rep["mode"], n_items=rep["n_items"], judges=rep["judges"], between=rep["between"])
     return _jsonable(figs) | dict(
@@ -569,8 +553,7 @@ def _between_md(b: dict) -> str:
     return (f"agreement {_pct(b['agreement'])}%, kappa {b['kappa']:.3f}, "
             f"over the {b['n']} replies both labelled" + ci)
 
-def calibration_markdown(rep: dict, # a `calibrate` report
-                        ) -> str:
+def calibration_markdown(rep: dict) -> str:
     "The figures of a calibration report as Markdown tables."
     fs = rep["judges"]
     head = pd.DataFrame([{"judge": f["name"], "n": f["n"], "accuracy %": _pct(f["accuracy"]),
@@ -603,8 +586,7 @@ def write_calibration(rep: dict, # a `calibrate` report
     write_text(d / "summary.json", json.dumps(calibration_summary(rep), indent=1) + "\n")
     confusions = {f["name"]: f["confusion"] for f in rep["judges"].values()}
     write_text(d / "confusion.csv", pd.concat(confusions, names=["judge"]).to_csv())
-    write_text(d / "verdicts.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n"
-                                             for r in rep["verdicts"]))
+    write_text(d / "verdicts.jsonl", jsonl_text(rep["verdicts"], sort_keys=False))
     write_text(d / "report.md", calibration_markdown(rep))
     return d
 
@@ -646,10 +628,8 @@ def select_items(items: list, # calibration items
     by_kind = {}
     for it in sorted(items, key=lambda i: hashlib.sha256(i.item_id.encode()).hexdigest()):
         by_kind.setdefault(it.kind, []).append(it)
-    picked, queues = set(), [by_kind[k] for k in KINDS if k in by_kind]
-    while len(picked) < limit:
-        for q in queues:
-            if q and len(picked) < limit: picked.add(q.pop(0).item_id)
+    rounds = chain.from_iterable(zip_longest(*(by_kind[k] for k in KINDS if k in by_kind)))   # kinds in turn
+    picked = {i.item_id for i in [i for i in rounds if i is not None][:limit]}
     return [i for i in items if i.item_id in picked]
 
 # %% ../../nbs/30_judge.ipynb #19d52010

@@ -7,6 +7,7 @@ from __future__ import annotations
 import html, json
 from pathlib import Path
 import pandas as pd
+from ..data import read_jsonl
 from ..methods.agents import EVIDENCE_STAGES
 from .figures import run_title
 
@@ -15,15 +16,13 @@ __all__ = ['TABLES', 'in_pipeline_order', 'gold_losses', 'loss_table', 'find_dat
            'card_html', 'tables_html', 'loss_summary', 'report_html', 'write_report', 'add_cli']
 
 # %% ../../nbs/36_report.ipynb #8f1c65f8
-def in_pipeline_order(stages, # stage names, e.g. the keys of a row's `evidence` or `funnel` (stored a-z)
-                     ) -> list[str]:
+def in_pipeline_order(stages) -> list[str]:
     "`stages` in PaceMaker's order (`EVIDENCE_STAGES`: fused, prehop, pool, final, answer); others after."
     rank = {s: i for i, s in enumerate(EVIDENCE_STAGES)}
     return sorted(stages, key=lambda s: (rank.get(s, len(rank)), s))
 
 # %% ../../nbs/36_report.ipynb #5326d75a
-def gold_losses(row: dict, # a result row (`results.jsonl`)
-               ) -> list[dict]:
+def gold_losses(row: dict) -> list[dict]:
     "Per gold fact: {stage: held?} over the row's stages in pipeline order, and `lost_at` ('' when kept)."
     ev = row.get("evidence") or {}
     stages, out = in_pipeline_order(ev), []
@@ -35,17 +34,13 @@ def gold_losses(row: dict, # a result row (`results.jsonl`)
     return out
 
 # %% ../../nbs/36_report.ipynb #1137c705
-def loss_table(rows: list[dict], # result rows (`results.jsonl`)
-              ) -> pd.DataFrame:
+def loss_table(rows: list[dict]) -> pd.DataFrame:
     "Per query, method and gold fact: held (1/0) at each stage (in pipeline order), the stage that lost it."
     stages = in_pipeline_order({s for r in rows for s in (r.get("evidence") or {})})
-    out = []
-    for r in rows:
-        for g in gold_losses(r):
-            out.append(dict(query_id=r["query_id"], method=r["method"], label=r.get("label"),
-                            situation_type=r.get("situation_type"), doc_id=g["doc_id"],
-                            **{s: int(g["held"][s]) if s in g["held"] else None for s in stages},
-                            lost_at=g["lost_at"]))
+    out = [dict(query_id=r["query_id"], method=r["method"], label=r.get("label"),
+                situation_type=r.get("situation_type"), doc_id=g["doc_id"],
+                **{s: int(g["held"][s]) if s in g["held"] else None for s in stages}, lost_at=g["lost_at"])
+           for r in rows for g in gold_losses(r)]
     cols = ["query_id", "method", "label", "situation_type", "doc_id", *stages, "lost_at"]
     return pd.DataFrame(out, columns=cols).astype({s: "Int64" for s in stages})
 
@@ -62,14 +57,10 @@ def find_dataset(meta: dict, # a run's `run.json`
     return next((p for p in here if (p / "kb").is_dir()), None)
 
 # %% ../../nbs/36_report.ipynb #7a7a28bc
-def fact_texts(folder, # a dataset folder (its `kb/*.jsonl`), or None
-              ) -> dict:
+def fact_texts(folder) -> dict:
     "{(instance_id, doc_id): text} of every fact in the folder's knowledge bases ({} when there is none)."
-    out = {}
-    for p in sorted(Path(folder).glob("kb/*.jsonl")) if folder else []:
-        for line in p.read_text().splitlines():
-            if line.strip(): f = json.loads(line); out[(p.stem, f["doc_id"])] = f["text"]
-    return out
+    kbs = sorted(Path(folder).glob("kb/*.jsonl")) if folder else []
+    return {(p.stem, f["doc_id"]): f["text"] for p in kbs for f in read_jsonl(p)}
 
 # %% ../../nbs/36_report.ipynb #65231b2b
 def _asset(name: str) -> str:
@@ -82,12 +73,9 @@ _CSS, _JS = _asset("report.css"), _asset("report.js")
 # %% ../../nbs/36_report.ipynb #e4b15900
 def _e(x) -> str: return html.escape("" if x is None else str(x), quote=True)
 
-def verdict(row: dict, # a result row
-           ) -> str:
+def verdict(row: dict) -> str:
     "The judge's label of a row; 'not judged' without a judge (retrieval only), 'judge error' when it failed."
-    j = row.get("judge")
-    if j is None: return "not judged"
-    return j.get("label") or "judge error"
+    return "not judged" if (j := row.get("judge")) is None else j.get("label") or "judge error"
 
 # %% ../../nbs/36_report.ipynb #3baea1e4
 def _fact(texts: dict, inst: str, d: str) -> str:
@@ -158,8 +146,7 @@ def card_html(row: dict, # a result row
 TABLES = ("table2", "table3_pass_by_label", "pass_by_situation_type", "funnel", "evidence_coverage",
           "decision_by_label", "cost_per_query", "failures")   # the run's tables the report shows, in order
 
-def tables_html(run_dir, # a run folder
-               ) -> str:
+def tables_html(run_dir) -> str:
     "The run's tables (CSV) as HTML, each with its caption's first sentence."
     out = []
     for name in TABLES:
@@ -172,14 +159,12 @@ def tables_html(run_dir, # a run folder
     return "".join(out)
 
 # %% ../../nbs/36_report.ipynb #5c4ee7f2
-def loss_summary(lt: pd.DataFrame, # the loss table (`loss_table`)
-                ) -> pd.DataFrame:
+def loss_summary(lt: pd.DataFrame) -> pd.DataFrame:
     "Per method: gold facts no stage found, lost at each later stage (pipeline order), kept to the end."
     if lt.empty: return pd.DataFrame()
     stages = list(lt.columns[5:-1])
     found = lt[stages].fillna(0).sum(axis=1) > 0
-    what = lt.lost_at.where(lt.lost_at == "", "lost at " + lt.lost_at).replace("", "kept")
-    what = what.where(found, "not found")
+    what = ("lost at " + lt.lost_at).where(lt.lost_at != "", "kept").where(found, "not found")
     c = lt.assign(what=what).groupby(["method", "what"]).size().unstack(fill_value=0)
     cols = ["not found", *[f"lost at {s}" for s in stages], "kept"]
     return c[[x for x in cols if x in c.columns]].rename_axis(columns=None)
@@ -195,7 +180,7 @@ def report_html(run_dir, # a run folder (run.json, results.jsonl)
     "The run's report: one HTML page, self-contained (inline style and script, nothing fetched)."
     d = Path(run_dir)
     meta = json.loads((d / "run.json").read_text())
-    rows = [json.loads(x) for x in (d / "results.jsonl").read_text().splitlines() if x.strip()]
+    rows = read_jsonl(d / "results.jsonl")
     texts = fact_texts(find_dataset(meta, dataset))
     methods = list(dict.fromkeys([*meta.get("methods", []), *(r["method"] for r in rows)]))
     methods = [m for m in methods if any(r["method"] == m for r in rows)]
@@ -240,7 +225,7 @@ def write_report(run_dir, # a run folder
     d = Path(run_dir)
     for f in ("run.json", "results.jsonl"):
         if not (d / f).is_file(): raise FileNotFoundError(2, f"not a run folder (no {f})", str(d))
-    rows = [json.loads(x) for x in (d / "results.jsonl").read_text().splitlines() if x.strip()]
+    rows = read_jsonl(d / "results.jsonl")
     p = Path(out) if out else d / "report.html"
     p.parent.mkdir(parents=True, exist_ok=True)
     loss_table(rows).to_csv(p.parent / "losses.csv", index=False, lineterminator="\n")
@@ -253,8 +238,7 @@ def _report_cmd(a) -> int:
     print(f"{p} (open it in a browser; {p.parent / 'losses.csv'}: the stage that lost each gold fact)")
     return 0
 
-def add_cli(subparsers, # the `pace` parser's sub-parsers
-           ):
+def add_cli(subparsers):
     "Register `pace report RUN_DIR`."
     p = subparsers.add_parser("report", help="write a run's report.html: each query's funnel and verdict",
                               description="Write RUN_DIR/report.html (one self-contained page) and "

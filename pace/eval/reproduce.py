@@ -20,8 +20,7 @@ __all__ = ['QUIETED_AT_INTERRUPT', 'parse_parameters', 'Experiment', 'read_exper
            'list_experiments', 'reproduce', 'add_cli']
 
 # %% ../../nbs/34_reproduce.ipynb #6a300c72
-def parse_parameters(src: str, # the source of a cell tagged `parameters`
-                    ) -> dict[str, tuple[str, str]]:
+def parse_parameters(src: str) -> dict[str, tuple[str, str]]:
     "Each assignment of a parameters cell: name -> (the default as written, the comment after it)."
     lines, out = src.splitlines(), {}
     for node in ast.parse(src).body:
@@ -49,8 +48,7 @@ class Experiment:
         "The value of parameter `key` as the notebook sets it."
         return ast.literal_eval(self.params[key][0])
 
-def read_experiment(path, # an experiment notebook
-                   ) -> Experiment:
+def read_experiment(path) -> Experiment:
     "The title and parameters of an experiment notebook (a UsageError if no cell is tagged `parameters`)."
     cells = json.loads(Path(path).read_text())["cells"]
     first = next((c for c in cells if c["cell_type"] == "markdown"), None)
@@ -80,8 +78,7 @@ def experiments_dir(root=None, # a folder of experiment notebooks (default: nbs/
     return d
 
 # %% ../../nbs/34_reproduce.ipynb #e2675a9c
-def find_experiments(root=None, # see `experiments_dir`
-                    ) -> list[Experiment]:
+def find_experiments(root=None) -> list[Experiment]:
     "Every `NN_name.ipynb` of the experiments folder, in number order."
     return [read_experiment(p) for p in sorted(experiments_dir(root).glob("[0-9][0-9]_*.ipynb"))]
 
@@ -101,8 +98,7 @@ def select_experiments(exps: list[Experiment], # what `find_experiments` found
     return out if names else list(exps)
 
 # %% ../../nbs/34_reproduce.ipynb #9cd711b6
-def parse_param(s: str, # 'key=value'
-               ) -> tuple[str, object]:
+def parse_param(s: str) -> tuple[str, object]:
     "A `-p key=value` setting: the value parsed as JSON when it parses, else kept as a string."
     key, sep, raw = s.partition("=")
     if not sep or not key.strip().isidentifier():
@@ -124,20 +120,17 @@ def _joined_streams(outputs: list) -> list:
     "Outputs with each run of stream outputs of one name joined: a busy kernel may flush one print in two."
     out = []
     for o in outputs:
-        prev = out[-1] if out else None
-        if (o.get("output_type") == "stream" and prev is not None and prev.get("output_type") == "stream"
-                and prev.get("name") == o.get("name")):
+        prev = out[-1] if out else {}
+        if o.get("output_type") == prev.get("output_type") == "stream" and prev.get("name") == o.get("name"):
             text = "".join(prev["text"]) + "".join(o["text"])
             out[-1] = {**prev, "text": text.splitlines(keepends=True)}
         else: out.append(o)
     return out
 
-def clean_notebook(nb: dict, # an executed notebook (nbformat 4 JSON)
-                  ) -> dict:
+def clean_notebook(nb: dict) -> dict:
     "`nb` without what varies between runs (papermill's times, kernel versions, random ids); counts in order."
     md = nb["metadata"]
-    params = md.pop("papermill", {}).get("parameters")
-    if params: md["papermill"] = {"parameters": params}
+    if params := md.pop("papermill", {}).get("parameters"): md["papermill"] = {"parameters": params}
     md.get("language_info", {}).pop("version", None); md.pop("widgets", None)
     n = 0
     for c in nb["cells"]:
@@ -254,8 +247,7 @@ def accept_rows_enabled() -> bool:
     return os.environ.get("PACE_ACCEPT_ROWS", "").strip().lower() in ("1", "true", "yes", "on")
 
 # %% ../../nbs/34_reproduce.ipynb #e16a4f0f
-def refresh_run_files(folder, # a committed run folder: results.jsonl, timings.jsonl, run.json
-                     ) -> list[str]:
+def refresh_run_files(folder) -> list[str]:
     "Write a run folder's tables, `scores.json`, `<method>.trec` and `qrels.txt` again from its own rows."
     from pace.eval.evaluate import write_tables
     from pace.data import read_jsonl
@@ -392,7 +384,7 @@ def subset_dataset(src, # a dataset folder
                   ) -> str:
     "Write a one-instance subset of `src` to `out` (see above) and check that it loads; a one-line summary."
     import random, shutil
-    from pace.data import check_name, load_pace_dataset, read_jsonl
+    from pace.data import check_name, jsonl_text, load_pace_dataset, read_jsonl
     from pace.eval.run import select_queries
     src, out = Path(src), Path(out)
     check_name(instance, "instance")   # it names out/kb/<instance>.jsonl: one file name, never a path
@@ -404,29 +396,23 @@ def subset_dataset(src, # a dataset folder
     rest = [f["doc_id"] for f in kb if f["doc_id"] not in gold]
     keep = gold | set(random.Random(seed).sample(rest, max(0, min(len(rest), facts - len(gold)))))
     shutil.rmtree(out, ignore_errors=True); (out / "kb").mkdir(parents=True)
-    lines = lambda f: [l for l in (src / f).read_text().splitlines() if l.strip()]
-    inst = [l for l in lines("instances.jsonl") if json.loads(l)["instance_id"] == instance]
-    (out / "instances.jsonl").write_text("".join(l + "\n" for l in inst))
+    def copy(f, key, ids):   # the lines of `src/f` whose `key` is one of `ids`, as they are
+        ls = [l for l in (src / f).read_text().splitlines() if l.strip() and json.loads(l)[key] in ids]
+        (out / f).write_text("".join(l + "\n" for l in ls))
+    copy("instances.jsonl", "instance_id", {instance})
+    copy("queries.jsonl", "query_id", {q.query_id for q in qs})
     kept = [f for f in kb if f["doc_id"] in keep]
-    text = "".join(json.dumps(f, ensure_ascii=False) + "\n" for f in kept)
-    (out / "kb" / f"{instance}.jsonl").write_text(text)
-    qids = {q.query_id for q in qs}
-    qls = [l for l in lines("queries.jsonl") if json.loads(l)["query_id"] in qids]
-    (out / "queries.jsonl").write_text("".join(l + "\n" for l in qls))
+    (out / "kb" / f"{instance}.jsonl").write_text(jsonl_text(kept, sort_keys=False))
     load_pace_dataset(out)
     return f"{out.name}: {len(qs)} queries, {len(keep)} of {len(kb)} facts ({len(gold)} gold)"
 
 # %% ../../nbs/34_reproduce.ipynb #94bf75f3
-def committed_settings(exps: list[Experiment], # the chosen notebooks
-                      ) -> dict[str, list[dict]]:
+def committed_settings(exps: list[Experiment]) -> dict[str, list[dict]]:
     "The parameter sets committed besides the defaults (`settings.json` by the notebooks), checked."
-    if not exps: return {}
-    f = exps[0].path.parent / "settings.json"
-    if not f.is_file(): return {}
+    if not exps or not (f := exps[0].path.parent / "settings.json").is_file(): return {}
     try: d = json.loads(f.read_text())
     except ValueError as e: raise UsageError(f"{f}: not valid JSON ({e})") from None
     known = {e.name: e for e in find_experiments(f.parent)}
-    out = {}
     for name, sets in d.items():
         if name not in known: raise UsageError(f"{f}: no notebook {name!r}")
         for s in sets:
@@ -436,8 +422,7 @@ def committed_settings(exps: list[Experiment], # the chosen notebooks
             needs = s.get("needs", [])
             if not isinstance(needs, list) or not all(isinstance(m, str) for m in needs):
                 raise UsageError(f"{f}: {name}: 'needs' is a list of module names; got {s['needs']!r}")
-        out[name] = list(sets)
-    return {e.name: out[e.name] for e in exps if e.name in out}
+    return {e.name: list(d[e.name]) for e in exps if e.name in d}
 
 # %% ../../nbs/34_reproduce.ipynb #82a890f3
 def _rel(p) -> str:
@@ -474,10 +459,9 @@ def reproduce(names=(), # notebook numbers or names (empty: all)
                          "(see pace reproduce --list)")
     if bad := [e.name for e in exps if "out_dir" not in e.params]:
         raise UsageError(f"{', '.join(bad)}: no out_dir parameter")
-    try: import papermill  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("papermill") is None:
         raise UsageError("pace reproduce needs papermill and a Jupyter kernel: "
-                         "pip install -e '.[experiments]'") from None
+                         "pip install -e '.[experiments]'")
     # -p runs what it says; otherwise the defaults and the committed settings
     extra = {} if kv else committed_settings(exps)
     jobs = [(e, {k: v for k, v in kv.items() if k in e.params}) for e in exps]

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import argparse, contextlib, functools, hashlib, json, math, os, re, shlex, shutil, sys, time, weakref
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from itertools import chain
+from itertools import chain, zip_longest
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -61,11 +61,8 @@ def select_queries(queries: list, # the dataset's queries
     key = lambda q: hashlib.sha256(f"{seed}:{q.query_id}".encode()).hexdigest()
     strata = {}
     for q in sorted(queries, key=key): strata.setdefault((q.label, q.situation_type or ""), []).append(q)
-    order, out = sorted(strata), []
-    while len(out) < limit:
-        for s in order:
-            if strata[s] and len(out) < limit: out.append(strata[s].pop(0))
-    return out
+    rounds = chain.from_iterable(zip_longest(*(strata[s] for s in sorted(strata))))   # one of each in turn
+    return [q for q in rounds if q is not None][:limit]
 
 # %% ../../nbs/32_run.ipynb #e5ee817e
 STRUCTURED_METHODS = tuple(s.name for s in METHOD_SPECS if s.kind == "structured")   # own graph index each
@@ -77,8 +74,7 @@ def build_method(name: str | MethodSpec, # one of `METHODS`, a sized retriever, 
                  config=None, # the base `PaceMakerConfig`, or a PaceMaker method built (`Pipeline`)
                  graphrag_config=None, # a `GraphRAGConfig` or its settings as a dict (graphrag only)
                  **kw): # options of the method's class
-    """A `Method` from its name or spec (`make_method`); GraphRAG's settings are checked here, and a PaceMaker
-    name its settings contradict (pacemaker-small with anchor_keep=0) is a `UsageError`."""
+    "A `Method` from its name or spec (`make_method`); contradicting PaceMaker settings: a `UsageError`."
     s = name if isinstance(name, MethodSpec) else method_spec(name)
     gcfg = _graphrag_config(graphrag_config) if s.config == "graphrag" else None
     try: return make_method(s, chat_model, index, config, gcfg, **kw)
@@ -105,8 +101,7 @@ def hipporag_settings() -> dict:
     return dict(config=h.HippoRAGConfig().model_dump(), prompts=_prompt_digests(h))
 
 # %% ../../nbs/32_run.ipynb #a69502c2
-def chat_name(spec, # a chat model spec or a model object
-             ) -> str:
+def chat_name(spec) -> str:
     "The model name of a chat spec (or model object), known before the model is built: it names the folder."
     if hasattr(spec, "chat"): return spec.model_id
     from pace.llm import parse_spec
@@ -128,8 +123,7 @@ def default_run_name(dataset, # the dataset folder
 # %% ../../nbs/32_run.ipynb #8abf7907
 def check_run_name(name: str) -> str:
     "A run name is one folder name inside --out: one safe file name (`pace.data.name_problem`)."
-    why = name_problem(name)
-    if why is not None:
+    if (why := name_problem(name)) is not None:
         shown = repr(name) if len(repr(name)) <= 60 else repr(name)[:50] + f"... ({len(name)} characters)"
         raise UsageError(f"--name {shown}: a run name is one folder name inside --out; this one {why} "
                          f"(no '/', '\\', '..', NUL; not starting with '.' or '-'; at most {MAX_NAME_BYTES} "
@@ -198,17 +192,14 @@ class ScopeConfig(BaseModel):
                                 json_schema_extra=dict(cli="--out"))
 
     @field_validator("out_dir")
-    @classmethod
     def some_folder(cls, v):
         if not str(v).strip(): raise UsageError(f"--out {str(v)!r}: give a folder (default: results)")
         return v
 
     @field_validator("name")
-    @classmethod
     def one_folder(cls, v): return v if v is None else check_run_name(v)
 
     @field_validator("shard", mode="before")
-    @classmethod
     def one_shard(cls, v): return v if v is None else str(parse_shard(v))
 
 # %% ../../nbs/32_run.ipynb #c45ef844
@@ -263,7 +254,6 @@ class ExecutionConfig(BaseModel):
     progress: bool = Field(True, description="no progress bar", json_schema_extra=dict(cli="--no-progress"))
 
     @field_validator("workers", "batch", mode="before")
-    @classmethod
     def whole(cls, v, info): return _whole(v, f"--{info.field_name}")
 
 # %% ../../nbs/32_run.ipynb #a23fd35d
@@ -306,19 +296,16 @@ class RunConfig(BaseModel):
                           json_schema_extra=dict(kw="graphrag_config", type=key_values),
                           description="GraphRAG settings, e.g. 'extract_max_tokens=384' or JSON")
 
-    @model_validator(mode="before")
-    @classmethod
+    @model_validator(mode="before")   # a classmethod (pydantic makes it one)
     def preset_settings(cls, data):
         "Put the preset's settings under those given (`RUN_PRESETS`)."
         if not isinstance(data, dict) or not RUN_PRESETS.get(data.get("preset") or "pace"): return data
         return data | {part: _overlay(o, data.get(part)) for part, o in RUN_PRESETS[data["preset"]].items()}
 
     @field_validator("pacemaker", mode="before")
-    @classmethod
     def pacemaker_settings(cls, v): return _config(v)
 
     @field_validator("graphrag", mode="before")
-    @classmethod
     def graphrag_settings(cls, v): return _graphrag_config(v)
 
     @model_validator(mode="after")
@@ -360,14 +347,11 @@ class RunConfig(BaseModel):
 
     @classmethod
     def from_args(cls, args) -> RunConfig:
-        """The checked settings from `pace run`'s parsed options (`add_cli`): the namespace holds only the
-        options typed (`add_options`), so under a preset those alone win over it, even when they name the
-        default."""
+        "The checked settings from `pace run`'s parsed options (`add_cli`): options typed win over a preset."
         return cls.checked(**option_values(args, cls))
 
 # %% ../../nbs/32_run.ipynb #06fbb589
-def public_query(q, # a `pace.data.Query`
-                ):
+def public_query(q):
     "The request as a method may see it: id, instance, text and date; no label, gold ids or judgment."
     return SimpleNamespace(query_id=q.query_id, instance_id=q.instance_id, query=q.query, ref_date=q.ref_date)
 
@@ -429,20 +413,13 @@ def _run_folder(out_dir, name: str) -> JobFolder:
     return JobFolder(run_dir, explain=lambda old, new: _run_change(old, new))
 
 def _open_cache(cache, run_dir: Path):
-    ("The run's cache, opened once for all its models: `<run>/cache.sqlite` by default; False: none (as a "
-     "model reads it: None would be the default file).")
+    "The run's cache for all its models: `<run>/cache.sqlite` by default; False: none."
     if cache is False: return False
     if cache is None: return as_cache(run_dir / "cache.sqlite")
     try: return as_cache(cache)
     except (UsageError, OSError) as e: raise UsageError(f"--cache {cache}: {e}") from None
 
 # %% ../../nbs/32_run.ipynb #4c7f4985
-def _warn_dataset(ds):
-    "One line on stderr when a dataset has warnings (e.g. long facts): how many, the first, how to see all."
-    ws = getattr(ds, "warnings", None) or []
-    if ws: print(f"pace run: warning: {ds.path}: {len(ws)} warning(s), the first: {ws[0]} "
-                 f"(`pace data check {ds.path}` lists them)", file=sys.stderr)
-
 def _changed_settings(c: RunConfig, # the run's settings
                       specs: dict, # {name: `MethodSpec`} of the run
                      ) -> dict:
@@ -457,8 +434,7 @@ def _changed_settings(c: RunConfig, # the run's settings
     return {k: v for k, v in d.items() if v}
 
 def _preset_settings(c) -> dict:
-    """The preset, and the sha256 (first 16 hex) of the release's prompts and the paper judge's when the run
-    uses them; {} for a run under the defaults."""
+    "The preset; the sha256 (first 16 hex) of the release's and paper judge's prompts if the run uses them."
     digest = lambda ps: {k: hashlib.sha256(v.encode()).hexdigest()[:16] for k, v in sorted(ps.items())}
     out = dict(preset=c.preset) if c.preset != "pace" else {}
     if c.pacemaker.agent_prompts == "release": out["release_prompts"] = digest(RELEASE_PROMPTS)
@@ -528,19 +504,17 @@ def _todo(queries, methods, done: dict, retry_failed: bool) -> list[tuple]:
     for q in queries:
         for m in methods:
             old = done.get((q.query_id, m))
-            if old is None: todo.append((q, m, None))
-            elif retry_failed and (old.get("failed") or {}).get("agent"): todo.append((q, m, None))
-            elif retry_failed and (old.get("failed") or {}).get("judge"): todo.append((q, m, old))
+            failed = (old or {}).get("failed") or {} if retry_failed else {}
+            if old is None or failed.get("agent"): todo.append((q, m, None))
+            elif failed.get("judge"): todo.append((q, m, old))
     return todo
 
 # %% ../../nbs/32_run.ipynb #4801563a
-def round_floats(obj, # a result row (any JSON value)
-                 sig: int = 6, # significant digits kept
-                ):
-    "`obj` with every float rounded to `sig` significant digits (ints, strings and bools untouched)."
-    if isinstance(obj, float): return float(f"{obj:.{sig}g}")
-    if isinstance(obj, dict): return {k: round_floats(v, sig) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)): return [round_floats(v, sig) for v in obj]
+def round_floats(obj):
+    "A result row (any JSON value) with every float rounded to 6 significant digits (the rest untouched)."
+    if isinstance(obj, float): return float(f"{obj:.6g}")
+    if isinstance(obj, dict): return {k: round_floats(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)): return [round_floats(v) for v in obj]
     return obj
 
 # %% ../../nbs/32_run.ipynb #3f376bfe
@@ -580,7 +554,7 @@ def _pair(run, q, m: str, old: dict | None) -> tuple[dict, dict, bool]:
     if old is None:
         ro, gold = run.cfg.scope.retrieval_only, run.specs[m].sees_gold
         row, secs = _run_pair(run.ms[m], m, q, run.ds, run.cm, ro, gold)
-    else: row, secs = {k: v for k, v in old.items()}, 0.0
+    else: row, secs = dict(old), 0.0
     return *_judged(run, row, q, m, secs), old is not None
 
 # %% ../../nbs/32_run.ipynb #0e897998
@@ -597,12 +571,11 @@ def _batch_pairs(run, todo: list):
                                        [public_kb(run.ds, q.instance_id) for q in part],
                                        answer=not run.cfg.scope.retrieval_only)
             secs = (time.perf_counter() - t0 - ix.seconds) / len(part)
-            judge = lambda qr: _judged(run, _row(qr[0], m, qr[1], qr[1].trace.get("stages", {})), qr[0], m,
-                                       secs)
+            judge = lambda q, r: _judged(run, _row(q, m, r, r.trace.get("stages", {})), q, m, secs)
             if len(part) > 1 and getattr(run.jm, "concurrent", False):   # a judge serving requests at once
                 with ThreadPoolExecutor(len(part)) as ex:
-                    lines = list(ex.map(_scoped(judge, run.jm), zip(part, rs)))
-            else: lines = map(judge, zip(part, rs))
+                    lines = list(ex.map(_scoped(judge, run.jm), part, rs))
+            else: lines = map(judge, part, rs)
             for line in lines: yield (*line, False)
 
 # %% ../../nbs/32_run.ipynb #9df170d3
@@ -721,14 +694,11 @@ def _mark_stopped(run, why: str) -> int:
     "Write `run.json` as `partial`, with why the run stopped; the number of pairs the folder holds."
     n = len({(r["query_id"], r["method"]) for r in load_done(run.results)})
     try: run.job.write("partial", run.scope, n_pairs=n, stopped=why[:300])
-    except OSError: _partial_in_place(run.run_dir / "run.json")   # a full disk: no room for a new file
+    except OSError:   # a full disk: `running` becomes `partial` (as long) in the manifest's own bytes
+        with contextlib.suppress(OSError), open(run.run_dir / "run.json", "r+b") as f:
+            at = f.read().find(b'"status": "running"')
+            if at >= 0: f.seek(at); f.write(b'"status": "partial"'); f.flush(); os.fsync(f.fileno())
     return n
-
-def _partial_in_place(man: Path):
-    "Overwrite `running` with `partial` (as long) in the manifest's own bytes: no new block needed."
-    with contextlib.suppress(OSError), open(man, "r+b") as f:
-        at = f.read().find(b'"status": "running"')
-        if at >= 0: f.seek(at); f.write(b'"status": "partial"'); f.flush(); os.fsync(f.fileno())
 
 def _finish_run(run, new: int, retried: int) -> dict:
     "Sort the run's files, write the manifest's final status, the tables and index costs: the run's summary."
@@ -750,15 +720,11 @@ def _write_run_files(run_dir: Path, rows: list[dict], dataset=None) -> dict:
     "A finished run's tables, <method>.trec and qrels.txt, index costs and report, from its rows."
     tabs = write_tables(run_dir / "results.jsonl")
     write_runs(run_dir, rows); write_index_costs(run_dir)
-    _write_report(run_dir, dataset)
-    return tabs
-
-def _write_report(run_dir: Path, dataset=None):
-    "Write the run's report.html and losses.csv (`pace.eval.report.write_report`); a failure is a warning."
     from pace.eval.report import write_report
-    try: write_report(run_dir, dataset)
+    try: write_report(run_dir, dataset)   # report.html and losses.csv; a failure is a warning
     except Exception as e:
         print(f"pace: warning: {run_dir}: no report.html ({type(e).__name__}: {e})", file=sys.stderr)
+    return tabs
 
 @contextlib.contextmanager
 def stop_on_sigterm():
@@ -810,7 +776,9 @@ class _OpenRun:
         self.methods = list(self.specs)
         self.ds = load_pace_dataset(s.dataset)
         self.specs = check_run_files(self.specs, self.ds)   # run files: checked against the dataset
-        _warn_dataset(self.ds)
+        if ws := getattr(self.ds, "warnings", None):   # e.g. long facts: how many, the first, how to see all
+            print(f"pace run: warning: {self.ds.path}: {len(ws)} warning(s), the first: {ws[0]} "
+                  f"(`pace data check {self.ds.path}` lists them)", file=sys.stderr)
         self.whole, self.n_dataset = select_queries(self.ds.queries, s.limit, s.seed), len(self.ds.queries)
         self.shard = parse_shard(s.shard)
         mine = set(shard_ids(sorted(self.ds.instances), self.shard))   # a shard: its part of the instances
@@ -848,9 +816,7 @@ class _OpenRun:
         return deeper_methods(ms, c.scope.depth)   # --depth: a deeper list for the metrics
 
     def build_models(self):
-        """Open the cache once; build the chat model, the judge (the chat model unless given) and the
-        embedder, each wrapped in its cache with how it is asked (failures, re-asks, decoding); then set a
-        backend's context growth, concurrency and rate."""
+        "Build the chat model, the judge (the chat model unless given) and the embedder on one cache."
         from pace.llm import as_chat_model
         from pace.embed import as_embedder
         m, x = self.cfg.models, self.cfg.execution
@@ -876,20 +842,18 @@ class Run(_OpenRun):
     def pending(self, done: dict) -> list[tuple]:
         "(query, method, old row to judge again or None) of each pair still to run, at most `max_pairs`."
         x = self.cfg.execution
-        todo = _todo(self.queries, self.methods, done, x.retry_failed)
-        return todo if x.max_pairs is None else todo[:x.max_pairs]
+        return _todo(self.queries, self.methods, done, x.retry_failed)[:x.max_pairs]   # None: all
 
     def execute(self) -> dict:
         "`open`; then, holding the folder's lock: resume, `run` the `pending`, `finish` (a stop: partial)."
         self.open()
         with self.lock:   # held until the tables are written: no other run reads or writes the folder
-            x = self.cfg.execution
             done = _resume(self.job)
             self.scope = _scope(self, done.values())
             self.job.write("running", self.scope)
             try:
                 todo = self.pending(done)
-                self.workers = _workers(x.workers, self.cm, self.jm)
+                self.workers = _workers(self.cfg.execution.workers, self.cm, self.jm)
                 return _finish_run(self, *_run_pairs(self, todo))
             except KeyboardInterrupt as e:   # Ctrl-C, or SIGTERM (`stop_on_sigterm`: e.args names it)
                 why = f"interrupted ({e.args[0] if e.args else 'Ctrl-C'})"
@@ -948,8 +912,7 @@ def _run_cmd(a) -> int:
     if (page := res["run_dir"] / "report.html").is_file(): print(f"Each query's funnel and verdict: {page}")
     return 0
 
-def add_cli(subparsers, # the `pace` parser's sub-parsers
-           ) -> argparse.ArgumentParser:
+def add_cli(subparsers) -> argparse.ArgumentParser:
     "Register the `run` subcommand: an option for every setting of `RunConfig` (`add_options`)."
     p = subparsers.add_parser(
         "run", help="run methods on a dataset, judge the answers, write results and tables",
