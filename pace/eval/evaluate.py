@@ -173,11 +173,12 @@ PAIRED_TEST = dict(test="paired randomization (sign flips)", n_resamples=10_000,
 
 # %% ../../nbs/31_evaluate.ipynb #dbf0010e
 def paired_randomization(diffs, # per-query differences (method minus reference), NaNs left out
-                        ) -> float:
+                         n_resamples: int = PAIRED_TEST["n_resamples"],
+                         seed: int = PAIRED_TEST["seed"]) -> float:
     "Two-sided p-value of a paired randomization test: how often random sign flips give a mean as far from 0."
-    d, n_resamples = np.asarray([x for x in diffs if x == x], dtype=float), PAIRED_TEST["n_resamples"]
+    d = np.asarray([x for x in diffs if x == x], dtype=float)
     if len(d) == 0 or not d.any(): return 1.0
-    signs = np.random.default_rng(PAIRED_TEST["seed"]).choice((-1.0, 1.0), size=(n_resamples, len(d)))
+    signs = np.random.default_rng(seed).choice((-1.0, 1.0), size=(n_resamples, len(d)))
     far = np.abs((signs * d).mean(1)) >= abs(d.mean()) - 1e-12
     return float((1 + far.sum()) / (n_resamples + 1))
 

@@ -150,11 +150,12 @@ def save_figure(fig, # a matplotlib figure
                 out_dir, # folder for the files (made if missing)
                 name: str, # file stem, e.g. 'figure_judge_confusion'
                 *, caption: str | None = None, # see `caption`; written to name.md above the image
+                dpi: int = 150, # resolution of the PNG
                ) -> list[Path]:
     "Write `fig` as name.png and name.pdf with no dates or version strings in them (same figure, same bytes)."
     if bad := figure_problems(fig): raise ValueError(f"figure {name}: " + "; ".join(bad))
     d = Path(out_dir); d.mkdir(parents=True, exist_ok=True)
-    fig.savefig(d / f"{name}.png", dpi=150, metadata={"Software": None})
+    fig.savefig(d / f"{name}.png", dpi=dpi, metadata={"Software": None})
     fig.savefig(d / f"{name}.pdf", metadata=PDF_METADATA)
     if caption is not None: (d / f"{name}.md").write_text(f"{caption}\n\n![{name}]({name}.png)\n")
     return [d / f"{name}.{x}" for x in ("png", "pdf", *(["md"] if caption is not None else []))]

@@ -377,11 +377,12 @@ def cohen_kappa(table: pd.DataFrame) -> float:
     return float("nan") if n == 0 or pe == 1 else (po - pe) / (1 - pe)
 
 # %% ../../nbs/30_judge.ipynb #022e7450
-def wilson(k: int, n: int) -> tuple[float, float]:
-    "The 95% Wilson score interval of the proportion of `k` successes in `n` trials."
+def wilson(k: int, # successes
+           n: int, # trials
+           z: float = 1.96) -> tuple[float, float]:
+    "Wilson score interval of the proportion k/n (95% by default)."
     if n == 0: return (float("nan"), float("nan"))
-    p, z = k / n, 1.96
-    d = 1 + z * z / n
+    p = k / n; d = 1 + z * z / n
     c, h = (p + z * z / (2 * n)) / d, z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
     return (max(0.0, c - h), min(1.0, c + h))
 
@@ -390,6 +391,7 @@ def agreement(a: list, # one rater's labels, in item order (None: no label)
               b: list, # the other rater's labels of the same items
               labels=LABELS, # the categories
               names=("a", "b"), # the raters (rows and columns of the confusion matrix)
+              z: float = 1.96, # the interval's normal quantile (1.96: 95%)
              ) -> dict:
     "Two raters' agreement on items both labelled: {n, agreement, kappa, kappa_low, kappa_high, confusion}."
     if len(a) != len(b):
@@ -398,9 +400,10 @@ def agreement(a: list, # one rater's labels, in item order (None: no label)
     if bad: raise ValueError(f"labels {bad} not in {list(labels)}")
     pairs = [(x, y) for x, y in zip(a, b) if not pd.isna(x) and not pd.isna(y)]
     t = confusion([x for x, _ in pairs], [y for _, y in pairs], labels, names).drop(columns=ERROR)
-    (n, po, pe), k = _chance(t), cohen_kappa(t)
+    n, po, pe = _chance(t)
+    k = cohen_kappa(t)
     se = math.sqrt(po * (1 - po) / n) / (1 - pe) if n and pe < 1 else float("nan")
-    lo, hi = (float("nan"), float("nan")) if se != se else (max(-1.0, k - 1.96 * se), min(1.0, k + 1.96 * se))
+    lo, hi = (float("nan"), float("nan")) if se != se else (max(-1.0, k - z * se), min(1.0, k + z * se))
     return dict(n=int(n), agreement=po, kappa=k, kappa_low=lo, kappa_high=hi, confusion=t)
 
 # %% ../../nbs/30_judge.ipynb #16c6dbcd
