@@ -104,12 +104,13 @@ def _row_record(r: dict, repeats: str = "drop") -> dict:
 # %% ../../nbs/31_evaluate.ipynb #ae457775
 def with_measures(df: pd.DataFrame, # `results_frame`'s rows, in the order of `rows`
                   rows: list[dict], # the result rows
+                  measures=MEASURES, # ir_measures names
                  ) -> pd.DataFrame:
     "`df` with a column per trec_eval measure of each ranked row's list (`trec_measures`); NaN when unranked."
     ranked = {str(i): r for i, r in enumerate(rows) if r.get("ranked")}
     m = trec_measures({i: row_ranking(r) for i, r in ranked.items()},
-                      {i: dict.fromkeys(r["gold_doc_ids"], 1) for i, r in ranked.items()}, MEASURES)
-    names = list(next(iter(m.values()))) if m else list(MEASURES)
+                      {i: dict.fromkeys(r["gold_doc_ids"], 1) for i, r in ranked.items()}, measures)
+    names = list(next(iter(m.values()))) if m else list(measures)
     nan = dict.fromkeys(names, float("nan"))
     cols = pd.DataFrame([m.get(str(i), nan) for i in range(len(rows))], index=df.index, columns=names)
     return df.assign(**cols)
@@ -218,9 +219,9 @@ def paired_tests(df: pd.DataFrame, # a results frame
     return pd.DataFrame(out, columns=cols_).assign(reference=ref).set_index(["method", "column"])
 
 # %% ../../nbs/31_evaluate.ipynb #969f9f3b
-def paired_marks(tests: pd.DataFrame) -> dict:
-    "{(method, column): '▲' or '▼'} of `paired_tests` where the Holm-adjusted p is below the test's alpha."
-    alpha = PAIRED_TEST["alpha"]
+def paired_marks(tests: pd.DataFrame, # `paired_tests`
+                 alpha: float = PAIRED_TEST["alpha"]) -> dict:
+    "{(method, column): '▲' or '▼'} where the Holm-adjusted p is below `alpha`: above or below the reference."
     return {k: "▲" if r["diff"] > 0 else "▼" for k, r in tests.iterrows() if r["p_holm"] < alpha}
 
 # %% ../../nbs/31_evaluate.ipynb #8e8ef769
@@ -231,11 +232,12 @@ def paired_note(reference: str | None) -> str:
             "flips, two-sided), Holm-corrected over the methods, p < 0.05.")
 
 # %% ../../nbs/31_evaluate.ipynb #10ca18f3
-def retrieval_table(df: pd.DataFrame) -> pd.DataFrame:
-    "Per ranked method of a results frame: n, facts given the answerer, list depth, trec_eval's measures (%)."
+def retrieval_table(df: pd.DataFrame, # a results frame (`with_measures` columns)
+                    measures=MEASURES) -> pd.DataFrame:
+    "Per ranked method: n, facts handed to the answerer, depth of the ranked list, trec_eval's measures (%)."
     r = df[df.ranked]
     g = r.groupby("method")
-    t = pd.concat([g.size().rename("n"), _mean(g.evidence), _mean(g.depth), 100 * _mean(g[list(MEASURES)])],
+    t = pd.concat([g.size().rename("n"), _mean(g.evidence), _mean(g.depth), 100 * _mean(g[list(measures)])],
                   axis=1)
     return t.reindex(_method_order(r.method)).rename_axis("method")
 
