@@ -255,12 +255,13 @@ def _cached_results(cache:Cache|None, preps:list[dict],
                     failures:bool|set=False, # read recorded failures back: of every request, or of these keys
                    ) -> tuple[list, dict]:
     "Results found in `cache` (with `failures`, recorded failures too; else None), {key: its first index}."
-    want = [failures is True or (bool(failures) and p["key"] in failures) for p in preps]
-    keys = [p["key"] for p in preps] + [_failure_key(p) for p, w in zip(preps, want) if w]
+    fkeys = {i: _failure_key(p) for i, p in enumerate(preps)   # hashed once: the request can be long
+             if failures is True or (bool(failures) and p["key"] in failures)}
+    keys = [p["key"] for p in preps] + list(fkeys.values())
     hits, results, first = cache.get_many(keys) if cache is not None else {}, [], {}
-    for i, (p, w) in enumerate(zip(preps, want)):
+    for i, p in enumerate(preps):
         r = _result_from_entry(hits[p["key"]], p) if p["key"] in hits else None
-        if r is None and w and _failure_key(p) in hits: r = _result_from_entry(hits[_failure_key(p)], p)
+        if r is None and fkeys.get(i) in hits: r = _result_from_entry(hits[fkeys[i]], p)
         if r is None: first.setdefault(p["key"], i)
         results.append(r)
     return results, first
